@@ -1,0 +1,61 @@
+// The Internet checksum (RFC 1071), its pseudo-headers, and incremental updates
+// (RFC 1624) for rewrites that must not re-read the whole packet (NAT, TTL).
+//
+// Conventions: a "checksum" is the 16-bit field value as load16() returns it
+// (host order of the big-endian field). A "sum" is an unfolded 32-bit ones'
+// complement accumulator that callers may chain (pseudo-header + payload)
+// before folding it once with checksumFinish().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace dpu::overlay {
+
+// Adds the bytes (as big-endian 16-bit words; an odd last byte is padded with
+// zero) to `sum`. Returns an unfolded sum.
+uint32_t checksumAdd(const uint8_t* data, size_t len, uint32_t sum = 0);
+
+// Folds a sum to 16 bits and complements it: the value to store in a header.
+inline uint16_t checksumFinish(uint32_t sum) {
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// The checksum of a byte range (e.g. an IPv4 header with its checksum field zero).
+inline uint16_t internetChecksum(std::span<const uint8_t> bytes) {
+  return checksumFinish(checksumAdd(bytes.data(), bytes.size()));
+}
+
+// Pseudo-header sums for TCP/UDP/ICMPv6 (RFC 768, RFC 793, RFC 8200 §8.1).
+// Addresses point at the 4 or 16 address bytes in network order.
+uint32_t pseudoHeaderSumV4(const uint8_t* src, const uint8_t* dst, uint8_t proto, uint16_t l4_len);
+uint32_t pseudoHeaderSumV6(const uint8_t* src, const uint8_t* dst, uint8_t next_header, uint32_t l4_len);
+
+// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'). Returns the new checksum after a
+// 16-bit word of the covered data changed from `old_word` to `new_word`.
+inline uint16_t checksumUpdate16(uint16_t checksum, uint16_t old_word, uint16_t new_word) {
+  uint32_t sum = static_cast<uint16_t>(~checksum);
+  sum += static_cast<uint16_t>(~old_word);
+  sum += new_word;
+  return checksumFinish(sum);
+}
+
+// The same for a 32-bit field (an IPv4 address), as two 16-bit words.
+inline uint16_t checksumUpdate32(uint16_t checksum, uint32_t old_value, uint32_t new_value) {
+  uint32_t sum = static_cast<uint16_t>(~checksum);
+  sum += static_cast<uint16_t>(~(old_value >> 16));
+  sum += static_cast<uint16_t>(~(old_value & 0xffff));
+  sum += new_value >> 16;
+  sum += new_value & 0xffff;
+  return checksumFinish(sum);
+}
+
+// The same for a byte range of even length that changed from `old_bytes` to
+// `new_bytes` (an IPv6 address, a MAC-sized field inside covered data).
+uint16_t checksumUpdateBytes(uint16_t checksum, const uint8_t* old_bytes, const uint8_t* new_bytes,
+                             size_t len);
+
+}  // namespace dpu::overlay

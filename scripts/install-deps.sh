@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that the build, the tests and the benchmarks need.
+# Idempotent and non-interactive: it installs only what is missing, so a second run is fast.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  clang llvm lld libclang-rt-14-dev
+  # libraries the components link
+  libssl-dev openssl
+  libipsec-mb-dev
+  dpdk dpdk-dev libdpdk-dev
+  libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
+  libprotobuf-dev protobuf-compiler
+  libcpprest-dev
+  libbpf-dev libxdp-dev
+  nlohmann-json3-dev
+  libpcap-dev
+  catch2
+  # independent implementations the tests compare against
+  python3 python3-scapy tshark
+  # lab and system tests
+  iproute2 ethtool procps
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer for it.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
