@@ -1,0 +1,64 @@
+// Packets the slow path sends back on behalf of the distributed gateway:
+// ARP replies and neighbor advertisements for the gateway's addresses, and the
+// two "too big" errors path MTU discovery depends on (RFC 1191, RFC 8201) —
+// the ones a tunnel or IPsec overhead makes the dataplane send.
+//
+// Each builder reads a packet parsePacket accepted and writes its reply into
+// `out`, replacing what `out` held; the reply goes back on the same VLAN(s),
+// from `gateway_mac` to the sender. Nothing is allocated: `out` wraps a
+// caller-owned array (an mbuf's data room) that must not overlap the input.
+// If the reply does not fit, kNoRoom and `out` is unchanged. Replies are not
+// padded to the 60-byte Ethernet minimum: NICs pad short frames, as the Linux
+// stack relies on too.
+//
+// The builders refuse (kUnsupported, nothing written) packets a host or router
+// must never answer, so a caller's mistake cannot make the gateway amplify or
+// loop errors: ICMP errors about ICMP errors, about later fragments, or to
+// addresses that are not a single host (RFC 1122 §3.2.2, RFC 4443 §2.4(e)).
+// Whether the target is the gateway's own address is the caller's decision.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "overlay/buffer.h"
+#include "overlay/headers.h"
+#include "overlay/parse.h"
+#include "overlay/status.h"
+
+namespace dpu::overlay {
+
+// Answers an ARP request (RFC 826): "the target protocol address is at
+// gateway_mac", sent to the requester's hardware address. kUnsupported unless
+// `pkt` is an ARP request.
+Status buildArpReply(std::span<const uint8_t> request, const ParsedPacket& pkt, const MacAddress& gateway_mac,
+                     PacketBuffer& out);
+
+// Answers a neighbor solicitation (RFC 4861 §7.2.4) for its target address with
+// a solicited advertisement from that address, flags Router and Override, and
+// a target link-layer address option. A solicitation from the unspecified
+// address (duplicate address detection) is answered to all-nodes, unsolicited.
+// The solicitation is validated first (parseNeighborMessage): its errors are
+// returned as they are.
+Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPacket& pkt,
+                           const MacAddress& gateway_mac, PacketBuffer& out);
+
+// ICMP destination unreachable, fragmentation needed (type 3 code 4) with the
+// next-hop MTU (RFC 1191 §4), quoting the offending IP header and the first 8
+// bytes of its data (RFC 792), from `gateway_ip` to the sender. Only for an
+// IPv4 datagram with DF set, and `next_hop_mtu` at least 68 (RFC 791).
+Status buildIcmpFragNeeded(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                           const MacAddress& gateway_mac, uint32_t gateway_ip, uint16_t next_hop_mtu,
+                           PacketBuffer& out);
+
+// ICMPv6 packet too big (RFC 4443 §3.2) with `mtu` (at least 1280, RFC 8200
+// §5), quoting as much of the offending packet as fits in a 1280-byte reply,
+// from `gateway_ip` to the sender.
+Status buildIcmp6PacketTooBig(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                              const MacAddress& gateway_mac, const Ipv6Address& gateway_ip, uint32_t mtu,
+                              PacketBuffer& out);
+
+// Hop limit / TTL of the replies above that are not neighbor discovery.
+inline constexpr uint8_t kReplyTtl = 64;
+
+}  // namespace dpu::overlay
