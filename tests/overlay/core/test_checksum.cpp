@@ -26,6 +26,20 @@ TEST_CASE("IPv4 header checksum of a known header") {
   CHECK(internetChecksum(hdr) == 0);  // a valid header sums to zero
 }
 
+TEST_CASE("the inline IPv4 header checksum agrees with the general sum") {
+  std::mt19937 rng(3);
+  for (int round = 0; round < 1000; ++round) {
+    uint8_t hdr[60];
+    for (auto& b : hdr) b = static_cast<uint8_t>(rng());
+    for (size_t len : {20, 24, 60}) {
+      REQUIRE(ipv4HeaderChecksum(hdr, len) == internetChecksum({hdr, len}));
+    }
+  }
+  uint8_t valid[] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+                     0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+  CHECK(ipv4HeaderChecksum(valid, 20) == 0);
+}
+
 TEST_CASE("odd lengths pad the last byte with zero") {
   const uint8_t odd[] = {0x12, 0x34, 0x56};
   const uint8_t even[] = {0x12, 0x34, 0x56, 0x00};
