@@ -1,0 +1,213 @@
+// ESP (RFC 4303) with AES-GCM (RFC 4106): outbound and inbound security
+// associations that encrypt and decrypt IP packets in a PacketBuffer in place.
+//
+// What this protects: the DPUs' Geneve overlay (UDP/6081 between tunnel IPs)
+// in transport mode; tunnel mode is there for gateways and peers that want it.
+//
+// Packets start at the IP header (the caller strips and re-adds Ethernet).
+//  - Transport mode: the ESP header goes after the IPv4 header (options
+//    included) or after the IPv6 extension headers that must precede it
+//    (hop-by-hop, routing, destination options before a routing header, and an
+//    atomic fragment header: RFC 4303 §3.1.1, placed as Linux and scapy do).
+//    Encrypt moves only the IP header (into the headroom) and appends padding,
+//    trailer and ICV into the tailroom; it fixes the IPv4 total length,
+//    protocol and checksum (incrementally, RFC 1624) or the IPv6 payload length
+//    and next header. Decrypt undoes exactly that.
+//  - Tunnel mode: encrypt wraps the whole inner packet (next header 4 or 41)
+//    under a new outer IPv4/IPv6 header built from the SA; decrypt returns the
+//    inner packet. The outer DS field is copied from the inner one (RFC 4301
+//    §5.1.2.1; ECN "normal mode", RFC 6040 §4.1) and a CE mark on the outer
+//    header is copied back into an ECN-capable inner one on decrypt (§4.2).
+//
+// Wire format choices:
+//  - IV: explicit 8 bytes by default (RFC 4106 §3.1), set to the 64-bit
+//    sequence number, which is unique per key by construction (the counter
+//    never wraps, see below) and the same value RFC 8750 uses. Explicit is
+//    what every IKEv2 peer, the Linux kernel, tshark and scapy understand;
+//    implicit IV (RFC 8750, EspIvMode::kImplicit) saves 8 bytes per packet but
+//    needs both ends to have negotiated it (ENCR_AES_GCM_16_IIV).
+//  - Nonce = salt (4 bytes of KEYMAT, RFC 4106 §8.1) || IV (RFC 4106 §4).
+//  - AAD = SPI || sequence number (32 bits), or SPI || ESN high || ESN low with
+//    extended sequence numbers (RFC 4106 §5). With ESN only the low 32 bits are
+//    sent (RFC 4303 §2.2.1); the receiver infers the high half from its replay
+//    window (RFC 4303 Appendix A).
+//  - Padding: to a 4-byte boundary (RFC 4303 §2.4; GCM needs no block
+//    alignment, RFC 4106 §3.2) with the bytes 1, 2, 3..., checked on receive.
+//  - ICV: 16 bytes, the only size we offer (RFC 4106 §8 allows 8 and 12).
+//
+// Sequence numbers (RFC 4303 §3.3.3): the first packet is 1 and the counter
+// never wraps. Past the soft limit rekeyNeeded() turns true (the control plane
+// should start a rekey); at the hard limit (2^32-1 without ESN, 2^64-1 with)
+// encrypt() returns kEspSeqExhausted and never reuses a nonce.
+//
+// Decrypt order (RFC 4303 §3.4): SPI match, length sanity, replay pre-check,
+// ICV verification and decryption, padding check, window update. The window
+// moves only for packets that authenticated.
+//
+// Failures: encrypt()/decrypt() never throw, allocate, lock or log. Any status
+// other than kOk leaves the PacketBuffer exactly as it was (offset, length and
+// bytes; a failed decrypt re-encrypts what it decrypted), except
+// kEspCryptoError from encrypt (a backend failure no built-in backend has):
+// the packet must then be dropped. kEspDummy (a valid RFC 4303 §2.6 dummy
+// packet) counts as received in the window but carries nothing to deliver.
+//
+// Threading: an SA object belongs to one lcore (the sequence counter and the
+// replay window are plain fields). Create SAs off the datapath; create()
+// validates the whole configuration before anything is built.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "overlay/aead.h"
+#include "overlay/buffer.h"
+#include "overlay/replay_window.h"
+#include "overlay/result.h"
+#include "overlay/status.h"
+
+namespace dpu::overlay {
+
+inline constexpr uint32_t kEspHeaderSize = 8;      // SPI + sequence number
+inline constexpr uint32_t kEspExplicitIvSize = 8;  // RFC 4106 §3.1
+inline constexpr uint32_t kEspTrailerSize = 2;     // pad length + next header
+inline constexpr uint32_t kEspIcvSize = 16;
+inline constexpr uint32_t kEspMaxPadding = 3;  // to a 4-byte boundary
+
+enum class EspMode : uint8_t { kTransport, kTunnel };
+enum class EspIvMode : uint8_t { kExplicit, kImplicit };
+
+// The outer header of tunnel mode.
+struct EspTunnelConfig {
+  bool ipv6 = false;
+  // Network byte order; IPv4 uses the first 4 bytes of each.
+  std::array<uint8_t, 16> src{};
+  std::array<uint8_t, 16> dst{};
+  uint8_t ttl = 64;           // TTL or hop limit
+  bool dont_fragment = true;  // IPv4 DF: the overlay sizes packets to the path MTU itself
+
+  static EspTunnelConfig v4(const std::array<uint8_t, 4>& src, const std::array<uint8_t, 4>& dst);
+  static EspTunnelConfig v6(const std::array<uint8_t, 16>& src, const std::array<uint8_t, 16>& dst);
+};
+
+struct EspSaConfig {
+  uint32_t spi = 0;               // RFC 4303 §2.1: 1..255 are reserved, 0 is never sent
+  std::vector<uint8_t> key;       // 16 bytes (AES-128-GCM) or 32 (AES-256-GCM)
+  std::array<uint8_t, 4> salt{};  // the last 4 bytes of KEYMAT (RFC 4106 §8.1)
+  EspMode mode = EspMode::kTransport;
+  EspTunnelConfig tunnel;  // tunnel mode only
+  bool esn = false;        // 64-bit extended sequence numbers
+  EspIvMode iv_mode = EspIvMode::kExplicit;
+  // Inbound: anti-replay window in packets (multiple of 64, 64..65536).
+  uint32_t replay_window = ReplayWindow::kDefaultSize;
+  // Outbound: the first sequence number to send (1 for a new SA; larger to
+  // resume an SA whose counter was checkpointed, never smaller than what was
+  // already sent under this key). Inbound: the first sequence number the
+  // receiver will accept; everything before it counts as already received
+  // (the window, and the ESN high half it infers from, start there).
+  uint64_t initial_sequence = 1;
+  // Outbound: last sequence number after which rekeyNeeded() is true; 0 picks
+  // half of the sequence space (2^31 without ESN, 2^63 with).
+  uint64_t soft_sequence_limit = 0;
+  // Crypto backend; unset picks defaultAeadBackend().
+  std::optional<AeadBackend> backend;
+};
+
+// Per-SA counters (RFC 4301 §4.4.2.1 keeps lifetime counters per SA). Plain
+// fields: the SA's lcore writes them, readers on other threads may see
+// slightly stale values.
+struct EspSaCounters {
+  uint64_t packets = 0;                        // transformed successfully
+  uint64_t bytes = 0;                          // plaintext IP bytes (before encrypt, after decrypt)
+  std::array<uint64_t, kStatusCount> drops{};  // by Status
+
+  uint64_t dropped(Status s) const { return drops[static_cast<size_t>(s)]; }
+};
+
+class EspOutboundSa {
+ public:
+  static Result<EspOutboundSa> create(const EspSaConfig& config);
+
+  // Encrypts the IP packet in `packet` in place (see the file comment).
+  // Needs headroom() bytes of headroom and tailroom() bytes of tailroom.
+  Status encrypt(PacketBuffer& packet);
+
+  uint32_t spi() const { return spi_; }
+  EspMode mode() const { return mode_; }
+  AeadBackend backend() const { return aead_->backend(); }
+  AeadAlgorithm algorithm() const { return aead_->algorithm(); }
+
+  // The last sequence number sent (initial_sequence - 1 before the first).
+  uint64_t lastSequence() const { return last_seq_; }
+  uint64_t softSequenceLimit() const { return soft_limit_; }
+  uint64_t hardSequenceLimit() const { return hard_limit_; }
+  uint64_t sequencesLeft() const { return hard_limit_ - last_seq_; }
+  bool rekeyNeeded() const { return last_seq_ >= soft_limit_; }
+  bool exhausted() const { return last_seq_ >= hard_limit_; }
+
+  // Bytes encrypt() adds in front (outer header, ESP header, IV) and at most at
+  // the end (padding, trailer, ICV), for buffer and MTU planning.
+  uint32_t headroom() const { return outer_size_ + kEspHeaderSize + iv_size_; }
+  static constexpr uint32_t tailroom() { return kEspMaxPadding + kEspTrailerSize + kEspIcvSize; }
+  // Exact growth of a packet whose protected payload (transport: after the IP
+  // headers; tunnel: the whole inner packet) is `payload_len` bytes.
+  uint32_t overhead(uint32_t payload_len) const;
+
+  const EspSaCounters& counters() const { return counters_; }
+
+ private:
+  EspOutboundSa() = default;
+  Status encryptPacket(PacketBuffer& packet);
+
+  std::unique_ptr<AeadContext> aead_;
+  uint64_t last_seq_ = 0;
+  uint64_t soft_limit_ = 0;
+  uint64_t hard_limit_ = 0;
+  uint32_t spi_ = 0;
+  std::array<uint8_t, 4> salt_{};
+  EspMode mode_ = EspMode::kTransport;
+  bool esn_ = false;
+  uint32_t iv_size_ = kEspExplicitIvSize;
+  uint32_t outer_size_ = 0;  // tunnel: 20 or 40
+  EspTunnelConfig tunnel_;
+  EspSaCounters counters_;
+};
+
+class EspInboundSa {
+ public:
+  static Result<EspInboundSa> create(const EspSaConfig& config);
+
+  // Verifies and decrypts the ESP packet in `packet` in place (see the file
+  // comment for the order of checks and the state on failure).
+  Status decrypt(PacketBuffer& packet);
+
+  uint32_t spi() const { return spi_; }
+  EspMode mode() const { return mode_; }
+  AeadBackend backend() const { return aead_->backend(); }
+  AeadAlgorithm algorithm() const { return aead_->algorithm(); }
+  const ReplayWindow& replayWindow() const { return window_; }
+  const EspSaCounters& counters() const { return counters_; }
+
+ private:
+  EspInboundSa() = default;
+  Status decryptPacket(PacketBuffer& packet);
+
+  std::unique_ptr<AeadContext> aead_;
+  ReplayWindow window_;
+  uint32_t spi_ = 0;
+  std::array<uint8_t, 4> salt_{};
+  EspMode mode_ = EspMode::kTransport;
+  bool esn_ = false;
+  uint32_t iv_size_ = kEspExplicitIvSize;
+  EspSaCounters counters_;
+};
+
+// The SPI of the ESP packet starting at `ip_packet` (IPv4, or IPv6 with
+// extension headers before ESP), for the inbound SA lookup. kOk and `spi` set,
+// or the reason it is not a well-formed ESP packet.
+Status espPeekSpi(std::span<const uint8_t> ip_packet, uint32_t& spi);
+
+}  // namespace dpu::overlay

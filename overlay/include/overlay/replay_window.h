@@ -1,0 +1,69 @@
+// The ESP anti-replay window (RFC 4303 §3.4.3) with 64-bit extended sequence
+// number inference (RFC 4303 Appendix A).
+//
+// The bitmap is a ring of 64-bit blocks (the RFC 6479 layout): sliding the
+// window right clears whole blocks instead of shifting bits, so a jump costs
+// at most one pass over the ring and an in-order packet costs one load and one
+// store. The ring has at least one block more than the window needs, so the
+// block holding the window's left edge is never reused for its right edge.
+//
+// Use: check() before the ICV is verified (cheap rejection of duplicates
+// without crypto), update() only after the ICV verified (RFC 4303 §3.4.3: an
+// unauthenticated packet must never move the window). Both are per-packet:
+// no allocation, no locks. One window belongs to one inbound SA on one lcore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "overlay/status.h"
+
+namespace dpu::overlay {
+
+class ReplayWindow {
+ public:
+  static constexpr uint32_t kMinSize = 64;
+  static constexpr uint32_t kMaxSize = 65536;
+  static constexpr uint32_t kDefaultSize = 1024;
+
+  // `size` packets, a multiple of 64 in [kMinSize, kMaxSize] (validate with
+  // validSize(); other values are rounded up and clamped). Allocates.
+  explicit ReplayWindow(uint32_t size = kDefaultSize);
+  static bool validSize(uint32_t size) { return size >= kMinSize && size <= kMaxSize && size % 64 == 0; }
+
+  ReplayWindow(ReplayWindow&&) noexcept = default;
+  ReplayWindow& operator=(ReplayWindow&&) noexcept = default;
+
+  uint32_t size() const { return size_; }
+  // The highest sequence number authenticated so far (0: none yet).
+  uint64_t top() const { return top_; }
+
+  // RFC 4303 Appendix A2.1: the full 64-bit sequence number a received low
+  // half most plausibly stands for, given the window. Returns 0 (never a valid
+  // sequence number) when the guess would fall before the first subspace.
+  uint64_t inferEsn(uint32_t seq_low) const;
+
+  // kOk (new, or inside the window and not seen), kEspReplay (seen) or
+  // kEspTooOld (left of the window, or 0).
+  Status check(uint64_t seq) const;
+  // Marks `seq` received, sliding the window if it is the new top. Call only
+  // after check() returned kOk and the packet authenticated.
+  void update(uint64_t seq);
+  // Forgets everything (a new SA, or a test).
+  void reset();
+  // Starts the window as if every sequence number up to `last` had been
+  // received: for an SA resumed from a checkpoint whose window was lost, where
+  // accepting an old number again could replay a packet (RFC 4303 §3.4.3).
+  void resumeAt(uint64_t last);
+
+ private:
+  uint64_t& block(uint64_t seq) { return bits_[(seq >> 6) & block_mask_]; }
+  uint64_t block(uint64_t seq) const { return bits_[(seq >> 6) & block_mask_]; }
+
+  uint64_t top_ = 0;
+  uint32_t size_ = 0;
+  uint32_t block_mask_ = 0;  // ring length in blocks - 1 (a power of two)
+  std::unique_ptr<uint64_t[]> bits_;
+};
+
+}  // namespace dpu::overlay
