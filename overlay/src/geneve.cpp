@@ -21,14 +21,4 @@ Status makeOvnOption(OvnPortKeys keys, std::array<uint8_t, kOvnOptionDataLen>& s
   return Status::kOk;
 }
 
-Status decodeOvnOption(const GeneveOption& option, OvnPortKeys& keys) {
-  if (option.option_class != kOvnOptionClass || option.type != kOvnOptionType ||
-      option.data.size() != kOvnOptionDataLen) {
-    return Status::kBadGeneveOption;
-  }
-  keys.ingress = load16(option.data.data()) & kOvnMaxIngressPortKey;
-  keys.egress = load16(option.data.data() + 2);
-  return Status::kOk;
-}
-
 }  // namespace dpu::overlay

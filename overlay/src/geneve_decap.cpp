@@ -38,6 +38,7 @@ bool understands(std::span<const GeneveOptionKey> understood, uint16_t option_cl
 // Opt Len covers the options and nothing else).
 Status parseOptions(const uint8_t* p, uint32_t len, const GeneveDecapConfig& config, GeneveHeaders& out) {
   uint32_t off = 0;
+  const bool ovn_understood = len != 0 && understands(config.understood, kOvnOptionClass, kOvnOptionType);
   while (off < len) {
     if (len - off < kGeneveOptionHeaderLen) return Status::kBadGeneveOption;
     const uint8_t* o = p + off;
@@ -50,8 +51,7 @@ Status parseOptions(const uint8_t* p, uint32_t len, const GeneveDecapConfig& con
     option.data = {o + kGeneveOptionHeaderLen, data_len};
     off += kGeneveOptionHeaderLen + data_len;
 
-    if (option.option_class == kOvnOptionClass && option.type == kOvnOptionType &&
-        understands(config.understood, kOvnOptionClass, kOvnOptionType)) {
+    if (option.option_class == kOvnOptionClass && option.type == kOvnOptionType && ovn_understood) {
       // Two OVN options would name two logical ports: which one a receiver
       // honours is ambiguous (and the NIC matches one), so refuse the packet.
       if (out.ovn) return Status::kBadGeneveOption;

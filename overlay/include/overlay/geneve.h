@@ -20,6 +20,7 @@
 #include <span>
 
 #include "overlay/buffer.h"
+#include "overlay/bytes.h"
 #include "overlay/mtu.h"
 #include "overlay/status.h"
 
@@ -90,7 +91,16 @@ Status makeOvnOption(OvnPortKeys keys, std::array<uint8_t, kOvnOptionDataLen>& s
 // Reads an option that must be the OVN option with exactly 4 data bytes
 // (kBadGeneveOption otherwise). The reserved bit is ignored on receipt, as
 // RFC 8926 asks of reserved fields.
-Status decodeOvnOption(const GeneveOption& option, OvnPortKeys& keys);
+// Inline: it runs on every received packet.
+inline Status decodeOvnOption(const GeneveOption& option, OvnPortKeys& keys) {
+  if (option.option_class != kOvnOptionClass || option.type != kOvnOptionType ||
+      option.data.size() != kOvnOptionDataLen) {
+    return Status::kBadGeneveOption;
+  }
+  keys.ingress = load16(option.data.data()) & kOvnMaxIngressPortKey;
+  keys.egress = load16(option.data.data() + 2);
+  return Status::kOk;
+}
 
 // The UDP source port for an inner flow hash (RFC 8926 §3.3). The high half of
 // the hash is folded in so that hashes with weak low bits still spread.
