@@ -3,7 +3,7 @@
 # tunnel mode, with and without 64-bit extended sequence numbers — including a
 # run that crosses the 2^32 boundary, where only our receiver's inference of the
 # high half (RFC 4303 Appendix A) gets the ICV right.
-source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/common.bash" "$@"
 make_inner_pcap "$scratch/inner.pcap"
 "$pcaptool" geneve-encap -i "$scratch/inner.pcap" -o "$scratch/geneve.pcap" --vni 9 \
   --src-ip 192.168.100.1 --dst-ip 192.168.100.2 --ovn-option 1:2 2>/dev/null

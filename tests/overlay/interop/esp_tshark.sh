@@ -1,7 +1,7 @@
 # tshark decrypts and authenticates our ESP (AES-GCM-128 and -256, transport and
 # tunnel mode, both crypto backends) given the SA, finds the Geneve packet inside,
 # and flags a tampered packet that our decrypt also refuses.
-source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/common.bash" "$@"
 make_inner_pcap "$scratch/inner.pcap"
 "$pcaptool" geneve-encap -i "$scratch/inner.pcap" -o "$scratch/geneve.pcap" --vni 0x123456 \
   --src-ip 192.168.100.1 --dst-ip 192.168.100.2 --ovn-option 5:7

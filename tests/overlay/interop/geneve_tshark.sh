@@ -1,6 +1,6 @@
 # tshark dissects our Geneve down to each option, with valid outer checksums,
 # for IPv4 and IPv6 underlays; our decap restores the original frames exactly.
-source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/common.bash" "$@"
 make_inner_pcap "$scratch/inner.pcap"
 n=$(ts -r "$scratch/inner.pcap" -T fields -e frame.number | wc -l)
 
