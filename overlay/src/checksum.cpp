@@ -41,13 +41,7 @@ uint32_t checksumAdd(const uint8_t* data, size_t len, uint32_t sum) {
     std::memcpy(&w, pad, sizeof w);
     acc += w;
   }
-  acc = (acc & 0xffffffff) + (acc >> 32);
-  acc = (acc & 0xffffffff) + (acc >> 32);
-  uint32_t folded = static_cast<uint32_t>(acc);
-  folded = (folded & 0xffff) + (folded >> 16);
-  folded = (folded & 0xffff) + (folded >> 16);
-  uint16_t native = static_cast<uint16_t>(folded);
-  if constexpr (std::endian::native == std::endian::little) native = __builtin_bswap16(native);
+  const uint16_t native = detail::foldNative(acc);
   uint64_t total = uint64_t{sum} + native;
   total = (total & 0xffffffff) + (total >> 32);
   return static_cast<uint32_t>(total);

@@ -36,19 +36,27 @@ inline uint16_t internetChecksum(std::span<const uint8_t> bytes) {
   return checksumFinish(checksumAdd(bytes.data(), bytes.size()));
 }
 
-inline uint16_t ipv4HeaderChecksum(const uint8_t* header, size_t len) {
-  if (len != 20) return checksumFinish(checksumAdd(header, len));
-  uint32_t w[5];
-  std::memcpy(w, header, sizeof w);
-  uint64_t acc = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
+namespace detail {
+// Folds a 64-bit accumulator of native-order 32-bit words to the 16-bit
+// big-endian-view sum: the ones' complement sum is byte-order independent up
+// to one final swap (RFC 1071 §2(B)).
+inline uint16_t foldNative(uint64_t acc) {
+  acc = (acc & 0xffffffff) + (acc >> 32);
   acc = (acc & 0xffffffff) + (acc >> 32);
   uint32_t folded = static_cast<uint32_t>(acc);
   folded = (folded & 0xffff) + (folded >> 16);
   folded = (folded & 0xffff) + (folded >> 16);
-  // Summed in native order: swap once to the big-endian view (RFC 1071 §2(B)).
   uint16_t native = static_cast<uint16_t>(folded);
   if constexpr (std::endian::native == std::endian::little) native = __builtin_bswap16(native);
-  return static_cast<uint16_t>(~native);
+  return native;
+}
+}  // namespace detail
+
+inline uint16_t ipv4HeaderChecksum(const uint8_t* header, size_t len) {
+  if (len != 20) return checksumFinish(checksumAdd(header, len));
+  uint32_t w[5];
+  std::memcpy(w, header, sizeof w);
+  return static_cast<uint16_t>(~detail::foldNative(uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]));
 }
 
 // Pseudo-header sums for TCP/UDP/ICMPv6 (RFC 768, RFC 793, RFC 8200 §8.1).
