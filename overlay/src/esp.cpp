@@ -2,9 +2,10 @@
 // creation, encrypt, decrypt and the few IP header fields they need. The
 // wire format and the failure contract are described in esp.h.
 //
-// The IP parsing here is deliberately minimal and local (no dependency on the
-// packet library): ESP needs only where its header goes, the length fields it
-// rewrites and the next-header byte it takes over.
+// The IP parsing here is deliberately minimal and local: it reads the wire
+// formats of headers.h but not through the packet library's parser, which this
+// library does not link. ESP needs only where its header goes, the length
+// fields it rewrites and the next-header byte it takes over.
 #include "overlay/esp.h"
 
 #include <algorithm>
@@ -13,22 +14,14 @@
 
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
+#include "overlay/headers.h"
 
 namespace dpu::overlay {
 namespace {
 
-constexpr uint8_t kProtoIpv4 = 4;
-constexpr uint8_t kProtoIpv6 = 41;
-constexpr uint8_t kProtoEsp = 50;
-constexpr uint8_t kProtoNone = 59;  // RFC 8200 §4.7, ESP dummy packets (RFC 4303 §2.6)
-constexpr uint8_t kExtHopByHop = 0;
-constexpr uint8_t kExtRouting = 43;
-constexpr uint8_t kExtFragment = 44;
-constexpr uint8_t kExtDestOpts = 60;
-constexpr uint32_t kIpv4MinHeader = 20;
-constexpr uint32_t kIpv6Header = 40;
 // More extension headers than any sane packet carries ends the walk: the
-// chain is attacker-controlled and must not cost unbounded time.
+// chain is attacker-controlled and must not cost unbounded time. (The same
+// bound as the parser's kMaxIpv6ExtHeaders, which lives in the packet library.)
 constexpr int kMaxExtHeaders = 8;
 constexpr uint32_t kMaxIpLength = 65535;
 
@@ -43,16 +36,16 @@ struct IpLayout {
 enum class Direction { kEncrypt, kDecrypt };
 
 Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
-  if (size < kIpv4MinHeader) return Status::kTruncated;
-  const uint32_t header_len = (p[0] & 0x0f) * 4u;
-  if (header_len < kIpv4MinHeader || header_len > size) return Status::kBadIpv4HeaderLength;
-  const uint32_t total = load16(p + 2);
+  if (size < ipv4::kMinHeaderLen) return Status::kTruncated;
+  const auto header_len = static_cast<uint32_t>(ipv4::headerLen(p));
+  if (header_len < ipv4::kMinHeaderLen || header_len > size) return Status::kBadIpv4HeaderLength;
+  const uint32_t total = ipv4::totalLength(p);
   if (total < header_len || total > size) return Status::kBadIpv4TotalLength;
   // Transport mode protects whole datagrams (RFC 4303 §3.1.1), and received
   // fragments are reassembled before ESP processing (§3.4.1): MF or a
   // fragment offset means the caller must reassemble first.
-  if (load16(p + 6) & 0x3fff) return Status::kUnsupported;
-  out = {header_len, total, 9, false};
+  if (ipv4::fragField(p) & (ipv4::kFlagMf | ipv4::kFragOffsetMask)) return Status::kUnsupported;
+  out = {header_len, total, ipv4::kProtocolOffset, false};
   return Status::kOk;
 }
 
@@ -62,27 +55,27 @@ Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
 // placement of Linux's ip6_find_1stfragopt() and of scapy, RFC 4303 §3.1.1.
 // Decrypt walks the same kinds of headers until it finds ESP.
 Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
-  if (size < kIpv6Header) return Status::kTruncated;
-  const uint32_t total = kIpv6Header + load16(p + 4);
+  if (size < ipv6::kHeaderLen) return Status::kTruncated;
+  const uint32_t total = ipv6::kHeaderLen + ipv6::payloadLength(p);
   if (total > size) return Status::kBadIpv6PayloadLength;
-  uint32_t off = kIpv6Header;
-  uint32_t next_header_at = 6;
+  uint32_t off = ipv6::kHeaderLen;
+  uint32_t next_header_at = ipv6::kNextHeaderOffset;
   bool seen_routing = false;
   for (int count = 0;; ++count) {
     const uint8_t nh = p[next_header_at];
-    if (dir == Direction::kDecrypt && nh == kProtoEsp) break;
+    if (dir == Direction::kDecrypt && nh == ipproto::kEsp) break;
     bool skip = false;
     switch (nh) {
-      case kExtHopByHop:
+      case ipproto::kHopByHop:
         // RFC 8200 §4.1: only directly after the IPv6 header.
-        if (next_header_at != 6) return Status::kBadIpv6ExtHeader;
+        if (next_header_at != ipv6::kNextHeaderOffset) return Status::kBadIpv6ExtHeader;
         skip = true;
         break;
-      case kExtRouting:
-      case kExtFragment:
+      case ipproto::kRouting:
+      case ipproto::kFragment:
         skip = true;
         break;
-      case kExtDestOpts:
+      case ipproto::kDestOptions:
         skip = dir == Direction::kDecrypt || !seen_routing;
         break;
       default:
@@ -93,18 +86,16 @@ Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) 
       break;
     }
     if (count == kMaxExtHeaders) return Status::kBadIpv6ExtHeader;
-    if (off + 8 > total) return Status::kBadIpv6ExtHeader;
-    uint32_t len;
-    if (nh == kExtFragment) {
-      // Offset or M flag set: a real fragment (see parseIpv4). An atomic
-      // fragment header (RFC 6946) is just skipped.
-      if (load16(p + off + 2) & 0xfff9) return Status::kUnsupported;
-      len = 8;
-    } else {
-      len = (p[off + 1] + 1u) * 8u;
+    if (off + ipv6::kExtMinLen > total) return Status::kBadIpv6ExtHeader;
+    const uint8_t* const ext = p + off;
+    // Offset or M flag set: a real fragment (see parseIpv4). An atomic
+    // fragment header (RFC 6946) is just skipped.
+    if (nh == ipproto::kFragment && (ipv6::fragOffset(ext) != 0 || ipv6::fragMore(ext))) {
+      return Status::kUnsupported;
     }
+    const auto len = static_cast<uint32_t>(ipv6::extLength(nh, ext));
     if (off + len > total) return Status::kBadIpv6ExtHeader;
-    if (nh == kExtRouting) seen_routing = true;
+    if (nh == ipproto::kRouting) seen_routing = true;
     next_header_at = off;
     off += len;
   }
@@ -118,7 +109,7 @@ Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& 
   switch (p[0] >> 4) {
     case 4:
       s = parseIpv4(p, size, out);
-      if (s == Status::kOk && dir == Direction::kDecrypt && p[9] != kProtoEsp) return Status::kNotEsp;
+      if (s == Status::kOk && dir == Direction::kDecrypt && ipv4::protocol(p) != ipproto::kEsp) return Status::kNotEsp;
       return s;
     case 6:
       return parseIpv6(p, size, dir, out);
@@ -143,19 +134,19 @@ Status parseInner(const uint8_t* p, uint32_t size, InnerPacket& out) {
   if (size == 0) return Status::kTruncated;
   switch (p[0] >> 4) {
     case 4: {
-      if (size < kIpv4MinHeader) return Status::kTruncated;
-      const uint32_t header_len = (p[0] & 0x0f) * 4u;
-      if (header_len < kIpv4MinHeader || header_len > size) return Status::kBadIpv4HeaderLength;
-      const uint32_t total = load16(p + 2);
+      if (size < ipv4::kMinHeaderLen) return Status::kTruncated;
+      const auto header_len = static_cast<uint32_t>(ipv4::headerLen(p));
+      if (header_len < ipv4::kMinHeaderLen || header_len > size) return Status::kBadIpv4HeaderLength;
+      const uint32_t total = ipv4::totalLength(p);
       if (total < header_len || total > size) return Status::kBadIpv4TotalLength;
-      out = {total, kProtoIpv4, p[1]};
+      out = {total, ipproto::kIpv4, ipv4::tos(p)};
       return Status::kOk;
     }
     case 6: {
-      if (size < kIpv6Header) return Status::kTruncated;
-      const uint32_t total = kIpv6Header + load16(p + 4);
+      if (size < ipv6::kHeaderLen) return Status::kTruncated;
+      const uint32_t total = ipv6::kHeaderLen + ipv6::payloadLength(p);
       if (total > size) return Status::kBadIpv6PayloadLength;
-      out = {total, kProtoIpv6, static_cast<uint8_t>((p[0] & 0x0f) << 4 | p[1] >> 4)};
+      out = {total, ipproto::kIpv6, ipv6::trafficClass(p)};
       return Status::kOk;
     }
     default:
@@ -188,39 +179,40 @@ uint32_t makeAad(uint8_t* aad, uint32_t spi, uint64_t seq, bool esn) {
 // incrementally (RFC 1624), so a header that arrived with a bad checksum
 // keeps it rather than being laundered.
 void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
-  uint16_t checksum = load16(ip + 10);
-  checksum = checksumUpdate16(checksum, load16(ip + 2), total);
+  uint16_t checksum = ipv4::checksum(ip);
+  checksum = checksumUpdate16(checksum, ipv4::totalLength(ip), total);
+  // The checksum covers 16-bit words: the protocol shares one with the TTL.
   const uint16_t old_word = load16(ip + 8);
-  ip[9] = protocol;
+  ipv4::setProtocol(ip, protocol);
   checksum = checksumUpdate16(checksum, old_word, load16(ip + 8));
-  store16(ip + 2, total);
-  store16(ip + 10, checksum);
+  ipv4::setTotalLength(ip, total);
+  ipv4::setChecksum(ip, checksum);
 }
 
 void writeOuterHeader(uint8_t* p, const EspTunnelConfig& t, uint8_t ds, uint32_t total_len) {
   if (!t.ipv6) {
-    p[0] = 0x45;
-    p[1] = ds;
-    store16(p + 2, static_cast<uint16_t>(total_len));
+    ipv4::setVersionIhl(p, ipv4::kMinHeaderLen);
+    ipv4::setTos(p, ds);
+    ipv4::setTotalLength(p, static_cast<uint16_t>(total_len));
     // ID 0: with DF set the datagram is atomic and the ID has no meaning
     // (RFC 6864 §4.1); without DF the overlay never exceeds the path MTU.
-    store16(p + 4, 0);
-    store16(p + 6, t.dont_fragment ? 0x4000 : 0);
-    p[8] = t.ttl;
-    p[9] = kProtoEsp;
-    store16(p + 10, 0);
-    std::memcpy(p + 12, t.src.data(), 4);
-    std::memcpy(p + 16, t.dst.data(), 4);
-    store16(p + 10, internetChecksum({p, kIpv4MinHeader}));
+    ipv4::setId(p, 0);
+    ipv4::setFragField(p, t.dont_fragment ? ipv4::kFlagDf : 0);
+    ipv4::setTtl(p, t.ttl);
+    ipv4::setProtocol(p, ipproto::kEsp);
+    ipv4::setChecksum(p, 0);
+    std::memcpy(p + ipv4::kSrcOffset, t.src.data(), 4);
+    std::memcpy(p + ipv4::kDstOffset, t.dst.data(), 4);
+    ipv4::setChecksum(p, internetChecksum({p, ipv4::kMinHeaderLen}));
   } else {
     // Flow label 0: ECMP on the ESP path hashes the SPI; a per-flow label would
     // need the inner flow hash, which the caller does not pass here.
-    store32(p, 6u << 28 | uint32_t{ds} << 20);
-    store16(p + 4, static_cast<uint16_t>(total_len - kIpv6Header));
-    p[6] = kProtoEsp;
-    p[7] = t.ttl;
-    std::memcpy(p + 8, t.src.data(), 16);
-    std::memcpy(p + 24, t.dst.data(), 16);
+    ipv6::setVersionClassFlow(p, ds, 0);
+    ipv6::setPayloadLength(p, static_cast<uint16_t>(total_len - ipv6::kHeaderLen));
+    ipv6::setNextHeader(p, ipproto::kEsp);
+    ipv6::setHopLimit(p, t.ttl);
+    ipv6::setSrc(p, t.src);
+    ipv6::setDst(p, t.dst);
   }
 }
 
@@ -229,17 +221,17 @@ void writeOuterHeader(uint8_t* p, const EspTunnelConfig& t, uint8_t ds, uint32_t
 // Not-ECT inner cannot come from our encapsulation, which copies the inner ECN
 // field; such a packet is passed on unchanged.)
 void propagateCongestion(const uint8_t* outer, uint8_t* inner, uint32_t inner_len) {
-  const uint8_t outer_ecn = (outer[0] >> 4 == 4) ? (outer[1] & 3) : ((outer[1] >> 4) & 3);
+  const uint8_t outer_ecn = (ipv4::version(outer) == 4) ? (ipv4::tos(outer) & 3) : (ipv6::trafficClass(outer) & 3);
   if (outer_ecn != 3) return;
-  if (inner[0] >> 4 == 4 && inner_len >= kIpv4MinHeader) {
-    const uint8_t ecn = inner[1] & 3;
+  if (ipv4::version(inner) == 4 && inner_len >= ipv4::kMinHeaderLen) {
+    const uint8_t ecn = ipv4::tos(inner) & 3;
     if (ecn == 1 || ecn == 2) {
       const uint16_t old_word = load16(inner);
       inner[1] |= 3;
-      store16(inner + 10, checksumUpdate16(load16(inner + 10), old_word, load16(inner)));
+      ipv4::setChecksum(inner, checksumUpdate16(ipv4::checksum(inner), old_word, load16(inner)));
     }
-  } else if (inner[0] >> 4 == 6 && inner_len >= kIpv6Header) {
-    const uint8_t ecn = (inner[1] >> 4) & 3;
+  } else if (ipv6::version(inner) == 6 && inner_len >= ipv6::kHeaderLen) {
+    const uint8_t ecn = ipv6::trafficClass(inner) & 3;
     if (ecn == 1 || ecn == 2) inner[1] |= 0x30;
   }
 }
@@ -331,7 +323,7 @@ Result<EspOutboundSa> EspOutboundSa::create(const EspSaConfig& config) {
   sa.esn_ = config.esn;
   sa.iv_size_ = config.iv_mode == EspIvMode::kExplicit ? kEspExplicitIvSize : 0;
   sa.tunnel_ = config.tunnel;
-  sa.outer_size_ = config.mode == EspMode::kTunnel ? (config.tunnel.ipv6 ? kIpv6Header : kIpv4MinHeader) : 0;
+  sa.outer_size_ = config.mode == EspMode::kTunnel ? (config.tunnel.ipv6 ? ipv6::kHeaderLen : ipv4::kMinHeaderLen) : 0;
   return sa;
 }
 
@@ -382,7 +374,7 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
   // The result must still fit the 16-bit IP length field (IPv6 counts the
   // payload only).
   const bool ipv6_length = mode_ == EspMode::kTransport ? layout.ipv6 : tunnel_.ipv6;
-  if (new_len - (ipv6_length ? kIpv6Header : 0) > kMaxIpLength) return Status::kNoRoom;
+  if (new_len - (ipv6_length ? ipv6::kHeaderLen : 0) > kMaxIpLength) return Status::kNoRoom;
   // Bytes after the IP packet (Ethernet minimum-frame padding) are dropped.
   const uint32_t excess = size - ip_len;
   if (packet.headroom() < front || packet.tailroom() + excess < back) return Status::kNoRoom;
@@ -414,10 +406,10 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
 
   if (mode_ == EspMode::kTransport) {
     if (!layout.ipv6) {
-      rewriteIpv4(start, static_cast<uint16_t>(new_len), kProtoEsp);
+      rewriteIpv4(start, static_cast<uint16_t>(new_len), ipproto::kEsp);
     } else {
-      start[layout.next_header_at] = kProtoEsp;
-      store16(start + 4, static_cast<uint16_t>(new_len - kIpv6Header));
+      start[layout.next_header_at] = ipproto::kEsp;
+      ipv6::setPayloadLength(start, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
     }
   } else {
     writeOuterHeader(start, tunnel_, ds, new_len);
@@ -501,14 +493,14 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
     if (pad_bytes[i] != i + 1) return restore(Status::kEspBadPadding);
   }
   const uint32_t inner_len = ct_len - kEspTrailerSize - pad;
-  if (next_header == kProtoNone) {
+  if (next_header == ipproto::kNoNext) {
     // RFC 4303 §2.6: a dummy packet authenticated and used its sequence number.
     window_.update(seq);
     return restore(Status::kEspDummy);
   }
   if (mode_ == EspMode::kTunnel) {
     const uint8_t version = inner_len > 0 ? ct[0] >> 4 : 0;
-    if (!((next_header == kProtoIpv4 && version == 4) || (next_header == kProtoIpv6 && version == 6))) {
+    if (!((next_header == ipproto::kIpv4 && version == 4) || (next_header == ipproto::kIpv6 && version == 6))) {
       return restore(Status::kEspBadNextHeader);
     }
   }
@@ -528,7 +520,7 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
     rewriteIpv4(p, static_cast<uint16_t>(new_len), next_header);
   } else {
     p[layout.next_header_at] = next_header;
-    store16(p + 4, static_cast<uint16_t>(new_len - kIpv6Header));
+    ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
   }
   std::memmove(p + front, p, esp_off);
   packet.adj(front);

@@ -8,23 +8,10 @@
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
 #include "overlay/geneve.h"
+#include "overlay/headers.h"
 
 namespace dpu::overlay {
 namespace {
-
-constexpr uint32_t kEthernetLen = 14;
-constexpr uint32_t kVlanTagLen = 4;
-constexpr uint16_t kEtherTypeIpv4 = 0x0800;
-constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
-constexpr uint16_t kEtherTypeVlan = 0x8100;   // IEEE 802.1Q
-constexpr uint16_t kEtherTypeQinQ = 0x88a8;   // IEEE 802.1ad
-constexpr uint8_t kIpProtoUdp = 17;
-constexpr uint8_t kIpv6HopByHop = 0;
-constexpr uint8_t kIpv6Routing = 43;
-constexpr uint8_t kIpv6Fragment = 44;
-constexpr uint8_t kIpv6DestOptions = 60;
-constexpr uint16_t kIpv4MoreFragments = 0x2000;
-constexpr uint16_t kIpv4FragmentOffset = 0x1fff;
 
 bool understands(std::span<const GeneveOptionKey> understood, uint16_t option_class, uint8_t type) {
   for (const GeneveOptionKey& k : understood) {
@@ -78,20 +65,20 @@ Status parseGeneve(std::span<const uint8_t> frame, const GeneveDecapConfig& conf
   out.option_count = 0;
 
   // Outer Ethernet, at most one VLAN tag.
-  if (size < kEthernetLen) return Status::kTruncated;
-  std::memcpy(out.dst_mac.data(), p, 6);
-  std::memcpy(out.src_mac.data(), p + 6, 6);
-  uint32_t off = 12;
+  if (size < eth::kHeaderLen) return Status::kTruncated;
+  std::memcpy(out.dst_mac.data(), p, eth::kAddrLen);
+  std::memcpy(out.src_mac.data(), p + eth::kAddrLen, eth::kAddrLen);
+  uint32_t off = 12;  // the EtherType, or the TPID of a tag
   uint16_t ether_type = load16(p + off);
   out.vlan = false;
   out.vlan_tci = 0;
-  if (ether_type == kEtherTypeVlan || ether_type == kEtherTypeQinQ) {
-    if (size < kEthernetLen + kVlanTagLen) return Status::kTruncated;
+  if (vlan::isTpid(ether_type)) {
+    if (size < eth::kHeaderLen + vlan::kTagLen) return Status::kTruncated;
     out.vlan = true;
-    out.vlan_tci = load16(p + off + 2);
-    off += kVlanTagLen;
+    out.vlan_tci = vlan::tci(p + off);
+    off += vlan::kTagLen;
     ether_type = load16(p + off);
-    if (ether_type == kEtherTypeVlan || ether_type == kEtherTypeQinQ) return Status::kTooManyVlans;
+    if (vlan::isTpid(ether_type)) return Status::kTooManyVlans;
   }
   off += 2;
 
@@ -102,55 +89,55 @@ Status parseGeneve(std::span<const uint8_t> frame, const GeneveDecapConfig& conf
   // The outer IP header, for the UDP pseudo-header: summed only when the
   // checksum is present (never, between our DPUs over IPv4).
   const uint8_t* pseudo_ip = nullptr;
-  if (ether_type == kEtherTypeIpv4) {
+  if (ether_type == eth::kTypeIpv4) {
     out.family = UnderlayFamily::kIpv4;
-    if (size - off < overhead::kIpv4) return Status::kTruncated;
+    if (size - off < ipv4::kMinHeaderLen) return Status::kTruncated;
     const uint8_t* ip = p + off;
-    if ((ip[0] >> 4) != 4) return Status::kBadIpVersion;
-    const uint32_t ihl = (ip[0] & 0x0fu) * 4;
-    if (ihl < overhead::kIpv4 || ihl > size - off) return Status::kBadIpv4HeaderLength;
-    const uint32_t total = load16(ip + 2);
+    if (ipv4::version(ip) != 4) return Status::kBadIpVersion;
+    const auto ihl = static_cast<uint32_t>(ipv4::headerLen(ip));
+    if (ihl < ipv4::kMinHeaderLen || ihl > size - off) return Status::kBadIpv4HeaderLength;
+    const uint32_t total = ipv4::totalLength(ip);
     if (total < ihl || total > size - off) return Status::kBadIpv4TotalLength;
     if (!config.ipv4_checksum_verified && ipv4HeaderChecksum(ip, ihl) != 0) return Status::kBadIpv4Checksum;
-    if (ip[9] != kIpProtoUdp) return Status::kNotGeneve;
+    if (ipv4::protocol(ip) != ipproto::kUdp) return Status::kNotGeneve;
     // A fragment cannot be decapsulated alone, and we do not reassemble: our
     // peers send with DF, so a fragment means an underlay MTU misconfiguration.
-    if ((load16(ip + 6) & (kIpv4MoreFragments | kIpv4FragmentOffset)) != 0) return Status::kGeneveFragment;
-    out.tos = ip[1];
-    out.ttl = ip[8];
+    if ((ipv4::fragField(ip) & (ipv4::kFlagMf | ipv4::kFragOffsetMask)) != 0) return Status::kGeneveFragment;
+    out.tos = ipv4::tos(ip);
+    out.ttl = ipv4::ttl(ip);
     out.src_ip = {};
     out.dst_ip = {};
-    std::memcpy(out.src_ip.data(), ip + 12, 4);
-    std::memcpy(out.dst_ip.data(), ip + 16, 4);
+    std::memcpy(out.src_ip.data(), ip + ipv4::kSrcOffset, 4);
+    std::memcpy(out.dst_ip.data(), ip + ipv4::kDstOffset, 4);
     off += ihl;
     ip_end = off - ihl + total;
     l4_len = total - ihl;
     pseudo_ip = ip;
-  } else if (ether_type == kEtherTypeIpv6) {
+  } else if (ether_type == eth::kTypeIpv6) {
     out.family = UnderlayFamily::kIpv6;
-    if (size - off < overhead::kIpv6) return Status::kTruncated;
+    if (size - off < ipv6::kHeaderLen) return Status::kTruncated;
     const uint8_t* ip = p + off;
-    if ((ip[0] >> 4) != 6) return Status::kBadIpVersion;
-    const uint32_t payload = load16(ip + 4);
+    if (ipv6::version(ip) != 6) return Status::kBadIpVersion;
+    const uint32_t payload = ipv6::payloadLength(ip);
     // Zero would be a jumbogram (RFC 2675), which a 6081 tunnel never sends.
-    if (payload == 0 || payload > size - off - overhead::kIpv6) return Status::kBadIpv6PayloadLength;
-    switch (ip[6]) {
-      case kIpProtoUdp:
+    if (payload == 0 || payload > size - off - ipv6::kHeaderLen) return Status::kBadIpv6PayloadLength;
+    switch (ipv6::nextHeader(ip)) {
+      case ipproto::kUdp:
         break;
-      case kIpv6Fragment:
+      case ipproto::kFragment:
         return Status::kGeneveFragment;
-      case kIpv6HopByHop:
-      case kIpv6Routing:
-      case kIpv6DestOptions:
+      case ipproto::kHopByHop:
+      case ipproto::kRouting:
+      case ipproto::kDestOptions:
         return Status::kUnsupported;
       default:
         return Status::kNotGeneve;
     }
-    out.tos = static_cast<uint8_t>(load16(ip) >> 4);
-    out.ttl = ip[7];
-    std::memcpy(out.src_ip.data(), ip + 8, 16);
-    std::memcpy(out.dst_ip.data(), ip + 24, 16);
-    off += overhead::kIpv6;
+    out.tos = ipv6::trafficClass(ip);
+    out.ttl = ipv6::hopLimit(ip);
+    out.src_ip = ipv6::srcAddress(ip);
+    out.dst_ip = ipv6::dstAddress(ip);
+    off += ipv6::kHeaderLen;
     ip_end = off + payload;
     l4_len = payload;
     pseudo_ip = ip;
@@ -159,13 +146,13 @@ Status parseGeneve(std::span<const uint8_t> frame, const GeneveDecapConfig& conf
   }
 
   // Outer UDP: the length must be the IP payload exactly.
-  if (l4_len < overhead::kUdp) return Status::kBadL4Header;
+  if (l4_len < udp::kHeaderLen) return Status::kBadL4Header;
   const uint8_t* udp = p + off;
-  out.src_port = load16(udp);
-  out.dst_port = load16(udp + 2);
+  out.src_port = udp::srcPort(udp);
+  out.dst_port = udp::dstPort(udp);
   if (out.dst_port != kGeneveUdpPort) return Status::kNotGeneve;
-  if (load16(udp + 4) != l4_len) return Status::kBadL4Header;
-  const uint16_t udp_csum = load16(udp + 6);
+  if (udp::length(udp) != l4_len) return Status::kBadL4Header;
+  const uint16_t udp_csum = udp::checksum(udp);
   out.udp_checksum = udp_csum != 0;
   if (udp_csum == 0) {
     // RFC 8200 §8.1: IPv6 receivers discard a zero UDP checksum. RFC 6935
@@ -174,14 +161,15 @@ Status parseGeneve(std::span<const uint8_t> frame, const GeneveDecapConfig& conf
   } else if (!config.udp_checksum_verified) {
     const uint32_t pseudo_sum =
         out.family == UnderlayFamily::kIpv4
-            ? pseudoHeaderSumV4(pseudo_ip + 12, pseudo_ip + 16, kIpProtoUdp, static_cast<uint16_t>(l4_len))
-            : pseudoHeaderSumV6(pseudo_ip + 8, pseudo_ip + 24, kIpProtoUdp, l4_len);
+            ? pseudoHeaderSumV4(pseudo_ip + ipv4::kSrcOffset, pseudo_ip + ipv4::kDstOffset, ipproto::kUdp,
+                                static_cast<uint16_t>(l4_len))
+            : pseudoHeaderSumV6(ipv6::src(pseudo_ip), ipv6::dst(pseudo_ip), ipproto::kUdp, l4_len);
     if (checksumFinish(checksumAdd(udp, l4_len, pseudo_sum)) != 0) return Status::kBadL4Checksum;
   }
-  off += overhead::kUdp;
+  off += udp::kHeaderLen;
 
   // Geneve header (RFC 8926 §3.4).
-  const uint32_t geneve_len = l4_len - overhead::kUdp;
+  const uint32_t geneve_len = l4_len - udp::kHeaderLen;
   if (geneve_len < kGeneveHeaderLen) return Status::kTruncated;
   const uint8_t* g = p + off;
   // §3.4: packets with an unknown version MUST be dropped.
@@ -198,7 +186,7 @@ Status parseGeneve(std::span<const uint8_t> frame, const GeneveDecapConfig& conf
   if (Status s = parseOptions(p + off, out.options_len, config, out); s != Status::kOk) return s;
   off += out.options_len;
 
-  if (ip_end - off < kEthernetLen) return Status::kTruncated;
+  if (ip_end - off < eth::kHeaderLen) return Status::kTruncated;
   out.inner_offset = off;
   out.inner_length = ip_end - off;
   return Status::kOk;

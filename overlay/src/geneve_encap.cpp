@@ -6,15 +6,11 @@
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
 #include "overlay/geneve.h"
+#include "overlay/headers.h"
 
 namespace dpu::overlay {
 namespace {
 
-constexpr uint32_t kEthernetLen = 14;
-constexpr uint16_t kEtherTypeIpv4 = 0x0800;
-constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
-constexpr uint8_t kIpProtoUdp = 17;
-constexpr uint16_t kIpv4DontFragment = 0x4000;
 constexpr uint32_t kMaxIpLength = 0xffff;
 
 }  // namespace
@@ -35,42 +31,42 @@ Status GeneveEncapTemplate::build(const GeneveTunnel& tunnel) {
 
   GeneveEncapTemplate t;
   uint8_t* p = t.header_.data();
-  std::memcpy(p, tunnel.dst_mac.data(), 6);
-  std::memcpy(p + 6, tunnel.src_mac.data(), 6);
-  uint32_t off = kEthernetLen;
+  eth::setDst(p, tunnel.dst_mac);
+  eth::setSrc(p, tunnel.src_mac);
+  uint32_t off = eth::kHeaderLen;
   if (tunnel.family == UnderlayFamily::kIpv4) {
-    store16(p + 12, kEtherTypeIpv4);
+    eth::setType(p, eth::kTypeIpv4);
     uint8_t* ip = p + off;
-    ip[0] = 0x45;
-    ip[1] = tunnel.tos;
-    store16(ip + 2, 0);  // total length: per packet
-    store16(ip + 4, 0);  // identification (RFC 6864 §4.1)
-    store16(ip + 6, kIpv4DontFragment);
-    ip[8] = tunnel.ttl;
-    ip[9] = kIpProtoUdp;
-    store16(ip + 10, 0);  // checksum: per packet
-    std::memcpy(ip + 12, tunnel.src_ip.data(), 4);
-    std::memcpy(ip + 16, tunnel.dst_ip.data(), 4);
+    ipv4::setVersionIhl(ip, ipv4::kMinHeaderLen);
+    ipv4::setTos(ip, tunnel.tos);
+    ipv4::setTotalLength(ip, 0);  // per packet
+    ipv4::setId(ip, 0);           // RFC 6864 §4.1
+    ipv4::setFragField(ip, ipv4::kFlagDf);
+    ipv4::setTtl(ip, tunnel.ttl);
+    ipv4::setProtocol(ip, ipproto::kUdp);
+    ipv4::setChecksum(ip, 0);  // per packet
+    std::memcpy(ip + ipv4::kSrcOffset, tunnel.src_ip.data(), 4);
+    std::memcpy(ip + ipv4::kDstOffset, tunnel.dst_ip.data(), 4);
     t.ipv4_sum_ = checksumAdd(ip, overhead::kIpv4);
     off += overhead::kIpv4;
   } else {
-    store16(p + 12, kEtherTypeIpv6);
+    eth::setType(p, eth::kTypeIpv6);
     uint8_t* ip = p + off;
-    store32(ip, (6u << 28) | (uint32_t{tunnel.tos} << 20));
-    store16(ip + 4, 0);  // payload length: per packet
-    ip[6] = kIpProtoUdp;
-    ip[7] = tunnel.ttl;
-    std::memcpy(ip + 8, tunnel.src_ip.data(), 16);
-    std::memcpy(ip + 24, tunnel.dst_ip.data(), 16);
+    ipv6::setVersionClassFlow(ip, tunnel.tos, 0);
+    ipv6::setPayloadLength(ip, 0);  // per packet
+    ipv6::setNextHeader(ip, ipproto::kUdp);
+    ipv6::setHopLimit(ip, tunnel.ttl);
+    ipv6::setSrc(ip, tunnel.src_ip);
+    ipv6::setDst(ip, tunnel.dst_ip);
     off += overhead::kIpv6;
   }
 
   t.udp_offset_ = static_cast<uint8_t>(off);
   uint8_t* udp = p + off;
-  store16(udp, 0);  // source port: per packet, from the inner flow hash
-  store16(udp + 2, kGeneveUdpPort);
-  store16(udp + 4, 0);
-  store16(udp + 6, 0);
+  udp::setSrcPort(udp, 0);  // per packet, from the inner flow hash
+  udp::setDstPort(udp, kGeneveUdpPort);
+  udp::setLength(udp, 0);
+  udp::setChecksum(udp, 0);
   off += overhead::kUdp;
 
   uint8_t* geneve = p + off;
@@ -94,8 +90,8 @@ Status GeneveEncapTemplate::build(const GeneveTunnel& tunnel) {
   t.udp_checksum_ = tunnel.udp_checksum || tunnel.family == UnderlayFamily::kIpv6;
   if (t.udp_checksum_) {
     uint32_t sum = tunnel.family == UnderlayFamily::kIpv4
-                       ? pseudoHeaderSumV4(tunnel.src_ip.data(), tunnel.dst_ip.data(), kIpProtoUdp, 0)
-                       : pseudoHeaderSumV6(tunnel.src_ip.data(), tunnel.dst_ip.data(), kIpProtoUdp, 0);
+                       ? pseudoHeaderSumV4(tunnel.src_ip.data(), tunnel.dst_ip.data(), ipproto::kUdp, 0)
+                       : pseudoHeaderSumV6(tunnel.src_ip.data(), tunnel.dst_ip.data(), ipproto::kUdp, 0);
     sum += kGeneveUdpPort;
     t.udp_sum_ = checksumAdd(geneve, off - (t.udp_offset_ + overhead::kUdp), sum);
   }
@@ -114,13 +110,14 @@ Status GeneveEncapTemplate::encap(PacketBuffer& packet, uint32_t inner_flow_hash
 
   const uint16_t src_port = geneveSourcePort(inner_flow_hash);
   uint8_t* udp = p + udp_offset_;
-  store16(udp, src_port);
-  store16(udp + 4, static_cast<uint16_t>(udp_len));
+  udp::setSrcPort(udp, src_port);
+  udp::setLength(udp, static_cast<uint16_t>(udp_len));
+  uint8_t* ip = p + eth::kHeaderLen;
   if (family_ == UnderlayFamily::kIpv4) {
-    store16(p + kEthernetLen + 2, static_cast<uint16_t>(ip_len));
-    store16(p + kEthernetLen + 10, checksumFinish(ipv4_sum_ + ip_len));
+    ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
+    ipv4::setChecksum(ip, checksumFinish(ipv4_sum_ + ip_len));
   } else {
-    store16(p + kEthernetLen + 4, static_cast<uint16_t>(ip_len));
+    ipv6::setPayloadLength(ip, static_cast<uint16_t>(ip_len));
   }
   if (udp_checksum_) {
     // The length appears twice: in the pseudo-header and in the UDP header.
@@ -130,7 +127,7 @@ Status GeneveEncapTemplate::encap(PacketBuffer& packet, uint32_t inner_flow_hash
     sum = checksumAdd(p + length_, packet.size() - length_, sum);
     uint16_t csum = checksumFinish(sum);
     // RFC 768: a computed zero is sent as all ones; zero means "no checksum".
-    store16(udp + 6, csum == 0 ? 0xffff : csum);
+    udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
   }
   return Status::kOk;
 }

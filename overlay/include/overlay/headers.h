@@ -28,8 +28,10 @@ using Ipv6Address = std::array<uint8_t, 16>;
 namespace ipproto {
 inline constexpr uint8_t kHopByHop = 0;  // RFC 8200 §4.3
 inline constexpr uint8_t kIcmp = 1;
+inline constexpr uint8_t kIpv4 = 4;  // IPv4 in IP (RFC 2003), as ESP tunnel mode carries it (RFC 4303 §2.6)
 inline constexpr uint8_t kTcp = 6;
 inline constexpr uint8_t kUdp = 17;
+inline constexpr uint8_t kIpv6 = 41;  // IPv6 in IP (RFC 2473), likewise for ESP tunnel mode
 inline constexpr uint8_t kRouting = 43;   // RFC 8200 §4.4
 inline constexpr uint8_t kFragment = 44;  // RFC 8200 §4.5
 inline constexpr uint8_t kEsp = 50;       // RFC 4303
@@ -132,6 +134,7 @@ inline constexpr size_t kMaxHeaderLen = 60;
 inline constexpr uint16_t kFlagDf = 0x4000;
 inline constexpr uint16_t kFlagMf = 0x2000;
 inline constexpr uint16_t kFragOffsetMask = 0x1fff;  // in 8-byte units
+inline constexpr size_t kProtocolOffset = 9;
 inline constexpr size_t kChecksumOffset = 10;
 inline constexpr size_t kSrcOffset = 12;
 inline constexpr size_t kDstOffset = 16;
@@ -150,7 +153,7 @@ inline bool dontFragment(const uint8_t* h) { return fragField(h) & kFlagDf; }
 inline bool moreFragments(const uint8_t* h) { return fragField(h) & kFlagMf; }
 inline uint16_t fragOffset(const uint8_t* h) { return fragField(h) & kFragOffsetMask; }
 inline uint8_t ttl(const uint8_t* h) { return h[8]; }
-inline uint8_t protocol(const uint8_t* h) { return h[9]; }
+inline uint8_t protocol(const uint8_t* h) { return h[kProtocolOffset]; }
 inline uint16_t checksum(const uint8_t* h) { return load16(h + kChecksumOffset); }
 inline uint32_t src(const uint8_t* h) { return load32(h + kSrcOffset); }
 inline uint32_t dst(const uint8_t* h) { return load32(h + kDstOffset); }
@@ -166,7 +169,7 @@ inline void setTotalLength(uint8_t* h, uint16_t v) { store16(h + 2, v); }
 inline void setId(uint8_t* h, uint16_t v) { store16(h + 4, v); }
 inline void setFragField(uint8_t* h, uint16_t v) { store16(h + 6, v); }
 inline void setTtl(uint8_t* h, uint8_t v) { h[8] = v; }
-inline void setProtocol(uint8_t* h, uint8_t v) { h[9] = v; }
+inline void setProtocol(uint8_t* h, uint8_t v) { h[kProtocolOffset] = v; }
 inline void setChecksum(uint8_t* h, uint16_t v) { store16(h + kChecksumOffset, v); }
 inline void setSrc(uint8_t* h, uint32_t v) { store32(h + kSrcOffset, v); }
 inline void setDst(uint8_t* h, uint32_t v) { store32(h + kDstOffset, v); }
@@ -181,6 +184,7 @@ inline bool isLimitedBroadcast(uint32_t a) { return a == 0xffffffff; }
 namespace ipv6 {
 inline constexpr size_t kHeaderLen = 40;
 inline constexpr size_t kAddrLen = 16;
+inline constexpr size_t kNextHeaderOffset = 6;
 inline constexpr size_t kSrcOffset = 8;
 inline constexpr size_t kDstOffset = 24;
 inline constexpr size_t kMinMtu = 1280;  // RFC 8200 §5
@@ -194,7 +198,7 @@ inline uint8_t version(const uint8_t* h) { return h[0] >> 4; }
 inline uint8_t trafficClass(const uint8_t* h) { return static_cast<uint8_t>(load16(h) >> 4); }
 inline uint32_t flowLabel(const uint8_t* h) { return load32(h) & 0x000fffff; }
 inline uint16_t payloadLength(const uint8_t* h) { return load16(h + 4); }
-inline uint8_t nextHeader(const uint8_t* h) { return h[6]; }
+inline uint8_t nextHeader(const uint8_t* h) { return h[kNextHeaderOffset]; }
 inline uint8_t hopLimit(const uint8_t* h) { return h[7]; }
 inline const uint8_t* src(const uint8_t* h) { return h + kSrcOffset; }
 inline const uint8_t* dst(const uint8_t* h) { return h + kDstOffset; }
@@ -213,7 +217,7 @@ inline void setVersionClassFlow(uint8_t* h, uint8_t traffic_class, uint32_t flow
   store32(h, 0x60000000u | uint32_t{traffic_class} << 20 | (flow_label & 0x000fffff));
 }
 inline void setPayloadLength(uint8_t* h, uint16_t v) { store16(h + 4, v); }
-inline void setNextHeader(uint8_t* h, uint8_t v) { h[6] = v; }
+inline void setNextHeader(uint8_t* h, uint8_t v) { h[kNextHeaderOffset] = v; }
 inline void setHopLimit(uint8_t* h, uint8_t v) { h[7] = v; }
 inline void setSrc(uint8_t* h, const Ipv6Address& a) { std::memcpy(h + kSrcOffset, a.data(), kAddrLen); }
 inline void setDst(uint8_t* h, const Ipv6Address& a) { std::memcpy(h + kDstOffset, a.data(), kAddrLen); }
