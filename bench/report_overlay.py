@@ -45,11 +45,17 @@ def main():
     print("targets:")
     esp = [r for r in results if r[0] == "esp-encrypt" and r[2] == 128 and r[3] == 1400]
     ref = ceil.get(("crypto-perf", 128, 1400))
-    for op, backend, bits, size, ns, gbps in esp:
-        if ref:
+    for i, (op, backend, bits, size, ns, gbps) in enumerate(esp):
+        if not ref:
+            continue
+        share = f"{gbps:.2f} Gbit/s = {gbps / ref * 100:.1f} % of the crypto-perf ceiling {ref:.2f}"
+        if i == 0:
+            # The first backend listed is the default, the one the target is about.
             verdict = "met" if gbps >= 0.7 * ref else "NOT met"
-            print(f"  ESP encrypt AES-128-GCM 1400 B ({backend}): {gbps:.2f} Gbit/s = "
-                  f"{gbps / ref * 100:.1f} % of the crypto-perf ceiling {ref:.2f} (target >= 70 %: {verdict})")
+            print(f"  ESP encrypt AES-128-GCM 1400 B ({backend}, default): {share} (target >= 70 %: {verdict})")
+        else:
+            print(f"  ESP encrypt AES-128-GCM 1400 B ({backend}, portable fallback): {share}; "
+                  f"openssl speed -evp here: {ceil.get(('openssl', 128, 1400), 0):.2f}")
     enc = {r[3]: r[4] for r in results if r[0] == "geneve-encap"}
     dec = {r[3]: r[4] for r in results if r[0] == "geneve-decap"}
     if 64 in enc and 64 in dec:
