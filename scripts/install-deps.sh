@@ -15,11 +15,16 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libcpprest-dev
   libbpf-dev libxdp-dev
-  nlohmann-json3-dev
-  libpcap-dev
+  nlohmann-json3-dev libyaml-cpp-dev
+  libpcap-dev bpftool
   catch2
   # independent implementations the tests compare against
-  python3 python3-scapy tshark
+  python3 python3-scapy python3-protobuf tshark
+  # the real CNI runtime library (libcni 1.1.2, built offline with Debian's Go),
+  # the reference plugins, podman with the CNI backend
+  golang-go golang-github-appc-cni-dev containernetworking-plugins podman runc
+  # peers and traffic for the datapath, the lab and the benchmarks
+  openvswitch-switch openvswitch-switch-dpdk iperf3
   # lab and system tests
   iproute2 ethtool procps
 )

@@ -67,7 +67,7 @@ fi
 if [[ "$skip" != *" fuzz "* ]]; then
   step "libFuzzer build"
   cmake --preset fuzz -DDPU_FUZZ_SECONDS="$fuzz_seconds"
-  cmake --build --preset fuzz -j "$jobs"
+  cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
   step "fuzzing, ${fuzz_seconds}s per target"
   # One target at a time: each fuzzer wants a whole core and the box has two.
   run_ctest fuzz build/fuzz -L fuzz -j 1

@@ -1,0 +1,209 @@
+// Framed unix-socket IPC with deadlines (see ipc.h).
+#include "common/ipc.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/atomic_file.h"
+
+namespace dpu::ipc {
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+int remainingMs(Deadline d) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now()).count();
+  if (left <= 0) return 0;
+  return left > INT32_MAX ? INT32_MAX : static_cast<int>(left);
+}
+
+// Waits until fd is ready for `events`; false on timeout or error (errno set).
+bool waitFor(int fd, short events, Deadline d) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, remainingMs(d));
+    if (n > 0) return true;
+    if (n == 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    if (errno != EINTR) return false;
+  }
+}
+
+Result<sockaddr_un> addressOf(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    return Error{"socket path " + path + " is longer than " + std::to_string(sizeof addr.sun_path - 1) +
+                 " bytes: choose a shorter path"};
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.release();
+  }
+  return *this;
+}
+Socket::~Socket() { close(); }
+int Socket::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Result<Socket> connectUnix(const std::string& path, Deadline deadline) {
+  auto addr = addressOf(path);
+  if (!addr) return std::move(addr).takeError();
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) return Error{"socket(): " + errnoText()};
+  if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+    if (errno != EINPROGRESS && errno != EAGAIN) {
+      return Error{"cannot connect to " + path + ": " + errnoText()};
+    }
+    if (!waitFor(s.fd(), POLLOUT, deadline)) return Error{"cannot connect to " + path + ": " + errnoText()};
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return Error{"cannot connect to " + path + ": " + std::strerror(err)};
+  }
+  return s;
+}
+
+Result<Socket> listenUnix(const std::string& path, unsigned mode, int backlog) {
+  auto addr = addressOf(path);
+  if (!addr) return std::move(addr).takeError();
+  auto slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (auto r = makeDirectories(path.substr(0, slash), 0755); !r) return std::move(r).takeError();
+  }
+  if (fileExists(path)) {
+    // A live listener answers a connect; a stale file from a dead process does not.
+    auto probe = connectUnix(path, after(std::chrono::milliseconds(200)));
+    if (probe) return Error{"another process is already listening on " + path};
+    ::unlink(path.c_str());
+  }
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) return Error{"socket(): " + errnoText()};
+  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+    return Error{"cannot bind " + path + ": " + errnoText()};
+  }
+  ::chmod(path.c_str(), mode);
+  if (::listen(s.fd(), backlog) != 0) return Error{"cannot listen on " + path + ": " + errnoText()};
+  return s;
+}
+
+Result<Socket> acceptUnix(const Socket& listener, Deadline deadline) {
+  for (;;) {
+    int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) return Socket(fd);
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return Error{"accept(): " + errnoText()};
+    if (!waitFor(listener.fd(), POLLIN, deadline)) {
+      if (errno == ETIMEDOUT) return Socket();
+      return Error{"accept(): " + errnoText()};
+    }
+  }
+}
+
+Result<void> sendFrame(const Socket& s, std::string_view payload, Deadline deadline) {
+  if (payload.size() > UINT32_MAX) return Error{"frame too large"};
+  uint32_t n = static_cast<uint32_t>(payload.size());
+  uint8_t header[4] = {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 8),
+                       static_cast<uint8_t>(n)};
+  std::string_view parts[2] = {std::string_view(reinterpret_cast<const char*>(header), 4), payload};
+  for (auto part : parts) {
+    while (!part.empty()) {
+      ssize_t w = ::send(s.fd(), part.data(), part.size(), MSG_NOSIGNAL);
+      if (w > 0) {
+        part.remove_prefix(static_cast<size_t>(w));
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!waitFor(s.fd(), POLLOUT, deadline)) return Error{"send timed out"};
+        continue;
+      }
+      return Error{"send failed: " + errnoText()};
+    }
+  }
+  return {};
+}
+
+namespace {
+
+// Reads exactly n bytes; `started` says whether a partial frame was already read.
+RecvFailure readExactly(const Socket& s, char* out, size_t n, Deadline d, bool started, std::string& error) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(s.fd(), out + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) {
+      if (got == 0 && !started) return RecvFailure::kClosed;
+      error = "peer closed the connection in the middle of a message";
+      return RecvFailure::kError;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!waitFor(s.fd(), POLLIN, d)) {
+        error = errno == ETIMEDOUT ? "timed out waiting for the peer" : "poll failed: " + errnoText();
+        return errno == ETIMEDOUT ? RecvFailure::kTimeout : RecvFailure::kError;
+      }
+      continue;
+    }
+    error = "recv failed: " + errnoText();
+    return RecvFailure::kError;
+  }
+  return RecvFailure::kNone;
+}
+
+}  // namespace
+
+Frame recvFrame(const Socket& s, Deadline deadline, size_t max_size) {
+  Frame f;
+  uint8_t header[4];
+  f.failure = readExactly(s, reinterpret_cast<char*>(header), 4, deadline, false, f.error);
+  if (!f.ok()) {
+    if (f.failure == RecvFailure::kClosed) f.error = "peer closed the connection";
+    return f;
+  }
+  size_t n = (size_t{header[0]} << 24) | (size_t{header[1]} << 16) | (size_t{header[2]} << 8) | header[3];
+  if (n > max_size) {
+    f.failure = RecvFailure::kError;
+    f.error = "message of " + std::to_string(n) + " bytes exceeds the limit of " + std::to_string(max_size);
+    return f;
+  }
+  f.payload.resize(n);
+  f.failure = readExactly(s, f.payload.data(), n, deadline, true, f.error);
+  if (!f.ok()) f.payload.clear();
+  return f;
+}
+
+Result<PeerCredentials> peerCredentials(const Socket& s) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(s.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return Error{"SO_PEERCRED: " + errnoText()};
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+}  // namespace dpu::ipc
