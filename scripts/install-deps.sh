@@ -22,11 +22,11 @@ packages=(
   python3 python3-scapy python3-protobuf tshark
   # the real CNI runtime library (libcni 1.1.2, built offline with Debian's Go),
   # the reference plugins, podman with the CNI backend
-  golang-go golang-github-appc-cni-dev containernetworking-plugins podman runc
+  golang-go golang-github-appc-cni-dev containernetworking-plugins podman runc busybox-static
   # peers and traffic for the datapath, the lab and the benchmarks
   openvswitch-switch openvswitch-switch-dpdk iperf3
   # lab and system tests
-  iproute2 ethtool procps
+  iproute2 ethtool procps jq curl iputils-ping
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,122 @@
+// cpprestsdk client for the attach API. cpprestsdk reports transport failures
+// (refused, timeout, TLS) as exceptions; they stop here and become
+// DpuFailure::kUnreachable so nothing escapes the library.
+#include "host-shim/dpu_client.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cpprest/http_client.h>
+
+namespace dpu::hostshim {
+
+namespace http = web::http;
+
+struct DpuClient::Impl {
+  std::unique_ptr<http::client::http_client> client;
+  std::string init_error;
+};
+
+DpuClient::DpuClient(const DpuConfig& config) : url_(config.url), impl_(std::make_unique<Impl>()) {
+  http::client::http_client_config cfg;
+  cfg.set_timeout(std::chrono::milliseconds(config.request_timeout_ms));
+  if (!config.ca_file.empty() || !config.cert_file.empty()) {
+    std::string ca = config.ca_file, cert = config.cert_file, key = config.key_file;
+    cfg.set_ssl_context_callback([ca, cert, key](boost::asio::ssl::context& ctx) {
+      if (!ca.empty()) ctx.load_verify_file(ca);
+      if (!cert.empty()) {
+        ctx.use_certificate_chain_file(cert);
+        ctx.use_private_key_file(key, boost::asio::ssl::context::pem);
+      }
+    });
+  }
+  try {
+    impl_->client = std::make_unique<http::client::http_client>(utility::conversions::to_string_t(config.url), cfg);
+  } catch (const std::exception& e) {
+    impl_->init_error = std::string("bad DPU URL ") + config.url + ": " + e.what();
+  }
+}
+
+DpuClient::~DpuClient() = default;
+
+namespace {
+
+template <typename Reply>
+DpuResult<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::method& method,
+                      const std::string& path, const google::protobuf::Message* body) {
+  DpuResult<Reply> out;
+  auto fail = [&](DpuFailure::Kind kind, unsigned status, std::string msg) {
+    out.failure.kind = kind;
+    out.failure.http_status = status;
+    out.failure.message = std::move(msg);
+    return out;
+  };
+  if (!impl.client) return fail(DpuFailure::Kind::kUnreachable, 0, impl.init_error);
+  try {
+    http::http_request req(method);
+    req.set_request_uri(utility::conversions::to_string_t(path));
+    if (body) {
+      std::string bytes;
+      body->SerializeToString(&bytes);
+      req.set_body(std::vector<unsigned char>(bytes.begin(), bytes.end()));
+      req.headers().set_content_type(U("application/x-protobuf"));
+    }
+    req.headers().add(U("Accept"), U("application/x-protobuf"));
+    http::http_response resp = impl.client->request(req).get();
+    std::vector<unsigned char> data = resp.extract_vector().get();
+    std::string bytes(data.begin(), data.end());
+    bool json = resp.headers().content_type().find(U("json")) != utility::string_t::npos;
+    unsigned status = resp.status_code();
+    if (status >= 200 && status < 300) {
+      Reply reply;
+      bool parsed =
+          json ? google::protobuf::util::JsonStringToMessage(bytes, &reply).ok() : reply.ParseFromString(bytes);
+      if (!parsed)
+        return fail(
+            DpuFailure::Kind::kRejected, status,
+            "the DPU agent at " + url + " answered " + path + " with a body that is not a " + reply.GetTypeName());
+      out.value = std::move(reply);
+      return out;
+    }
+    attach::v1::ApiError err;
+    bool parsed = json ? google::protobuf::util::JsonStringToMessage(bytes, &err).ok() : err.ParseFromString(bytes);
+    std::string msg = parsed && !err.message().empty() ? err.message() : bytes.substr(0, 200);
+    std::string text = "the DPU agent at " + url + " answered " + std::to_string(status) + " to " +
+                       std::string(method) + " " + path + ": " + msg;
+    if (status == 409) {
+      fail(DpuFailure::Kind::kConflict, status, text);
+      out.failure.holder = parsed ? err.holder() : "";
+      return out;
+    }
+    // 5xx (overloaded, not ready) is worth retrying later; 4xx is our request.
+    return fail(status >= 500 ? DpuFailure::Kind::kUnreachable : DpuFailure::Kind::kRejected, status, text);
+  } catch (const http::http_exception& e) {
+    return fail(DpuFailure::Kind::kUnreachable, 0,
+                "the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " + e.what() +
+                    // Codes past errno's range are OpenSSL's (a TLS failure), which strerror cannot name.
+                    (e.error_code().value() < 4096 ? ", " + e.error_code().message() : ", TLS error") + ")");
+  } catch (const std::exception& e) {
+    return fail(
+        DpuFailure::Kind::kUnreachable, 0,
+        "the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+DpuResult<attach::v1::AttachResponse> DpuClient::attach(const attach::v1::AttachRequest& r) {
+  return call<attach::v1::AttachResponse>(*impl_, url_, http::methods::POST, "/v1/attachments", &r);
+}
+
+DpuResult<attach::v1::DetachResponse> DpuClient::detach(const attach::v1::DetachRequest& r) {
+  return call<attach::v1::DetachResponse>(*impl_, url_, http::methods::POST, "/v1/attachments:detach", &r);
+}
+
+DpuResult<attach::v1::AttachmentList> DpuClient::list() {
+  return call<attach::v1::AttachmentList>(*impl_, url_, http::methods::GET, "/v1/attachments", nullptr);
+}
+
+DpuResult<attach::v1::Health> DpuClient::health() {
+  return call<attach::v1::Health>(*impl_, url_, http::methods::GET, "/v1/health", nullptr);
+}
+
+}  // namespace dpu::hostshim

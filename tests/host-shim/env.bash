@@ -1,0 +1,304 @@
+# tests/host-shim/env.bash — a throwaway "host" for integration tests: its own
+# network namespace with a fake SR-IOV PF (VFs are veths, described by a fake
+# sysfs tree), the fake DPU API and a real host-shim, wired by a generated config.
+#
+# HOW TO USE (system tests of host-shim and dpu-cni; root only):
+#
+#   source "$DPU_SOURCE_DIR/tests/host-shim/env.bash"
+#   export DPU_BUILD_DIR=/work/build-x          # build targets: host-shim fake_dpu_api hostshim-client
+#   dir=$(mktemp -d /tmp/mytest.XXXXXX)
+#   trap 'hostshim_env_down; rm -rf "$dir"' EXIT  # tears down even when the test fails
+#   hostshim_env_up "$dir" || exit 1            # returns when host-shim answers STATUS ok
+#   pod=$(hostshim_pod_netns_add pod1)          # -> /run/netns/<id>-pod1 (deleted by env_down)
+#   hostshim_exec env CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS="$pod" CNI_IFNAME=eth0 \
+#       CNI_PATH=/x "$DPU_BUILD_DIR/cni/dpu-cni" < conf.json
+#   ip -n "$(basename "$pod")" addr show eth0
+#   hostshim_assert_clean                       # no records, no DPU pod attachments, all VFs home
+#
+# Where things run: the VFs live in the HOST netns ($HOST_NETNS, a dedicated
+# netns, not the machine's own, so tests never touch the machine's links and
+# can run in parallel), and host-shim runs there, in the same netns as the VFs
+# (the host netns) — it must: it finds the VFs by name there and moves them
+# from there. The dpu-cni binary (built at <build>/cni/dpu-cni) only talks to
+# host-shim's unix socket, whose path it reads from the network config field
+# "socket" (default /run/dpu-cni/host-shim.sock — give it "$HOSTSHIM_SOCKET").
+# Run dpu-cni, and any runtime that calls it (libcni driver, podman with the CNI
+# backend), in the host netns too, as on a real node: `hostshim_exec <cmd>`
+# does that (it is `ip netns exec $HOST_NETNS`). (A unix socket path works from
+# any netns, so a runtime left in the machine's netns also works: host-shim
+# moves the VF between any two namespaces.) Pod netns are created by the test:
+# `ip netns add`, or hostshim_pod_netns_add (deleted by hostshim_env_down).
+# A veth "VF" is destroyed with the pod netns it is in (a real VF would return
+# to the host): after deleting a pod netns holding one, call hostshim_repair_vfs
+# before hostshim_assert_clean.
+#
+# Exported by hostshim_env_up:
+#   HOSTSHIM_SOCKET   host-shim's CNI socket (unix, reachable from any netns)
+#   HOSTSHIM_CONFIG   the generated host-shim config (JSON)
+#   HOSTSHIM_LOG      host-shim's log file;   FAKE_DPU_LOG  the fake DPU's stderr
+#   HOSTSHIM_STATE_DIR  records (vfs/*.json) and checkpoint.pb, on tmpfs (/dev/shm/<id>-state)
+#   HOSTSHIM_PID, FAKE_DPU_PID
+#   FAKE_DPU_URL      http://127.0.0.1:9443 — reachable only inside $HOST_NETNS
+#   SYSFS_ROOT        the fake sysfs tree;  HOSTSHIM_PF=p0  HOSTSHIM_NUM_VFS=8
+#   HOSTSHIM_VF_PREFIX=p0  VF i is the netdev p0v<i> (representor pf0vf<i>), PCI $(fake_sysfs_vf_pci i):
+#                     VF 0 = 0000:3b:00.2 ... VF 5 = 0000:3b:00.7, VF 6 = 0000:3b:01.0, VF 7 = 0000:3b:01.1
+#   The management port is the last VF, renamed dpu-mgmt, address .2 of the pod CIDR,
+#   routes to 10.244.0.0/16 and 10.96.0.0/12 via .1; the pod pool is VFs 0..N-2.
+#   HOST_NETNS        the host netns name (/run/netns/$HOST_NETNS)
+#   HOSTSHIM_ENV_ID   unique id of this env (prefix of its netns names)
+#   HOSTSHIM_CLIENT   the hostshim-client binary (raw CniRequests, see hostshim_client.cpp)
+# Knobs (set before hostshim_env_up): HOSTSHIM_NUM_VFS (8; the last VF is
+# reserved for the management port), HOSTSHIM_POD_CIDR (10.244.1.0/24),
+# HOSTSHIM_DPU_TIMEOUT_MS (1500), HOSTSHIM_HEALTH_INTERVAL_MS (200),
+# HOSTSHIM_TLS (unset: http; "tls": https, host-shim checks the fake DPU's
+# certificate against a CA made for the env; "mtls": also a client certificate
+# that the fake DPU requires). Certificates go to <dir>/tls (openssl CLI).
+#
+# Helpers:
+#   hostshim_exec CMD...            run CMD in the host netns
+#   hostshim_pod_netns_add NAME     create netns <id>-NAME, print its path
+#   hostshim_list_vfs               "<vf index> <netdev> present|missing|management ..." per VF
+#   hostshim_list_records           allocation records, one JSON per line
+#   hostshim_list_dpu_attachments   "<kind> <sandbox>/<ifname> vf<i> <ip>" per fake-DPU attachment
+#   hostshim_dpu_control PATH       POST to the fake DPU: /test/reboot, /test/down?seconds=5&mode=hang, ...
+#   hostshim_client ARGS...         hostshim-client --socket $HOSTSHIM_SOCKET ARGS...
+#   hostshim_assert_clean           fail (and say what is left) unless no pod record, no pod
+#                                   attachment on the fake DPU, and every pool VF home and down
+#   hostshim_repair_vfs             recreate veth VFs destroyed with a deleted pod netns
+#   hostshim_restart [-9]           stop host-shim (SIGTERM, or SIGKILL with -9) and start it again
+#   hostshim_start / hostshim_stop [-9]
+#   hostshim_env_down               stop everything, delete the netns (also pod ones), keep $dir
+
+# shellcheck source=../fakes/fake-sysfs.bash
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../fakes/fake-sysfs.bash"
+
+hostshim_exec() { ip netns exec "$HOST_NETNS" "$@"; }
+
+hostshim_client() { "$HOSTSHIM_CLIENT" --socket "$HOSTSHIM_SOCKET" "$@"; }
+
+_hostshim_wait() {  # _hostshim_wait SECONDS CMD... : poll CMD until it succeeds
+  local deadline=$(( $(date +%s%N) / 1000000 + $1 * 1000 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && return 1
+    sleep 0.05
+  done
+}
+
+_hostshim_curl() {
+  local tls=()
+  if [ -n "${HOSTSHIM_TLS:-}" ]; then tls=(--cacert "$HOSTSHIM_ENV_DIR/tls/ca.pem"); fi
+  if [ "${HOSTSHIM_TLS:-}" = mtls ]; then
+    tls+=(--cert "$HOSTSHIM_ENV_DIR/tls/client.pem" --key "$HOSTSHIM_ENV_DIR/tls/client.key")
+  fi
+  hostshim_exec curl -sf "${tls[@]}" "$@"
+}
+
+_hostshim_dpu_get() { _hostshim_curl --max-time 2 -H 'Accept: application/json' "$FAKE_DPU_URL$1"; }
+
+hostshim_dpu_control() { _hostshim_curl --max-time 5 -X POST "$FAKE_DPU_URL$1" >/dev/null; }
+
+# A CA, a server certificate for 127.0.0.1 and a client certificate, for TLS runs.
+_hostshim_make_tls() {
+  local d=$1
+  mkdir -p "$d" || return 1
+  (
+    cd "$d" || exit 1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+      -subj /CN=hostshim-test-ca -keyout ca.key -out ca.pem &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=fake-dpu \
+      -keyout server.key -out server.csr &&
+    printf 'subjectAltName=IP:127.0.0.1\n' > server.ext &&
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile server.ext -out server.pem &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=host-shim \
+      -keyout client.key -out client.csr &&
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
+  ) >"$d/openssl.log" 2>&1 || { echo "hostshim_env_up: openssl failed:" >&2; cat "$d/openssl.log" >&2; return 1; }
+}
+
+hostshim_list_dpu_attachments() {
+  _hostshim_dpu_get /v1/attachments |
+    jq -r '.attachments[]? | "\(.kind) \(.sandboxId // "")/\(.ifname // "") vf\(.vfIndex // 0) \(.ips[0].address // "")"'
+}
+
+hostshim_list_records() {
+  local f
+  for f in "$HOSTSHIM_STATE_DIR"/vfs/*.json; do [ -e "$f" ] && cat "$f"; done
+  return 0
+}
+
+hostshim_list_vfs() {
+  local i name
+  for (( i = 0; i < HOSTSHIM_NUM_VFS; i++ )); do
+    name=$(fake_sysfs_vf_name "$HOSTSHIM_VF_PREFIX" "$i")
+    if ip -n "$HOST_NETNS" link show "$name" >/dev/null 2>&1; then echo "$i $name present"
+    elif [ $i = $(( HOSTSHIM_NUM_VFS - 1 )) ] && ip -n "$HOST_NETNS" link show dpu-mgmt >/dev/null 2>&1; then
+      echo "$i $name management (renamed dpu-mgmt)"
+    else echo "$i $name missing"; fi
+  done
+}
+
+hostshim_repair_vfs() {
+  # The pod pool only: the last VF is the management port (renamed dpu-mgmt).
+  fake_sysfs_repair "$SYSFS_ROOT" "$HOSTSHIM_PF" $(( HOSTSHIM_NUM_VFS - 1 )) "$HOSTSHIM_VF_PREFIX" "$HOST_NETNS"
+}
+
+hostshim_assert_clean() {
+  local bad=0 left
+  left=$(hostshim_list_records | grep -v '"owner":"management"')
+  if [ -n "$left" ]; then echo "left behind: allocation records: $left" >&2; bad=1; fi
+  left=$(hostshim_list_dpu_attachments | grep '^POD ')
+  if [ -n "$left" ]; then echo "left behind: fake-DPU attachments: $left" >&2; bad=1; fi
+  local i name
+  for (( i = 0; i < HOSTSHIM_NUM_VFS - 1; i++ )); do
+    name=$(fake_sysfs_vf_name "$HOSTSHIM_VF_PREFIX" "$i")
+    if ! ip -n "$HOST_NETNS" link show "$name" >/dev/null 2>&1; then
+      echo "left behind: VF $i ($name) is not in the host netns" >&2; bad=1
+    elif ip -n "$HOST_NETNS" -o link show "$name" | grep -q '[<,]UP[,>]'; then
+      echo "left behind: VF $i ($name) is up" >&2; bad=1
+    elif [ -n "$(ip -n "$HOST_NETNS" -o addr show dev "$name" scope global)" ]; then
+      echo "left behind: VF $i ($name) keeps an address" >&2; bad=1
+    fi
+  done
+  return $bad
+}
+
+hostshim_pod_netns_add() {
+  local ns="$HOSTSHIM_ENV_ID-$1"
+  ip netns add "$ns" || return 1
+  ip -n "$ns" link set lo up
+  echo "/run/netns/$ns"
+}
+
+_hostshim_status_known() {
+  local out
+  out=$(hostshim_client status 2>/dev/null)
+  [ -n "$out" ] && ! grep -q "not checked yet" <<<"$out"
+}
+
+hostshim_start() {
+  ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/host-shim/host-shim" --config "$HOSTSHIM_CONFIG" \
+    >>"$HOSTSHIM_ENV_DIR/host-shim.stderr" 2>&1 &
+  HOSTSHIM_PID=$!
+  export HOSTSHIM_PID
+  if ! _hostshim_wait 10 test -S "$HOSTSHIM_SOCKET"; then
+    echo "hostshim_env: host-shim did not create $HOSTSHIM_SOCKET within 10 s; log:" >&2
+    tail -n 20 "$HOSTSHIM_ENV_DIR/host-shim.stderr" "$HOSTSHIM_LOG" >&2 2>/dev/null
+    return 1
+  fi
+  # Ready when STATUS answers from a finished health poll (at env_up the
+  # caller also requires it to be ok; after a restart the DPU may be down on purpose).
+  if ! _hostshim_wait 10 _hostshim_status_known; then
+    echo "hostshim_env: host-shim does not answer STATUS ok: $(hostshim_client status 2>&1)" >&2
+    return 1
+  fi
+}
+
+hostshim_stop() {
+  [ -n "${HOSTSHIM_PID:-}" ] || return 0
+  if [ "${1:-}" = -9 ]; then kill -9 "$HOSTSHIM_PID" 2>/dev/null; else kill "$HOSTSHIM_PID" 2>/dev/null; fi
+  local i
+  for (( i = 0; i < 100; i++ )); do kill -0 "$HOSTSHIM_PID" 2>/dev/null || break; sleep 0.05; done
+  kill -9 "$HOSTSHIM_PID" 2>/dev/null
+  wait "$HOSTSHIM_PID" 2>/dev/null
+  HOSTSHIM_PID=
+}
+
+hostshim_restart() { hostshim_stop "${1:-}"; hostshim_start; }
+
+hostshim_env_up() {
+  local dir=$1
+  if [ -z "$dir" ] || [ ! -d "$dir" ]; then echo "usage: hostshim_env_up EXISTING_DIR" >&2; return 2; fi
+  if [ "$(id -u)" != 0 ]; then echo "hostshim_env_up: needs root (network namespaces)" >&2; return 2; fi
+  if [ -z "${DPU_BUILD_DIR:-}" ]; then echo "hostshim_env_up: set DPU_BUILD_DIR to the build directory" >&2; return 2; fi
+  local bin
+  for bin in "$DPU_BUILD_DIR/host-shim/host-shim" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" \
+             "$DPU_BUILD_DIR/tests/host-shim/hostshim-client"; do
+    [ -x "$bin" ] || { echo "hostshim_env_up: $bin is not built" >&2; return 2; }
+  done
+  dir=$(cd "$dir" && pwd)
+  export HOSTSHIM_ENV_DIR=$dir
+  export HOSTSHIM_ENV_ID="hs$$x$RANDOM"
+  export HOST_NETNS="$HOSTSHIM_ENV_ID-host"
+  export HOSTSHIM_NUM_VFS=${HOSTSHIM_NUM_VFS:-8}
+  export HOSTSHIM_PF=p0
+  export HOSTSHIM_VF_PREFIX=p0
+  export SYSFS_ROOT="$dir/sysfs"
+  export HOSTSHIM_SOCKET="$dir/host-shim.sock"
+  export HOSTSHIM_CONFIG="$dir/host-shim.json"
+  # tmpfs, as /run is on a normal host: records live as long as the pods they
+  # describe (until reboot), and a crash-safe write costs microseconds, not the
+  # ~15 ms an fsync costs on this machine's disk.
+  export HOSTSHIM_STATE_DIR="/dev/shm/$HOSTSHIM_ENV_ID-state"
+  export HOSTSHIM_LOG="$dir/host-shim.log"
+  export FAKE_DPU_LOG="$dir/fake_dpu_api.log"
+  export FAKE_DPU_URL="http://127.0.0.1:9443"
+  local tls_json="" fake_tls=()
+  if [ -n "${HOSTSHIM_TLS:-}" ]; then
+    _hostshim_make_tls "$dir/tls" || return 1
+    FAKE_DPU_URL="https://127.0.0.1:9443"
+    tls_json=", \"caFile\": \"$dir/tls/ca.pem\""
+    fake_tls=(--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key")
+    if [ "$HOSTSHIM_TLS" = mtls ]; then
+      tls_json="$tls_json, \"certFile\": \"$dir/tls/client.pem\", \"keyFile\": \"$dir/tls/client.key\""
+      fake_tls+=(--client-ca "$dir/tls/ca.pem")
+    fi
+  fi
+  export HOSTSHIM_CLIENT="$DPU_BUILD_DIR/tests/host-shim/hostshim-client"
+  local pod_cidr=${HOSTSHIM_POD_CIDR:-10.244.1.0/24}
+  local last=$(( HOSTSHIM_NUM_VFS - 1 ))
+
+  ip netns add "$HOST_NETNS" || return 1
+  ip -n "$HOST_NETNS" link set lo up
+  fake_sysfs_create "$SYSFS_ROOT" "$HOSTSHIM_PF" "$HOSTSHIM_NUM_VFS" "$HOSTSHIM_VF_PREFIX" "$HOST_NETNS" || return 1
+
+  cat > "$HOSTSHIM_CONFIG" <<JSON
+{
+  "socket": "$HOSTSHIM_SOCKET",
+  "stateDir": "$HOSTSHIM_STATE_DIR",
+  "sysfsRoot": "$SYSFS_ROOT",
+  "pfs": [{"name": "$HOSTSHIM_PF", "index": 0, "vfs": "0-$last", "reservedVfs": "$last"}],
+  "dpu": {"url": "$FAKE_DPU_URL", "timeoutMs": ${HOSTSHIM_DPU_TIMEOUT_MS:-1500},
+          "healthIntervalMs": ${HOSTSHIM_HEALTH_INTERVAL_MS:-200}$tls_json},
+  "managementPort": {"pf": 0, "vf": $last, "ifname": "dpu-mgmt",
+                     "clusterCidrs": ["10.244.0.0/16"], "serviceCidrs": ["10.96.0.0/12"]},
+  "log": {"file": "$HOSTSHIM_LOG", "level": "debug"}
+}
+JSON
+
+  ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" --listen "$FAKE_DPU_URL" \
+    --pod-cidr "$pod_cidr" --vfs "$HOSTSHIM_NUM_VFS" "${fake_tls[@]}" >"$FAKE_DPU_LOG" 2>&1 &
+  export FAKE_DPU_PID=$!
+  if ! _hostshim_wait 10 _hostshim_dpu_get /v1/health; then
+    echo "hostshim_env_up: the fake DPU did not answer; log:" >&2; cat "$FAKE_DPU_LOG" >&2; return 1
+  fi
+  hostshim_start || return 1
+  if ! _hostshim_wait 10 hostshim_client status; then
+    echo "hostshim_env_up: STATUS is not ok: $(hostshim_client status 2>&1)" >&2; return 1
+  fi
+  # The management port comes up from the first health poll on.
+  if ! _hostshim_wait 10 ip -n "$HOST_NETNS" -4 -o addr show dev dpu-mgmt scope global; then
+    echo "hostshim_env_up: the management port dpu-mgmt got no address; log:" >&2
+    tail -n 20 "$HOSTSHIM_LOG" >&2; return 1
+  fi
+}
+
+hostshim_env_down() {
+  [ -n "${HOST_NETNS:-}" ] || return 0
+  hostshim_stop
+  if [ -n "${FAKE_DPU_PID:-}" ]; then
+    kill "$FAKE_DPU_PID" 2>/dev/null
+    wait "$FAKE_DPU_PID" 2>/dev/null
+    FAKE_DPU_PID=
+  fi
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$HOSTSHIM_ENV_ID-"); do
+    [ "$ns" = "$HOST_NETNS" ] || ip netns del "$ns" 2>/dev/null
+  done
+  fake_sysfs_destroy "$SYSFS_ROOT" "$HOSTSHIM_PF" "$HOSTSHIM_NUM_VFS" "$HOSTSHIM_VF_PREFIX" "$HOST_NETNS"
+  ip netns del "$HOST_NETNS" 2>/dev/null
+  rm -f "$HOSTSHIM_SOCKET"
+  # Keep the state for a failed test's post-mortem only when asked.
+  [ -n "${HOSTSHIM_KEEP_STATE:-}" ] || rm -rf "$HOSTSHIM_STATE_DIR"
+  HOST_NETNS=
+}

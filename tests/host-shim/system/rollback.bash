@@ -1,0 +1,46 @@
+# A failing ADD undoes every step: the DPU refuses (nothing touched), the
+# ifname is taken in the pod netns (move refused), a step after the move fails
+# (VF brought back with its original name, MAC and MTU; DPU detached; record freed).
+source "$(dirname "$0")/lib.bash"
+
+orig_mac=$(ip -n "$HOST_NETNS" -o link show p0v0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+orig_mtu=$(ip -n "$HOST_NETNS" -o link show p0v0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')
+ip -n "$HOST_NETNS" link set p0v0 mtu 1450
+orig_mtu=1450
+
+assert_vf0_home() {
+  ip -n "$HOST_NETNS" -o link show p0v0 | grep -q "link/ether $orig_mac" || fail "p0v0 lost its MAC $orig_mac: $(ip -n "$HOST_NETNS" -o link show p0v0)"
+  ip -n "$HOST_NETNS" -o link show p0v0 | grep -q "mtu $orig_mtu " || fail "p0v0 lost its MTU $orig_mtu"
+  hostshim_assert_clean || fail "rollback left state"
+}
+
+pod=$(hostshim_pod_netns_add p1)
+ns=$(pod_ns "$pod")
+
+step "the DPU refuses (400): code 100, nothing left"
+hostshim_dpu_control "/test/fail?count=1&status=400"
+expect_code 100 add --container c1 --netns "$pod" --ifname eth0
+assert_vf0_home
+
+step "the DPU fails (500): code 11, nothing left"
+hostshim_dpu_control "/test/fail?count=1&status=500"
+expect_code 11 add --container c1 --netns "$pod" --ifname eth0
+assert_vf0_home
+
+step "ifname taken inside the pod netns: code 103, nothing left"
+ip -n "$ns" link add eth0 type veth peer name eth0peer
+expect_code 103 add --container c1 --netns "$pod" --ifname eth0
+jq -r .error.details <<<"$OUT" | grep -q "already exists" || fail "collision not explained: $OUT"
+assert_vf0_home
+ip -n "$ns" link del eth0
+
+step "a step after the move fails (MTU the device refuses): VF comes back"
+expect_code 103 add --container c1 --netns "$pod" --ifname eth0 --mtu 70000
+ip -n "$ns" link show eth0 >/dev/null 2>&1 && fail "eth0 stayed in the pod netns"
+assert_vf0_home
+
+step "and the next ADD works"
+expect_ok add --container c1 --netns "$pod" --ifname eth0
+expect_ok del --container c1 --netns "$pod" --ifname eth0
+assert_vf0_home
+echo PASS
