@@ -1,0 +1,139 @@
+// The agent's state and rules: attachments (validated, IPAM'd, checkpointed),
+// the cluster view it learns from a ClusterSource, and the logical model it
+// derives from both. The REST layer (api_server.h) and the cluster source call
+// in; the model (logical_model.h) carries the result to the dataplane client.
+//
+// Every attach/detach is decided and checkpointed under one lock before it is
+// answered, so an answer a client got survives kill -9. The model is updated
+// one object at a time: an attachment is one port, a node is one remote node.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/agent_config.h"
+#include "control/cluster_source.h"
+#include "control/ipam.h"
+#include "control/logical_model.h"
+#include "dpu/attach/v1/attach.pb.h"
+
+namespace dpu::control {
+
+namespace attv1 = ::dpu::attach::v1;
+
+// The outcome of an API operation: a value, or an ApiError carrying its HTTP status.
+template <typename T>
+struct ApiResult {
+  std::optional<T> value;
+  attv1::ApiError error;
+  bool ok() const { return value.has_value(); }
+  static ApiResult fail(uint32_t status, std::string message, std::string holder = "") {
+    ApiResult r;
+    r.error.set_http_status(status);
+    r.error.set_message(std::move(message));
+    r.error.set_holder(std::move(holder));
+    return r;
+  }
+  static ApiResult success(T v) {
+    ApiResult r;
+    r.value = std::move(v);
+    return r;
+  }
+};
+
+class Agent : public ClusterListener {
+ public:
+  // `pods_checked`: a Kubernetes source is configured, so attach requires the pod
+  // to be scheduled on this node and attachments of vanished pods are released.
+  Agent(AgentConfig config, ModelState& model, bool pods_checked);
+
+  // Loads the checkpoint (a missing or unusable one means a new boot id, logged)
+  // and puts what it holds into the model.
+  Result<void> restore();
+
+  ApiResult<attv1::AttachResponse> attach(const attv1::AttachRequest& request);
+  ApiResult<attv1::DetachResponse> detach(const attv1::DetachRequest& request);
+  attv1::AttachmentList list() const;
+
+  std::string bootId() const;
+  bool clusterSynced() const { return synced_.load(); }
+  // Why attach cannot work yet ("" when it can): no pod CIDR, no sync.
+  std::string notReadyReason() const;
+  const AgentConfig& config() const { return config_; }
+
+  struct IpamUsage {
+    std::string cidr;
+    uint64_t used = 0;
+    uint64_t capacity = 0;
+  };
+  std::vector<IpamUsage> ipamUsage() const;
+  size_t attachmentCount() const;
+  uint64_t releasedOrphans() const { return released_orphans_.load(); }
+  // The dataplane generation last acknowledged, recorded in the checkpoint.
+  void setDataplaneGeneration(uint64_t generation) { generation_.store(generation); }
+  uint64_t dataplaneGeneration() const { return generation_.load(); }
+
+  // ClusterListener
+  void nodeUpserted(const NodeInfo& node) override;
+  void nodeDeleted(const std::string& name) override;
+  void podUpserted(const PodInfo& pod) override;
+  void podDeleted(const std::string& ns, const std::string& name) override;
+  void serviceUpserted(const ServiceInfo& svc) override;
+  void serviceDeleted(const std::string& ns, const std::string& name) override;
+  void endpointSliceUpserted(const EndpointSliceInfo& slice) override;
+  void endpointSliceDeleted(const std::string& ns, const std::string& name) override;
+  void networkPolicyUpserted(const NetworkPolicyInfo& policy) override;
+  void networkPolicyDeleted(const std::string& ns, const std::string& name) override;
+  void synced() override;
+
+ private:
+  struct PodPlacement {
+    std::string uid;
+    std::string node_name;
+  };
+  struct Record {
+    attv1::Attachment attachment;
+    uint32_t port_key = 0;
+  };
+
+  ApiResult<attv1::AttachResponse> validateAttach(const attv1::AttachRequest& r) const;
+  std::optional<std::string> findHolderLocked(uint32_t pf, uint32_t vf) const;
+  std::optional<std::string> findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const;
+  std::optional<std::string> findManagementLocked() const;
+  Result<uint32_t> allocatePortKeyLocked();
+  void setPodCidrsLocked(const std::vector<IpPrefix>& cidrs);
+  void releaseLocked(const std::string& id);
+  Result<void> checkpointLocked();
+  dpv1::LogicalPort portOf(const Record& r) const;
+  dpv1::NodeSettings nodeSettings() const;
+  std::optional<dpv1::RemoteNode> remoteNodeOf(const NodeInfo& node) const;
+  void releaseOrphansLocked();
+
+  const AgentConfig config_;
+  ModelState& model_;
+  const bool pods_checked_;
+
+  mutable std::mutex mu_;
+  std::string boot_id_;
+  std::map<std::string, Record> attachments_;  // by id
+  std::map<std::pair<uint32_t, uint32_t>, std::string> by_vf_;
+  std::map<std::pair<std::string, std::string>, std::string> by_sandbox_;
+  std::vector<IpPrefix> pod_cidrs_;
+  std::vector<Ipam> ipams_;
+  std::vector<std::string> pending_recent_;  // released list restored before the pod CIDR is known
+  uint32_t next_port_key_ = 1;
+  std::map<std::string, PodPlacement> pods_;  // "ns/name"
+  std::map<std::string, NodeInfo> nodes_;
+  std::atomic<bool> synced_{false};
+  bool first_sync_done_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> released_orphans_{0};
+};
+
+}  // namespace dpu::control

@@ -1,0 +1,81 @@
+// The dpu-agent configuration: what one DPU needs to know about itself (node
+// name, tunnel IP, representors), where it learns about the cluster, and where
+// it listens and keeps state. Read from JSON or YAML through FieldReader, so a
+// bad field stops the agent at start with a message naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/net_address.h"
+#include "common/result.h"
+
+namespace dpu::control {
+
+// One PF's VFs and the names of their representors on the DPU. The name is a
+// pattern: "{pf}" and "{vf}" are replaced by the indexes, so "pf0vf{vf}" names
+// netdevs and "0000:03:00.0,representor=vf{vf}" names DPDK devargs.
+struct RepresentorMap {
+  uint32_t pf_index = 0;
+  uint32_t vf_count = 0;
+  std::string name_pattern;
+  std::vector<std::string> names;  // explicit names per VF; overrides the pattern when set
+  std::string representorFor(uint32_t vf) const;
+};
+
+enum class ClusterSourceKind { kFile, kKubernetes };
+
+struct ClusterSourceConfig {
+  ClusterSourceKind kind = ClusterSourceKind::kFile;
+  std::string file_path;            // kind == kFile
+  std::string kubeconfig;           // kind == kKubernetes: empty with in_cluster
+  std::string kube_context;         // empty: the kubeconfig's current-context
+  bool in_cluster = false;
+  std::string in_cluster_dir;       // empty: the standard service-account directory
+  std::string api_server;           // in-cluster: instead of KUBERNETES_SERVICE_HOST/PORT
+};
+
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;       // set: clients must present a certificate signed by it
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct AgentConfig {
+  std::string node_name;
+  IpAddress tunnel_ip;
+  std::string uplink;
+  std::vector<RepresentorMap> representors;
+  std::vector<IpPrefix> pod_cidrs;  // empty: from this node's Node object
+  std::vector<IpPrefix> cluster_cidrs;
+  std::vector<IpPrefix> service_cidrs;
+  uint32_t underlay_mtu = 1500;
+  uint32_t pod_mtu = 0;             // computed from underlay_mtu, tunnel family and ipsec
+  bool ipsec = false;
+  ClusterSourceConfig cluster_source;
+  std::string api_address = "127.0.0.1";
+  uint16_t api_port = 9443;
+  TlsConfig tls;
+  std::string dataplane_socket = "/run/dpu/dataplane.sock";
+  std::string state_dir = "/var/lib/dpu-agent";
+  std::string log_level = "info";
+  std::string log_file;             // empty: stderr
+
+  const RepresentorMap* representorsOf(uint32_t pf) const;
+  std::string apiUri() const;       // "http(s)://address:port"
+  std::string checkpointPath() const { return state_dir + "/agent-checkpoint.pb"; }
+};
+
+// Validates every field; the error names the first bad one ("config.underlayMTU: ...").
+Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc);
+Result<AgentConfig> loadAgentConfig(const std::string& path);
+
+// The pod MTU for an underlay MTU: Geneve with the OVN option (8 bytes), ESP when ipsec.
+uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec);
+
+}  // namespace dpu::control

@@ -1,0 +1,83 @@
+// The attach API and the operator endpoints, independent of the HTTP server:
+// a request (method, path, headers that matter, body) in, an answer out. The
+// cpprestsdk listener (api_server.h) is a thin shell around it, so every rule
+// here — body formats, size limit, validation, status codes — is unit-tested
+// without sockets.
+//
+// Bodies: protobuf (Content-Type application/x-protobuf, also the default when
+// no Content-Type is given) or JSON (application/json, protobuf's canonical
+// JSON mapping; unknown fields are refused so typos do not pass silently).
+// Answers use JSON when the Accept header asks for it or the request was JSON,
+// protobuf otherwise. Errors carry an ApiError saying what to fix.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <google/protobuf/message.h>
+
+#include "control/agent.h"
+#include "control/metrics.h"
+
+namespace dpu::control {
+
+inline constexpr size_t kMaxBodyBytes = 64 * 1024;
+inline constexpr const char* kProtobufType = "application/x-protobuf";
+inline constexpr const char* kJsonType = "application/json";
+
+enum class BodyFormat { kProtobuf, kJson };
+
+struct ApiRequest {
+  std::string method;        // GET, POST, DELETE, ...
+  std::string path;          // "/v1/attachments"
+  std::string content_type;
+  std::string accept;
+  std::string body;
+};
+
+struct ApiAnswer {
+  uint16_t status = 200;
+  std::string content_type;
+  std::string body;
+};
+
+// Which format a Content-Type names; an ApiError (415) for anything else.
+std::optional<BodyFormat> bodyFormatOf(const std::string& content_type);
+BodyFormat answerFormat(const std::string& accept, std::optional<BodyFormat> request_format);
+// Fills `out` from the body; on failure the ApiError (400/413/415) says why.
+std::optional<attv1::ApiError> parseBody(const ApiRequest& req, google::protobuf::Message& out);
+std::string encodeBody(const google::protobuf::Message& m, BodyFormat f);
+
+class ApiRouter {
+ public:
+  struct Hooks {
+    std::function<std::string()> not_ready_reason;  // "" when ready
+    std::function<std::string()> metrics_text;      // the rest of /metrics
+    std::string version = "0.1.0";
+  };
+
+  ApiRouter(Agent& agent, Hooks hooks);
+
+  ApiAnswer handle(const ApiRequest& req);
+  // Requests answered so far, by HTTP status, and how long they took.
+  std::map<uint16_t, uint64_t> statusCounts() const;
+  const Histogram& latency() const { return latency_; }
+
+ private:
+  ApiAnswer route(const ApiRequest& req);
+  ApiAnswer error(uint16_t status, const std::string& message, std::optional<BodyFormat> fmt, const std::string& accept,
+                  const std::string& holder = "");
+  ApiAnswer message(uint16_t status, const google::protobuf::Message& m, std::optional<BodyFormat> fmt, const std::string& accept);
+
+  Agent& agent_;
+  Hooks hooks_;
+  Histogram latency_;
+  mutable std::mutex mu_;
+  std::map<uint16_t, uint64_t> status_counts_;
+};
+
+}  // namespace dpu::control

@@ -1,0 +1,75 @@
+// The agent's side of the dataplane programming API (proto
+// dpu.dataplane.v1, unix socket, framed protobuf): Hello, then a FullSync of
+// the whole model, then one Delta per batch of changes, each stamped
+// base_generation → generation. RESYNC_NEEDED, a reconnect (the dataplane
+// restarted, or we did) and a refused Delta all lead back to a FullSync,
+// which the dataplane applies as a diff, so nothing that stayed the same is
+// touched. While the dataplane is down the client retries with exponential
+// backoff (100 ms .. 2 s, jittered) and the model keeps collecting changes.
+//
+// Runs in its own thread; the model (logical_model.h) is the only input.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/ipc.h"
+#include "control/logical_model.h"
+#include "control/metrics.h"
+
+namespace dpu::control {
+
+struct DataplaneStatus {
+  bool connected = false;
+  bool programmed = false;       // the dataplane forwards with our current model (modulo pending changes)
+  uint64_t generation = 0;       // acknowledged by the dataplane
+  std::string instance_id;       // the dataplane process we talk to
+  uint64_t full_syncs = 0;
+  uint64_t deltas = 0;
+  uint64_t resyncs_requested = 0;  // RESYNC_NEEDED answers
+  uint64_t reconnects = 0;
+  uint64_t refused = 0;          // INVALID answers
+  std::string last_error;
+};
+
+class DataplaneClient {
+ public:
+  DataplaneClient(std::string socket_path, std::string agent_id, ModelState& model, Histogram& latency);
+  ~DataplaneClient();
+
+  // `generation_hint`: the generation from the checkpoint, so generations keep
+  // increasing across agent restarts even when the dataplane forgot.
+  void start(uint64_t generation_hint = 0);
+  void stop();
+  DataplaneStatus status() const;
+  // Called (on the client thread) after each acknowledged generation.
+  void onGeneration(std::function<void(uint64_t)> fn) { on_generation_ = std::move(fn); }
+
+ private:
+  void run();
+  bool session();  // one connection; false when it ended in an error
+  bool fullSync(const ipc::Socket& s);
+  bool sendDelta(const ipc::Socket& s, ModelState::Pending& pending, bool& resync);
+  bool exchange(const ipc::Socket& s, const dpv1::ProgramRequest& req, dpv1::ProgramReply& reply);
+  bool peerClosed(const ipc::Socket& s) const;
+  void setError(const std::string& e);
+  void acked(uint64_t generation, std::chrono::steady_clock::time_point since);
+
+  const std::string socket_path_;
+  const std::string agent_id_;
+  ModelState& model_;
+  Histogram& latency_;
+  std::function<void(uint64_t)> on_generation_;
+
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  mutable std::mutex mu_;
+  DataplaneStatus status_;
+  uint64_t next_generation_ = 0;
+};
+
+}  // namespace dpu::control

@@ -1,0 +1,90 @@
+// The logical model the agent programs into dpu-dataplane (proto
+// dpu.dataplane.v1.LogicalModel), kept as maps keyed the way Deltas name
+// objects, with a record of what changed since the datapath last heard.
+//
+// Every mutation compares the new object with the current one and marks it
+// dirty only when it differs; takePending() turns the dirty set into one Delta
+// (upserts for objects that exist, deletes for those that do not). So one pod
+// or one node changing costs one small Delta, never a rebuild of the whole
+// model; a FullSync (connect, RESYNC_NEEDED) takes the whole map and clears
+// the dirty set in the same critical section, so nothing is lost in between.
+//
+// Thread-safe: the agent mutates from the API and cluster-source threads, the
+// dataplane client reads from its own thread and waits for changes.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/net_address.h"
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+namespace dpu::control {
+
+namespace dpv1 = ::dpu::dataplane::v1;
+
+// The distributed router's MAC: the gateway MAC on every node (OVN-Kubernetes'
+// 0a:58:a9:fe:00:01 convention: link-local 169.254.0.1 as a MAC), constant
+// cluster-wide so a pod keeps its gateway's ARP entry wherever traffic goes.
+inline constexpr const char* kRouterMac = "0a:58:a9:fe:00:01";
+
+// The logical switch key (the Geneve VNI) of a node subnet. Every node must
+// compute the same key for the same subnet without talking to the others, so
+// it is the subnet's position inside the cluster CIDR that holds it (+1; the
+// i-th cluster CIDR adds i << 20). A subnet outside every cluster CIDR gets a
+// stable hash in the upper half of the 24-bit VNI space.
+uint32_t datapathKeyFor(const IpPrefix& subnet, const std::vector<IpPrefix>& cluster_cidrs);
+
+class ModelState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Pending {
+    dpv1::Delta delta;            // generations left at 0: the client stamps them
+    Clock::time_point oldest;     // when the oldest change in it was made
+    size_t changes = 0;
+  };
+
+  void setNode(const dpv1::NodeSettings& node);
+  void upsertPort(const dpv1::LogicalPort& port);
+  void deletePort(const std::string& name);
+  void upsertLocalSubnet(const dpv1::Subnet& subnet);
+  void deleteLocalSubnet(const std::string& cidr);
+  void upsertRemoteNode(const dpv1::RemoteNode& node);
+  void deleteRemoteNode(const std::string& name);
+
+  // The whole model, and (for a FullSync) the dirty set cleared atomically with it.
+  dpv1::LogicalModel snapshot() const;
+  dpv1::LogicalModel snapshotAndClear(std::optional<Clock::time_point>* oldest_pending = nullptr);
+  std::optional<Pending> takePending();
+  bool hasPending() const;
+  // Waits until a change is pending or the timeout passes; true when one is.
+  bool waitForChange(std::chrono::milliseconds timeout) const;
+  // Wakes waiters (shutdown).
+  void notifyAll() const { cv_.notify_all(); }
+
+  size_t portCount() const;
+  size_t remoteNodeCount() const;
+
+ private:
+  void markLocked();
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::optional<dpv1::NodeSettings> node_;
+  std::map<std::string, dpv1::LogicalPort> ports_;
+  std::map<std::string, dpv1::Subnet> local_subnets_;
+  std::map<std::string, dpv1::RemoteNode> remote_nodes_;
+  bool node_dirty_ = false;
+  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_;
+  std::optional<Clock::time_point> oldest_;
+};
+
+}  // namespace dpu::control

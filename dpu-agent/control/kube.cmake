@@ -1,0 +1,17 @@
+# dpu_control_kube: the Kubernetes ClusterSource (list+watch over HTTPS with
+# cpprestsdk, streaming JSON decoding with nlohmann SAX), kubeconfig and
+# in-cluster configuration. Included by dpu-agent/control/CMakeLists.txt.
+# Layering: control plane only — never DPDK.
+find_package(cpprestsdk REQUIRED)
+find_package(OpenSSL REQUIRED)
+
+add_library(dpu_control_kube STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/src/kube_objects.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/kube_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/kube_source.cpp
+)
+target_include_directories(dpu_control_kube PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
+target_link_libraries(dpu_control_kube
+  PUBLIC dpu::common
+  PRIVATE cpprestsdk::cpprest OpenSSL::SSL OpenSSL::Crypto)
+add_library(dpu::control_kube ALIAS dpu_control_kube)

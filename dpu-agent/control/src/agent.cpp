@@ -1,0 +1,604 @@
+// The agent's attachments, cluster view and model derivation (see agent.h).
+#include "control/agent.h"
+
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "control/checkpoint.h"
+
+namespace dpu::control {
+namespace {
+
+constexpr const char* kLog = "dpu-agent";
+constexpr uint32_t kMaxPortKey = 32767;  // 15-bit port key in the OVN option
+
+std::string randomHex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xff;
+    out += kHex[v >> 4];
+    out += kHex[v & 15];
+  }
+  return out;
+}
+
+std::string podKey(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+bool validIfname(const std::string& s) {
+  if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
+  for (unsigned char c : s) {
+    if (c <= ' ' || c == '/' || c == ':' || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+// A Kubernetes object name part: DNS-1123 subdomain characters.
+bool validObjectName(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
+std::string vfName(uint32_t pf, uint32_t vf) { return "pf" + std::to_string(pf) + "vf" + std::to_string(vf); }
+
+}  // namespace
+
+Agent::Agent(AgentConfig config, ModelState& model, bool pods_checked)
+    : config_(std::move(config)), model_(model), pods_checked_(pods_checked) {
+  model_.setNode(nodeSettings());
+}
+
+dpv1::NodeSettings Agent::nodeSettings() const {
+  dpv1::NodeSettings n;
+  n.set_name(config_.node_name);
+  n.set_tunnel_ip(config_.tunnel_ip.str());
+  n.set_underlay_mtu(config_.underlay_mtu);
+  n.set_pod_mtu(config_.pod_mtu);
+  n.set_router_mac(kRouterMac);
+  for (const auto& c : config_.cluster_cidrs) n.add_cluster_cidrs(c.str());
+  for (const auto& c : config_.service_cidrs) n.add_service_cidrs(c.str());
+  n.set_ipsec(config_.ipsec);
+  return n;
+}
+
+dpv1::LogicalPort Agent::portOf(const Record& r) const {
+  const auto& a = r.attachment;
+  dpv1::LogicalPort p;
+  p.set_name(a.id());
+  p.set_key(r.port_key);
+  p.set_kind(a.kind() == attv1::MANAGEMENT ? dpv1::MANAGEMENT : dpv1::POD);
+  p.set_representor(a.representor());
+  p.set_pf_index(a.pf_index());
+  p.set_vf_index(a.vf_index());
+  p.set_mac(a.mac());
+  for (const auto& ip : a.ips()) {
+    auto ifa = IpInterfaceAddress::parse(ip.address());
+    if (!ifa) continue;
+    p.add_ips(ifa->address.str());
+    if (p.datapath_key() == 0) p.set_datapath_key(datapathKeyFor(ifa->network(), config_.cluster_cidrs));
+  }
+  return p;
+}
+
+std::optional<dpv1::RemoteNode> Agent::remoteNodeOf(const NodeInfo& node) const {
+  if (node.tunnel_ip.empty()) return std::nullopt;
+  auto tip = IpAddress::parse(node.tunnel_ip);
+  if (!tip) return std::nullopt;
+  dpv1::RemoteNode rn;
+  rn.set_name(node.name);
+  rn.set_tunnel_ip(tip->str());
+  rn.set_ipsec_public_key(node.ipsec_public_key);
+  uint32_t key = 0;
+  for (const auto& text : node.pod_cidrs) {
+    auto p = IpPrefix::parse(text, true);
+    if (!p) continue;
+    const IpPrefix net = *p;
+    if (key == 0) key = datapathKeyFor(net, config_.cluster_cidrs);
+    auto* s = rn.add_subnets();
+    s->set_cidr(net.str());
+    s->set_gateway_ip(net.at(1).str());
+    s->set_datapath_key(key);
+  }
+  if (rn.subnets_size() == 0) return std::nullopt;
+  return rn;
+}
+
+std::string Agent::bootId() const {
+  std::lock_guard lock(mu_);
+  return boot_id_;
+}
+
+Result<void> Agent::restore() {
+  std::lock_guard lock(mu_);
+  const std::string path = config_.checkpointPath();
+  auto loaded = loadAgentCheckpoint(path);
+  if (!loaded) {
+    std::string aside = path + ".corrupt";
+    std::rename(path.c_str(), aside.c_str());
+    boot_id_ = randomHex(16);
+    DPU_LOG(kError, kLog) << loaded.error() << "; moved it to " << aside << " and starting with no attachments and a new boot id "
+                          << boot_id_ << " (host-shim will replay its attachments)";
+  } else if (!loaded->has_value()) {
+    boot_id_ = randomHex(16);
+    DPU_LOG(kInfo, kLog) << "no checkpoint at " << path << ": first start, new boot id " << boot_id_;
+  } else {
+    const auto& cp = **loaded;
+    boot_id_ = cp.boot_id();
+    next_port_key_ = cp.next_port_key() ? cp.next_port_key() : 1;
+    generation_.store(cp.generation());
+    for (const auto& a : cp.attachments()) {
+      Record r;
+      r.attachment = a;
+      auto key = cp.port_keys().find(a.id());
+      if (key != cp.port_keys().end()) r.port_key = key->second;
+      attachments_[a.id()] = r;
+      by_vf_[{a.pf_index(), a.vf_index()}] = a.id();
+      if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = a.id();
+    }
+    // Attachments from an older checkpoint without port keys get fresh ones.
+    for (auto& [id, r] : attachments_) {
+      if (r.port_key == 0) {
+        auto k = allocatePortKeyLocked();
+        if (k) r.port_key = *k;
+      }
+    }
+    pending_recent_.assign(cp.recently_released().begin(), cp.recently_released().end());
+    DPU_LOG(kInfo, kLog) << "restored " << attachments_.size() << " attachments from " << path << ", boot id " << boot_id_;
+  }
+  if (!config_.pod_cidrs.empty()) setPodCidrsLocked(config_.pod_cidrs);
+  for (const auto& [id, r] : attachments_) model_.upsertPort(portOf(r));
+  return checkpointLocked();
+}
+
+void Agent::setPodCidrsLocked(const std::vector<IpPrefix>& cidrs) {
+  if (!pod_cidrs_.empty()) {
+    if (cidrs != pod_cidrs_) {
+      DPU_LOG(kError, kLog) << "this node's pod CIDRs changed; keeping the ones in use until the agent restarts with the node drained";
+    }
+    return;
+  }
+  pod_cidrs_ = cidrs;
+  for (const auto& c : cidrs) {
+    Ipam ipam(c);
+    for (const auto& [id, r] : attachments_) {
+      for (const auto& ip : r.attachment.ips()) {
+        auto ifa = IpInterfaceAddress::parse(ip.address());
+        if (!ifa || !c.contains(ifa->address) || ipam.isReserved(ifa->address)) continue;
+        if (auto claimed = ipam.claim(ifa->address); !claimed) {
+          DPU_LOG(kError, kLog) << "attachment " << id << ": " << claimed.error();
+        }
+      }
+    }
+    ipam.setRecentlyReleased(pending_recent_);
+    ipams_.push_back(std::move(ipam));
+    dpv1::Subnet s;
+    s.set_cidr(c.str());
+    s.set_gateway_ip(c.at(1).str());
+    s.set_datapath_key(datapathKeyFor(cidrs.front(), config_.cluster_cidrs));
+    model_.upsertLocalSubnet(s);
+  }
+  pending_recent_.clear();
+  DPU_LOG(kInfo, kLog) << "pod CIDR " << cidrs.front().str() << (cidrs.size() > 1 ? " (and more)" : "") << " in use";
+}
+
+Result<void> Agent::checkpointLocked() {
+  ::dpu::checkpoint::v1::AgentCheckpoint cp;
+  cp.set_version(kAgentCheckpointVersion);
+  cp.set_boot_id(boot_id_);
+  cp.set_generation(generation_.load());
+  cp.set_next_port_key(next_port_key_);
+  for (const auto& [id, r] : attachments_) {
+    *cp.add_attachments() = r.attachment;
+    (*cp.mutable_port_keys())[id] = r.port_key;
+  }
+  if (ipams_.empty()) {
+    for (const auto& a : pending_recent_) cp.add_recently_released(a);
+  }
+  for (const auto& ipam : ipams_) {
+    for (const auto& a : ipam.recentlyReleased()) cp.add_recently_released(a);
+  }
+  return saveAgentCheckpoint(config_.checkpointPath(), cp);
+}
+
+Result<uint32_t> Agent::allocatePortKeyLocked() {
+  std::set<uint32_t> used;
+  for (const auto& [id, r] : attachments_) used.insert(r.port_key);
+  for (uint32_t i = 0; i < kMaxPortKey; ++i) {
+    uint32_t k = (next_port_key_ - 1 + i) % kMaxPortKey + 1;
+    if (!used.count(k)) {
+      next_port_key_ = k % kMaxPortKey + 1;
+      return k;
+    }
+  }
+  return Error{"all " + std::to_string(kMaxPortKey) + " logical port keys are in use"};
+}
+
+std::optional<std::string> Agent::findHolderLocked(uint32_t pf, uint32_t vf) const {
+  auto it = by_vf_.find({pf, vf});
+  if (it == by_vf_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> Agent::findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const {
+  auto it = by_sandbox_.find({sandbox, ifname});
+  if (it == by_sandbox_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> Agent::findManagementLocked() const {
+  for (const auto& [id, r] : attachments_) {
+    if (r.attachment.kind() == attv1::MANAGEMENT) return id;
+  }
+  return std::nullopt;
+}
+
+ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachRequest& r) const {
+  using R = ApiResult<attv1::AttachResponse>;
+  if (r.kind() != attv1::POD && r.kind() != attv1::MANAGEMENT) {
+    return R::fail(400, "kind must be POD or MANAGEMENT");
+  }
+  if (r.kind() == attv1::POD) {
+    if (!validObjectName(r.pod().namespace_())) return R::fail(400, "pod.namespace must be a Kubernetes namespace name");
+    if (!validObjectName(r.pod().name())) return R::fail(400, "pod.name must be a Kubernetes pod name");
+    if (r.sandbox_id().empty() || r.sandbox_id().size() > 256) {
+      return R::fail(400, "sandbox_id must be the container (sandbox) id, 1-256 characters");
+    }
+    if (!validIfname(r.ifname())) return R::fail(400, "ifname must be an interface name of 1-15 characters without '/', ':' or spaces");
+  } else if (!r.sandbox_id().empty()) {
+    return R::fail(400, "a MANAGEMENT attachment has no sandbox_id: it stays in the host netns");
+  }
+  const RepresentorMap* rep = config_.representorsOf(r.pf_index());
+  if (!rep) return R::fail(400, "pf_index " + std::to_string(r.pf_index()) + " is not a PF this DPU manages");
+  if (r.vf_index() >= rep->vf_count) {
+    return R::fail(400, "vf_index " + std::to_string(r.vf_index()) + " is out of range: PF " + std::to_string(r.pf_index()) +
+                            " has VFs 0-" + std::to_string(rep->vf_count - 1));
+  }
+  if (!r.vf_mac().empty()) {
+    if (auto m = MacAddress::parse(r.vf_mac()); !m) return R::fail(400, "vf_mac: " + m.error());
+  }
+  if (!r.requested_mac().empty()) {
+    auto m = MacAddress::parse(r.requested_mac());
+    if (!m) return R::fail(400, "requested_mac: " + m.error());
+    if (m->isZero() || m->isMulticast()) return R::fail(400, "requested_mac must be a unicast, non-zero MAC");
+  }
+  if (r.requested_mtu() != 0 && (r.requested_mtu() < 576 || r.requested_mtu() > config_.pod_mtu)) {
+    return R::fail(400, "requested_mtu " + std::to_string(r.requested_mtu()) + " must be between 576 and the pod MTU " +
+                            std::to_string(config_.pod_mtu) + " (what fits the overlay)");
+  }
+  return R::success({});
+}
+
+ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
+  using R = ApiResult<attv1::AttachResponse>;
+  if (auto v = validateAttach(r); !v.ok()) return v;
+  std::lock_guard lock(mu_);
+  auto answer = [&](const Record& rec) {
+    attv1::AttachResponse resp;
+    *resp.mutable_attachment() = rec.attachment;
+    resp.set_boot_id(boot_id_);
+    return R::success(std::move(resp));
+  };
+  const std::string vf = vfName(r.pf_index(), r.vf_index());
+
+  // Idempotency first: a retried ADD gets the same answer.
+  std::optional<std::string> same = r.kind() == attv1::POD ? findBySandboxLocked(r.sandbox_id(), r.ifname())
+                                                           : findManagementLocked();
+  if (same) {
+    const Record& rec = attachments_.at(*same);
+    const auto& a = rec.attachment;
+    if (a.pf_index() == r.pf_index() && a.vf_index() == r.vf_index() &&
+        (r.kind() == attv1::MANAGEMENT ||
+         (a.pod().namespace_() == r.pod().namespace_() && a.pod().name() == r.pod().name()))) {
+      return answer(rec);
+    }
+    if (r.kind() == attv1::MANAGEMENT) {
+      return R::fail(409, "the management port is already attached through pf" + std::to_string(a.pf_index()) + "vf" +
+                              std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
+                     *same);
+    }
+    return R::fail(409, "sandbox " + r.sandbox_id() + " ifname " + r.ifname() + " is already attached as pod " +
+                            a.pod().namespace_() + "/" + a.pod().name() + " through pf" + std::to_string(a.pf_index()) + "vf" +
+                            std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
+                   *same);
+  }
+  if (auto holder = findHolderLocked(r.pf_index(), r.vf_index())) {
+    const auto& a = attachments_.at(*holder).attachment;
+    std::string who = a.kind() == attv1::MANAGEMENT ? std::string("the management port")
+                                                    : "pod " + a.pod().namespace_() + "/" + a.pod().name() + " (sandbox " +
+                                                          a.sandbox_id() + ", " + a.ifname() + ")";
+    return R::fail(409, "VF " + vf + " is held by attachment " + *holder + " of " + who + "; detach it first", *holder);
+  }
+  if (r.kind() == attv1::POD && pods_checked_) {
+    if (!synced_.load()) return R::fail(503, "the Kubernetes view is not synced yet; retry shortly");
+    auto it = pods_.find(podKey(r.pod().namespace_(), r.pod().name()));
+    if (it == pods_.end()) {
+      return R::fail(404, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " is not known to the Kubernetes API; "
+                          "check the pod exists (or retry if it was created just now)");
+    }
+    if (it->second.node_name != config_.node_name) {
+      return R::fail(403, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " is scheduled on node '" +
+                              it->second.node_name + "', not on this node '" + config_.node_name + "'");
+    }
+    if (!r.pod().uid().empty() && !it->second.uid.empty() && r.pod().uid() != it->second.uid) {
+      return R::fail(409, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " has uid " + it->second.uid +
+                              ", not " + r.pod().uid() + " (the pod was recreated)");
+    }
+  }
+  if (ipams_.empty()) {
+    return R::fail(503, "this node's pod CIDR is not known yet: set podCIDR in the config or give Node " +
+                            config_.node_name + " spec.podCIDR");
+  }
+
+  Record rec;
+  auto& a = rec.attachment;
+  a.set_id((r.kind() == attv1::MANAGEMENT ? "mgmt-" : "att-") + randomHex(8));
+  a.set_kind(r.kind());
+  *a.mutable_pod() = r.pod();
+  a.set_sandbox_id(r.sandbox_id());
+  a.set_ifname(r.ifname());
+  a.set_pf_index(r.pf_index());
+  a.set_vf_index(r.vf_index());
+  a.set_representor(config_.representorsOf(r.pf_index())->representorFor(r.vf_index()));
+  a.set_mtu(r.requested_mtu() ? r.requested_mtu() : config_.pod_mtu);
+
+  std::vector<std::pair<size_t, IpAddress>> taken;
+  auto undo = [&] {
+    for (auto& [i, ip] : taken) {
+      if (r.kind() == attv1::POD) ipams_[i].release(ip);
+    }
+  };
+  for (size_t i = 0; i < ipams_.size(); ++i) {
+    auto& ipam = ipams_[i];
+    IpAddress ip;
+    if (r.kind() == attv1::MANAGEMENT) {
+      ip = ipam.managementAddress();
+    } else {
+      auto got = ipam.allocate();
+      if (!got) {
+        undo();
+        return R::fail(507, got.error());
+      }
+      ip = *got;
+      taken.emplace_back(i, ip);
+    }
+    auto* ipa = a.add_ips();
+    ipa->set_address(ip.str() + "/" + std::to_string(ipam.pool().length));
+    ipa->set_gateway(ipam.gateway().str());
+    if (r.kind() == attv1::POD) {
+      auto* route = a.add_routes();
+      route->set_dst(ip.isV4() ? "0.0.0.0/0" : "::/0");
+      route->set_gw(ipam.gateway().str());
+    } else {
+      for (const auto* list : {&config_.cluster_cidrs, &config_.service_cidrs}) {
+        for (const auto& c : *list) {
+          if (c.address.family != ip.family) continue;
+          auto* route = a.add_routes();
+          route->set_dst(c.str());
+          route->set_gw(ipam.gateway().str());
+        }
+      }
+    }
+  }
+  if (!r.requested_mac().empty()) {
+    a.set_mac(MacAddress::parse(r.requested_mac())->str());
+  } else {
+    auto first = IpInterfaceAddress::parse(a.ips(0).address());
+    a.set_mac(MacAddress::fromIp(first->address).str());
+  }
+  for (const auto& [id, other] : attachments_) {
+    if (other.attachment.mac() == a.mac()) {
+      undo();
+      return R::fail(409, "MAC " + a.mac() + " is already used by attachment " + id, id);
+    }
+  }
+  auto key = allocatePortKeyLocked();
+  if (!key) {
+    undo();
+    return R::fail(507, key.error());
+  }
+  rec.port_key = *key;
+
+  attachments_[a.id()] = rec;
+  by_vf_[{a.pf_index(), a.vf_index()}] = a.id();
+  if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = a.id();
+  if (auto saved = checkpointLocked(); !saved) {
+    attachments_.erase(a.id());
+    by_vf_.erase({a.pf_index(), a.vf_index()});
+    by_sandbox_.erase({a.sandbox_id(), a.ifname()});
+    undo();
+    return R::fail(500, saved.error() + "; nothing was attached, fix the state directory and retry");
+  }
+  model_.upsertPort(portOf(rec));
+  DPU_LOG(kInfo, kLog) << "attached " << a.id() << " " << (a.kind() == attv1::POD ? "pod " + a.pod().namespace_() + "/" + a.pod().name() : "management port")
+                       << " on " << vf << " (" << a.representor() << ") " << a.ips(0).address() << " " << a.mac();
+  return answer(rec);
+}
+
+void Agent::releaseLocked(const std::string& id) {
+  auto it = attachments_.find(id);
+  if (it == attachments_.end()) return;
+  const auto& a = it->second.attachment;
+  if (a.kind() == attv1::POD) {
+    for (const auto& ip : a.ips()) {
+      auto ifa = IpInterfaceAddress::parse(ip.address());
+      if (!ifa) continue;
+      for (auto& ipam : ipams_) {
+        if (ipam.pool().contains(ifa->address)) ipam.release(ifa->address);
+      }
+    }
+  }
+  by_vf_.erase({a.pf_index(), a.vf_index()});
+  if (a.kind() == attv1::POD) by_sandbox_.erase({a.sandbox_id(), a.ifname()});
+  model_.deletePort(id);
+  DPU_LOG(kInfo, kLog) << "detached " << id << " from pf" << a.pf_index() << "vf" << a.vf_index();
+  attachments_.erase(it);
+}
+
+ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
+  using R = ApiResult<attv1::DetachResponse>;
+  int selectors = (!r.id().empty()) + (r.by_vf() ? 1 : 0) + ((!r.sandbox_id().empty() || !r.ifname().empty()) ? 1 : 0);
+  if (selectors != 1) {
+    return R::fail(400, "give exactly one of: id; by_vf with pf_index and vf_index; sandbox_id with ifname");
+  }
+  if (!r.by_vf() && (r.pf_index() != 0 || r.vf_index() != 0)) {
+    return R::fail(400, "pf_index/vf_index select by VF only with by_vf: true");
+  }
+  if (r.id().empty() && !r.by_vf() && (r.sandbox_id().empty() || r.ifname().empty())) {
+    return R::fail(400, "detaching by sandbox needs both sandbox_id and ifname");
+  }
+  std::lock_guard lock(mu_);
+  std::optional<std::string> id;
+  if (!r.id().empty()) {
+    if (attachments_.count(r.id())) id = r.id();
+  } else if (r.by_vf()) {
+    id = findHolderLocked(r.pf_index(), r.vf_index());
+  } else {
+    id = findBySandboxLocked(r.sandbox_id(), r.ifname());
+  }
+  attv1::DetachResponse resp;
+  resp.set_boot_id(boot_id_);
+  if (!id) {
+    resp.set_found(false);
+    return R::success(resp);
+  }
+  Record saved = attachments_.at(*id);
+  releaseLocked(*id);
+  if (auto done = checkpointLocked(); !done) {
+    // The client must be able to retry: it is not detached until the record says so.
+    attachments_[*id] = saved;
+    const auto& a = saved.attachment;
+    by_vf_[{a.pf_index(), a.vf_index()}] = *id;
+    if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = *id;
+    for (const auto& ip : a.ips()) {
+      auto ifa = IpInterfaceAddress::parse(ip.address());
+      for (auto& ipam : ipams_) {
+        if (ifa && ipam.pool().contains(ifa->address) && !ipam.isReserved(ifa->address)) (void)ipam.claim(ifa->address);
+      }
+    }
+    model_.upsertPort(portOf(saved));
+    return R::fail(500, done.error() + "; the attachment is kept, retry the detach");
+  }
+  resp.set_found(true);
+  return R::success(resp);
+}
+
+attv1::AttachmentList Agent::list() const {
+  std::lock_guard lock(mu_);
+  attv1::AttachmentList l;
+  for (const auto& [id, r] : attachments_) *l.add_attachments() = r.attachment;
+  l.set_boot_id(boot_id_);
+  return l;
+}
+
+std::string Agent::notReadyReason() const {
+  std::lock_guard lock(mu_);
+  if (!synced_.load()) return "the cluster source has not completed its first sync";
+  if (ipams_.empty()) return "this node's pod CIDR is not known (no podCIDR in the config, and Node " + config_.node_name +
+                             " has none)";
+  return "";
+}
+
+std::vector<Agent::IpamUsage> Agent::ipamUsage() const {
+  std::lock_guard lock(mu_);
+  std::vector<IpamUsage> out;
+  for (const auto& ipam : ipams_) out.push_back({ipam.pool().str(), ipam.usedCount(), ipam.capacity()});
+  return out;
+}
+
+size_t Agent::attachmentCount() const {
+  std::lock_guard lock(mu_);
+  return attachments_.size();
+}
+
+void Agent::nodeUpserted(const NodeInfo& node) {
+  std::lock_guard lock(mu_);
+  nodes_[node.name] = node;
+  if (node.name == config_.node_name) {
+    if (config_.pod_cidrs.empty() && !node.pod_cidrs.empty()) {
+      std::vector<IpPrefix> cidrs;
+      for (const auto& text : node.pod_cidrs) {
+        auto p = IpPrefix::parse(text);
+        if (!p) {
+          DPU_LOG(kError, kLog) << "Node " << node.name << " has a bad pod CIDR '" << text << "': " << p.error();
+          return;
+        }
+        cidrs.push_back(*p);
+      }
+      setPodCidrsLocked(cidrs);
+    }
+    return;
+  }
+  if (auto rn = remoteNodeOf(node)) {
+    model_.upsertRemoteNode(*rn);
+  } else {
+    DPU_LOG(kDebug, kLog) << "node " << node.name << " has no tunnel IP or pod CIDR yet: not routable";
+    model_.deleteRemoteNode(node.name);
+  }
+}
+
+void Agent::nodeDeleted(const std::string& name) {
+  std::lock_guard lock(mu_);
+  nodes_.erase(name);
+  if (name != config_.node_name) model_.deleteRemoteNode(name);
+}
+
+void Agent::podUpserted(const PodInfo& pod) {
+  if (!pods_checked_) return;
+  std::lock_guard lock(mu_);
+  pods_[podKey(pod.ns, pod.name)] = PodPlacement{pod.uid, pod.node_name};
+}
+
+void Agent::podDeleted(const std::string& ns, const std::string& name) {
+  if (!pods_checked_) return;
+  std::lock_guard lock(mu_);
+  pods_.erase(podKey(ns, name));
+  if (first_sync_done_) releaseOrphansLocked();
+}
+
+void Agent::serviceUpserted(const ServiceInfo&) {}
+void Agent::serviceDeleted(const std::string&, const std::string&) {}
+void Agent::endpointSliceUpserted(const EndpointSliceInfo&) {}
+void Agent::endpointSliceDeleted(const std::string&, const std::string&) {}
+void Agent::networkPolicyUpserted(const NetworkPolicyInfo&) {}
+void Agent::networkPolicyDeleted(const std::string&, const std::string&) {}
+
+void Agent::releaseOrphansLocked() {
+  std::vector<std::string> gone;
+  for (const auto& [id, r] : attachments_) {
+    const auto& a = r.attachment;
+    if (a.kind() != attv1::POD) continue;
+    auto it = pods_.find(podKey(a.pod().namespace_(), a.pod().name()));
+    bool orphan = it == pods_.end() || it->second.node_name != config_.node_name ||
+                  (!a.pod().uid().empty() && !it->second.uid.empty() && a.pod().uid() != it->second.uid);
+    if (orphan) gone.push_back(id);
+  }
+  for (const auto& id : gone) {
+    DPU_LOG(kInfo, kLog) << "releasing attachment " << id << ": its pod is gone from this node";
+    releaseLocked(id);
+    released_orphans_.fetch_add(1);
+  }
+  if (!gone.empty()) {
+    if (auto done = checkpointLocked(); !done) {
+      DPU_LOG(kError, kLog) << done.error();
+    }
+  }
+}
+
+void Agent::synced() {
+  std::lock_guard lock(mu_);
+  synced_.store(true);
+  if (pods_checked_) releaseOrphansLocked();
+  if (!first_sync_done_) {
+    first_sync_done_ = true;
+    DPU_LOG(kInfo, kLog) << "cluster view synced: " << nodes_.size() << " nodes";
+  }
+}
+
+}  // namespace dpu::control

@@ -1,0 +1,214 @@
+// Reads and validates the dpu-agent configuration (see agent_config.h).
+#include "control/agent_config.h"
+
+#include <set>
+
+#include "common/config_doc.h"
+#include "common/log.h"
+#include "overlay/mtu.h"
+
+namespace dpu::control {
+namespace {
+
+std::string replaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+std::vector<IpPrefix> prefixes(FieldReader& r, const std::string& key, const std::vector<std::string>& texts) {
+  std::vector<IpPrefix> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto p = IpPrefix::parse(texts[i]);
+    if (!p) {
+      r.fail(key + "[" + std::to_string(i) + "]", p.error());
+      return {};
+    }
+    out.push_back(*p);
+  }
+  return out;
+}
+
+// "podCIDR: x" or "podCIDRs: [x, y]"; at most one of each family.
+std::vector<IpPrefix> readCidrs(FieldReader& r, const std::string& single, const std::string& plural) {
+  std::vector<std::string> texts;
+  if (r.has(single) && r.has(plural)) {
+    r.fail(single, "give either " + single + " or " + plural + ", not both");
+    return {};
+  }
+  if (r.has(single)) {
+    texts.push_back(r.str(single));
+  } else {
+    texts = r.strings(plural);
+    r.ignore({single});
+  }
+  auto out = prefixes(r, r.has(single) ? single : plural, texts);
+  return out;
+}
+
+}  // namespace
+
+std::string RepresentorMap::representorFor(uint32_t vf) const {
+  if (vf < names.size()) return names[vf];
+  return replaceAll(replaceAll(name_pattern, "{pf}", std::to_string(pf_index)), "{vf}", std::to_string(vf));
+}
+
+const RepresentorMap* AgentConfig::representorsOf(uint32_t pf) const {
+  for (const auto& r : representors) {
+    if (r.pf_index == pf) return &r;
+  }
+  return nullptr;
+}
+
+std::string AgentConfig::apiUri() const {
+  std::string host = api_address.find(':') != std::string::npos ? "[" + api_address + "]" : api_address;
+  return std::string(tls.enabled() ? "https" : "http") + "://" + host + ":" + std::to_string(api_port);
+}
+
+uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec) {
+  overlay::OverlayEncap e;
+  e.family = ipv6_underlay ? overlay::UnderlayFamily::kIpv6 : overlay::UnderlayFamily::kIpv4;
+  e.geneve_options_len = 8;  // the OVN option carries the logical ports
+  e.esp = ipsec;
+  return overlay::podMtuFor(underlay_mtu, e);
+}
+
+Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
+  AgentConfig c;
+  FieldReader r(doc, "config");
+  c.node_name = r.str("nodeName");
+  if (r.ok() && (c.node_name.empty() || c.node_name.size() > 253 ||
+                 c.node_name.find_first_of("/ \t\n") != std::string::npos)) {
+    r.fail("nodeName", "must be the Kubernetes node name (1-253 characters, no '/' or spaces)");
+  }
+  std::string tunnel = r.str("tunnelIP");
+  if (r.ok()) {
+    auto ip = IpAddress::parse(tunnel);
+    if (!ip) r.fail("tunnelIP", ip.error());
+    else c.tunnel_ip = *ip;
+  }
+  c.uplink = r.str("uplink", "p0");
+
+  std::set<uint32_t> seen_pfs;
+  for (auto& rep : r.objects("representors", true)) {
+    RepresentorMap m;
+    m.pf_index = static_cast<uint32_t>(rep.uint("pf", 0, 7));
+    m.names = rep.strings("names");
+    m.vf_count = static_cast<uint32_t>(rep.uint("vfCount", 1, 1024, m.names.empty() ? std::nullopt
+                                                                                  : std::optional<uint64_t>(m.names.size())));
+    m.name_pattern = rep.str("name", m.names.empty() ? std::nullopt : std::optional<std::string>(""));
+    if (rep.ok() && m.names.empty() && m.name_pattern.find("{vf}") == std::string::npos) {
+      rep.fail("name", "must contain {vf} (e.g. \"pf0vf{vf}\") so every VF has its own representor, or give names");
+    }
+    if (rep.ok() && !m.names.empty() && m.names.size() < m.vf_count) {
+      rep.fail("names", "lists " + std::to_string(m.names.size()) + " representors for vfCount " +
+                            std::to_string(m.vf_count));
+    }
+    if (rep.ok() && !seen_pfs.insert(m.pf_index).second) rep.fail("pf", "PF " + std::to_string(m.pf_index) + " is listed twice");
+    if (auto done = rep.finish(); !done) return std::move(done).takeError();
+    c.representors.push_back(std::move(m));
+  }
+  if (r.ok() && c.representors.empty()) r.fail("representors", "must list at least one PF");
+
+  c.pod_cidrs = readCidrs(r, "podCIDR", "podCIDRs");
+  c.cluster_cidrs = prefixes(r, "clusterCIDRs", r.strings("clusterCIDRs", true));
+  if (r.ok() && c.cluster_cidrs.empty()) r.fail("clusterCIDRs", "must list the cluster's pod network (e.g. 10.244.0.0/16)");
+  c.service_cidrs = prefixes(r, "serviceCIDRs", r.strings("serviceCIDRs"));
+  if (r.ok()) {
+    for (size_t i = 0; i < c.pod_cidrs.size(); ++i) {
+      const auto& p = c.pod_cidrs[i];
+      bool inside = false;
+      for (const auto& cc : c.cluster_cidrs) inside |= cc.contains(p.address) && p.length >= cc.length;
+      if (!inside) r.fail("podCIDR", p.str() + " is not inside any of clusterCIDRs");
+      uint32_t bits = p.address.isV4() ? 32 : 128;
+      if (bits - p.length < 2 || (p.address.isV4() && p.length > 29)) {
+        r.fail("podCIDR", p.str() + " is too small: the gateway and the management port need two addresses");
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (c.pod_cidrs[j].address.family == p.address.family) r.fail("podCIDRs", "at most one CIDR per IP family");
+      }
+    }
+  }
+
+  c.underlay_mtu = static_cast<uint32_t>(r.uint("underlayMTU", 576, 9216, 1500));
+  c.ipsec = r.boolean("ipsec", false);
+  if (r.ok()) {
+    c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec);
+    if (c.pod_mtu < 576) {
+      r.fail("underlayMTU", std::to_string(c.underlay_mtu) + " leaves a pod MTU of only " + std::to_string(c.pod_mtu) +
+                                " after Geneve" + (c.ipsec ? "+ESP" : "") + "; use at least 1500");
+    }
+  }
+
+  {
+    FieldReader src = r.object("clusterSource");
+    std::string type = src.str("type");
+    if (type == "file") {
+      c.cluster_source.kind = ClusterSourceKind::kFile;
+      c.cluster_source.file_path = src.str("path");
+      if (src.ok() && c.cluster_source.file_path.empty()) src.fail("path", "must name the cluster file");
+      src.ignore({"kubernetes"});
+    } else if (type == "kubernetes") {
+      c.cluster_source.kind = ClusterSourceKind::kKubernetes;
+      FieldReader k = src.object("kubernetes", true);
+      c.cluster_source.kubeconfig = k.str("kubeconfig", "");
+      c.cluster_source.kube_context = k.str("context", "");
+      c.cluster_source.in_cluster = k.boolean("inCluster", false);
+      c.cluster_source.in_cluster_dir = k.str("inClusterDir", "");
+      c.cluster_source.api_server = k.str("apiServer", "");
+      if (src.ok() && c.cluster_source.kubeconfig.empty() == !c.cluster_source.in_cluster) {
+        src.fail("kubernetes", "give exactly one of kubeconfig (a path) or inCluster: true");
+      }
+      if (auto done = k.finish(); !done) return std::move(done).takeError();
+      src.ignore({"path"});
+    } else if (src.ok()) {
+      src.fail("type", "must be \"file\" or \"kubernetes\", not \"" + type + "\"");
+    }
+    if (auto done = src.finish(); !done) return std::move(done).takeError();
+  }
+
+  {
+    FieldReader api = r.object("api", true);
+    c.api_address = api.str("address", "127.0.0.1");
+    if (api.ok()) {
+      if (auto ip = IpAddress::parse(c.api_address); !ip) api.fail("address", ip.error());
+    }
+    c.api_port = static_cast<uint16_t>(api.uint("port", 1, 65535, 9443));
+    FieldReader tls = api.object("tls", true);
+    c.tls.cert_file = tls.str("cert", "");
+    c.tls.key_file = tls.str("key", "");
+    c.tls.client_ca_file = tls.str("clientCA", "");
+    if (tls.ok() && c.tls.cert_file.empty() != c.tls.key_file.empty()) tls.fail("cert", "cert and key go together");
+    if (tls.ok() && !c.tls.client_ca_file.empty() && c.tls.cert_file.empty()) {
+      tls.fail("clientCA", "needs cert and key: client certificates are verified only over TLS");
+    }
+    if (auto done = tls.finish(); !done) return std::move(done).takeError();
+    if (auto done = api.finish(); !done) return std::move(done).takeError();
+  }
+
+  c.dataplane_socket = r.str("dataplaneSocket", c.dataplane_socket);
+  c.state_dir = r.str("stateDir", c.state_dir);
+  if (r.ok() && c.state_dir.empty()) r.fail("stateDir", "must name a directory");
+  {
+    FieldReader lg = r.object("log", true);
+    c.log_level = lg.str("level", "info");
+    c.log_file = lg.str("file", "");
+    if (lg.ok()) {
+      if (auto lvl = log::parseLevel(c.log_level); !lvl) lg.fail("level", lvl.error());
+    }
+    if (auto done = lg.finish(); !done) return std::move(done).takeError();
+  }
+  if (auto done = r.finish(); !done) return std::move(done).takeError();
+  return c;
+}
+
+Result<AgentConfig> loadAgentConfig(const std::string& path) {
+  auto doc = loadConfigFile(path);
+  if (!doc) return std::move(doc).takeError();
+  auto c = parseAgentConfig(*doc);
+  if (!c) return prefixed(path, std::move(c).takeError());
+  return c;
+}
+
+}  // namespace dpu::control

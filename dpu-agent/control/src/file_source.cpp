@@ -1,0 +1,395 @@
+// The cluster-file ClusterSource (see file_source.h).
+#include "control/file_source.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
+#include "common/config_doc.h"
+#include "common/log.h"
+#include "common/net_address.h"
+
+namespace dpu::control {
+namespace {
+
+constexpr const char* kLog = "file-source";
+
+std::string key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+std::map<std::string, std::string> readLabels(FieldReader& r) {
+  std::map<std::string, std::string> out;
+  const nlohmann::json* v = r.raw("labels");
+  if (!v) return out;
+  if (!v->is_object()) {
+    r.fail("labels", "must be an object of strings");
+    return out;
+  }
+  for (const auto& [k, val] : v->items()) {
+    if (!val.is_string()) {
+      r.fail("labels", "value of '" + k + "' must be a string");
+      return {};
+    }
+    out[k] = val.get<std::string>();
+  }
+  return out;
+}
+
+std::vector<std::string> readIps(FieldReader& r, const std::string& field, bool required) {
+  auto ips = r.strings(field, required);
+  for (auto& ip : ips) {
+    auto a = IpAddress::parse(ip);
+    if (!a) {
+      r.fail(field, a.error());
+      return {};
+    }
+    ip = a->str();
+  }
+  return ips;
+}
+
+std::vector<std::string> readCidrs(FieldReader& r) {
+  std::vector<std::string> texts;
+  if (r.has("podCIDR")) texts.push_back(r.str("podCIDR"));
+  else r.ignore({"podCIDR"});
+  for (auto& t : r.strings("podCIDRs")) texts.push_back(t);
+  for (auto& t : texts) {
+    auto p = IpPrefix::parse(t);
+    if (!p) {
+      r.fail("podCIDRs", p.error());
+      return {};
+    }
+    t = p->str();
+  }
+  return texts;
+}
+
+uint16_t readPort(FieldReader& r, const std::string& field, bool required) {
+  return static_cast<uint16_t>(r.uint(field, required ? 1 : 0, 65535, required ? std::nullopt : std::optional<uint64_t>(0)));
+}
+
+std::string readProtocol(FieldReader& r) {
+  std::string p = r.str("protocol", "TCP");
+  if (r.ok() && p != "TCP" && p != "UDP" && p != "SCTP") r.fail("protocol", "must be TCP, UDP or SCTP, not \"" + p + "\"");
+  return p;
+}
+
+NodeInfo readNode(FieldReader& n) {
+  NodeInfo node;
+  node.name = n.str("name");
+  if (n.ok() && node.name.empty()) n.fail("name", "must not be empty");
+  node.tunnel_ip = n.str("tunnelIP", "");
+  if (n.ok() && !node.tunnel_ip.empty()) {
+    auto a = IpAddress::parse(node.tunnel_ip);
+    if (!a) n.fail("tunnelIP", a.error());
+    else node.tunnel_ip = a->str();
+  }
+  node.pod_cidrs = readCidrs(n);
+  node.ipsec_public_key = n.str("ipsecPublicKey", "");
+  node.labels = readLabels(n);
+  return node;
+}
+
+}  // namespace
+
+Result<ClusterSnapshot> parseClusterFile(const std::string& text, const std::string& origin) {
+  auto doc = parseConfigText(text, origin);
+  if (!doc) return std::move(doc).takeError();
+  if (doc->is_null()) doc = nlohmann::json::object();  // an empty file: an empty cluster
+  ClusterSnapshot snap;
+  FieldReader r(*doc, origin);
+  for (auto& n : r.objects("nodes")) {
+    NodeInfo node = readNode(n);
+    if (auto done = n.finish(); !done) return std::move(done).takeError();
+    if (snap.nodes.count(node.name)) return Error{origin + ": node " + node.name + " is listed twice"};
+    snap.nodes[node.name] = std::move(node);
+  }
+  for (auto& p : r.objects("pods")) {
+    PodInfo pod;
+    pod.ns = p.str("namespace", "default");
+    pod.name = p.str("name");
+    pod.uid = p.str("uid", "");
+    pod.node_name = p.str("nodeName", "");
+    pod.ips = readIps(p, "ips", false);
+    pod.labels = readLabels(p);
+    pod.host_network = p.boolean("hostNetwork", false);
+    if (auto done = p.finish(); !done) return std::move(done).takeError();
+    if (!snap.pods.emplace(key(pod.ns, pod.name), pod).second) return Error{origin + ": pod " + key(pod.ns, pod.name) + " is listed twice"};
+  }
+  for (auto& s : r.objects("services")) {
+    ServiceInfo svc;
+    svc.ns = s.str("namespace", "default");
+    svc.name = s.str("name");
+    svc.type = s.str("type", "ClusterIP");
+    if (s.ok() && svc.type != "ClusterIP" && svc.type != "NodePort" && svc.type != "LoadBalancer" && svc.type != "ExternalName") {
+      s.fail("type", "must be ClusterIP, NodePort, LoadBalancer or ExternalName");
+    }
+    if (s.has("clusterIP")) {
+      std::string ip = s.str("clusterIP");
+      auto a = IpAddress::parse(ip);
+      if (!a) s.fail("clusterIP", a.error());
+      else svc.cluster_ips.push_back(a->str());
+    } else {
+      s.ignore({"clusterIP"});
+    }
+    for (auto& ip : readIps(s, "clusterIPs", false)) svc.cluster_ips.push_back(ip);
+    for (auto& pr : s.objects("ports")) {
+      ServicePort port;
+      port.name = pr.str("name", "");
+      port.protocol = readProtocol(pr);
+      port.port = readPort(pr, "port", true);
+      if (const nlohmann::json* tp = pr.raw("targetPort")) {
+        if (tp->is_number_unsigned() && tp->get<uint64_t>() >= 1 && tp->get<uint64_t>() <= 65535) {
+          port.target_port = std::to_string(tp->get<uint64_t>());
+        } else if (tp->is_string() && !tp->get<std::string>().empty()) {
+          port.target_port = tp->get<std::string>();
+        } else {
+          pr.fail("targetPort", "must be a port number (1-65535) or a port name");
+        }
+      } else {
+        port.target_port = std::to_string(port.port);
+      }
+      port.node_port = readPort(pr, "nodePort", false);
+      if (auto done = pr.finish(); !done) return std::move(done).takeError();
+      svc.ports.push_back(port);
+    }
+    svc.session_affinity = s.str("sessionAffinity", "None");
+    if (auto done = s.finish(); !done) return std::move(done).takeError();
+    if (!snap.services.emplace(key(svc.ns, svc.name), svc).second) {
+      return Error{origin + ": service " + key(svc.ns, svc.name) + " is listed twice"};
+    }
+  }
+  for (auto& e : r.objects("endpointSlices")) {
+    EndpointSliceInfo slice;
+    slice.ns = e.str("namespace", "default");
+    slice.name = e.str("name");
+    slice.service_name = e.str("service");
+    slice.address_type = e.str("addressType", "IPv4");
+    if (e.ok() && slice.address_type != "IPv4" && slice.address_type != "IPv6") e.fail("addressType", "must be IPv4 or IPv6");
+    for (auto& ep : e.objects("endpoints")) {
+      EndpointInfo info;
+      info.addresses = readIps(ep, "addresses", true);
+      info.ready = ep.boolean("ready", true);
+      info.serving = ep.boolean("serving", info.ready);
+      info.terminating = ep.boolean("terminating", false);
+      info.node_name = ep.str("nodeName", "");
+      if (auto done = ep.finish(); !done) return std::move(done).takeError();
+      slice.endpoints.push_back(info);
+    }
+    for (auto& pr : e.objects("ports")) {
+      EndpointSliceInfo::Port port;
+      port.name = pr.str("name", "");
+      port.protocol = readProtocol(pr);
+      port.port = readPort(pr, "port", true);
+      if (auto done = pr.finish(); !done) return std::move(done).takeError();
+      slice.ports.push_back(port);
+    }
+    if (auto done = e.finish(); !done) return std::move(done).takeError();
+    if (!snap.slices.emplace(key(slice.ns, slice.name), slice).second) {
+      return Error{origin + ": endpoint slice " + key(slice.ns, slice.name) + " is listed twice"};
+    }
+  }
+  if (auto done = r.finish(); !done) return std::move(done).takeError();
+  return snap;
+}
+
+Result<NodeInfo> parsePublishFile(const std::string& text, const std::string& origin) {
+  auto doc = parseConfigText(text, origin);
+  if (!doc) return std::move(doc).takeError();
+  FieldReader r(*doc, origin);
+  NodeInfo node = readNode(r);
+  if (auto done = r.finish(); !done) return std::move(done).takeError();
+  return node;
+}
+
+void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& published) {
+  for (const auto& p : published) {
+    auto [it, added] = snap.nodes.try_emplace(p.name, p);
+    if (added) continue;
+    NodeInfo& n = it->second;
+    if (!p.tunnel_ip.empty()) n.tunnel_ip = p.tunnel_ip;
+    if (!p.ipsec_public_key.empty()) n.ipsec_public_key = p.ipsec_public_key;
+    if (n.pod_cidrs.empty()) n.pod_cidrs = p.pod_cidrs;
+    for (const auto& [k, v] : p.labels) n.labels.try_emplace(k, v);
+  }
+}
+
+namespace {
+
+template <typename Map, typename Upsert, typename Delete>
+size_t diffMaps(const Map& before, const Map& after, Upsert upsert, Delete del) {
+  size_t n = 0;
+  for (const auto& [k, v] : before) {
+    if (!after.count(k)) {
+      del(v);
+      ++n;
+    }
+  }
+  for (const auto& [k, v] : after) {
+    auto it = before.find(k);
+    if (it == before.end() || !(it->second == v)) {
+      upsert(v);
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& after, ClusterListener& l) {
+  size_t n = 0;
+  n += diffMaps(before.nodes, after.nodes, [&](const NodeInfo& v) { l.nodeUpserted(v); },
+                [&](const NodeInfo& v) { l.nodeDeleted(v.name); });
+  n += diffMaps(before.pods, after.pods, [&](const PodInfo& v) { l.podUpserted(v); },
+                [&](const PodInfo& v) { l.podDeleted(v.ns, v.name); });
+  n += diffMaps(before.services, after.services, [&](const ServiceInfo& v) { l.serviceUpserted(v); },
+                [&](const ServiceInfo& v) { l.serviceDeleted(v.ns, v.name); });
+  n += diffMaps(before.slices, after.slices, [&](const EndpointSliceInfo& v) { l.endpointSliceUpserted(v); },
+                [&](const EndpointSliceInfo& v) { l.endpointSliceDeleted(v.ns, v.name); });
+  return n;
+}
+
+FileClusterSource::FileClusterSource(std::string path, std::chrono::milliseconds poll)
+    : path_(std::move(path)), poll_(poll) {}
+
+FileClusterSource::~FileClusterSource() { stop(); }
+
+std::map<std::string, FileClusterSource::FileId> FileClusterSource::identities() const {
+  std::map<std::string, FileId> out;
+  auto add = [&](const std::string& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return;
+    out[p] = FileId{static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                    static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  };
+  add(path_);
+  if (DIR* d = ::opendir(publishDir().c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      // Only finished publish files: temporaries of atomic writes do not end in .json.
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0 && name[0] != '.') {
+        add(publishDir() + "/" + name);
+      }
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+void FileClusterSource::reload(const std::map<std::string, FileId>& ids) {
+  std::string problem;
+  auto text = readFile(path_);
+  Result<ClusterSnapshot> parsed = text ? parseClusterFile(*text, path_) : Result<ClusterSnapshot>(std::move(text).takeError());
+  if (!parsed) {
+    std::lock_guard lock(stats_mu_);
+    stats_.last_error = parsed.error() + " (keeping the last good state)";
+    ++stats_.malformed;
+    DPU_LOG(kError, kLog) << stats_.last_error;
+    return;
+  }
+  std::vector<NodeInfo> published;
+  std::map<std::string, NodeInfo> good;
+  for (const auto& [file, id] : ids) {
+    if (file == path_) continue;
+    auto t = readFile(file);
+    Result<NodeInfo> node = t ? parsePublishFile(*t, file) : Result<NodeInfo>(std::move(t).takeError());
+    if (!node) {
+      problem = node.error();
+      auto last = last_good_published_.find(file);
+      std::lock_guard lock(stats_mu_);
+      ++stats_.malformed;
+      stats_.last_error = problem + (last != last_good_published_.end() ? " (keeping its last good entry)" : " (ignored)");
+      DPU_LOG(kError, kLog) << stats_.last_error;
+      if (last != last_good_published_.end()) {
+        good[file] = last->second;
+        published.push_back(last->second);
+      }
+      continue;
+    }
+    good[file] = *node;
+    published.push_back(*node);
+  }
+  last_good_published_ = std::move(good);
+  ClusterSnapshot next = std::move(*parsed);
+  mergePublished(next, published);
+  size_t changes = deliverDifferences(current_, next, *listener_);
+  current_ = std::move(next);
+  listener_->synced();
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.events += changes;
+    if (delivered_once_) ++stats_.relists;
+    stats_.synced = true;
+    if (problem.empty()) stats_.last_error.clear();
+  }
+  if (!delivered_once_ || changes) {
+    DPU_LOG(kInfo, kLog) << "loaded " << path_ << ": " << current_.nodes.size() << " nodes, " << current_.services.size()
+                         << " services, " << changes << " changes";
+  }
+  delivered_once_ = true;
+}
+
+void FileClusterSource::pollOnce() {
+  std::lock_guard lock(poll_mu_);
+  if (!listener_) return;
+  auto ids = identities();
+  if (ids == seen_ && delivered_once_) return;
+  seen_ = ids;
+  if (!ids.count(path_)) {
+    std::lock_guard slock(stats_mu_);
+    if (stats_.last_error.find("missing") == std::string::npos) {
+      stats_.last_error = "cluster file " + path_ + " is missing (keeping the last good state)";
+      DPU_LOG(kError, kLog) << stats_.last_error;
+    }
+    return;
+  }
+  reload(ids);
+}
+
+Result<void> FileClusterSource::start(ClusterListener& listener) {
+  if (!fileExists(path_)) return Error{"cluster file " + path_ + " does not exist: create it (an empty file is an empty cluster)"};
+  if (running_.exchange(true)) return Error{"the file cluster source is already started"};
+  {
+    std::lock_guard lock(poll_mu_);
+    listener_ = &listener;
+  }
+  thread_ = std::thread([this] {
+    while (running_.load()) {
+      pollOnce();
+      for (auto slept = std::chrono::milliseconds(0); slept < poll_ && running_.load(); slept += std::chrono::milliseconds(20)) {
+        std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20), poll_));
+      }
+    }
+  });
+  return {};
+}
+
+void FileClusterSource::stop() {
+  if (!running_.exchange(false)) return;
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<void> FileClusterSource::publishSelf(const SelfEntry& self) {
+  if (self.node_name.empty() || self.node_name.find('/') != std::string::npos || self.node_name[0] == '.') {
+    return Error{"cannot publish node name '" + self.node_name + "': not a valid file name"};
+  }
+  nlohmann::json j;
+  j["name"] = self.node_name;
+  if (!self.tunnel_ip.empty()) j["tunnelIP"] = self.tunnel_ip;
+  if (!self.ipsec_public_key.empty()) j["ipsecPublicKey"] = self.ipsec_public_key;
+  if (!published_pod_cidrs_.empty()) j["podCIDRs"] = published_pod_cidrs_;
+  std::string file = publishDir() + "/" + self.node_name + ".json";
+  if (auto made = makeDirectories(publishDir(), 0755); !made) return prefixed("publishing this node", std::move(made).takeError());
+  if (auto w = writeFileAtomic(file, j.dump(2) + "\n", 0644); !w) return prefixed("publishing this node", std::move(w).takeError());
+  DPU_LOG(kInfo, kLog) << "published node " << self.node_name << " to " << file;
+  return {};
+}
+
+ClusterSourceStats FileClusterSource::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace dpu::control

@@ -1,0 +1,190 @@
+// The logical model with change tracking (see logical_model.h).
+#include "control/logical_model.h"
+
+#include <google/protobuf/util/message_differencer.h>
+
+namespace dpu::control {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+// Bits [from, to) of an address, most significant first (to - from <= 63).
+uint64_t bitsOf(const IpAddress& a, unsigned from, unsigned to) {
+  uint64_t v = 0;
+  for (unsigned b = from; b < to; ++b) {
+    v = (v << 1) | ((a.bytes[b / 8] >> (7 - b % 8)) & 1u);
+  }
+  return v;
+}
+
+uint32_t fnv1a(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+template <typename Map>
+bool upsertInto(Map& map, const std::string& key, const typename Map::mapped_type& value) {
+  auto it = map.find(key);
+  if (it != map.end() && MessageDifferencer::Equals(it->second, value)) return false;
+  map[key] = value;
+  return true;
+}
+
+}  // namespace
+
+uint32_t datapathKeyFor(const IpPrefix& subnet, const std::vector<IpPrefix>& cluster_cidrs) {
+  constexpr uint32_t kIndexBits = 20;
+  for (size_t i = 0; i < cluster_cidrs.size() && i < 7; ++i) {
+    const IpPrefix& cc = cluster_cidrs[i];
+    if (cc.address.family != subnet.address.family || !cc.contains(subnet.address) || subnet.length < cc.length) continue;
+    unsigned width = subnet.length - cc.length;
+    if (width > kIndexBits) continue;
+    uint64_t index = bitsOf(subnet.address, cc.length, subnet.length);
+    if (index + 1 >= (uint64_t{1} << kIndexBits)) continue;
+    return static_cast<uint32_t>((i << kIndexBits) + index + 1);
+  }
+  return (1u << 23) | (fnv1a(subnet.str()) & ((1u << 23) - 1));
+}
+
+void ModelState::markLocked() {
+  if (!oldest_) oldest_ = Clock::now();
+  cv_.notify_all();
+}
+
+void ModelState::setNode(const dpv1::NodeSettings& node) {
+  std::lock_guard lock(mu_);
+  if (node_ && MessageDifferencer::Equals(*node_, node)) return;
+  node_ = node;
+  node_dirty_ = true;
+  markLocked();
+}
+
+void ModelState::upsertPort(const dpv1::LogicalPort& port) {
+  std::lock_guard lock(mu_);
+  if (!upsertInto(ports_, port.name(), port)) return;
+  dirty_ports_.insert(port.name());
+  markLocked();
+}
+
+void ModelState::deletePort(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!ports_.erase(name)) return;
+  dirty_ports_.insert(name);
+  markLocked();
+}
+
+void ModelState::upsertLocalSubnet(const dpv1::Subnet& subnet) {
+  std::lock_guard lock(mu_);
+  if (!upsertInto(local_subnets_, subnet.cidr(), subnet)) return;
+  dirty_subnets_.insert(subnet.cidr());
+  markLocked();
+}
+
+void ModelState::deleteLocalSubnet(const std::string& cidr) {
+  std::lock_guard lock(mu_);
+  if (!local_subnets_.erase(cidr)) return;
+  dirty_subnets_.insert(cidr);
+  markLocked();
+}
+
+void ModelState::upsertRemoteNode(const dpv1::RemoteNode& node) {
+  std::lock_guard lock(mu_);
+  if (!upsertInto(remote_nodes_, node.name(), node)) return;
+  dirty_remotes_.insert(node.name());
+  markLocked();
+}
+
+void ModelState::deleteRemoteNode(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!remote_nodes_.erase(name)) return;
+  dirty_remotes_.insert(name);
+  markLocked();
+}
+
+dpv1::LogicalModel ModelState::snapshot() const {
+  std::lock_guard lock(mu_);
+  dpv1::LogicalModel m;
+  if (node_) *m.mutable_node() = *node_;
+  for (const auto& [k, v] : local_subnets_) *m.add_local_subnets() = v;
+  for (const auto& [k, v] : ports_) *m.add_ports() = v;
+  for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
+  return m;
+}
+
+dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>* oldest_pending) {
+  std::lock_guard lock(mu_);
+  dpv1::LogicalModel m;
+  if (node_) *m.mutable_node() = *node_;
+  for (const auto& [k, v] : local_subnets_) *m.add_local_subnets() = v;
+  for (const auto& [k, v] : ports_) *m.add_ports() = v;
+  for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
+  if (oldest_pending) *oldest_pending = oldest_;
+  node_dirty_ = false;
+  dirty_ports_.clear();
+  dirty_subnets_.clear();
+  dirty_remotes_.clear();
+  oldest_.reset();
+  return m;
+}
+
+std::optional<ModelState::Pending> ModelState::takePending() {
+  std::lock_guard lock(mu_);
+  if (!oldest_) return std::nullopt;
+  Pending p;
+  p.oldest = *oldest_;
+  if (node_dirty_ && node_) {
+    *p.delta.mutable_node() = *node_;
+    ++p.changes;
+  }
+  for (const auto& name : dirty_ports_) {
+    auto it = ports_.find(name);
+    if (it != ports_.end()) *p.delta.add_upsert_ports() = it->second;
+    else p.delta.add_delete_ports(name);
+    ++p.changes;
+  }
+  for (const auto& cidr : dirty_subnets_) {
+    auto it = local_subnets_.find(cidr);
+    if (it != local_subnets_.end()) *p.delta.add_upsert_local_subnets() = it->second;
+    else p.delta.add_delete_local_subnets(cidr);
+    ++p.changes;
+  }
+  for (const auto& name : dirty_remotes_) {
+    auto it = remote_nodes_.find(name);
+    if (it != remote_nodes_.end()) *p.delta.add_upsert_remote_nodes() = it->second;
+    else p.delta.add_delete_remote_nodes(name);
+    ++p.changes;
+  }
+  node_dirty_ = false;
+  dirty_ports_.clear();
+  dirty_subnets_.clear();
+  dirty_remotes_.clear();
+  oldest_.reset();
+  if (p.changes == 0) return std::nullopt;
+  return p;
+}
+
+bool ModelState::hasPending() const {
+  std::lock_guard lock(mu_);
+  return oldest_.has_value();
+}
+
+bool ModelState::waitForChange(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return oldest_.has_value(); });
+}
+
+size_t ModelState::portCount() const {
+  std::lock_guard lock(mu_);
+  return ports_.size();
+}
+
+size_t ModelState::remoteNodeCount() const {
+  std::lock_guard lock(mu_);
+  return remote_nodes_.size();
+}
+
+}  // namespace dpu::control

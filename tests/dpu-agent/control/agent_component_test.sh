@@ -1,0 +1,255 @@
+#!/bin/bash
+# Component test of dpu-agent: the real daemon with a cluster file and the
+# fake dataplane (tests/fakes/fake-dataplane), driven through its REST API
+# with curl (JSON bodies) and protoc --encode/--decode (protobuf bodies).
+# Proves: attach/detach/list/health over HTTP; 409/413/400 answers; kill -9 and
+# restart keep attachments, IPs and the boot id and resync the dataplane with
+# no change; a dataplane restart is resynced; adding/removing a node in the
+# cluster file is one Delta each; a bad cluster file keeps the last good state.
+# No root needed: unix sockets in a temp dir and one loopback TCP port.
+#
+# usage: agent_component_test.sh DPU_AGENT FAKE_DATAPLANE PROTO_DIR
+set -euo pipefail
+AGENT=$1 FAKE=$2 PROTO=$3
+for tool in curl jq protoc; do
+  command -v $tool >/dev/null || { echo "SKIP: $tool is not installed"; exit 0; }
+done
+
+DIR=$(mktemp -d /tmp/dpu-agent-component.XXXXXX)
+AGENT_PID="" FAKE_PID="" TLS_PID=""
+cleanup() {
+  [ -n "$AGENT_PID" ] && kill -9 "$AGENT_PID" 2>/dev/null || true
+  [ -n "$TLS_PID" ] && kill -9 "$TLS_PID" 2>/dev/null || true
+  [ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- agent log" >&2; tail -n 30 "$DIR/agent.log" >&2 || true
+  echo "--- fake dataplane history" >&2; jq -c '.history[]' "$DIR/dp.json" >&2 || true
+  exit 1
+}
+eventually() {  # eventually "description" 'shell condition' (re-evaluated each time)
+  local what=$1 cond=$2
+  for _ in $(seq 1 150); do
+    if eval "$cond" >/dev/null 2>&1; then return 0; fi
+    sleep 0.05
+  done
+  fail "timed out waiting for: $what"
+}
+
+PORT=$((20000 + $$ % 20000))
+cat > "$DIR/cluster.yaml" <<YAML
+nodes:
+  - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24}
+  - {name: node-b, tunnelIP: 192.168.50.2, podCIDR: 10.244.2.0/24}
+YAML
+write_config() {
+cat > "$DIR/agent.yaml" <<YAML
+nodeName: node-a
+tunnelIP: 192.168.50.1
+representors:
+  - {pf: 0, vfCount: 8, name: "pf0vf{vf}"}
+podCIDR: 10.244.1.0/24
+clusterCIDRs: [10.244.0.0/16]
+serviceCIDRs: [10.96.0.0/12]
+underlayMTU: 1500
+clusterSource: {type: file, path: $DIR/cluster.yaml}
+api: {address: 127.0.0.1, port: $PORT}
+dataplaneSocket: $DIR/dp.sock
+stateDir: $DIR/state
+YAML
+}
+write_config
+URL="http://127.0.0.1:$PORT"
+
+# A bad config fails at start and names the field.
+sed 's/underlayMTU: 1500/underlayMTU: 100/' "$DIR/agent.yaml" > "$DIR/bad.yaml"
+if "$AGENT" --config "$DIR/bad.yaml" 2>"$DIR/bad.log"; then fail "a bad config started"; fi
+grep -q "config.underlayMTU" "$DIR/bad.log" || fail "bad config error does not name the field: $(cat "$DIR/bad.log")"
+
+# A Kubernetes source whose kubeconfig is missing fails at start, saying so.
+sed "s|^clusterSource:.*|clusterSource: {type: kubernetes, kubernetes: {kubeconfig: $DIR/no-kubeconfig}}|" "$DIR/agent.yaml" > "$DIR/kube.yaml"
+if "$AGENT" --config "$DIR/kube.yaml" 2>"$DIR/kube.log"; then fail "an agent with a missing kubeconfig started"; fi
+grep -q "no-kubeconfig\|not built" "$DIR/kube.log" || fail "missing kubeconfig error: $(cat "$DIR/kube.log")"
+
+"$FAKE" --socket "$DIR/dp.sock" --dump "$DIR/dp.json" --restart-file "$DIR/dp.restart" \
+  --operator-socket "$DIR/op.sock" 2>"$DIR/fake.log" &
+FAKE_PID=$!
+
+start_agent() {
+  for attempt in 1 2 3 4 5; do
+    "$AGENT" --config "$DIR/agent.yaml" 2>>"$DIR/agent.log" &
+    AGENT_PID=$!
+    for _ in $(seq 1 100); do
+      if curl -sf "$URL/readyz" >/dev/null 2>&1; then return 0; fi
+      kill -0 "$AGENT_PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    if grep -q "cannot listen" "$DIR/agent.log"; then  # port taken: try another
+      PORT=$((PORT + 1)); URL="http://127.0.0.1:$PORT"; write_config; : > "$DIR/agent.log"; continue
+    fi
+    fail "agent did not become ready"
+  done
+  fail "no free port"
+}
+start_agent
+dump() { jq -c "$1" "$DIR/dp.json"; }
+history_len() { jq '.history | length' "$DIR/dp.json"; }
+last_objects() { jq -c '.history[-1].objects' "$DIR/dp.json"; }
+ports() { jq '.model.ports | length' "$DIR/dp.json"; }
+remotes() { jq '.model.remote_nodes | length' "$DIR/dp.json"; }
+
+# --- attach with JSON
+post_json() { curl -s -o "$DIR/out.json" -w '%{http_code}' -H 'Content-Type: application/json' -d "$2" "$URL$1"; }
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-1","uid":"u1"},"sandboxId":"sb1","ifname":"eth0","pfIndex":0,"vfIndex":3}')
+[ "$code" = 200 ] || fail "attach answered $code: $(cat "$DIR/out.json")"
+ID1=$(jq -r .attachment.id "$DIR/out.json")
+IP1=$(jq -r '.attachment.ips[0].address' "$DIR/out.json")
+BOOT=$(jq -r .bootId "$DIR/out.json")
+[ "$IP1" = "10.244.1.3/24" ] || fail "first pod got $IP1"
+[ "$(jq -r .attachment.mac "$DIR/out.json")" = "0a:58:0a:f4:01:03" ] || fail "MAC not derived from the IP"
+eventually "the port reaches the dataplane" 'test "$(ports)" = 1'
+[ "$(dump '.history[-1].objects')" = "[\"+port:$ID1\"]" ] || fail "attach was not one Delta adding one port: $(dump '.history[-1]')"
+
+# --- the same again: the same answer
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-1","uid":"u1"},"sandboxId":"sb1","ifname":"eth0","pfIndex":0,"vfIndex":3}')
+[ "$code" = 200 ] && [ "$(jq -r .attachment.id "$DIR/out.json")" = "$ID1" ] || fail "retried attach was not idempotent"
+
+# --- attach with protobuf (protoc as the client)
+printf 'kind: POD\npod { namespace: "default" name: "web-2" }\nsandbox_id: "sb2"\nifname: "eth0"\npf_index: 0\nvf_index: 4\n' |
+  protoc --encode=dpu.attach.v1.AttachRequest -I "$PROTO" dpu/attach/v1/attach.proto > "$DIR/req.bin"
+code=$(curl -s -o "$DIR/out.bin" -w '%{http_code}' -H 'Content-Type: application/x-protobuf' --data-binary @"$DIR/req.bin" "$URL/v1/attachments")
+[ "$code" = 200 ] || fail "protobuf attach answered $code"
+protoc --decode=dpu.attach.v1.AttachResponse -I "$PROTO" dpu/attach/v1/attach.proto < "$DIR/out.bin" > "$DIR/out.txt"
+grep -q 'address: "10.244.1.4/24"' "$DIR/out.txt" || fail "protobuf answer: $(cat "$DIR/out.txt")"
+grep -q 'representor: "pf0vf4"' "$DIR/out.txt" || fail "protobuf answer lacks the representor"
+
+# --- refusals
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-3"},"sandboxId":"sb3","ifname":"eth0","pfIndex":0,"vfIndex":3}')
+[ "$code" = 409 ] && [ "$(jq -r .holder "$DIR/out.json")" = "$ID1" ] || fail "VF conflict answered $code $(cat "$DIR/out.json")"
+code=$(post_json /v1/attachments '{"kind":"POD","vfIndex":"three"}')
+[ "$code" = 400 ] || fail "wrongly typed body answered $code"
+code=$(post_json /v1/attachments '{"kind":')
+[ "$code" = 400 ] || fail "malformed body answered $code"
+head -c 100000 /dev/zero | tr '\0' 'a' > "$DIR/big"
+code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$DIR/big" "$URL/v1/attachments")
+[ "$code" = 413 ] || fail "oversized body answered $code"
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-3"},"sandboxId":"sb3","ifname":"eth0","pfIndex":0,"vfIndex":99}')
+[ "$code" = 400 ] && grep -q "out of range" "$DIR/out.json" || fail "VF out of range answered $code"
+
+# --- a third pod, then detach it: its address is not reused
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-5"},"sandboxId":"sb5","ifname":"eth0","pfIndex":0,"vfIndex":5}')
+ID5=$(jq -r .attachment.id "$DIR/out.json"); IP5=$(jq -r '.attachment.ips[0].address' "$DIR/out.json")
+code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -X DELETE -H 'Accept: application/json' "$URL/v1/attachments/$ID5")
+[ "$code" = 200 ] && [ "$(jq -r .found "$DIR/out.json")" = true ] || fail "detach by id answered $code"
+eventually "the detached port leaves the dataplane" 'test "$(ports)" = 2'
+
+LIST_BEFORE=$(curl -s -H 'Accept: application/json' "$URL/v1/attachments" | jq -S .)
+
+# --- kill -9 and restart: same attachments, IPs and boot id; the resync changes nothing
+GEN_BEFORE=$(dump .generation)
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true
+HLEN=$(history_len)
+start_agent
+LIST_AFTER=$(curl -s -H 'Accept: application/json' "$URL/v1/attachments" | jq -S .)
+[ "$LIST_BEFORE" = "$LIST_AFTER" ] || fail "attachments changed across kill -9: $LIST_BEFORE vs $LIST_AFTER"
+[ "$(curl -s -H 'Accept: application/json' "$URL/v1/health" | jq -r .bootId)" = "$BOOT" ] || fail "boot id changed across kill -9"
+eventually "the restarted agent resyncs" 'test "$(history_len)" -ge $((HLEN + 2))'
+[ "$(dump '.history[-1].request')" = '"full_sync"' ] || fail "no full sync after the agent restart"
+[ "$(last_objects)" = "[]" ] || fail "the resync after kill -9 changed something: $(last_objects)"
+[ "$(dump .generation)" -gt "$GEN_BEFORE" ] || fail "generation did not move forward"
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-6"},"sandboxId":"sb6","ifname":"eth0","pfIndex":0,"vfIndex":6}')
+IP6=$(jq -r '.attachment.ips[0].address' "$DIR/out.json")
+[ "$IP6" != "$IP5" ] && [ "$IP6" != "$IP1" ] || fail "an address was handed out twice across the restart ($IP6)"
+
+# --- the dataplane restarts: the agent notices and programs it again
+INSTANCE=$(dump .instance_id)
+touch "$DIR/dp.restart"
+eventually "the fake dataplane restarts" 'test "$(dump .instance_id)" != "$INSTANCE"'
+eventually "the agent reprograms the restarted dataplane" 'test "$(ports)" = 3'
+[ "$(dump '.history[-1].request')" = '"full_sync"' ] || fail "no full sync after the dataplane restart"
+
+# --- one node added: one Delta with one remote node; removed: one delete
+cat >> "$DIR/cluster.yaml" <<YAML
+  - {name: node-c, tunnelIP: 192.168.50.3, podCIDR: 10.244.3.0/24}
+YAML
+eventually "node-c reaches the dataplane" 'test "$(remotes)" = 2'
+[ "$(dump '.history[-1].request')" = '"delta"' ] && [ "$(last_objects)" = '["+remote:node-c"]' ] ||
+  fail "adding a node was not one Delta adding one remote node: $(dump '.history[-1]')"
+[ "$(dump '.model.remote_nodes[] | select(.name=="node-c") | .subnets[0].datapath_key')" = 4 ] || fail "node-c datapath key"
+sed -i '/node-c/d' "$DIR/cluster.yaml"
+eventually "node-c leaves the dataplane" 'test "$(remotes)" = 1'
+[ "$(dump '.history[-1].request')" = '"delta"' ] && [ "$(last_objects)" = '["-remote:node-c"]' ] ||
+  fail "removing a node was not one Delta deleting it: $(dump '.history[-1]')"
+
+# --- a bad cluster file keeps the last good state
+HLEN=$(history_len)
+echo "nodes: [{name: node-b, tunnelIP: nope}]" > "$DIR/cluster.yaml"
+malformed_reported() { curl -s "$URL/metrics" | grep -q 'dpu_agent_cluster_malformed_objects_total{source="file"} 1'; }
+eventually "the bad file is reported" malformed_reported
+sleep 0.3
+[ "$(history_len)" = "$HLEN" ] || fail "a bad cluster file changed the dataplane"
+curl -sf "$URL/readyz" >/dev/null || fail "a bad cluster file made the agent unready"
+
+# --- the fake dataplane's operator API lists the programmed ports (dpuctl's view)
+printf 'ports {}\n' | protoc --encode=dpu.dataplane.v1.OperatorRequest -I "$PROTO" dpu/dataplane/v1/dataplane.proto > "$DIR/op.bin"
+/usr/bin/python3 - "$DIR/op.sock" "$DIR/op.bin" > "$DIR/op.out" <<'PY'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = open(sys.argv[2], "rb").read()
+s.sendall(struct.pack(">I", len(body)) + body)
+n = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+sys.stdout.buffer.write(s.recv(n, socket.MSG_WAITALL) if n else b"")
+PY
+protoc --decode=dpu.dataplane.v1.OperatorReply -I "$PROTO" dpu/dataplane/v1/dataplane.proto < "$DIR/op.out" > "$DIR/op.txt"
+[ "$(grep -c 'logical_port:' "$DIR/op.txt")" = 3 ] || fail "operator ports: $(cat "$DIR/op.txt")"
+
+# --- metrics
+curl -s "$URL/metrics" > "$DIR/metrics.txt"
+for m in dpu_agent_attachments dpu_agent_ipam_addresses_used dpu_agent_cluster_watch_restarts_total \
+         dpu_agent_api_request_duration_seconds_bucket dpu_agent_datapath_programming_duration_seconds_bucket; do
+  grep -q "^$m" "$DIR/metrics.txt" || fail "metric $m missing"
+done
+grep -q '^dpu_agent_attachments 3$' "$DIR/metrics.txt" || fail "attachments gauge: $(grep ^dpu_agent_attachments "$DIR/metrics.txt")"
+prog_sum=$(awk '/^dpu_agent_datapath_programming_duration_seconds_sum/ {print $2}' "$DIR/metrics.txt")
+prog_n=$(awk '/^dpu_agent_datapath_programming_duration_seconds_count/ {print $2}' "$DIR/metrics.txt")
+echo "datapath programming (fake fsyncs its dump per change): $prog_n acknowledgements, mean $(awk "BEGIN {printf \"%.2f\", 1000*$prog_sum/$prog_n}") ms"
+
+# --- mTLS: with cert, key and clientCA the API is HTTPS and wants a client certificate
+if command -v openssl >/dev/null; then
+  ( cd "$DIR"
+    newkey() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -subj "/CN=$2" "${@:3}" 2>/dev/null; }
+    newkey ca test-ca -x509 -days 1 -out ca.pem
+    newkey server 127.0.0.1 -out server.csr
+    printf 'subjectAltName=IP:127.0.0.1\n' > san.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile san.ext -out server.pem 2>/dev/null
+    newkey client host-shim -out client.csr
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out client.pem 2>/dev/null )
+  TLS_PORT=$((PORT + 1000))
+  sed -e "s|^api:.*|api: {address: 127.0.0.1, port: $TLS_PORT, tls: {cert: $DIR/server.pem, key: $DIR/server.key, clientCA: $DIR/ca.pem}}|" \
+      -e "s|^stateDir:.*|stateDir: $DIR/state-tls|" -e "s|^dataplaneSocket:.*|dataplaneSocket: $DIR/none.sock|" \
+      "$DIR/agent.yaml" > "$DIR/tls.yaml"
+  "$AGENT" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
+  TLS_PID=$!
+  tls_up() { curl -sf --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/healthz"; }
+  eventually "the HTTPS API answers a client with a certificate" tls_up
+  if curl -sf --cacert "$DIR/ca.pem" "https://127.0.0.1:$TLS_PORT/healthz" >/dev/null 2>&1; then
+    fail "the HTTPS API answered a client without a certificate"
+  fi
+  code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/readyz")
+  [ "$code" = 503 ] || fail "readyz without a dataplane answered $code"
+  kill -TERM "$TLS_PID"; wait "$TLS_PID" || fail "TLS agent did not exit cleanly"
+  TLS_PID=""
+else
+  echo "note: openssl missing, mTLS not tested"
+fi
+
+# --- graceful stop
+kill -TERM "$AGENT_PID"; wait "$AGENT_PID" || fail "agent did not exit cleanly on SIGTERM"
+AGENT_PID=""
+echo "PASS"

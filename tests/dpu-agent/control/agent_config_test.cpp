@@ -1,0 +1,111 @@
+// dpu-agent configuration: a good config reads whole, and each bad field stops
+// the start with a message that names it.
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "common/config_doc.h"
+#include "control/agent_config.h"
+#include "control_test_util.h"
+
+using namespace dpu::control;
+using dpu::control::testing::baseConfig;
+
+namespace {
+
+std::string errorOf(nlohmann::json doc) {
+  auto c = parseAgentConfig(doc);
+  return c ? std::string("OK") : c.error();
+}
+
+}  // namespace
+
+TEST_CASE("a YAML config reads into every field") {
+  auto doc = dpu::parseConfigText(R"(
+nodeName: node-a
+tunnelIP: 192.168.50.1
+uplink: p0
+representors:
+  - {pf: 0, vfCount: 16, name: "pf0vf{vf}"}
+  - {pf: 1, names: [rep-a, rep-b]}
+podCIDR: 10.244.1.0/24
+clusterCIDRs: [10.244.0.0/16]
+serviceCIDRs: [10.96.0.0/12]
+underlayMTU: 9000
+ipsec: true
+clusterSource: {type: file, path: /etc/dpu/cluster.yaml}
+api: {address: 192.168.100.2, port: 8443, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}}
+dataplaneSocket: /run/dpu/dp.sock
+stateDir: /var/lib/x
+log: {level: debug}
+)", "t");
+  REQUIRE(doc.ok());
+  auto c = parseAgentConfig(*doc);
+  REQUIRE(c.ok());
+  CHECK(c->node_name == "node-a");
+  CHECK(c->tunnel_ip.str() == "192.168.50.1");
+  REQUIRE(c->representors.size() == 2);
+  CHECK(c->representorsOf(0)->representorFor(7) == "pf0vf7");
+  CHECK(c->representorsOf(1)->vf_count == 2);
+  CHECK(c->representorsOf(1)->representorFor(1) == "rep-b");
+  CHECK(c->representorsOf(2) == nullptr);
+  CHECK(c->pod_cidrs.at(0).str() == "10.244.1.0/24");
+  CHECK(c->ipsec);
+  CHECK(c->pod_mtu == podMtu(9000, false, true));
+  CHECK(c->apiUri() == "https://192.168.100.2:8443");
+  CHECK(c->tls.client_ca_file == "/ca.pem");
+  CHECK(c->checkpointPath() == "/var/lib/x/agent-checkpoint.pb");
+}
+
+TEST_CASE("the pod MTU follows the underlay, the tunnel family and IPsec") {
+  CHECK(podMtu(1500, false, false) == 1442);  // IPv4 + UDP + Geneve + OVN option + inner Ethernet
+  CHECK(podMtu(1500, true, false) == 1422);
+  CHECK(podMtu(1500, false, true) == 1408);
+  auto c = parseAgentConfig(baseConfig("/tmp/x"));
+  REQUIRE(c.ok());
+  CHECK(c->pod_mtu == 1442);
+  CHECK(c->apiUri() == "http://127.0.0.1:9443");
+}
+
+TEST_CASE("each bad field is named") {
+  auto base = baseConfig("/tmp/x");
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](auto& j) { j.erase("nodeName"); }, "config.nodeName: is required"},
+      {[](auto& j) { j["tunnelIP"] = "192.168.50"; }, "config.tunnelIP"},
+      {[](auto& j) { j["representors"][0]["vfCount"] = 0; }, "config.representors[0].vfCount: must be between 1 and 1024"},
+      {[](auto& j) { j["representors"][0]["name"] = "pf0"; }, "config.representors[0].name: must contain {vf}"},
+      {[](auto& j) { j["representors"][0]["color"] = "red"; }, "config.representors[0].color: unknown field"},
+      {[](auto& j) { j["representors"] = nlohmann::json::array(); }, "config.representors: must list at least one PF"},
+      {[](auto& j) { j["podCIDR"] = "10.245.1.0/24"; }, "is not inside any of clusterCIDRs"},
+      {[](auto& j) { j["podCIDR"] = "10.244.1.1/24"; }, "has host bits set"},
+      {[](auto& j) { j["underlayMTU"] = 100; }, "config.underlayMTU: must be between 576 and 9216"},
+      {[](auto& j) { j["underlayMTU"] = "1500"; }, "config.underlayMTU: must be an integer"},
+      {[](auto& j) { j["ipsec"] = "yes"; }, "config.ipsec: must be true or false"},
+      {[](auto& j) { j["clusterSource"]["type"] = "etcd"; }, "config.clusterSource.type: must be \"file\" or \"kubernetes\""},
+      {[](auto& j) { j["clusterSource"] = {{"type", "kubernetes"}}; }, "config.clusterSource.kubernetes: give exactly one of kubeconfig"},
+      {[](auto& j) { j["api"] = {{"tls", {{"cert", "/c.pem"}}}}; }, "config.api.tls.cert: cert and key go together"},
+      {[](auto& j) { j["api"] = {{"port", 70000}}; }, "config.api.port"},
+      {[](auto& j) { j["api"] = {{"address", "localhost"}}; }, "config.api.address"},
+      {[](auto& j) { j["log"] = {{"level", "loud"}}; }, "config.log.level"},
+      {[](auto& j) { j["podCIDRs"] = {"10.244.2.0/24"}; }, "config.podCIDR: give either podCIDR or podCIDRs"},
+      {[](auto& j) { j["tunnelIp"] = "1.2.3.4"; }, "config.tunnelIp: unknown field"},
+      {[](auto& j) { j["clusterCIDRs"] = nlohmann::json::array(); }, "config.clusterCIDRs: must list"},
+  };
+  for (auto& c : cases) {
+    auto j = base;
+    c.edit(j);
+    INFO(j.dump());
+    CHECK_THAT(errorOf(j), Catch::Contains(c.expect));
+  }
+}
+
+TEST_CASE("a config file that does not parse names the file") {
+  dpu::control::testing::TempDir dir;
+  auto r = loadAgentConfig(dir / "missing.yaml");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error(), Catch::Contains("missing.yaml"));
+}

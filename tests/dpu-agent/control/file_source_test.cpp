@@ -1,0 +1,196 @@
+// The cluster-file source: parsing with named errors, differences only on
+// reload, a bad file keeps the last good state, and per-node publish files.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/atomic_file.h"
+#include "control/agent_config.h"
+#include "control/file_source.h"
+#include "control_test_util.h"
+
+using namespace dpu::control;
+using dpu::control::testing::RecordingListener;
+using dpu::control::testing::TempDir;
+
+namespace {
+
+const char* kCluster = R"(
+nodes:
+  - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, labels: {zone: a}}
+  - {name: node-b, tunnelIP: 192.168.50.2, podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"], ipsecPublicKey: K}
+services:
+  - {namespace: default, name: web, clusterIP: 10.96.0.10, ports: [{name: http, port: 80, targetPort: 8080}]}
+endpointSlices:
+  - {name: web-1, service: web, endpoints: [{addresses: [10.244.1.5], nodeName: node-a}], ports: [{port: 8080}]}
+pods:
+  - {name: web-1, nodeName: node-a, uid: u1, ips: [10.244.1.5]}
+)";
+
+void write(const std::string& path, const std::string& text) { REQUIRE(dpu::writeFileAtomic(path, text).ok()); }
+
+}  // namespace
+
+TEST_CASE("a cluster file parses into nodes, services, slices and pods") {
+  auto s = parseClusterFile(kCluster, "c.yaml");
+  REQUIRE(s.ok());
+  REQUIRE(s->nodes.size() == 2);
+  CHECK(s->nodes["node-a"].labels.at("zone") == "a");
+  CHECK(s->nodes["node-b"].pod_cidrs == std::vector<std::string>{"10.244.2.0/24", "fd00:10:244:2::/64"});
+  CHECK(s->nodes["node-b"].ipsec_public_key == "K");
+  const auto& svc = s->services.at("default/web");
+  CHECK(svc.type == "ClusterIP");
+  CHECK(svc.cluster_ips == std::vector<std::string>{"10.96.0.10"});
+  CHECK(svc.ports.at(0).target_port == "8080");
+  CHECK(svc.ports.at(0).protocol == "TCP");
+  CHECK(s->slices.at("default/web-1").endpoints.at(0).addresses.at(0) == "10.244.1.5");
+  CHECK(s->pods.at("default/web-1").node_name == "node-a");
+  auto empty = parseClusterFile("", "e.yaml");
+  REQUIRE(empty.ok());
+  CHECK(empty->nodes.empty());
+}
+
+TEST_CASE("a bad object is named with its field") {
+  struct Case {
+    std::string text, expect;
+  };
+  std::vector<Case> cases = {
+      {"nodes: [{name: a, tunnelIP: 1.2.3}]", "c.yaml.nodes[0].tunnelIP"},
+      {"nodes: [{name: a, podCIDR: 10.0.0.1/24}]", "host bits"},
+      {"nodes: [{tunnelIP: 1.2.3.4}]", "c.yaml.nodes[0].name: is required"},
+      {"nodes: [{name: a}, {name: a}]", "node a is listed twice"},
+      {"nodes: [{name: a, colour: red}]", "c.yaml.nodes[0].colour: unknown field"},
+      {"services: [{name: s, ports: [{port: 0}]}]", "c.yaml.services[0].ports[0].port"},
+      {"services: [{name: s, ports: [{port: 80, protocol: ICMP}]}]", "protocol: must be TCP, UDP or SCTP"},
+      {"services: [{name: s, type: Magic}]", "type: must be ClusterIP"},
+      {"endpointSlices: [{name: e, service: s, endpoints: [{addresses: [nope]}]}]", "endpoints[0].addresses"},
+      {"nodez: []", "c.yaml.nodez: unknown field"},
+      {"nodes: [1, 2", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.text);
+    auto r = parseClusterFile(c.text, "c.yaml");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains(c.expect));
+  }
+}
+
+TEST_CASE("reloads deliver differences only; a bad file keeps the last good state") {
+  TempDir dir;
+  const std::string path = dir / "cluster.yaml";
+  write(path, kCluster);
+  FileClusterSource src(path, std::chrono::milliseconds(10));
+  RecordingListener l;
+  REQUIRE(src.start(l).ok());
+  src.stop();  // drive it by hand from here
+  src.pollOnce();
+  // start() may have loaded already; either way the first load delivered everything once.
+  CHECK(l.syncs == 1);
+  CHECK(l.events.size() == 5);
+  CHECK(src.stats().synced);
+  l.events.clear();
+
+  src.pollOnce();  // nothing changed: nothing delivered
+  CHECK(l.events.empty());
+
+  std::string changed = kCluster;
+  changed += "  - {name: web-2, nodeName: node-b}\n";
+  write(path, changed);
+  src.pollOnce();
+  CHECK(l.events == std::vector<std::string>{"+pod:default/web-2"});
+  CHECK(l.syncs == 2);
+
+  l.events.clear();
+  write(path, "nodes: [{name: node-a, tunnelIP: not-an-ip}]\n");
+  src.pollOnce();
+  CHECK(l.events.empty());
+  CHECK(l.syncs == 2);
+  CHECK_THAT(src.stats().last_error, Catch::Contains("tunnelIP"));
+  CHECK_THAT(src.stats().last_error, Catch::Contains("keeping the last good state"));
+  CHECK(src.stats().malformed == 1);
+
+  write(path, "nodes: [{name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, labels: {zone: a}}]\n");
+  src.pollOnce();
+  CHECK(l.events == std::vector<std::string>{"-node:node-b", "-pod:default/web-1", "-pod:default/web-2",
+                                             "-svc:default/web", "-eps:default/web-1"});
+  CHECK(src.stats().last_error.empty());
+}
+
+TEST_CASE("publishSelf writes a per-node file the other agents read") {
+  TempDir dir;
+  const std::string path = dir / "cluster.yaml";
+  write(path, "nodes: [{name: node-a, podCIDR: 10.244.1.0/24}]\n");
+  FileClusterSource a(path), b(path);
+  a.setPublishedPodCidrs({"10.244.1.0/24"});
+  b.setPublishedPodCidrs({"10.244.2.0/24"});
+  REQUIRE(a.publishSelf(SelfEntry{"node-a", "192.168.50.1", "KA"}).ok());
+  REQUIRE(b.publishSelf(SelfEntry{"node-b", "192.168.50.2", ""}).ok());
+  CHECK(dpu::fileExists(dir / "cluster.yaml.d/node-a.json"));
+  CHECK_FALSE(a.publishSelf(SelfEntry{"../x", "1.2.3.4", ""}).ok());
+
+  FileClusterSource reader(path);
+  RecordingListener l;
+  REQUIRE(reader.start(l).ok());
+  reader.stop();
+  reader.pollOnce();
+  REQUIRE(l.nodes.size() == 2);
+  for (const auto& n : l.nodes) {
+    if (n.name == "node-a") {
+      CHECK(n.tunnel_ip == "192.168.50.1");
+      CHECK(n.ipsec_public_key == "KA");
+      CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24"});
+    } else {
+      CHECK(n.name == "node-b");
+      CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.2.0/24"});
+    }
+  }
+  // A broken publish file keeps that node's last good entry.
+  l.events.clear();
+  write(dir / "cluster.yaml.d/node-b.json", "{\"name\": ");
+  reader.pollOnce();
+  CHECK(l.events.empty());
+  CHECK_THAT(reader.stats().last_error, Catch::Contains("node-b.json"));
+  CHECK(reader.stats().malformed == 1);
+}
+
+TEST_CASE("a missing cluster file fails start() with what to do") {
+  TempDir dir;
+  FileClusterSource src(dir / "none.yaml");
+  RecordingListener l;
+  auto r = src.start(l);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error(), Catch::Contains("does not exist"));
+}
+
+TEST_CASE("the example configuration and cluster file stay valid") {
+  const std::string dir = std::string(DPU_SOURCE_DIR) + "/dpu-agent/control/examples/";
+  auto text = dpu::readFile(dir + "cluster.yaml");
+  REQUIRE(text.ok());
+  auto snap = parseClusterFile(*text, "cluster.yaml");
+  REQUIRE(snap.ok());
+  CHECK(snap->nodes.size() == 2);
+  auto cfg = loadAgentConfig(dir + "agent.yaml");
+  INFO((cfg.ok() ? std::string() : cfg.error()));
+  REQUIRE(cfg.ok());
+  CHECK(cfg->pod_mtu == 1442);
+}
+
+TEST_CASE("random mutations of a cluster file are refused or parsed, never a crash") {
+  std::mt19937 rng(777);
+  const std::string seed = kCluster;
+  int parsed = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::string text = seed;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 6); ++k) {
+      size_t pos = rng() % text.size();
+      if (rng() % 2) text[pos] = "{}[]:,- \n\"'x0.#&*!|>"[rng() % 21];
+      else text.erase(pos, 1 + rng() % 8);
+    }
+    auto r = parseClusterFile(text, "fuzz.yaml");
+    parsed += r.ok();
+    if (!r.ok()) CHECK_FALSE(r.error().empty());
+  }
+  CHECK(parsed < 1500);
+}

@@ -1,0 +1,172 @@
+// fake-dataplane: a stand-in for dpu-dataplane that speaks the real
+// programming API on a unix socket and keeps real state (FakeDataplaneModel),
+// for the agent's component tests and for anyone who needs a dataplane
+// without DPDK.
+//
+//   fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]
+//
+// --dump FILE      after every request, the model, generation, instance id and
+//                  the history of what each request changed, as JSON (atomic write)
+// --operator-socket PATH  serves the operator API (OperatorRequest → OperatorReply):
+//                  ports lists the programmed logical ports, stats the request counters
+// SIGUSR1, or creating --restart-file (deleted when seen): behave as a restarted
+//                  dataplane — drop the connection, new instance id, state wiped
+// SIGTERM/SIGINT   exit
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <string>
+
+#include "common/atomic_file.h"
+#include "common/ipc_proto.h"
+#include "common/log.h"
+#include "fake_dataplane_model.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_restart{false};
+
+void onSignal(int sig) {
+  if (sig == SIGUSR1) g_restart = true;
+  else g_stop = true;
+}
+
+struct Options {
+  std::string socket, dump, restart_file, operator_socket;
+};
+
+// One operator request per connection, answered from the programmed model.
+void serveOperator(const dpu::ipc::Socket& listener, const dpu::fakes::FakeDataplaneModel& m) {
+  if (!listener.valid()) return;
+  auto conn = dpu::ipc::acceptUnix(listener, dpu::ipc::after(std::chrono::milliseconds(0)));
+  if (!conn || !conn->valid()) return;
+  dpu::dataplane::v1::OperatorRequest req;
+  auto f = dpu::ipc::recvMessage(*conn, req, dpu::ipc::after(std::chrono::seconds(1)));
+  dpu::dataplane::v1::OperatorReply reply;
+  reply.set_generation(m.generation());
+  reply.set_instance_id(m.instanceId());
+  if (!f.ok()) {
+    reply.set_error("bad operator request: " + f.error);
+  } else if (req.has_ports()) {
+    const auto model = m.model();
+    for (const auto& p : model.ports()) {
+      auto* info = reply.add_ports();
+      info->set_name(p.representor());
+      info->set_role(p.kind() == dpu::dataplane::v1::MANAGEMENT ? "management" : "representor");
+      info->set_logical_port(p.name());
+      info->set_state("up");
+    }
+  } else if (req.has_stats()) {
+    const auto counts = m.dump()["counts"];
+    for (const auto& [name, value] : counts.items()) {
+      auto* c = reply.add_counters();
+      c->set_name(name);
+      c->set_value(value.get<uint64_t>());
+    }
+  } else if (req.has_dump_flows()) {
+    // No packets flow through the fake: there are no datapath flows to show.
+  } else {
+    reply.set_error("empty operator request");
+  }
+  (void)dpu::ipc::sendMessage(*conn, reply, dpu::ipc::after(std::chrono::seconds(1)));
+}
+
+void writeDump(const Options& o, const dpu::fakes::FakeDataplaneModel& m) {
+  if (o.dump.empty()) return;
+  if (auto w = dpu::writeFileAtomic(o.dump, m.dump().dump(1) + "\n", 0644); !w) {
+    DPU_LOG(kError, "fake-dataplane") << w.error();
+  }
+}
+
+bool restartRequested(const Options& o) {
+  if (g_restart.exchange(false)) return true;
+  if (!o.restart_file.empty() && dpu::fileExists(o.restart_file)) {
+    ::unlink(o.restart_file.c_str());
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--socket") o.socket = next();
+    else if (a == "--dump") o.dump = next();
+    else if (a == "--restart-file") o.restart_file = next();
+    else if (a == "--operator-socket") o.operator_socket = next();
+    else {
+      std::cerr << "usage: fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]\n";
+      return 2;
+    }
+  }
+  if (o.socket.empty()) {
+    std::cerr << "fake-dataplane: --socket is required\n";
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto listener = dpu::ipc::listenUnix(o.socket, 0660);
+  if (!listener) {
+    std::cerr << "fake-dataplane: " << listener.error() << "\n";
+    return 1;
+  }
+  dpu::ipc::Socket op_listener;
+  if (!o.operator_socket.empty()) {
+    auto l = dpu::ipc::listenUnix(o.operator_socket, 0660);
+    if (!l) {
+      std::cerr << "fake-dataplane: " << l.error() << "\n";
+      return 1;
+    }
+    op_listener = std::move(*l);
+  }
+  dpu::fakes::FakeDataplaneModel model;
+  writeDump(o, model);
+  DPU_LOG(kInfo, "fake-dataplane") << "serving " << o.socket << " as instance " << model.instanceId();
+  const auto tick = std::chrono::milliseconds(50);
+  while (!g_stop) {
+    if (restartRequested(o)) {
+      model.wipe();
+      writeDump(o, model);
+      DPU_LOG(kInfo, "fake-dataplane") << "restarted as instance " << model.instanceId();
+    }
+    serveOperator(op_listener, model);
+    auto conn = dpu::ipc::acceptUnix(*listener, dpu::ipc::after(tick));
+    if (!conn || !conn->valid()) continue;
+    while (!g_stop) {
+      if (restartRequested(o)) {
+        model.wipe();
+        writeDump(o, model);
+        DPU_LOG(kInfo, "fake-dataplane") << "restarted as instance " << model.instanceId() << "; dropping the agent";
+        break;
+      }
+      serveOperator(op_listener, model);
+      dpu::dataplane::v1::ProgramRequest req;
+      auto f = dpu::ipc::recvMessage(*conn, req, dpu::ipc::after(tick));
+      if (f.failure == dpu::ipc::RecvFailure::kTimeout) continue;
+      if (!f.ok()) {
+        if (f.failure != dpu::ipc::RecvFailure::kClosed) {
+          DPU_LOG(kWarn, "fake-dataplane") << f.error;
+        }
+        break;
+      }
+      auto reply = model.apply(req);
+      writeDump(o, model);
+      if (auto sent = dpu::ipc::sendMessage(*conn, reply, dpu::ipc::after(std::chrono::seconds(5))); !sent) break;
+    }
+  }
+  ::unlink(o.socket.c_str());
+  if (!o.operator_socket.empty()) ::unlink(o.operator_socket.c_str());
+  return 0;
+}
