@@ -1,0 +1,89 @@
+// FakeEswitch: an OffloadBackend with the state of a real eswitch and no
+// device — a rule table of limited capacity, the item and action kinds its
+// "hardware" supports, per-rule counters that tests bump to simulate traffic
+// hitting the NIC, and aging on a clock the test advances. The offload manager
+// and the engine run their tests against it (OVS's `dummy` offload provider
+// plays the same part).
+//
+// It decides like the rte_flow backend: offloadFeatures() first (the same
+// hardware-independent refusals, same reasons), then the profile's supported
+// kinds ("fake eswitch (restrictive): action RAW_ENCAP not supported"), then
+// capacity ("table full").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flow/flow.h"
+#include "offload/offload.h"
+#include "offload/offloadable.h"
+
+namespace dpu::offload::testing {
+
+struct EswitchProfile {
+  std::string name;
+  uint32_t capacity = 0;  // rules the table holds; 0 = unlimited
+  FeatureSet supported;   // item/action kinds the "hardware" takes
+  uint32_t age_timeout_s = 0;  // AGE on every rule (0: no aging)
+  // Datapath ports on the eswitch; empty = every port.
+  std::vector<uint32_t> ports;
+
+  // What HARDWARE.md says a BlueField (mlx5, dv_flow_en=1) takes.
+  static EswitchProfile mlx5Like(uint32_t capacity = 0);
+  // A NIC without tunnel offload or header rewrites: plain forwarding only.
+  static EswitchProfile restrictive(uint32_t capacity = 0);
+};
+
+class FakeEswitch final : public OffloadBackend {
+ public:
+  explicit FakeEswitch(EswitchProfile profile);
+
+  Capabilities capabilities() const override;
+  Result<void> validate(const flow::FlowSpec& flow) override;
+  Result<OffloadHandle> install(const flow::FlowSpec& flow) override;
+  Result<void> remove(OffloadHandle handle) override;
+  Result<HwCounters> query(OffloadHandle handle) override;
+
+  // --- test controls ---
+  // Traffic the "hardware" forwarded for a rule; false for an unknown handle.
+  bool hit(OffloadHandle handle, uint64_t packets, uint64_t bytes);
+  // The clock: idle times grow, aging reports rules idle past the timeout.
+  void advance(uint32_t seconds);
+  // Rules idle for at least the profile's AGE timeout (rte_flow_get_aged_flows).
+  std::vector<OffloadHandle> agedRules() const;
+  // The next validate/install (either) refuses with this reason, once.
+  void refuseNext(std::string reason);
+  // The next remove fails, once (the rule stays installed).
+  void failNextRemove();
+  // What a port restart does to a real eswitch: every rule is gone.
+  void flush();
+
+  size_t installedCount() const { return rules_.size(); }
+  const flow::FlowSpec* installed(OffloadHandle handle) const;
+  // The handle of the installed rule for this flow (the first, if several).
+  std::optional<OffloadHandle> find(const flow::FlowSpec& flow) const;
+  const EswitchProfile& profile() const { return profile_; }
+  uint64_t installCalls() const { return install_calls_; }
+
+ private:
+  struct Rule {
+    flow::FlowSpec flow;
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+    uint64_t last_hit = 0;  // clock seconds
+  };
+  Result<void> check(const flow::FlowSpec& flow);
+
+  EswitchProfile profile_;
+  std::map<uint64_t, Rule> rules_;
+  uint64_t next_id_ = 1;
+  uint64_t now_ = 0;
+  uint64_t install_calls_ = 0;
+  std::optional<std::string> refuse_next_;
+  bool fail_next_remove_ = false;
+};
+
+}  // namespace dpu::offload::testing
