@@ -12,6 +12,21 @@
 //    has reported a quiescent state since the swap (RCU), see quiescent().
 //  - Each lcore calls the methods marked "lcore" with its own WorkerContext
 //    only. No locks, allocation, exceptions or logging there.
+//  - The process stops every lcore before it destroys the Engine, and runs
+//    as many lcores as EngineConfig::workers (a worker that never reports
+//    quiescent() holds every retired snapshot in memory).
+//  - Worker i transmits on tx queue i of every port (the process configures
+//    one tx queue per worker on each port it binds).
+//  - Flows: each worker has its own exact-match flow cache; a miss runs the
+//    logical pipeline on the lcore itself (run to completion, no allocation)
+//    and installs one flow. A flow records the versions of the model objects
+//    its decision read (ports, remote nodes, node settings); a snapshot in
+//    which one of them changed makes it stale, and a stale flow is never used
+//    again (removed on lookup or by the aging sweep).
+//  - Offload (EngineConfig::offload set): lcores queue each new flow on a
+//    per-worker single-producer ring; maintain() drains it on the control
+//    thread and calls validate/install, and removes rules whose flow left the
+//    cache.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +55,13 @@ struct EngineConfig {
   offload::OffloadBackend* offload = nullptr;  // nullptr: everything in software
   // Our Geneve endpoint on the uplink (also in the model; used until the first sync).
   std::string tunnel_ip;
+  // Milliseconds from a monotonic clock; nullptr: CLOCK_MONOTONIC. Read once
+  // per burst by the lcores and by maintain(); tests pass a controllable clock.
+  uint64_t (*clock_ms)() = nullptr;
+  // New flows an lcore may queue for offload before maintain() drains them
+  // (per worker, rounded up to a power of two); beyond it a flow stays in
+  // software until a periodic scan offers it (counted as `OffloadQueueFull`).
+  uint32_t offload_queue = 4096;
 };
 
 class WorkerContext;
@@ -64,6 +86,17 @@ class Engine {
   // Periodic work off the lcores (call every ~100 ms): reclaim retired
   // snapshots, age flows, drive offload installs/removals, merge hardware counters.
   virtual void maintain() = 0;
+  // The underlay next hop (Ethernet destination of the outer header) towards a
+  // tunnel peer, as the process resolves it (kernel neighbour table of the
+  // uplink netdev). Until it is known, tunnel packets to that peer go to the
+  // Ethernet broadcast address (a bridge delivers them; counted as
+  // `TunnelNextHopUnresolved`). A change revalidates that peer's flows.
+  virtual Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) = 0;
+  // Tunnel IPs of the model's remote nodes, so the process can resolve them.
+  virtual std::vector<IpAddress> wantedTunnelPeers() const = 0;
+  // Bytes each cached flow costs: the flow entry, its share of the bucket
+  // header and (with an offload backend) the offload bookkeeping.
+  virtual size_t bytesPerFlow() const = 0;
 
   // --- lcore ---
   virtual WorkerContext& worker(unsigned index) = 0;

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Input packets for bench/datapath.sh, built with scapy.
+
+  datapath_pcaps.py DIR [SCENARIO:FLOWS:SIZE ...]
+writes DIR/<scenario>-<flows>-<size>.pcap (one packet per flow, the pcap PMD
+loops it with infinite_rx=1), DIR/newflows.pcap (50,000 flows, each packet
+its own flow, for the slow path) and DIR/model.json (node 1's logical model, the same
+topology as the component test: pods A and B on node 1, node 2 remote).
+
+Scenarios (size = the pod's frame, FCS excluded):
+  local   pod A → pod B on the same node (VF → VF, routed through the gateway MAC)
+  encap   pod A → a pod on node 2 (VF → Geneve)
+  decap   Geneve from node 2 → pod A (Geneve → VF); the outer headers add 58 bytes
+Flows differ in the UDP ports: source 1024 + i mod 50000, destination 2000 + i div 50000.
+"""
+import json
+import os
+import struct
+import sys
+
+from scapy.all import IP, UDP, Ether, Raw
+from scapy.contrib.geneve import GENEVE
+
+ROUTER_MAC = "0a:58:0a:f4:00:01"
+MAC_A, IP_A = "0a:58:0a:f4:01:05", "10.244.1.5"
+MAC_B, IP_B = "0a:58:0a:f4:01:06", "10.244.1.6"
+REMOTE_POD = "10.244.2.7"
+TUN1, TUN2 = "192.168.100.1", "192.168.100.2"
+UPLINK_MAC = "02:00:00:00:01:00"
+NEXT_HOP_MAC = "02:00:00:00:02:00"
+
+
+def model():
+    return {
+        "node": {"name": "node1", "tunnel_ip": TUN1, "underlay_mtu": 1600, "pod_mtu": 1500,
+                 "router_mac": ROUTER_MAC, "cluster_cidrs": ["10.244.0.0/16"]},
+        "local_subnets": [{"cidr": "10.244.1.0/24", "gateway_ip": "10.244.1.1", "datapath_key": 1}],
+        "ports": [
+            {"name": "pod-a", "key": 1, "kind": "POD", "representor": "pf0vf1", "mac": MAC_A, "ips": [IP_A],
+             "datapath_key": 1},
+            {"name": "pod-b", "key": 2, "kind": "POD", "representor": "pf0vf2", "mac": MAC_B, "ips": [IP_B],
+             "datapath_key": 1},
+        ],
+        "remote_nodes": [{"name": "node2", "tunnel_ip": TUN2,
+                          "subnets": [{"cidr": "10.244.2.0/24", "gateway_ip": "10.244.2.1", "datapath_key": 2}]}],
+    }
+
+
+def ports(i):
+    return 1024 + i % 50000, 2000 + i // 50000
+
+
+def inner(src_mac, dst_mac, src, dst, size):
+    # UDP checksum 0 (allowed over IPv4): patching the ports needs no checksum update.
+    p = Ether(src=src_mac, dst=dst_mac) / IP(src=src, dst=dst, ttl=64) / UDP(sport=1024, dport=2000, chksum=0)
+    return p / Raw(b"\0" * max(0, size - len(p)))
+
+
+def template(scenario, size):
+    if scenario == "local":
+        return bytes(inner(MAC_A, ROUTER_MAC, IP_A, IP_B, size))
+    if scenario == "encap":
+        return bytes(inner(MAC_A, ROUTER_MAC, IP_A, REMOTE_POD, size))
+    if scenario == "decap":
+        opt = bytes([0x01, 0x02, 0x80, 0x01]) + ((7 << 16) | 1).to_bytes(4, "big")
+        return bytes(Ether(src=NEXT_HOP_MAC, dst=UPLINK_MAC) / IP(src=TUN2, dst=TUN1, flags="DF", id=0) /
+                     UDP(sport=49152, dport=6081, chksum=0) /
+                     GENEVE(vni=1, proto=0x6558, optionlen=2, critical=1) / Raw(opt) /
+                     inner(ROUTER_MAC, MAC_A, REMOTE_POD, IP_A, size))
+    raise ValueError(scenario)
+
+
+def write_pcap(path, frames):
+    # libpcap format, microsecond timestamps, Ethernet: scapy's writer is too slow for 200,000 packets.
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for i, frame in enumerate(frames):
+            f.write(struct.pack("<IIII", i // 1000000, i % 1000000, len(frame), len(frame)))
+            f.write(frame)
+
+
+def flows_of(scenario, size, count, flows):
+    base = bytearray(template(scenario, size))
+    # The inner UDP header is the last one: its ports sit `size - 34` bytes before the end minus the payload.
+    inner_udp = len(base) - size + 34
+    for i in range(count):
+        sport, dport = ports(i % flows)
+        frame = bytearray(base)
+        frame[inner_udp:inner_udp + 4] = struct.pack(">HH", sport, dport)
+        if scenario == "decap":  # spread the outer source port too, as senders do
+            frame[34:36] = struct.pack(">H", 49152 + (i % flows) % 16384)
+        yield bytes(frame)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.json"), "w") as f:
+        json.dump(model(), f, indent=1)
+    specs = sys.argv[2:] or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
+                             for n in (1, 1000, 100000) for b in (64, 1400)]
+    for spec in specs:
+        scenario, flows, size = spec.split(":")
+        flows, size = int(flows), int(size)
+        path = os.path.join(out, f"{scenario}-{flows}-{size}.pcap")
+        count = max(flows, 32)  # a one-flow pcap still holds a burst's worth of packets
+        write_pcap(path, flows_of(scenario, size, count, flows))
+    # The slow path: 50,000 distinct flows (pod A → pod B, UDP source ports
+    # 1024..51023), looped by the pcap PMD.
+    write_pcap(os.path.join(out, "newflows.pcap"), flows_of("local", 64, 50000, 50000))
+
+
+if __name__ == "__main__":
+    main()

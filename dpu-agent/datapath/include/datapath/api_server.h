@@ -1,0 +1,54 @@
+// The two local APIs of dpu-dataplane on unix sockets (proto/dpu/dataplane/v1):
+//  - programming: one agent at a time; Hello, FullSync, Delta → Engine::program,
+//    one ProgramReply each. After each accepted change the representor ports
+//    are reconciled with the model; the first accepted model starts polling.
+//    A second agent is refused while one is connected (two writers would undo
+//    each other); when the agent goes away the dataplane keeps forwarding.
+//  - operator (dpuctl): one request per connection → Engine::operate, with the
+//    process's own knowledge (devargs, DPDK counters, XDP counters) added.
+// The loop runs on the control thread (the main lcore), sleeps in poll(2) and
+// calls Engine::maintain about every 100 ms and refreshes the underlay next
+// hops (dataplane_neighbours.h) after each change and every second.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "common/ipc.h"
+#include "common/result.h"
+#include "datapath/dataplane_config.h"
+
+namespace dpu::datapath {
+
+class Engine;
+class DataplanePorts;
+class TunnelNeighbours;
+
+class ApiServer {
+ public:
+  ApiServer(Engine& engine, DataplanePorts& ports, TunnelNeighbours& neighbours, SocketConfig sockets);
+  ~ApiServer();
+
+  Result<void> open();
+  // Serves until `stop` is set.
+  void run(const std::atomic<bool>& stop);
+  // Closes the sockets and removes their files.
+  void close();
+
+ private:
+  void acceptAgent();
+  void serveAgent();
+  void serveOperator();
+
+  Engine& engine_;
+  DataplanePorts& ports_;
+  TunnelNeighbours& neighbours_;
+  SocketConfig sockets_;
+  ipc::Socket programming_;
+  ipc::Socket operator_;
+  ipc::Socket agent_;
+  int agent_pid_ = -1;
+};
+
+}  // namespace dpu::datapath

@@ -1,0 +1,131 @@
+// The configuration of the dpu-dataplane process (`dpu-dataplane --config FILE`,
+// JSON or YAML): EAL arguments, worker lcores, the mbuf pool, the DPDK devargs
+// behind each port role, our tunnel address, the flow cache, the offload
+// backend and the two unix sockets. Parsing is pure (no DPDK), so every field is
+// checked before anything is touched and a bad file fails at start naming the
+// field. Example (the lab, on veths):
+//
+//   eal: {memory_mb: 256, no_huge: true, no_pci: true, file_prefix: dpu-node1}
+//   workers: 1
+//   uplink: {kind: af_xdp, iface: uplink0}           # falls back to af_packet
+//   management: {devargs: "net_af_packet_mgmt,iface=mgmt0"}
+//   representors: {mode: hotplug, backends: [af_xdp, af_packet]}
+//   tunnel_ip: 192.168.100.1
+//   sockets: {programming: /run/dpu/dataplane.sock, operator: /run/dpu/dpuctl.sock}
+//
+// On a BlueField: eal {hugepages, allow: ["0000:03:00.0,representor=pf0vf[0-127]"]},
+// uplink {devargs: the PF}, representors {mode: preprobed}.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace dpu::datapath {
+
+// How a port role becomes a DPDK ethdev.
+enum class PortKind : uint8_t {
+  kDevargs,    // `devargs` verbatim (net_pcap, net_ring, net_null, a PCI address, ...)
+  kAfXdp,      // net_af_xdp on `iface` (uplink: with our XDP program), fallback net_af_packet
+  kAfPacket,   // net_af_packet on `iface`
+  kPreprobed,  // an ethdev EAL already probed (-a/allow), found by name
+};
+
+struct PortConfig {
+  PortKind kind = PortKind::kDevargs;
+  std::string devargs;       // kDevargs
+  std::string iface;         // kAfXdp, kAfPacket: the netdev
+  std::string ethdev_name;   // kPreprobed: the ethdev name (rte_eth_dev_get_port_by_name)
+  bool fallback = true;      // kAfXdp: try net_af_packet when af_xdp fails
+  bool configured = false;   // the role is present in the config
+};
+
+enum class RepresentorMode : uint8_t {
+  kHotplug,    // a vdev per representor netdev, probed as pods attach, removed when unwanted
+  kPreprobed,  // mlx5 representors probed with the PF (representor=[...]), mapped by VF index
+  kTemplate,   // a vdev per representor from devargs templates with {name} (tests, benchmarks)
+};
+
+struct RepresentorConfig {
+  RepresentorMode mode = RepresentorMode::kHotplug;
+  // kHotplug: backends tried in order ("af_xdp", "af_packet").
+  std::vector<PortKind> backends{PortKind::kAfXdp, PortKind::kAfPacket};
+  // kTemplate: devargs with "{name}" replaced by the representor name, and/or
+  // fixed devargs per representor name (which take precedence).
+  std::string devargs_template;
+  std::vector<std::pair<std::string, std::string>> devargs_by_name;
+  // kPreprobed: the ethdev of VF N is the probed port whose name ends in
+  // "<suffix><N>" (mlx5: "_representor_vf"); the model names it "pf0vf<N>".
+  std::string preprobed_suffix = "_representor_vf";
+};
+
+struct EalConfig {
+  bool no_huge = true;
+  bool no_pci = true;
+  uint32_t memory_mb = 256;
+  std::string file_prefix;               // default: "dpu-dataplane-<pid>"
+  std::vector<std::string> allow;        // -a <devargs> (PCI devices, mlx5 PF with representors)
+  std::vector<std::string> vdevs;        // extra --vdev
+  std::vector<std::string> extra_args;   // appended verbatim (after validation of the rest)
+  std::string lcores;                    // -l list; default: the first workers+1 cores
+  std::string log_level;                 // --log-level, e.g. "*:notice"
+};
+
+struct SocketConfig {
+  std::string programming = "/run/dpu/dataplane.sock";
+  std::string operator_api = "/run/dpu/dpuctl.sock";
+};
+
+struct DataplaneConfig {
+  EalConfig eal;
+  unsigned workers = 1;
+  uint32_t mbuf_pool_size = 8191;   // mbufs in the pool (2^n - 1 is optimal for the ring)
+  uint32_t mbuf_cache_size = 256;
+  uint16_t rx_ring_size = 1024;
+  uint16_t tx_ring_size = 1024;
+  // An idle iteration (nothing received) sleeps this long; 0 busy-polls, as a
+  // production DPU does. Tests and shared machines set it so an idle dataplane
+  // leaves the core to others.
+  uint32_t idle_sleep_us = 0;
+  PortConfig uplink;
+  PortConfig management;
+  RepresentorConfig representors;
+  std::string tunnel_ip;                 // our Geneve endpoint
+  std::string uplink_mac;                // override the uplink's MAC ("" = the port's)
+  std::string xdp_program;               // the uplink's XDP object ("" = the built-in path)
+  // ARP for our tunnel IP to the dataplane instead of the kernel. Off by
+  // default: the kernel owns the tunnel address on the uplink netdev, answers
+  // ARP for it, and its neighbour table gives us the underlay next hops.
+  bool xdp_steer_arp = false;
+  // Underlay next hops: static entries (the tests, a static underlay) and/or
+  // the kernel's neighbour table of the uplink netdev (af_xdp/af_packet).
+  struct NextHop {
+    std::string peer;  // a remote node's tunnel IP
+    std::string mac;   // the Ethernet destination towards it
+  };
+  std::vector<NextHop> next_hops;
+  bool resolve_next_hops = true;
+  uint32_t flow_cache_entries = 65536;
+  uint32_t flow_idle_timeout_ms = 10000;
+  std::string offload = "none";          // "none" | "rte_flow"
+  SocketConfig sockets;
+  std::string log_level = "info";
+  std::string log_file;
+};
+
+// Parses and validates the whole document; errors name the field ("config.uplink.kind: ...").
+Result<DataplaneConfig> parseDataplaneConfig(std::string_view text, std::string_view origin);
+Result<DataplaneConfig> loadDataplaneConfig(const std::string& path);
+
+// The devargs a port role is created from (kAfXdp/kAfPacket build them; `vdev_name`
+// is the unique vdev name, e.g. "net_af_xdp_uplink"). kPreprobed has none.
+std::string afXdpDevargs(const std::string& vdev_suffix, const std::string& iface, const std::string& xdp_program);
+std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& iface);
+// "{name}" in the template replaced by `name` (every occurrence).
+std::string expandTemplate(const std::string& templ, const std::string& name);
+std::string portKindName(PortKind kind);
+
+}  // namespace dpu::datapath

@@ -1,0 +1,54 @@
+// The uplink's XDP program (bpf/overlay_steer.bpf.c) seen from user space.
+//
+// DPDK's net_af_xdp loads the object itself (devarg xdp_prog=) and attaches it
+// to the netdev, so we cannot set its read-only data before load. Instead the
+// program reads its settings from the map "steer_cfg", which starts zeroed
+// (steering disabled: everything goes to the kernel) and which we fill after
+// the port has started, by finding the program attached to the interface and
+// its map by name. The same lookup reads the per-CPU decision counters.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "common/net_address.h"
+#include "common/result.h"
+
+namespace dpu::datapath {
+
+// Mirrors `struct steer_config` in overlay_steer.bpf.c.
+struct XdpSteerConfig {
+  uint32_t enabled = 0;
+  uint32_t flags = 0;
+  uint32_t has_ip4 = 0;
+  uint32_t has_ip6 = 0;
+  uint32_t ip4 = 0;  // network order
+  std::array<uint8_t, 16> ip6{};
+};
+static_assert(sizeof(XdpSteerConfig) == 36);
+inline constexpr uint32_t kXdpSteerArp = 1;
+
+// Mirrors `enum steer_counter`.
+struct XdpSteerCounters {
+  uint64_t redirected = 0;  // into the AF_XDP socket
+  uint64_t passed = 0;      // to the kernel: not overlay traffic
+  uint64_t no_socket = 0;   // overlay traffic, but no socket on the queue: to the kernel
+};
+
+XdpSteerConfig makeSteerConfig(const IpAddress& tunnel_ip, bool steer_arp);
+
+// Fills steer_cfg of the program attached to `ifname` (any XDP mode).
+Result<void> configureAttachedSteering(const std::string& ifname, const XdpSteerConfig& config);
+Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname);
+
+// On a program or map fd (tests load the object themselves).
+Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config);
+Result<XdpSteerCounters> readSteerCounters(int map_fd);
+
+// The objects built with this tree (CMake passes their paths): the uplink's
+// overlay_steer and the representors' representor_redirect.
+std::string builtinXdpProgramPath();
+std::string builtinRepresentorXdpProgramPath();
+
+}  // namespace dpu::datapath

@@ -1,0 +1,52 @@
+// A cached flow back in its portable form (flow::FlowSpec): what offload
+// translates into rte_flow rules and what dump-flows prints. The compiled
+// entry refers to the snapshot for its encap header (per remote subnet, with
+// the flow's ingress key patched in), so the snapshot it is valid in is given.
+#include <cstring>
+
+#include "engine_impl.h"
+#include "overlay/bytes.h"
+
+namespace dpu::datapath {
+
+flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowEntry& e) const {
+  flow::FlowSpec spec;
+  spec.match.key = e.key;
+  spec.match.eth_src = e.key.eth_src;
+  spec.match.eth_dst = e.key.eth_dst;
+  if (e.tun_family != 0) {
+    spec.match.tunnel.family = e.tun_family;
+    spec.match.tunnel.remote_ip = e.tun_remote;
+    spec.match.tunnel.local_ip = snap.tunnel_ip;
+    spec.match.tunnel.vni = e.key.tunnel_id;
+    spec.match.tunnel.ingress_port_key = e.tun_ingress;
+    spec.match.tunnel.egress_port_key = e.tun_egress;
+  }
+  auto add = [&spec](flow::ActionType type) -> flow::FlowAction& {
+    spec.actions.emplace_back();
+    spec.actions.back().type = type;
+    return spec.actions.back();
+  };
+  if (e.ops & op::kDrop) {
+    add(flow::ActionType::kDrop).drop_reason = e.drop_reason;
+    return spec;
+  }
+  if (e.ops & op::kDecap) add(flow::ActionType::kGeneveDecap).decap_bytes = e.decap_len;
+  if (e.ops & op::kDecTtl) add(flow::ActionType::kDecTtl);
+  if (e.ops & op::kSetEthSrc) add(flow::ActionType::kSetEthSrc).mac = e.set_src;
+  if (e.ops & op::kSetEthDst) add(flow::ActionType::kSetEthDst).mac = e.set_dst;
+  if (e.ops & op::kEncap) {
+    const SnapRemoteNode* node = snap.remoteByDep(e.dep_out);
+    if (node != nullptr && e.encap_subnet < node->subnets.size()) {
+      const SnapEncap& t = node->subnets[e.encap_subnet].encap;
+      flow::FlowAction& a = add(flow::ActionType::kGeneveEncap);
+      a.encap_header.assign(t.bytes.begin(), t.bytes.begin() + t.length);
+      overlay::store16(a.encap_header.data() + t.ovn_offset, e.encap_ingress & overlay::kOvnMaxIngressPortKey);
+      a.encap_family = t.ipv6 ? 6 : 4;
+    }
+  }
+  if (e.ops & op::kOutput) add(flow::ActionType::kOutput).port = e.out_port;
+  return spec;
+}
+
+}  // namespace dpu::datapath

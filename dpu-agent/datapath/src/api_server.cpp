@@ -1,0 +1,158 @@
+// The programming and operator sockets of dpu-dataplane (api_server.h).
+#include "datapath/api_server.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include "common/ipc_proto.h"
+#include "common/log.h"
+#include "datapath/dataplane_neighbours.h"
+#include "datapath/dataplane_ports.h"
+#include "datapath/engine.h"
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+namespace dpu::datapath {
+namespace {
+
+using namespace std::chrono_literals;
+namespace v1 = dataplane::v1;
+
+constexpr auto kMaintainPeriod = 100ms;
+constexpr auto kReconcileRetry = 1s;
+// A FullSync of a large model may take a while to arrive once it has started.
+constexpr auto kRequestDeadline = 10s;
+constexpr auto kReplyDeadline = 5s;
+
+}  // namespace
+
+ApiServer::ApiServer(Engine& engine, DataplanePorts& ports, TunnelNeighbours& neighbours, SocketConfig sockets)
+    : engine_(engine), ports_(ports), neighbours_(neighbours), sockets_(std::move(sockets)) {}
+
+ApiServer::~ApiServer() { close(); }
+
+Result<void> ApiServer::open() {
+  auto programming = ipc::listenUnix(sockets_.programming, 0600);
+  if (!programming) return prefixed("programming socket", std::move(programming).takeError());
+  auto op = ipc::listenUnix(sockets_.operator_api, 0660);
+  if (!op) {
+    ::unlink(sockets_.programming.c_str());
+    return prefixed("operator socket", std::move(op).takeError());
+  }
+  programming_ = std::move(*programming);
+  operator_ = std::move(*op);
+  DPU_LOG(kInfo, "dataplane") << "programming API on " << sockets_.programming << ", operator API on "
+                              << sockets_.operator_api;
+  return {};
+}
+
+void ApiServer::close() {
+  agent_.close();
+  if (programming_.valid()) {
+    programming_.close();
+    ::unlink(sockets_.programming.c_str());
+  }
+  if (operator_.valid()) {
+    operator_.close();
+    ::unlink(sockets_.operator_api.c_str());
+  }
+}
+
+void ApiServer::acceptAgent() {
+  auto sock = ipc::acceptUnix(programming_, ipc::after(0ms));
+  if (!sock || !sock->valid()) return;
+  auto creds = ipc::peerCredentials(*sock);
+  int pid = creds ? creds->pid : -1;
+  if (agent_.valid()) {
+    v1::ProgramReply refusal;
+    refusal.set_status(v1::INVALID);
+    refusal.set_message("another agent (pid " + std::to_string(agent_pid_) +
+                        ") is connected to this dataplane; only one may program it");
+    (void)ipc::sendMessage(*sock, refusal, ipc::after(1s));
+    DPU_LOG(kWarn, "dataplane") << "refused a second agent (pid " << pid << ")";
+    return;
+  }
+  agent_ = std::move(*sock);
+  agent_pid_ = pid;
+  DPU_LOG(kInfo, "dataplane") << "agent connected (pid " << pid << ")";
+}
+
+void ApiServer::serveAgent() {
+  v1::ProgramRequest request;
+  ipc::Frame frame = ipc::recvMessage(agent_, request, ipc::after(kRequestDeadline));
+  if (!frame.ok()) {
+    if (frame.failure == ipc::RecvFailure::kClosed) {
+      DPU_LOG(kInfo, "dataplane") << "agent (pid " << agent_pid_
+                                  << ") disconnected; forwarding on with the last programmed model";
+    } else {
+      DPU_LOG(kWarn, "dataplane") << "dropping the agent connection: " << frame.error;
+    }
+    agent_.close();
+    return;
+  }
+  if (request.has_hello()) {
+    DPU_LOG(kInfo, "dataplane") << "hello from agent " << request.hello().agent_id();
+  }
+  v1::ProgramReply reply = engine_.program(request);
+  if (reply.status() == v1::OK && (request.has_full_sync() || request.has_delta())) {
+    ports_.reconcile();
+    neighbours_.refresh();
+    if (!ports_.active() && reply.generation() > 0) ports_.activate();
+  }
+  if (reply.status() != v1::OK) {
+    DPU_LOG(kWarn, "dataplane") << "program request refused (" << v1::ProgramStatus_Name(reply.status())
+                                << "): " << reply.message();
+  }
+  if (auto sent = ipc::sendMessage(agent_, reply, ipc::after(kReplyDeadline)); !sent) {
+    DPU_LOG(kWarn, "dataplane") << "cannot answer the agent: " << sent.error();
+    agent_.close();
+  }
+}
+
+void ApiServer::serveOperator() {
+  auto sock = ipc::acceptUnix(operator_, ipc::after(0ms));
+  if (!sock || !sock->valid()) return;
+  v1::OperatorRequest request;
+  ipc::Frame frame = ipc::recvMessage(*sock, request, ipc::after(1s));
+  if (!frame.ok()) return;
+  v1::OperatorReply reply = engine_.operate(request);
+  if (request.has_ports()) ports_.describe(reply);
+  if (request.has_stats()) {
+    ports_.addCounters(reply);
+    auto* c = reply.add_counters();
+    c->set_name("flow_bytes");
+    c->set_value(engine_.bytesPerFlow());
+    c->set_description("memory per cached flow in bytes (flow entry, bucket share, offload bookkeeping)");
+  }
+  (void)ipc::sendMessage(*sock, reply, ipc::after(kReplyDeadline));
+}
+
+void ApiServer::run(const std::atomic<bool>& stop) {
+  auto next_maintain = std::chrono::steady_clock::now();
+  auto next_reconcile = next_maintain + kReconcileRetry;
+  while (!stop.load()) {
+    pollfd fds[3] = {{programming_.fd(), POLLIN, 0}, {operator_.fd(), POLLIN, 0}, {agent_.fd(), POLLIN, 0}};
+    nfds_t count = agent_.valid() ? 3 : 2;
+    auto now = std::chrono::steady_clock::now();
+    int timeout = next_maintain > now
+                      ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_maintain - now).count()) + 1
+                      : 0;
+    int ready = ::poll(fds, count, timeout);
+    if (ready > 0) {
+      if (count == 3 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) serveAgent();
+      if (fds[0].revents & POLLIN) acceptAgent();
+      if (fds[1].revents & POLLIN) serveOperator();
+    }
+    now = std::chrono::steady_clock::now();
+    if (now >= next_maintain) {
+      engine_.maintain();
+      next_maintain = now + kMaintainPeriod;
+    }
+    if (now >= next_reconcile) {
+      if (ports_.missing()) ports_.reconcile();
+      neighbours_.refresh();
+      next_reconcile = now + kReconcileRetry;
+    }
+  }
+}
+
+}  // namespace dpu::datapath

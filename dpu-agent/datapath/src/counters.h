@@ -1,0 +1,73 @@
+// Per-lcore counters: drops by reason, events, and per-port packet counts.
+//
+// One list of reasons: overlay::Status values (overlay/status.def) come first,
+// so a Status from a parser is a DropReason as it is, then the datapath's own
+// (counters.def). Each worker writes only its own WorkerCounters with plain
+// relaxed stores (no atomic read-modify-write on the packet path); readers on
+// the control thread load them relaxed and sum over workers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "overlay/status.h"
+
+namespace dpu::datapath {
+
+inline constexpr unsigned kMaxPorts = 32;  // RTE_MAX_ETHPORTS of the Debian DPDK build; checked in engine.cpp
+
+enum class DropReason : uint8_t {
+#define X(name, text) k##name,
+#include "overlay/status.def"
+#undef X
+#define DROP(name, text) k##name,
+#define EVENT(name, text)
+#include "counters.def"
+#undef DROP
+#undef EVENT
+  kCount
+};
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
+static_assert(kDropReasonCount <= 256, "drop reasons are stored in one byte per flow");
+
+enum class Event : uint8_t {
+#define DROP(name, text)
+#define EVENT(name, text) k##name,
+#include "counters.def"
+#undef DROP
+#undef EVENT
+  kCount
+};
+inline constexpr size_t kEventCount = static_cast<size_t>(Event::kCount);
+
+constexpr DropReason toDropReason(overlay::Status s) { return static_cast<DropReason>(s); }
+
+std::string_view dropReasonName(DropReason r);
+std::string_view dropReasonText(DropReason r);
+std::string_view eventName(Event e);
+std::string_view eventText(Event e);
+
+// Single-writer counter update: a plain load and store, atomic only so that a
+// concurrent reader never sees a torn value.
+inline void bump(uint64_t& counter, uint64_t n = 1) {
+  __atomic_store_n(&counter, __atomic_load_n(&counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+inline uint64_t readCounter(const uint64_t& counter) { return __atomic_load_n(&counter, __ATOMIC_RELAXED); }
+
+struct PortCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_dropped = 0;  // received on this port and dropped, any reason
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_dropped = 0;  // refused by the port's tx queue
+};
+
+struct WorkerCounters {
+  uint64_t drops[kDropReasonCount] = {};
+  uint64_t events[kEventCount] = {};
+  PortCounters ports[kMaxPorts] = {};
+};
+
+}  // namespace dpu::datapath

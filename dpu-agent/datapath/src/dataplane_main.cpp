@@ -1,0 +1,212 @@
+// dpu-dataplane: the DPDK datapath process. It owns the EAL, the ports and
+// the worker lcores, runs the Engine (engine.h) on them, serves the
+// programming API (dpu-agent) and the operator API (dpuctl), and keeps
+// forwarding with its last model while no agent is connected.
+//
+//   dpu-dataplane --config /etc/dpu/dataplane.yaml
+//   dpu-dataplane --config FILE --check     # validate the config and exit
+//
+// SIGTERM/SIGINT: stop the lcores, close the ports, remove the sockets, exit 0.
+// Exit codes: 0 clean stop, 1 start-up failure (the message names what to fix),
+// 2 bad command line or configuration.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "datapath/api_server.h"
+#include "datapath/dataplane_config.h"
+#include "datapath/dataplane_neighbours.h"
+#include "datapath/dataplane_ports.h"
+#include "datapath/eal.h"
+#include "datapath/engine.h"
+#include "datapath/lcore.h"
+#include "datapath/port.h"
+#include "offload/none_backend.h"
+#include "offload/rte_flow_backend.h"
+
+namespace {
+
+using namespace dpu;
+using namespace dpu::datapath;
+
+std::atomic<bool> g_stop{false};
+
+void onSignal(int) { g_stop.store(true); }
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: dpu-dataplane --config FILE [--check]\n"
+               "  --config FILE   the dataplane configuration (JSON or YAML)\n"
+               "  --check         validate the configuration and exit\n");
+}
+
+int fail(const std::string& message) {
+  DPU_LOG(kError, "dataplane") << message;
+  return 1;
+}
+
+int run(const DataplaneConfig& config, const char* program) {
+  if (auto init = initEal(config, program); !init) return fail(init.error());
+
+  rte_mempool* pool = rte_pktmbuf_pool_create("dpu_mbufs", config.mbuf_pool_size, config.mbuf_cache_size, 0,
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
+  if (!pool) {
+    cleanupEal();
+    return fail(std::string("cannot create the mbuf pool of ") + std::to_string(config.mbuf_pool_size) +
+                " mbufs: " + rte_strerror(rte_errno) + "; lower mbuf_pool_size or raise eal.memory_mb");
+  }
+
+  int status = 0;
+  {
+    auto backend = makePortBackend(config.representors);
+    PortSetup setup{pool, config.workers, config.rx_ring_size, config.tx_ring_size};
+    DataplanePorts ports(*backend, setup);
+    if (auto opened = ports.openRolePorts(config); !opened) {
+      rte_mempool_free(pool);
+      cleanupEal();
+      return fail(opened.error());
+    }
+    const Port* uplink = ports.rolePort("uplink");
+
+    // The offload backend. rte_flow goes through the uplink's switch domain;
+    // ports without rte_flow refuse each rule and the flow stays in software.
+    offload::NoOffloadBackend no_offload;
+    std::unique_ptr<offload::RteFlowBackend> rte_flow;
+    offload::OffloadBackend* offload = &no_offload;
+    if (config.offload == "rte_flow") {
+      offload::RteFlowBackendConfig flow_config;
+      flow_config.eswitch_port = uplink->port_id;
+      flow_config.ports.add(uplink->port_id, uplink->port_id);
+      flow_config.tunnel_ports.push_back(uplink->port_id);
+      auto created = offload::RteFlowBackend::create(flow_config);
+      if (!created) {
+        ports.closeAll();
+        rte_mempool_free(pool);
+        cleanupEal();
+        return fail("offload rte_flow: " + created.error());
+      }
+      rte_flow = std::move(*created);
+      offload = rte_flow.get();
+    }
+
+    EngineConfig engine_config;
+    engine_config.workers = config.workers;
+    engine_config.flow_cache_entries = config.flow_cache_entries;
+    engine_config.flow_idle_timeout_ms = config.flow_idle_timeout_ms;
+    engine_config.tunnel_ip = config.tunnel_ip;
+    engine_config.offload = offload;
+    auto engine = Engine::create(engine_config);
+    if (!engine) {
+      ports.closeAll();
+      rte_flow.reset();
+      rte_mempool_free(pool);
+      cleanupEal();
+      return fail("engine: " + engine.error());
+    }
+    WorkerSet workers(**engine, config.workers, config.idle_sleep_us);
+    if (rte_flow) {
+      ports.setObserver([&](const Port& port, PortRole role, bool added) {
+        if (role == PortRole::kUplink) return;
+        if (!added) {
+          rte_flow->removePort(port.port_id);
+        } else if (auto ok = rte_flow->addPort(port.port_id, port.port_id, false); !ok) {
+          DPU_LOG(kWarn, "dataplane") << "offload: port " << port.name << ": " << ok.error();
+        }
+      });
+    }
+    if (auto attached = ports.attach(**engine, workers); !attached) {
+      status = fail(attached.error());
+    } else {
+      std::map<IpAddress, MacAddress> static_hops;
+      for (const auto& hop : config.next_hops)
+        static_hops[*IpAddress::parse(hop.peer)] = *MacAddress::parse(hop.mac);
+      std::string uplink_iface = config.resolve_next_hops ? ports.rolePort("uplink")->iface : "";
+      TunnelNeighbours neighbours(**engine, uplink_iface, std::move(static_hops));
+      ApiServer server(**engine, ports, neighbours, config.sockets);
+      if (auto open = server.open(); !open) {
+        status = fail(open.error());
+      } else if (auto started = workers.start(); !started) {
+        status = fail(started.error());
+      } else {
+        DPU_LOG(kInfo, "dataplane") << "running: " << config.workers << " worker lcore(s), flow cache "
+                                    << config.flow_cache_entries << " entries per worker ("
+                                    << (*engine)->bytesPerFlow() << " bytes per flow), offload " << config.offload;
+        server.run(g_stop);
+        DPU_LOG(kInfo, "dataplane") << "stopping";
+      }
+      server.close();
+    }
+    workers.stop();
+    ports.closeAll();
+    engine->reset();
+    rte_flow.reset();
+  }
+  rte_mempool_free(pool);
+  cleanupEal();
+  if (status == 0) {
+    DPU_LOG(kInfo, "dataplane") << "stopped";
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (arg.rfind("--config=", 0) == 0) {
+      config_path = arg.substr(9);
+    } else if (arg == "--check") {
+      check = true;
+    } else if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "dpu-dataplane: unknown argument %s\n", arg.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (config_path.empty()) {
+    usage(stderr);
+    return 2;
+  }
+  auto config = loadDataplaneConfig(config_path);
+  if (!config) {
+    std::fprintf(stderr, "dpu-dataplane: %s\n", config.error().c_str());
+    return 2;
+  }
+  if (auto level = log::parseLevel(config->log_level); level) log::setLevel(*level);
+  if (!config->log_file.empty()) {
+    if (auto file = log::setFile(config->log_file); !file) {
+      std::fprintf(stderr, "dpu-dataplane: log.file: %s\n", file.error().c_str());
+      return 2;
+    }
+  }
+  if (check) {
+    std::printf("%s: OK\n", config_path.c_str());
+    return 0;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  return run(*config, argv[0]);
+}

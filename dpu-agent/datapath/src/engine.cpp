@@ -1,0 +1,467 @@
+// The control side of the Engine: create, port bindings, the programming API
+// (Hello, FullSync diffed against the current model, Delta with its base
+// check), snapshot publication with RCU, the operator API and maintain()
+// (reclaiming snapshots, driving offload). All of it runs on the one control
+// thread; the lcores only see published snapshots.
+#include <rte_build_config.h>
+#include <rte_ethdev.h>
+
+#include <algorithm>
+#include <new>
+#include <random>
+
+#include "engine_impl.h"
+#include "offload/offload.h"
+
+namespace dpu::datapath {
+
+static_assert(kMaxPorts == RTE_MAX_ETHPORTS, "counters.h kMaxPorts must follow the DPDK build");
+
+namespace {
+
+std::string roleName(PortRole r) {
+  switch (r) {
+    case PortRole::kUplink:
+      return "uplink";
+    case PortRole::kManagement:
+      return "management";
+    case PortRole::kRepresentor:
+      return "representor";
+  }
+  return "unknown";
+}
+
+dataplane::v1::ProgramReply reply(dataplane::v1::ProgramStatus status, const std::string& message,
+                                  uint64_t generation) {
+  dataplane::v1::ProgramReply r;
+  r.set_status(status);
+  r.set_message(message);
+  r.set_generation(generation);
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  if (config.workers == 0 || config.workers > RTE_MAX_LCORE) {
+    return Error{"engine: workers must be 1.." + std::to_string(RTE_MAX_LCORE) + ", got " +
+                 std::to_string(config.workers)};
+  }
+  if (config.flow_cache_entries < 8 || config.flow_cache_entries > (1u << 26)) {
+    return Error{"engine: flow_cache_entries must be 8..67108864 per worker, got " +
+                 std::to_string(config.flow_cache_entries)};
+  }
+  if (config.flow_idle_timeout_ms == 0) return Error{"engine: flow_idle_timeout_ms must be at least 1"};
+  if (config.offload_queue == 0 || config.offload_queue > (1u << 24)) {
+    return Error{"engine: offload_queue must be 1..16777216"};
+  }
+  auto engine = std::make_unique<EngineImpl>(config);
+  if (auto r = engine->init(); !r) return std::move(r).takeError();
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+EngineImpl::EngineImpl(const EngineConfig& config) : config_(config) {
+  // The no-offload backend refuses every flow: skip the queue, the per-flow
+  // bookkeeping and the refusals, and say so in dump-flows.
+  if (config_.offload != nullptr && config_.offload->capabilities().backend == "none") config_.offload = nullptr;
+}
+
+EngineImpl::~EngineImpl() {
+  if (config_.offload != nullptr) {
+    for (auto& w : workers_) {
+      for (auto& s : w->offload) {
+        if (s.state == OffloadSlot::kInHw) (void)config_.offload->remove(offload::OffloadHandle{s.handle});
+      }
+    }
+  }
+  delete current_.load();
+  for (auto& r : retired_) delete r.snapshot;
+}
+
+Result<void> EngineImpl::init() {
+  std::random_device rd;
+  hash_seed_ = (uint64_t{rd()} << 32) | rd();
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+  instance_id_ = id;
+  if (!config_.tunnel_ip.empty()) {
+    auto ip = IpAddress::parse(config_.tunnel_ip);
+    if (!ip) return Error{"engine: tunnel_ip \"" + config_.tunnel_ip + "\": " + ip.error()};
+    model_.tunnel_ip = *ip;
+    model_.has_tunnel_ip = true;
+  }
+  start_ms_ = now();
+  try {
+    for (unsigned i = 0; i < config_.workers; ++i) {
+      workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
+                                                         config_.offload != nullptr));
+      workers_.back()->last_sweep_ms = start_ms_;
+    }
+  } catch (const std::bad_alloc&) {
+    return Error{"engine: not enough memory for " + std::to_string(config_.workers) + " flow caches of " +
+                 std::to_string(config_.flow_cache_entries) + " entries; lower flow_cache_entries"};
+  }
+  return republish();
+}
+
+Result<void> EngineImpl::republish() {
+  DepRegistry deps = deps_;
+  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_};
+  auto snap = buildSnapshot(in, deps);
+  if (!snap) return std::move(snap).takeError();
+  deps_ = std::move(deps);
+  const Snapshot* old = current_.exchange(snap->release(), std::memory_order_acq_rel);
+  const uint64_t epoch = epoch_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (old != nullptr) retired_.push_back({old, epoch});
+  return {};
+}
+
+Result<void> EngineImpl::bindPort(const std::string& name, uint16_t dpdk_port, PortRole role, MacAddress mac) {
+  if (name.empty()) return Error{"bindPort: empty port name"};
+  if (dpdk_port >= kMaxPorts) {
+    return Error{"bindPort " + name + ": DPDK port " + std::to_string(dpdk_port) + " is beyond RTE_MAX_ETHPORTS (" +
+                 std::to_string(kMaxPorts) + ")"};
+  }
+  for (const auto& [other, b] : bindings_) {
+    if (other == name) continue;
+    if (b.port == dpdk_port) {
+      return Error{"bindPort " + name + ": DPDK port " + std::to_string(dpdk_port) + " is already bound as " + other};
+    }
+    if (role == PortRole::kUplink && b.role == PortRole::kUplink) {
+      return Error{"bindPort " + name + ": " + other + " is already the uplink; unbind it first"};
+    }
+  }
+  Binding saved;
+  auto it = bindings_.find(name);
+  const bool had = it != bindings_.end();
+  if (had) saved = it->second;
+  bindings_[name] = Binding{dpdk_port, role, mac};
+  if (auto r = republish(); !r) {
+    if (had) {
+      bindings_[name] = saved;
+    } else {
+      bindings_.erase(name);
+    }
+    return r;
+  }
+  return {};
+}
+
+void EngineImpl::unbindPort(const std::string& name) {
+  if (bindings_.erase(name) == 0) return;
+  (void)republish();
+}
+
+std::vector<std::string> EngineImpl::wantedRepresentors() const {
+  std::vector<std::string> out;
+  for (const auto& p : model_.ports) out.push_back(p.representor);
+  return out;
+}
+
+Result<void> EngineImpl::setTunnelNextHop(const IpAddress& peer, MacAddress next_hop) {
+  if (next_hop.isZero() || next_hop.isMulticast()) {
+    return Error{"setTunnelNextHop " + peer.str() + ": " + next_hop.str() + " is not a unicast MAC"};
+  }
+  auto it = next_hops_.find(peer);
+  if (it != next_hops_.end() && it->second == next_hop) return {};
+  next_hops_[peer] = next_hop;
+  return republish();
+}
+
+std::vector<IpAddress> EngineImpl::wantedTunnelPeers() const {
+  std::vector<IpAddress> out;
+  for (const auto& r : model_.remote_nodes) out.push_back(r.tunnel_ip);
+  return out;
+}
+
+size_t EngineImpl::bytesPerFlow() const {
+  return sizeof(FlowEntry) + sizeof(FlowBucket) / FlowBucket::kWays +
+         (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
+}
+
+bool EngineImpl::quiesced(uint64_t epoch) const {
+  for (const auto& w : workers_) {
+    if (w->quiescent_epoch.load(std::memory_order_acquire) < epoch) return false;
+  }
+  return true;
+}
+
+uint32_t EngineImpl::countStale(const Snapshot& snap) const {
+  uint32_t n = 0;
+  FlowEntry e;
+  for (const auto& w : workers_) {
+    for (uint32_t i = 0; i < w->table.capacity(); ++i) {
+      if (w->table.read(i, e) && !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) ++n;
+    }
+  }
+  return n;
+}
+
+dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalModel& model, uint64_t generation) {
+  auto parsed = validateModel(model);
+  if (!parsed) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + parsed.error(), generation_);
+  Model saved_model = std::move(model_);
+  const uint64_t saved_generation = generation_;
+  model_ = std::move(*parsed);
+  generation_ = generation;
+  if (auto r = republish(); !r) {
+    model_ = std::move(saved_model);
+    generation_ = saved_generation;
+    return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error(), generation_);
+  }
+  model_proto_ = model;
+  auto out = reply(dataplane::v1::OK, "", generation_);
+  out.set_flows_removed(countStale(*current_.load(std::memory_order_relaxed)));
+  return out;
+}
+
+dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequest& request) {
+  switch (request.body_case()) {
+    case dataplane::v1::ProgramRequest::kHello: {
+      auto out = reply(dataplane::v1::OK, "", generation_);
+      out.mutable_hello()->set_instance_id(instance_id_);
+      out.mutable_hello()->set_generation(generation_);
+      return out;
+    }
+    case dataplane::v1::ProgramRequest::kFullSync: {
+      const auto& fs = request.full_sync();
+      if (fs.generation() == 0) {
+        return reply(dataplane::v1::INVALID, "FullSync generation must be non-zero (0 means never programmed)",
+                     generation_);
+      }
+      return install(fs.model(), fs.generation());
+    }
+    case dataplane::v1::ProgramRequest::kDelta: {
+      const auto& d = request.delta();
+      if (generation_ == 0 || d.base_generation() != generation_) {
+        return reply(dataplane::v1::RESYNC_NEEDED,
+                     "Delta base generation " + std::to_string(d.base_generation()) +
+                         " is not the dataplane's current generation " + std::to_string(generation_) +
+                         ": send a FullSync",
+                     generation_);
+      }
+      if (d.generation() <= d.base_generation()) {
+        return reply(dataplane::v1::INVALID,
+                     "Delta generation " + std::to_string(d.generation()) + " must be above its base " +
+                         std::to_string(d.base_generation()),
+                     generation_);
+      }
+      bool resync = false;
+      auto next = applyDelta(model_proto_, d, resync);
+      if (!next) {
+        return reply(resync ? dataplane::v1::RESYNC_NEEDED : dataplane::v1::INVALID, next.error(), generation_);
+      }
+      return install(*next, d.generation());
+    }
+    case dataplane::v1::ProgramRequest::BODY_NOT_SET:
+      break;
+  }
+  return reply(dataplane::v1::INVALID, "empty ProgramRequest: send Hello, FullSync or Delta", generation_);
+}
+
+uint16_t EngineImpl::internReason(const std::string& text) {
+  auto [it, inserted] = reason_index_.emplace(text, static_cast<uint16_t>(reasons_.size()));
+  if (inserted) {
+    if (reasons_.size() >= UINT16_MAX) return 0;
+    reasons_.push_back(text);
+  }
+  return it->second;
+}
+
+void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowEntry& e, const Snapshot& snap,
+                           uint32_t now32) {
+  OffloadSlot& s = w.offload[index];
+  if (s.state == OffloadSlot::kInHw) (void)config_.offload->remove(offload::OffloadHandle{s.handle});
+  OffloadSlot next;
+  next.flow_id = e.flow_id;
+  next.hw_used_ms = now32;
+  const flow::FlowSpec spec = toFlowSpec(snap, e);
+  if (auto ok = config_.offload->validate(spec); !ok) {
+    next.state = OffloadSlot::kSoftware;
+    next.reason = internReason(ok.error());
+  } else if (auto h = config_.offload->install(spec); !h) {
+    next.state = OffloadSlot::kSoftware;
+    next.reason = internReason(h.error());
+  } else {
+    next.state = OffloadSlot::kInHw;
+    next.handle = h->id;
+  }
+  // The lcore's sweep reads flow_id, state and hw_used_ms: stored atomically,
+  // state last (kNone while the others change).
+  __atomic_store_n(&s.state, OffloadSlot::kNone, __ATOMIC_RELAXED);
+  s.reason = next.reason;
+  s.handle = next.handle;
+  s.hw_packets_lo = 0;
+  __atomic_store_n(&s.hw_used_ms, next.hw_used_ms, __ATOMIC_RELAXED);
+  __atomic_store_n(&s.flow_id, next.flow_id, __ATOMIC_RELAXED);
+  __atomic_store_n(&s.state, next.state, __ATOMIC_RELEASE);
+}
+
+void EngineImpl::drainOffload() {
+  const Snapshot& snap = *current_.load(std::memory_order_relaxed);
+  const uint32_t now32 = static_cast<uint32_t>(now());
+  FlowEntry e;
+  for (auto& w : workers_) {
+    uint64_t v;
+    while (w->offload_ring.pop(v)) {
+      const uint32_t index = static_cast<uint32_t>(v >> 32);
+      const uint32_t id = static_cast<uint32_t>(v);
+      if (!w->table.read(index, e) || e.flow_id != id) continue;
+      if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+      const OffloadSlot& s = w->offload[index];
+      if (s.flow_id == id && s.state != OffloadSlot::kNone) continue;  // offered by a scan already
+      offerFlow(*w, index, e, snap, now32);
+    }
+  }
+}
+
+void EngineImpl::scanOffload(bool full) {
+  const Snapshot& snap = *current_.load(std::memory_order_relaxed);
+  const uint32_t now32 = static_cast<uint32_t>(now());
+  FlowEntry e;
+  for (auto& w : workers_) {
+    for (uint32_t i = 0; i < w->offload.size(); ++i) {
+      OffloadSlot& s = w->offload[i];
+      if (s.state == OffloadSlot::kNone && !full) continue;
+      const bool present = w->table.read(i, e);
+      const bool valid = present && snap.depsValid(e.stamp, e.dep_in, e.dep_out);
+      if (s.state != OffloadSlot::kNone && (!valid || e.flow_id != s.flow_id)) {
+        // The flow left the cache (aged, evicted, invalidated): so does its rule.
+        if (s.state == OffloadSlot::kInHw) (void)config_.offload->remove(offload::OffloadHandle{s.handle});
+        __atomic_store_n(&s.state, OffloadSlot::kNone, __ATOMIC_RELEASE);
+      }
+      if (!full || !valid) continue;
+      if (s.state == OffloadSlot::kNone) {
+        // A flow the lcore could not queue (queue full): offered now.
+        offerFlow(*w, i, e, snap, now32);
+      } else if (s.state == OffloadSlot::kInHw) {
+        auto c = config_.offload->query(offload::OffloadHandle{s.handle});
+        if (c && static_cast<uint32_t>(c->packets) != s.hw_packets_lo) {
+          s.hw_packets_lo = static_cast<uint32_t>(c->packets);
+          __atomic_store_n(&s.hw_used_ms, now32, __ATOMIC_RELAXED);
+        }
+      }
+    }
+  }
+}
+
+void EngineImpl::maintain() {
+  while (!retired_.empty() && quiesced(retired_.front().epoch)) {
+    delete retired_.front().snapshot;
+    retired_.pop_front();
+  }
+  ++maintain_calls_;
+  if (config_.offload != nullptr) {
+    drainOffload();
+    scanOffload(maintain_calls_ % 10 == 0);
+  }
+}
+
+dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRequest& request) {
+  dataplane::v1::OperatorReply out;
+  out.set_generation(generation_);
+  out.set_instance_id(instance_id_);
+  const Snapshot& snap = *current_.load(std::memory_order_relaxed);
+  switch (request.body_case()) {
+    case dataplane::v1::OperatorRequest::kDumpFlows: {
+      const uint64_t t = now();
+      const uint32_t now32 = static_cast<uint32_t>(t);
+      FlowEntry e;
+      for (const auto& w : workers_) {
+        for (uint32_t i = 0; i < w->table.capacity(); ++i) {
+          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+          const flow::FlowSpec spec = toFlowSpec(snap, e);
+          auto* f = out.add_flows();
+          f->set_match(flow::describeMatch(spec.match));
+          if (e.ops & op::kDrop) {
+            f->set_actions("drop(" + std::string(dropReasonName(static_cast<DropReason>(e.drop_reason))) + ")");
+          } else {
+            f->set_actions(flow::describeActions(spec.actions));
+          }
+          uint64_t packets = e.packets, bytes = e.bytes;
+          const uint32_t used =
+              __atomic_load_n(&w->table.bucket(i / FlowBucket::kWays).used[i % FlowBucket::kWays], __ATOMIC_RELAXED);
+          uint64_t idle = now32 - used;
+          std::string status = "software";
+          if (config_.offload == nullptr) {
+            status = "software: no offload backend";
+          } else {
+            const OffloadSlot& s = w->offload[i];
+            if (s.flow_id != e.flow_id || s.state == OffloadSlot::kNone) {
+              status = "software: offload pending";
+            } else if (s.state == OffloadSlot::kInHw) {
+              f->set_in_hw(true);
+              status = "offloaded";
+              if (auto c = config_.offload->query(offload::OffloadHandle{s.handle}); c) {
+                packets += c->packets;
+                bytes += c->bytes;
+              }
+              idle = std::min<uint64_t>(idle, now32 - s.hw_used_ms);
+            } else {
+              status = "software: " + (s.reason < reasons_.size() ? reasons_[s.reason] : std::string("refused"));
+            }
+          }
+          f->set_offload_status(status);
+          f->set_packets(packets);
+          f->set_bytes(bytes);
+          const uint64_t created_ms = uint64_t{e.created_s} * 1000;
+          f->set_age_ms(t > created_ms ? t - created_ms : 0);
+          f->set_idle_ms(idle);
+        }
+      }
+      break;
+    }
+    case dataplane::v1::OperatorRequest::kPorts: {
+      for (const auto& [name, b] : bindings_) {
+        auto* p = out.add_ports();
+        p->set_name(name);
+        p->set_role(roleName(b.role));
+        p->set_dpdk_port(b.port);
+        const PortSlot& slot = snap.slots[b.port];
+        if (slot.lport != nullptr) p->set_logical_port(slot.lport->name);
+        PortCounters sum;
+        for (const auto& w : workers_) {
+          const PortCounters& c = w->counters.ports[b.port];
+          sum.rx_packets += readCounter(c.rx_packets);
+          sum.tx_packets += readCounter(c.tx_packets);
+          sum.rx_dropped += readCounter(c.rx_dropped);
+          sum.tx_dropped += readCounter(c.tx_dropped);
+        }
+        p->set_rx_packets(sum.rx_packets);
+        p->set_tx_packets(sum.tx_packets);
+        p->set_rx_dropped(sum.rx_dropped);
+        p->set_tx_dropped(sum.tx_dropped);
+        rte_eth_link link{};
+        const bool up = rte_eth_dev_is_valid_port(b.port) && rte_eth_link_get_nowait(b.port, &link) == 0 &&
+                        link.link_status == RTE_ETH_LINK_UP;
+        p->set_state(up ? "up" : "down");
+      }
+      break;
+    }
+    case dataplane::v1::OperatorRequest::kStats: {
+      for (size_t r = 1; r < kDropReasonCount; ++r) {
+        uint64_t v = 0;
+        for (const auto& w : workers_) v += readCounter(w->counters.drops[r]);
+        auto* c = out.add_counters();
+        c->set_name(std::string(dropReasonName(static_cast<DropReason>(r))));
+        c->set_value(v);
+        c->set_description(std::string(dropReasonText(static_cast<DropReason>(r))));
+      }
+      for (size_t ev = 0; ev < kEventCount; ++ev) {
+        uint64_t v = 0;
+        for (const auto& w : workers_) v += readCounter(w->counters.events[ev]);
+        auto* c = out.add_counters();
+        c->set_name(std::string(eventName(static_cast<Event>(ev))));
+        c->set_value(v);
+        c->set_description(std::string(eventText(static_cast<Event>(ev))));
+      }
+      break;
+    }
+    case dataplane::v1::OperatorRequest::BODY_NOT_SET:
+      out.set_error("empty OperatorRequest: ask for dump_flows, ports or stats");
+      break;
+  }
+  return out;
+}
+
+}  // namespace dpu::datapath

@@ -1,0 +1,391 @@
+// The lcore side of the Engine: receive → (decap) → parse → flow cache →
+// compiled actions → per-port tx buffers; misses run the slow path
+// (pipeline.cpp) on the same lcore and install one flow. No locks,
+// allocation, exceptions or logging here; every drop is counted by reason.
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <span>
+
+#include "engine_impl.h"
+#include "overlay/bytes.h"
+#include "overlay/checksum.h"
+#include "overlay/headers.h"
+#include "worker_parse.h"
+
+namespace dpu::datapath {
+namespace {
+
+// The table hash: XXH64 of the flow key with the per-process seed, and for
+// tunnelled packets the outer source and the OVN keys folded in.
+inline uint64_t flowHash(const overlay::FlowKey& key, const TunnelProbe& probe, uint64_t seed) {
+  if (probe.family == 0) return overlay::flowHash64(key, seed);
+  uint64_t lo, hi;
+  std::memcpy(&lo, probe.remote.data(), 8);
+  std::memcpy(&hi, probe.remote.data() + 8, 8);
+  const uint64_t extra = (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{probe.ingress} << 32 | probe.egress)) *
+                         0x9e3779b185ebca87ull;
+  return overlay::flowHash64(key, seed ^ extra);
+}
+
+}  // namespace
+
+uint64_t EngineImpl::now() const {
+  if (config_.clock_ms != nullptr) return config_.clock_ms();
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void EngineImpl::drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason) {
+  bump(w.counters.drops[static_cast<size_t>(reason)]);
+  if (rx_port < kMaxPorts) bump(w.counters.ports[rx_port].rx_dropped);
+  rte_pktmbuf_free(m);
+}
+
+void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
+  TxBuffer& tb = w.tx[port];
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < tb.count; ++i) bytes += tb.packets[i]->pkt_len;
+  // After tx_burst the sent mbufs belong to the driver: count their bytes first.
+  const uint16_t sent = rte_eth_tx_burst(port, static_cast<uint16_t>(w.index_), tb.packets, tb.count);
+  for (uint16_t i = sent; i < tb.count; ++i) {
+    bytes -= tb.packets[i]->pkt_len;
+    rte_pktmbuf_free(tb.packets[i]);
+  }
+  PortCounters& pc = w.counters.ports[port];
+  bump(pc.tx_packets, sent);
+  bump(pc.tx_bytes, bytes);
+  if (sent < tb.count) {
+    bump(pc.tx_dropped, tb.count - sent);
+    bump(w.counters.drops[static_cast<size_t>(DropReason::kTxFull)], tb.count - sent);
+  }
+  tb.count = 0;
+  w.tx_pending_mask &= ~(1u << port);
+}
+
+void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) {
+  TxBuffer& tb = w.tx[port];
+  tb.packets[tb.count++] = m;
+  w.tx_pending_mask |= 1u << port;
+  if (tb.count == kBurst) txPort(w, port);
+}
+
+void EngineImpl::flush(WorkerContext& w) {
+  uint32_t mask = w.tx_pending_mask;
+  while (mask != 0) {
+    const unsigned port = static_cast<unsigned>(__builtin_ctz(mask));
+    mask &= mask - 1;
+    txPort(w, static_cast<uint16_t>(port));
+  }
+}
+
+void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** packets, uint16_t count) {
+  // Acquire pairs with the control thread's release swap: the tables behind
+  // the pointer are complete. The pointer is used only until quiescent().
+  const Snapshot& snap = *current_.load(std::memory_order_acquire);
+  w.now_ms = now();
+  if (rx_port >= kMaxPorts) {
+    bump(w.counters.drops[static_cast<size_t>(DropReason::kUnboundPort)], count);
+    rte_pktmbuf_free_bulk(packets, count);
+    return;
+  }
+  PortCounters& port_counters = w.counters.ports[rx_port];
+  bump(port_counters.rx_packets, count);
+  uint64_t rx_bytes = 0;
+  for (uint16_t i = 0; i < count; ++i) rx_bytes += packets[i]->pkt_len;
+  bump(port_counters.rx_bytes, rx_bytes);
+  // What holds for the whole burst is decided once.
+  const PortSlot& slot = snap.slots[rx_port];
+  if (!snap.programmed || !slot.bound) {
+    const DropReason reason = !snap.programmed ? DropReason::kNotProgrammed : DropReason::kUnboundPort;
+    bump(w.counters.drops[static_cast<size_t>(reason)], count);
+    bump(port_counters.rx_dropped, count);
+    rte_pktmbuf_free_bulk(packets, count);
+    return;
+  }
+  const bool uplink = slot.role == PortRole::kUplink;
+  w.hits = 0;
+  // Three passes over at most kBurst packets, so that the memory each needs
+  // is fetched while the others are worked on (rte_hash's bulk lookup does
+  // the same): parse + hash + prefetch the bucket; prefetch the candidate
+  // entries; then look up and act.
+  while (count > 0) {
+    const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
+    uint32_t alive = 0;  // bit i: packet i is still ours to look up
+    constexpr uint16_t kPrefetch = 4;
+    for (uint16_t i = 0; i < n && i < kPrefetch; ++i) rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
+    // Entries are prefetched kLag packets behind their bucket, so the
+    // bucket line has arrived by then and the entry by the third pass.
+    constexpr uint16_t kLag = 6;
+    for (uint16_t i = 0; i < n; ++i) {
+      if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
+      if (i >= kLag && (alive & (1u << (i - kLag)))) w.table.prefetchEntries(w.burst[i - kLag].hash, uplink);
+      PacketContext& pc = w.burst[i];
+      if (!prepare(w, snap, packets[i], rx_port, uplink, pc)) continue;
+      // The previous packet's flow, remembered: same key, same hash.
+      const PacketContext& prev = w.burst[i > 0 ? i - 1 : 0];
+      if (i > 0 && (alive & (1u << (i - 1))) && FlowEntry::keyEqual(prev.key, pc.key) &&
+          prev.probe.family == pc.probe.family &&
+          (pc.probe.family == 0 || (prev.probe.remote == pc.probe.remote && prev.probe.ingress == pc.probe.ingress &&
+                                    prev.probe.egress == pc.probe.egress))) {
+        pc.hash = prev.hash;
+        pc.last_hint = 1;
+      } else {
+        pc.last_hint = i == 0 ? 2 : 0;
+        pc.hash = flowHash(pc.key, pc.probe, hash_seed_);
+        w.table.prefetchBucket(pc.hash, uplink);
+      }
+      alive |= 1u << i;
+    }
+    for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
+      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, uplink);
+    }
+    for (uint32_t m = alive; m != 0; m &= m - 1) lookupAndApply(w, snap, w.burst[__builtin_ctz(m)]);
+    packets += n;
+    count = static_cast<uint16_t>(count - n);
+  }
+  bump(w.counters.events[static_cast<size_t>(Event::kFlowHit)], w.hits);
+}
+
+bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink,
+                         PacketContext& pc) {
+  if (m->nb_segs != 1) return drop(w, m, rx_port, DropReason::kMultiSegment), false;
+
+  pc.mbuf = m;
+  pc.rx_port = rx_port;
+  TunnelProbe& probe = pc.probe;
+  probe.family = 0;
+  uint32_t vni = 0;
+  if (uplink) {
+    overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off, m->data_len);
+    overlay::GeneveDecapConfig cfg;
+    cfg.ipv4_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+    cfg.udp_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+    overlay::GeneveHeaders& gh = w.geneve;
+    const overlay::Status st = overlay::decapGeneve(buf, cfg, gh);
+    if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
+    const uint8_t family = gh.family == overlay::UnderlayFamily::kIpv4 ? 4 : 6;
+    if (!snap.has_tunnel_ip || family != snap.tunnel_family || gh.dst_ip != snap.tunnel_ip) {
+      return drop(w, m, rx_port, DropReason::kWrongTunnelDestination), false;
+    }
+    if (gh.oam) return drop(w, m, rx_port, DropReason::kGeneveOam), false;
+    if (!gh.ovn) return drop(w, m, rx_port, DropReason::kGeneveNoOvnOption), false;
+    probe.family = family;
+    probe.remote = gh.src_ip;
+    probe.ingress = gh.ovn->ingress;
+    probe.egress = gh.ovn->egress;
+    vni = gh.vni;
+    pc.decap_len = static_cast<uint8_t>(gh.inner_offset);
+    m->data_off = static_cast<uint16_t>(buf.headroom());
+    m->data_len = static_cast<uint16_t>(buf.size());
+    m->pkt_len = buf.size();
+  }
+  const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  if (fastParse(frame, pc.parsed, pc.key, rx_port, vni)) return true;
+  const overlay::Status st = overlay::parsePacket(frame, pc.parsed);
+  if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
+  // Constructed in place (guaranteed copy elision): a copy of the returned
+  // key stalls on store forwarding.
+  new (&pc.key) overlay::FlowKey(overlay::extractFlowKey(frame, pc.parsed, rx_port, vni));
+  return true;
+}
+
+void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  FlowTable& table = w.table;
+  const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
+  uint32_t index = UINT32_MAX;
+  // The last flow, remembered: within a burst, a packet with the previous
+  // packet's match uses its flow without a lookup (last_index is that flow,
+  // or none when the previous packet installed nothing); across bursts the
+  // first packet compares with it.
+  if (pc.last_hint != 0 && w.last_index != UINT32_MAX) {
+    const FlowEntry& last = table.entry(w.last_index);
+    if (last.flow_id != 0 && (pc.last_hint == 1 || last.matches(pc.key, pc.probe))) index = w.last_index;
+  }
+  if (index == UINT32_MAX) index = table.lookup(pc.hash, pc.key, pc.probe);
+  if (index != UINT32_MAX) {
+    FlowEntry& e = table.entry(index);
+    if (e.stamp != snap.stamp) {
+      if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
+        table.remove(index);
+        bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
+        index = UINT32_MAX;
+      } else {
+        e.stamp = snap.stamp;
+      }
+    }
+    if (index != UINT32_MAX) {
+      table.bucket(index / FlowBucket::kWays).used[index % FlowBucket::kWays] = now32;
+      ++w.hits;  // summed into the counter once per burst
+      w.last_index = index;
+      return applyFlow(w, snap, e, pc);
+    }
+  }
+
+  // Miss: the logical pipeline decides, on this lcore.
+  bump(w.counters.events[static_cast<size_t>(Event::kFlowMiss)]);
+  FlowEntry& candidate = w.candidate;
+  std::memset(static_cast<void*>(&candidate), 0, sizeof candidate);
+  candidate.key = pc.key;
+  candidate.tun_family = pc.probe.family;
+  if (pc.probe.family != 0) {
+    candidate.tun_remote = pc.probe.remote;
+    candidate.tun_ingress = pc.probe.ingress;
+    candidate.tun_egress = pc.probe.egress;
+    candidate.decap_len = pc.decap_len;
+  }
+  candidate.stamp = snap.stamp;
+  candidate.dep_in = kDepNode;
+  candidate.dep_out = kDepNode;
+  const Decision d = slowPath(w, snap, pc, candidate);
+  w.last_index = UINT32_MAX;
+  if (d.kind == Decision::kReplied) {
+    rte_pktmbuf_free(pc.mbuf);
+    return;
+  }
+  if (d.kind == Decision::kDrop) return drop(w, pc.mbuf, pc.rx_port, d.reason);
+
+  bool evicted = false;
+  index = table.claim(pc.hash, now32, evicted);
+  if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
+  FlowEntry& e = table.entry(index);
+  candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
+  candidate.flow_id = 0;
+  std::memcpy(static_cast<void*>(&e), static_cast<const void*>(&candidate), sizeof e);
+  table.publish(index, pc.hash, now32);
+  bump(w.counters.events[static_cast<size_t>(Event::kFlowInstalled)]);
+  w.last_index = index;
+  if (config_.offload != nullptr) {
+    if (!w.offload_ring.push(uint64_t{index} << 32 | e.flow_id)) {
+      bump(w.counters.events[static_cast<size_t>(Event::kOffloadQueueFull)]);
+    }
+  }
+  applyFlow(w, snap, e, pc);
+}
+
+void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc) {
+  rte_mbuf* m = pc.mbuf;
+  bump(e.packets);
+  bump(e.bytes, m->pkt_len);
+  const uint16_t ops = e.ops;
+  if (ops & op::kDrop) return drop(w, m, pc.rx_port, static_cast<DropReason>(e.drop_reason));
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  uint8_t* l3 = frame + pc.parsed.l3_offset;
+  const bool v4 = pc.parsed.l3 == overlay::L3Type::kIpv4;
+
+  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > e.mtu) return tooBig(w, snap, e, pc);
+  if (ops & op::kDecTtl) {
+    if (v4) {
+      const uint8_t ttl = overlay::ipv4::ttl(l3);
+      if (ttl <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
+      // TTL is the high byte of the word at offset 8 (RFC 1624 update); the new
+      // word is computed, not reloaded, to avoid a store-forwarding stall.
+      const uint16_t old_word = overlay::load16(l3 + 8);
+      l3[8] = static_cast<uint8_t>(ttl - 1);
+      overlay::ipv4::setChecksum(l3, overlay::checksumUpdate16(overlay::ipv4::checksum(l3), old_word,
+                                                               static_cast<uint16_t>(old_word - 0x0100)));
+    } else if (pc.parsed.l3 == overlay::L3Type::kIpv6) {
+      const uint8_t hops = overlay::ipv6::hopLimit(l3);
+      if (hops <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
+      overlay::ipv6::setHopLimit(l3, static_cast<uint8_t>(hops - 1));
+    }
+  }
+  if (ops & op::kSetEthSrc) overlay::eth::setSrc(frame, e.set_src);
+  if (ops & op::kSetEthDst) overlay::eth::setDst(frame, e.set_dst);
+  // Hooks, in their place in the fused order: NAT rewrites (the services
+  // issue: overlay/nat.h on the inner headers, before encap) and ESP (the
+  // IPsec issue: after encap, around the outer UDP). No flow sets them yet.
+  if (ops & op::kNat) {
+  }
+  if (ops & op::kEncap) {
+    const SnapRemoteNode* node = snap.remoteByDep(e.dep_out);
+    const SnapEncap& t = node->subnets[e.encap_subnet].encap;
+    const uint32_t inner_len = m->data_len;
+    uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, t.length));
+    if (p == nullptr) return drop(w, m, pc.rx_port, DropReason::kNoRoom);
+    std::memcpy(p, t.bytes.data(), t.length);
+    overlay::store16(p + t.ovn_offset, e.encap_ingress & overlay::kOvnMaxIngressPortKey);
+    uint8_t* udp = p + t.udp_offset;
+    const uint32_t udp_len = t.length - t.udp_offset + inner_len;
+    overlay::udp::setSrcPort(udp, e.encap_sport);
+    overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
+    uint8_t* ip = p + overlay::eth::kHeaderLen;
+    if (!t.ipv6) {
+      // The header sum without the length was taken when the snapshot was
+      // built; only the length changes per packet.
+      const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
+      overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
+      overlay::ipv4::setChecksum(ip, overlay::checksumFinish(t.ipv4_sum + ip_len));
+    } else {
+      // RFC 8200 §8.1: UDP over IPv6 always carries a checksum.
+      overlay::ipv6::setPayloadLength(ip, static_cast<uint16_t>(udp_len));
+      uint32_t sum = overlay::pseudoHeaderSumV6(overlay::ipv6::src(ip), overlay::ipv6::dst(ip),
+                                                overlay::ipproto::kUdp, udp_len);
+      sum = overlay::checksumAdd(udp, udp_len, sum);
+      const uint16_t csum = overlay::checksumFinish(sum);
+      overlay::udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
+    }
+    if (!node->next_hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
+  }
+  if (ops & op::kEsp) {
+  }
+  enqueueTx(w, e.out_port, m);
+}
+
+void EngineImpl::quiescent(WorkerContext& w) {
+  // The aging sweep reads the current snapshot too, before the report.
+  if ((++w.quiescent_calls & 15) == 0 || config_.clock_ms != nullptr) {
+    const uint64_t t = now();
+    if (t != w.last_sweep_ms) {
+      const uint64_t elapsed = t - w.last_sweep_ms;
+      w.last_sweep_ms = t;
+      w.now_ms = t;
+      // The whole table every quarter of the idle timeout.
+      const uint64_t buckets = w.table.bucketCount();
+      uint64_t n = elapsed * buckets * 4 / config_.flow_idle_timeout_ms;
+      if (n == 0) n = 1;
+      if (n > buckets) n = buckets;
+      sweep(w, *current_.load(std::memory_order_acquire), static_cast<uint32_t>(n));
+    }
+  }
+  w.quiescent_epoch.store(epoch_.load(std::memory_order_acquire), std::memory_order_release);
+}
+
+void EngineImpl::sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets) {
+  FlowTable& table = w.table;
+  const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
+  const uint32_t mask = table.bucketCount() - 1;
+  for (uint32_t i = 0; i < buckets; ++i) {
+    const uint32_t b = w.sweep_cursor;
+    w.sweep_cursor = (w.sweep_cursor + 1) & mask;
+    FlowBucket& bk = table.bucket(b);
+    for (unsigned way = 0; way < FlowBucket::kWays; ++way) {
+      if (bk.sig[way] == 0) continue;
+      const uint32_t index = b * FlowBucket::kWays + way;
+      const FlowEntry& e = table.entry(index);
+      uint32_t idle = now32 - bk.used[way];
+      if (!w.offload.empty()) {
+        const OffloadSlot& s = w.offload[index];
+        if (__atomic_load_n(&s.flow_id, __ATOMIC_RELAXED) == e.flow_id &&
+            __atomic_load_n(&s.state, __ATOMIC_RELAXED) == OffloadSlot::kInHw) {
+          const uint32_t hw_idle = now32 - __atomic_load_n(&s.hw_used_ms, __ATOMIC_RELAXED);
+          if (hw_idle < idle) idle = hw_idle;
+        }
+      }
+      if (idle > config_.flow_idle_timeout_ms) {
+        table.remove(index);
+        bump(w.counters.events[static_cast<size_t>(Event::kFlowAged)]);
+      } else if (e.stamp != snap.stamp && !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
+        table.remove(index);
+        bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
+      }
+    }
+  }
+}
+
+}  // namespace dpu::datapath

@@ -1,0 +1,114 @@
+// The Engine's implementation, shared by its source files: engine.cpp (create
+// and the control methods), engine_datapath.cpp (the lcore loop), pipeline.cpp
+// (the slow path) and actions.cpp (flows back to flow::FlowSpec).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "datapath/engine.h"
+#include "flow/flow.h"
+#include "flow_cache.h"
+#include "model.h"
+#include "overlay/geneve.h"
+#include "overlay/parse.h"
+#include "snapshot.h"
+#include "worker.h"
+
+namespace dpu::datapath {
+
+// What the slow path decided for one packet.
+struct Decision {
+  enum Kind : uint8_t {
+    kFlow,      // `flow` filled: install it and apply its actions
+    kDrop,      // drop, not cached (reason)
+    kReplied,   // a reply was sent; drop the request (not counted as a drop)
+  };
+  Kind kind = kDrop;
+  DropReason reason = DropReason::kOk;
+};
+
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(const EngineConfig& config);
+  ~EngineImpl() override;
+
+  Result<void> bindPort(const std::string& name, uint16_t dpdk_port, PortRole role, MacAddress mac) override;
+  void unbindPort(const std::string& name) override;
+  std::vector<std::string> wantedRepresentors() const override;
+  dataplane::v1::ProgramReply program(const dataplane::v1::ProgramRequest& request) override;
+  dataplane::v1::OperatorReply operate(const dataplane::v1::OperatorRequest& request) override;
+  void maintain() override;
+  Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) override;
+  std::vector<IpAddress> wantedTunnelPeers() const override;
+  size_t bytesPerFlow() const override;
+  // Every worker has passed quiescent() since `epoch` (RCU grace period).
+  bool quiesced(uint64_t epoch) const;
+
+  WorkerContext& worker(unsigned index) override { return *workers_[index]; }
+  void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override;
+  void flush(WorkerContext& worker) override;
+  void quiescent(WorkerContext& worker) override;
+
+  Result<void> init();
+
+ private:
+  // --- lcore ---
+  bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
+  void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
+  void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc);
+  Decision slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowEntry& out);
+  Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
+                            FlowEntry& out);
+  Decision slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowEntry& out);
+  bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
+  void tooBig(WorkerContext& w, const Snapshot& snap, const FlowEntry& e, PacketContext& pc);
+  void drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason);
+  void enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m);
+  void txPort(WorkerContext& w, uint16_t port);
+  void sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets);
+  uint64_t now() const;
+
+  // --- control ---
+  dataplane::v1::ProgramReply install(const dataplane::v1::LogicalModel& model, uint64_t generation);
+  Result<void> republish();
+  uint32_t countStale(const Snapshot& snap) const;
+  void drainOffload();
+  // Every call: removes rules whose flow left the cache. `full` (about once a
+  // second): also offers flows never offered and reads hardware counters.
+  void scanOffload(bool full);
+  void offerFlow(WorkerContext& w, uint32_t index, const FlowEntry& e, const Snapshot& snap, uint32_t now32);
+  flow::FlowSpec toFlowSpec(const Snapshot& snap, const FlowEntry& e) const;
+  uint16_t internReason(const std::string& text);
+
+  EngineConfig config_;
+  uint64_t hash_seed_ = 0;
+  std::string instance_id_;
+  uint64_t generation_ = 0;
+  dataplane::v1::LogicalModel model_proto_;
+  Model model_;
+  std::map<std::string, Binding> bindings_;
+  std::map<IpAddress, MacAddress> next_hops_;
+  DepRegistry deps_;
+
+  std::atomic<const Snapshot*> current_{nullptr};
+  std::atomic<uint64_t> epoch_{0};
+  struct Retired {
+    const Snapshot* snapshot;
+    uint64_t epoch;
+  };
+  std::deque<Retired> retired_;
+  std::vector<std::unique_ptr<WorkerContext>> workers_;
+  std::vector<std::string> reasons_;
+  std::unordered_map<std::string, uint16_t> reason_index_;
+  uint64_t maintain_calls_ = 0;
+  uint64_t start_ms_ = 0;
+};
+
+}  // namespace dpu::datapath

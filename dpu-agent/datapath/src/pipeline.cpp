@@ -1,0 +1,289 @@
+// The slow path: the logical pipeline, OVN-style, run on the lcore for a
+// packet that missed the flow cache. Port security → ARP/ND responder →
+// routing (local port, host management port, or the remote node owning the
+// destination subnet through Geneve) → egress. Its result is one flow (match
+// + fused actions, installed by the caller), a reply sent on the packet's
+// behalf (ARP, ND, ICMP too-big; not cached), or an uncached drop.
+//
+// Which decisions are cached: forwarding and the drops whose cause is in the
+// match (a spoofed source, a destination with no route), each recording the
+// model objects it read (snapshot.h) so a model change retires it. ARP and
+// ND are answered here every time (rare, and their checks read fields the
+// flow key does not hold: the ARP sender MAC, the ND options).
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "engine_impl.h"
+#include "overlay/bytes.h"
+#include "overlay/headers.h"
+#include "overlay/replies.h"
+
+namespace dpu::datapath {
+namespace {
+
+enum ReplyKind { kReplyArp, kReplyNa, kReplyFragNeeded, kReplyPacketTooBig };
+
+Decision cacheDrop(FlowEntry& f, DropReason reason) {
+  f.ops = op::kDrop;
+  f.drop_reason = static_cast<uint8_t>(reason);
+  return {Decision::kFlow, reason};
+}
+Decision dropNow(DropReason reason) { return {Decision::kDrop, reason}; }
+Decision dropNow(overlay::Status s) { return {Decision::kDrop, toDropReason(s)}; }
+
+bool isLinkLocal6(const uint8_t* a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }
+
+IpAddress toIpAddress(const uint8_t* a, bool v6) {
+  IpAddress ip;
+  ip.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
+  std::memcpy(ip.bytes.data(), a, v6 ? 16 : 4);
+  return ip;
+}
+
+bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
+  for (const auto& s : snap.local_subnets) {
+    if (!s.has_gateway || s.gateway.isV4() == v6) continue;
+    if (std::memcmp(s.gateway.bytes.data(), a, v6 ? 16 : 4) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowEntry& f) {
+  const PortSlot& slot = snap.slots[pc.rx_port];
+  if (slot.role == PortRole::kUplink) return slowPathFromTunnel(snap, pc, f);
+  return slowPathFromPort(w, snap, pc, slot, f);
+}
+
+Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc,
+                                      const PortSlot& slot, FlowEntry& f) {
+  const SnapPort* lp = slot.lport;
+  if (lp == nullptr) return dropNow(DropReason::kUnboundPort);
+  f.dep_in = lp->dep;
+  const overlay::FlowKey& k = pc.key;
+  const overlay::ParsedPacket& pk = pc.parsed;
+  const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
+
+  // Port security, layer 2.
+  if (k.eth_src != lp->mac) return cacheDrop(f, DropReason::kPortSecurityMac);
+
+  if (pk.l3 == overlay::L3Type::kArp) {
+    const uint8_t* a = frame + pk.l3_offset;
+    const uint32_t spa = overlay::arp::senderIp(a);
+    if (overlay::arp::senderMac(a) != lp->mac || (spa != 0 && !lp->hasIpv4(spa))) {
+      return dropNow(DropReason::kPortSecurityArp);
+    }
+    if (overlay::arp::op(a) != overlay::arp::kOpRequest) return dropNow(DropReason::kArpNotRequest);
+    // An ARP probe (sender 0.0.0.0, RFC 5227) is not answered: a reply would
+    // tell the pod its gateway address is taken.
+    if (spa == 0 || !lp->has_gw4 || overlay::arp::targetIp(a) != lp->gw4) {
+      return dropNow(DropReason::kArpNotForGateway);
+    }
+    return sendReply(w, snap, pc, kReplyArp, *lp, 0) ? Decision{Decision::kReplied, DropReason::kOk}
+                                               : dropNow(DropReason::kReplyFailed);
+  }
+  if (!pk.isIp()) return cacheDrop(f, DropReason::kNotIp);
+  const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
+  const uint8_t* l3 = frame + pk.l3_offset;
+
+  if (v6 && pk.l4 == overlay::L4Type::kIcmpv6 && pk.fragment == overlay::Fragment::kNone) {
+    const uint8_t type = frame[pk.l4_offset];
+    if (type >= overlay::icmp6::kTypeRouterSolicit && type <= overlay::icmp6::kTypeNeighborAdvert + 1) {
+      const uint8_t* src = overlay::ipv6::src(l3);
+      const bool src_ok = overlay::ipv6::isUnspecified(src) || isLinkLocal6(src) || lp->hasIpv6(src);
+      if (!src_ok) return dropNow(DropReason::kPortSecurityNd);
+      if (type != overlay::icmp6::kTypeNeighborSolicit && type != overlay::icmp6::kTypeNeighborAdvert) {
+        return dropNow(DropReason::kIcmpv6NotHandled);
+      }
+      overlay::NeighborMessage msg;
+      if (auto st = overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pk, msg); st != overlay::Status::kOk) {
+        return dropNow(st);
+      }
+      if (msg.has_link_addr && msg.link_addr != lp->mac) return dropNow(DropReason::kPortSecurityNd);
+      const uint8_t* target = frame + msg.target_offset;
+      if (type == overlay::icmp6::kTypeNeighborAdvert) {
+        // A pod may advertise only its own addresses; we learn nothing from it.
+        if (!isLinkLocal6(target) && !lp->hasIpv6(target)) return dropNow(DropReason::kPortSecurityNd);
+        return dropNow(DropReason::kIcmpv6NotHandled);
+      }
+      if (!lp->has_gw6 || std::memcmp(target, lp->gw6.data(), 16) != 0) {
+        return dropNow(DropReason::kNdNotForGateway);
+      }
+      return sendReply(w, snap, pc, kReplyNa, *lp, 0) ? Decision{Decision::kReplied, DropReason::kOk}
+                                                : dropNow(DropReason::kReplyFailed);
+    }
+  }
+
+  // Broadcast and multicast (DHCP discovery, MLD, mDNS) are not forwarded;
+  // checked before the source address, which such packets often lack.
+  if (k.eth_dst[0] & 1) return cacheDrop(f, DropReason::kMulticastNotForwarded);
+  // Port security, layer 3.
+  if (v6 ? !lp->hasIpv6(overlay::ipv6::src(l3)) : !lp->hasIpv4(overlay::ipv4::src(l3))) {
+    return cacheDrop(f, DropReason::kPortSecurityIp);
+  }
+  if (k.eth_dst != snap.router_mac) return cacheDrop(f, DropReason::kNotToGateway);
+
+  // Routing.
+  const uint8_t* dst = v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset;
+  if (isGatewayAddress(snap, dst, v6)) return cacheDrop(f, DropReason::kToGateway);
+  const uint8_t ttl = v6 ? overlay::ipv6::hopLimit(l3) : overlay::ipv4::ttl(l3);
+  const SnapPort* dp = nullptr;
+  if (v6) {
+    Ip16 a;
+    std::memcpy(a.data(), dst, 16);
+    auto it = snap.port_by_ipv6.find(a);
+    if (it != snap.port_by_ipv6.end()) dp = it->second;
+  } else {
+    auto it = snap.port_by_ipv4.find(overlay::load32(dst));
+    if (it != snap.port_by_ipv4.end()) dp = it->second;
+  }
+  if (dp != nullptr) {
+    f.dep_out = dp->dep;
+    if (dp->dpdk_port < 0) return cacheDrop(f, DropReason::kNoOutputPort);
+    if (ttl <= 1) return dropNow(DropReason::kTtlExpired);
+    f.ops = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
+    f.set_src = snap.router_mac;
+    f.set_dst = dp->mac;
+    f.out_port = static_cast<uint16_t>(dp->dpdk_port);
+    return {Decision::kFlow, DropReason::kOk};
+  }
+  if (snap.inLocalSubnet(dst, v6)) {
+    f.dep_out = kDepRouting;
+    return cacheDrop(f, DropReason::kUnknownDestination);
+  }
+  const Snapshot::RouteTarget route = snap.routeRemote(dst, v6);
+  if (route.node == nullptr) {
+    f.dep_out = kDepRouting;
+    return cacheDrop(f, DropReason::kNoRoute);
+  }
+  f.dep_out = route.node->dep;
+  if (snap.uplink_port < 0) return cacheDrop(f, DropReason::kNoUplink);
+  if (ttl <= 1) return dropNow(DropReason::kTtlExpired);
+  f.ops = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kEncap | op::kOutput;
+  f.set_src = snap.router_mac;
+  // The sender does not know the remote pod's MAC (remote nodes publish
+  // subnets): the receiving node rewrites the destination on delivery.
+  f.set_dst = snap.router_mac;
+  f.out_port = static_cast<uint16_t>(snap.uplink_port);
+  f.mtu = v6 ? snap.tunnel_mtu_v6 : snap.tunnel_mtu_v4;
+  f.encap_subnet = route.subnet;
+  f.encap_ingress = lp->key;
+  // RFC 8926 §3.3: the source port from the inner flow hash (fixed seed, so
+  // it does not change when the process restarts).
+  f.encap_sport = overlay::geneveSourcePort(overlay::flowHash32(k));
+  return {Decision::kFlow, DropReason::kOk};
+}
+
+Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowEntry& f) {
+  const TunnelProbe& t = pc.probe;
+  auto peer_it = snap.peer_by_ip.find(t.remote);
+  if (peer_it == snap.peer_by_ip.end()) {
+    f.dep_out = kDepRouting;
+    return cacheDrop(f, DropReason::kUnknownTunnelPeer);
+  }
+  const SnapRemoteNode* peer = peer_it->second;
+  f.dep_in = peer->dep;
+  const uint32_t vni = pc.key.tunnel_id;
+  if (snap.local_by_vni.find(vni) == snap.local_by_vni.end()) return cacheDrop(f, DropReason::kUnknownVni);
+  const overlay::ParsedPacket& pk = pc.parsed;
+  if (!pk.isIp()) return cacheDrop(f, DropReason::kNotIp);
+  const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
+  const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pk.l3_offset;
+  const uint8_t* src = v6 ? overlay::ipv6::src(l3) : l3 + overlay::ipv4::kSrcOffset;
+  const uint8_t* dst = v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset;
+
+  // The sending node may only speak for its own subnets.
+  const IpAddress src_ip = toIpAddress(src, v6);
+  bool src_ok = false;
+  for (const auto& s : peer->subnets) src_ok = src_ok || s.prefix.contains(src_ip);
+  if (!src_ok) return cacheDrop(f, DropReason::kTunnelSourceSpoof);
+
+  const SnapPort* dp = nullptr;
+  if (v6) {
+    Ip16 a;
+    std::memcpy(a.data(), dst, 16);
+    auto it = snap.port_by_ipv6.find(a);
+    if (it != snap.port_by_ipv6.end()) dp = it->second;
+  } else {
+    auto it = snap.port_by_ipv4.find(overlay::load32(dst));
+    if (it != snap.port_by_ipv4.end()) dp = it->second;
+  }
+  if (dp == nullptr) {
+    f.dep_out = kDepRouting;
+    return cacheDrop(f, snap.inLocalSubnet(dst, v6) ? DropReason::kUnknownDestination : DropReason::kNoRoute);
+  }
+  f.dep_out = dp->dep;
+  // The egress check: the VNI is the destination's logical switch, and the
+  // egress key names the destination port or the distributed router.
+  if (dp->datapath_key != vni || (t.egress != kRouterEgressPortKey && t.egress != dp->key)) {
+    return cacheDrop(f, DropReason::kWrongEgressPort);
+  }
+  if (dp->dpdk_port < 0) return cacheDrop(f, DropReason::kNoOutputPort);
+  f.ops = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
+  f.set_src = snap.router_mac;
+  f.set_dst = dp->mac;
+  f.out_port = static_cast<uint16_t>(dp->dpdk_port);
+  return {Decision::kFlow, DropReason::kOk};
+}
+
+void EngineImpl::tooBig(WorkerContext& w, const Snapshot& snap, const FlowEntry& e, PacketContext& pc) {
+  const SnapPort* lp = snap.portByDep(e.dep_in);
+  rte_mbuf* m = pc.mbuf;
+  if (pc.parsed.l3 == overlay::L3Type::kIpv4) {
+    const uint8_t* l3 = rte_pktmbuf_mtod(m, const uint8_t*) + pc.parsed.l3_offset;
+    if (!overlay::ipv4::dontFragment(l3) || lp == nullptr || !lp->has_gw4) {
+      return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
+    }
+    if (!sendReply(w, snap, pc, kReplyFragNeeded, *lp, e.mtu)) return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
+  } else {
+    if (lp == nullptr || !lp->has_gw6 || !sendReply(w, snap, pc, kReplyPacketTooBig, *lp, e.mtu)) {
+      return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
+    }
+  }
+  rte_pktmbuf_free(m);
+}
+
+// Builds a reply in a new mbuf from the request's pool and queues it on the
+// port the request came from. The request itself is the caller's to free.
+bool EngineImpl::sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu) {
+  rte_mbuf* m = pc.mbuf;
+  rte_mbuf* r = rte_pktmbuf_alloc(m->pool);
+  if (r == nullptr) return false;
+  const std::span<const uint8_t> in(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
+  overlay::Status st = overlay::Status::kUnsupported;
+  const overlay::MacAddress& gw_mac = snap.router_mac;
+  Event event = Event::kArpReply;
+  switch (kind) {
+    case kReplyArp:
+      st = overlay::buildArpReply(in, pc.parsed, gw_mac, out);
+      break;
+    case kReplyNa:
+      st = overlay::buildNeighborAdvert(in, pc.parsed, gw_mac, out);
+      event = Event::kNdReply;
+      break;
+    case kReplyFragNeeded:
+      st = overlay::buildIcmpFragNeeded(in, pc.parsed, gw_mac, port.gw4, static_cast<uint16_t>(mtu), out);
+      event = Event::kIcmpFragNeeded;
+      break;
+    case kReplyPacketTooBig:
+      st = overlay::buildIcmp6PacketTooBig(in, pc.parsed, gw_mac, port.gw6, mtu, out);
+      event = Event::kIcmp6PacketTooBig;
+      break;
+  }
+  if (st != overlay::Status::kOk) {
+    rte_pktmbuf_free(r);
+    return false;
+  }
+  r->data_off = static_cast<uint16_t>(out.headroom());
+  r->data_len = static_cast<uint16_t>(out.size());
+  r->pkt_len = out.size();
+  bump(w.counters.events[static_cast<size_t>(event)]);
+  enqueueTx(w, pc.rx_port, r);
+  return true;
+}
+
+}  // namespace dpu::datapath

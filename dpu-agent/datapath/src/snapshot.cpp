@@ -1,0 +1,262 @@
+// Building a Snapshot from the model, the bindings and the next hops, and the
+// dependency versions that decide which cached flows stay valid (snapshot.h).
+#include "snapshot.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "overlay/bytes.h"
+#include "overlay/checksum.h"
+#include "overlay/geneve.h"
+#include "overlay/mtu.h"
+
+namespace dpu::datapath {
+
+DepRegistry::DepRegistry() {
+  idFor("node");
+  idFor("routing");
+}
+
+uint32_t DepRegistry::idFor(const std::string& key) {
+  auto [it, inserted] = ids_.emplace(key, static_cast<uint32_t>(versions_.size()));
+  if (inserted) {
+    versions_.push_back(kVersionDeleted);
+    contents_.emplace_back();
+    touched_.push_back(false);
+  }
+  return it->second;
+}
+
+void DepRegistry::touch(uint32_t id, const std::string& content) {
+  touched_[id] = true;
+  if (versions_[id] == kVersionDeleted || contents_[id] != content) {
+    versions_[id] = ++clock_;
+    contents_[id] = content;
+  }
+}
+
+uint32_t DepRegistry::finish() {
+  for (size_t i = 0; i < versions_.size(); ++i) {
+    if (!touched_[i]) {
+      versions_[i] = kVersionDeleted;
+      contents_[i].clear();
+    }
+    touched_[i] = false;
+  }
+  return clock_;
+}
+
+bool Snapshot::inLocalSubnet(const uint8_t* addr, bool v6) const {
+  for (const auto& s : local_subnets) {
+    if (s.prefix.address.isV4() == v6) continue;
+    IpAddress a;
+    a.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
+    std::memcpy(a.bytes.data(), addr, v6 ? 16 : 4);
+    if (s.prefix.contains(a)) return true;
+  }
+  return false;
+}
+
+namespace {
+Ip16 masked(const uint8_t* addr, bool v6, uint8_t length) {
+  Ip16 out{};
+  const unsigned bytes = v6 ? 16 : 4;
+  for (unsigned i = 0; i < bytes; ++i) {
+    const int bits = static_cast<int>(length) - static_cast<int>(8 * i);
+    if (bits >= 8) {
+      out[i] = addr[i];
+    } else if (bits > 0) {
+      out[i] = static_cast<uint8_t>(addr[i] & (0xff << (8 - bits)));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+Snapshot::RouteTarget Snapshot::routeRemote(const uint8_t* addr, bool v6) const {
+  for (const auto& level : v6 ? routes_v6 : routes_v4) {
+    auto it = level.table.find(masked(addr, v6, level.length));
+    if (it != level.table.end()) return it->second;
+  }
+  return {};
+}
+
+Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps) {
+  const Model& m = *in.model;
+  auto snap = std::make_unique<Snapshot>();
+  Snapshot& s = *snap;
+  s.generation = in.generation;
+  s.programmed = m.programmed;
+  s.router_mac = m.router_mac.bytes;
+  s.has_tunnel_ip = m.has_tunnel_ip;
+  s.tunnel_family = m.tunnel_ip.isV4() ? 4 : 6;
+  s.tunnel_ip = toIp16(m.tunnel_ip);
+  s.local_subnets = m.local_subnets;
+
+  // Path MTU of the tunnel for inner packets: the pod MTU, or less when the
+  // underlay MTU cannot carry it with our headers (Geneve + the OVN option).
+  const overlay::OverlayEncap encap{
+      .family = m.tunnel_ip.isV4() ? overlay::UnderlayFamily::kIpv4 : overlay::UnderlayFamily::kIpv6,
+      .geneve_options_len = overlay::kOvnOptionWireLen};
+  uint32_t mtu4 = m.pod_mtu, mtu6 = m.pod_mtu;
+  if (m.underlay_mtu != 0) {
+    mtu4 = std::min(mtu4, overlay::innerPathMtu(m.underlay_mtu, encap, false));
+    mtu6 = std::min(mtu6, overlay::innerPathMtu(m.underlay_mtu, encap, true));
+  }
+  s.tunnel_mtu_v4 = static_cast<uint16_t>(std::min<uint32_t>(mtu4, 65535));
+  s.tunnel_mtu_v6 = static_cast<uint16_t>(std::min<uint32_t>(std::max<uint32_t>(mtu6, 1280), 65535));
+
+  // Port bindings.
+  MacAddress uplink_mac;
+  std::string routing_content = m.node_content;
+  std::map<std::string, const Binding*> unused_management;
+  for (const auto& [name, b] : *in.bindings) {
+    if (b.port >= kMaxPorts) continue;
+    PortSlot& slot = s.slots[b.port];
+    slot.bound = true;
+    slot.role = b.role;
+    slot.mac = b.mac.bytes;
+    slot.name = name;
+    if (b.role == PortRole::kUplink && s.uplink_port < 0) {
+      s.uplink_port = b.port;
+      uplink_mac = b.mac;
+    }
+  }
+  std::string node_content = m.node_content + "|uplink=" + std::to_string(s.uplink_port) + "/" + uplink_mac.str();
+  deps.touch(kDepNode, node_content);
+
+  // Logical ports.
+  s.ports.reserve(m.ports.size());
+  for (const auto& p : m.ports) {
+    SnapPort sp;
+    sp.name = p.name;
+    sp.key = p.key;
+    sp.management = p.kind == dataplane::v1::MANAGEMENT;
+    sp.mac = p.mac.bytes;
+    sp.datapath_key = p.datapath_key;
+    for (const auto& ip : p.ips) {
+      if (ip.isV4()) {
+        sp.ipv4.push_back(ip.v4HostOrder());
+      } else {
+        overlay::Ipv6Address a;
+        std::memcpy(a.data(), ip.bytes.data(), 16);
+        sp.ipv6.push_back(a);
+      }
+    }
+    for (const auto& sub : m.local_subnets) {
+      if (sub.datapath_key != p.datapath_key || !sub.has_gateway) continue;
+      if (sub.prefix.address.isV4()) {
+        sp.has_gw4 = true;
+        sp.gw4 = sub.gateway.v4HostOrder();
+      } else {
+        sp.has_gw6 = true;
+        std::memcpy(sp.gw6.data(), sub.gateway.bytes.data(), 16);
+      }
+    }
+    auto bound = in.bindings->find(p.representor);
+    if (bound != in.bindings->end() && bound->second.port < kMaxPorts) {
+      sp.dpdk_port = bound->second.port;
+    } else if (sp.management) {
+      // The management port may be bound by role under the name "management"
+      // rather than by its representor name.
+      for (const auto& [name, b] : *in.bindings) {
+        if (b.role == PortRole::kManagement && b.port < kMaxPorts) {
+          sp.dpdk_port = b.port;
+          break;
+        }
+      }
+    }
+    sp.dep = deps.idFor("port/" + p.name);
+    const std::string content = p.content + "|bound=" + std::to_string(sp.dpdk_port);
+    deps.touch(sp.dep, content);
+    routing_content += content;
+    s.ports.push_back(std::move(sp));
+  }
+  for (const auto& sp : s.ports) {
+    if (sp.dpdk_port >= 0) s.slots[sp.dpdk_port].lport = &sp;
+    for (uint32_t a : sp.ipv4) s.port_by_ipv4.emplace(a, &sp);
+    for (const auto& a : sp.ipv6) {
+      Ip16 k;
+      std::memcpy(k.data(), a.data(), 16);
+      s.port_by_ipv6.emplace(k, &sp);
+    }
+  }
+  for (const auto& sub : s.local_subnets) s.local_by_vni.emplace(sub.datapath_key, &sub);
+
+  // Remote nodes and their encap templates.
+  s.remotes.reserve(m.remote_nodes.size());
+  for (const auto& r : m.remote_nodes) {
+    SnapRemoteNode rn;
+    rn.name = r.name;
+    rn.tunnel_ip = r.tunnel_ip;
+    auto hop = in.next_hops->find(r.tunnel_ip);
+    MacAddress next_hop;
+    if (hop != in.next_hops->end()) {
+      next_hop = hop->second;
+      rn.next_hop_known = true;
+    } else {
+      next_hop.bytes = overlay::eth::kBroadcast;
+    }
+    for (const auto& sub : r.subnets) {
+      SnapRemoteSubnet rs;
+      rs.prefix = sub.prefix;
+      rs.datapath_key = sub.datapath_key;
+      std::array<uint8_t, overlay::kOvnOptionDataLen> ovn_data;
+      overlay::GeneveOption ovn;
+      if (overlay::makeOvnOption({0, kRouterEgressPortKey}, ovn_data, ovn) != overlay::Status::kOk) {
+        return Error{"building the OVN option failed"};
+      }
+      overlay::GeneveTunnel t;
+      t.src_mac = uplink_mac.bytes;
+      t.dst_mac = next_hop.bytes;
+      t.family = m.tunnel_ip.isV4() ? overlay::UnderlayFamily::kIpv4 : overlay::UnderlayFamily::kIpv6;
+      t.src_ip = toIp16(m.tunnel_ip);
+      t.dst_ip = toIp16(r.tunnel_ip);
+      t.vni = sub.datapath_key;
+      t.options = std::span<const overlay::GeneveOption>(&ovn, 1);
+      overlay::GeneveEncapTemplate tmpl;
+      if (auto st = tmpl.build(t); st != overlay::Status::kOk) {
+        return Error{"remote node " + r.name + " subnet " + sub.prefix.str() + ": building the Geneve header failed: " +
+                     std::string(overlay::statusText(st))};
+      }
+      const auto bytes = tmpl.bytes();
+      if (bytes.size() > rs.encap.bytes.size()) return Error{"Geneve header longer than expected"};
+      std::memcpy(rs.encap.bytes.data(), bytes.data(), bytes.size());
+      rs.encap.length = static_cast<uint8_t>(bytes.size());
+      rs.encap.ipv6 = !m.tunnel_ip.isV4();
+      rs.encap.udp_offset = static_cast<uint8_t>(14 + (rs.encap.ipv6 ? 40 : 20));
+      rs.encap.ovn_offset = static_cast<uint8_t>(rs.encap.udp_offset + 8 + overlay::kGeneveHeaderLen +
+                                                 overlay::kGeneveOptionHeaderLen);
+      if (!rs.encap.ipv6) rs.encap.ipv4_sum = overlay::checksumAdd(rs.encap.bytes.data() + 14, 20);
+      rn.subnets.push_back(rs);
+    }
+    rn.dep = deps.idFor("node/" + r.name);
+    const std::string content = r.content + "|next_hop=" + (rn.next_hop_known ? next_hop.str() : "unknown");
+    deps.touch(rn.dep, content);
+    routing_content += content;
+    s.remotes.push_back(std::move(rn));
+  }
+  std::map<uint8_t, Snapshot::RouteLength, std::greater<>> v4, v6;
+  for (const auto& rn : s.remotes) {
+    s.peer_by_ip.emplace(toIp16(rn.tunnel_ip), &rn);
+    for (size_t i = 0; i < rn.subnets.size(); ++i) {
+      const auto& p = rn.subnets[i].prefix;
+      auto& level = (p.address.isV4() ? v4 : v6)[p.length];
+      level.length = p.length;
+      level.table.emplace(toIp16(p.address), Snapshot::RouteTarget{&rn, static_cast<uint8_t>(i)});
+    }
+  }
+  for (auto& [len, level] : v4) s.routes_v4.push_back(std::move(level));
+  for (auto& [len, level] : v6) s.routes_v6.push_back(std::move(level));
+
+  deps.touch(kDepRouting, routing_content);
+  s.stamp = deps.finish();
+  s.dep_version = deps.versions();
+  s.port_by_dep.assign(s.dep_version.size(), nullptr);
+  s.remote_by_dep.assign(s.dep_version.size(), nullptr);
+  for (const auto& sp : s.ports) s.port_by_dep[sp.dep] = &sp;
+  for (const auto& rn : s.remotes) s.remote_by_dep[rn.dep] = &rn;
+  return snap;
+}
+
+}  // namespace dpu::datapath

@@ -1,0 +1,193 @@
+// Snapshot: the immutable forwarding tables the lcores read, built on the
+// control thread from the validated model, the port bindings and the tunnel
+// next hops, and published by an atomic pointer swap (engine.h, RCU).
+//
+// Dependency versions: every model object a flow decision can read has a
+// stable id (ports and remote nodes by name, plus two global objects) and a
+// version taken from one counter whenever its content changes. A snapshot's
+// stamp is that counter after the build. A flow installed under stamp S is
+// valid in a later snapshot exactly when none of the objects it used has a
+// version above S; a deleted object's version is kVersionDeleted. Flows that
+// read nothing that changed keep forwarding, untouched, across a resync.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/net_address.h"
+#include "common/result.h"
+#include "counters.h"
+#include "datapath/engine.h"
+#include "model.h"
+#include "overlay/headers.h"
+
+namespace dpu::datapath {
+
+inline constexpr uint32_t kDepNode = 0;     // node settings, local subnets, the uplink binding
+inline constexpr uint32_t kDepRouting = 1;  // which destinations exist: for "no route" style drops
+inline constexpr uint32_t kVersionDeleted = UINT32_MAX;
+
+using Ip16 = std::array<uint8_t, 16>;  // IPv4 in the first 4 bytes
+struct Ip16Hash {
+  size_t operator()(const Ip16& a) const {
+    uint64_t lo, hi;
+    __builtin_memcpy(&lo, a.data(), 8);
+    __builtin_memcpy(&hi, a.data() + 8, 8);
+    uint64_t h = (lo ^ (hi * 0x9e3779b97f4a7c15ull)) * 0xc2b2ae3d27d4eb4full;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+inline Ip16 toIp16(const IpAddress& a) {
+  Ip16 out{};
+  for (size_t i = 0; i < a.size(); ++i) out[i] = a.bytes[i];
+  return out;
+}
+
+struct SnapPort {
+  std::string name;
+  uint32_t dep = 0;
+  uint16_t key = 0;
+  bool management = false;
+  overlay::MacAddress mac{};
+  std::vector<uint32_t> ipv4;  // host order (overlay's convention)
+  std::vector<overlay::Ipv6Address> ipv6;
+  uint32_t datapath_key = 0;
+  int32_t dpdk_port = -1;
+  bool has_gw4 = false;
+  uint32_t gw4 = 0;
+  bool has_gw6 = false;
+  overlay::Ipv6Address gw6{};
+
+  bool hasIpv4(uint32_t a) const {
+    for (uint32_t x : ipv4)
+      if (x == a) return true;
+    return false;
+  }
+  bool hasIpv6(const uint8_t* a) const {
+    for (const auto& x : ipv6)
+      if (__builtin_memcmp(x.data(), a, 16) == 0) return true;
+    return false;
+  }
+};
+
+// The outer headers towards one remote subnet (VNI = its datapath key), OVN
+// option with ingress key 0 (patched per packet) and the router egress key;
+// per-packet fields zero, as GeneveEncapTemplate::bytes() gives them.
+struct SnapEncap {
+  std::array<uint8_t, 80> bytes{};
+  uint8_t length = 0;
+  uint8_t udp_offset = 0;
+  uint8_t ovn_offset = 0;  // the OVN option's 4 data bytes
+  bool ipv6 = false;
+  uint32_t ipv4_sum = 0;   // IPv4 header sum with total length and checksum zero
+};
+
+struct SnapRemoteSubnet {
+  IpPrefix prefix;
+  uint32_t datapath_key = 0;
+  SnapEncap encap;
+};
+
+struct SnapRemoteNode {
+  std::string name;
+  uint32_t dep = 0;
+  IpAddress tunnel_ip;
+  std::vector<SnapRemoteSubnet> subnets;
+  bool next_hop_known = false;
+};
+
+struct PortSlot {
+  bool bound = false;
+  PortRole role = PortRole::kRepresentor;
+  const SnapPort* lport = nullptr;
+  overlay::MacAddress mac{};
+  std::string name;
+};
+
+struct Binding {
+  uint16_t port = 0;
+  PortRole role = PortRole::kRepresentor;
+  MacAddress mac;
+};
+
+struct Snapshot {
+  uint64_t generation = 0;
+  uint32_t stamp = 0;
+  std::vector<uint32_t> dep_version;
+  bool programmed = false;
+  overlay::MacAddress router_mac{};
+  bool has_tunnel_ip = false;
+  uint8_t tunnel_family = 4;
+  Ip16 tunnel_ip{};
+  uint16_t tunnel_mtu_v4 = 0;  // largest inner IP packet a tunnel carries
+  uint16_t tunnel_mtu_v6 = 0;
+  int32_t uplink_port = -1;
+  std::vector<SnapPort> ports;
+  std::vector<SnapRemoteNode> remotes;
+  std::vector<ModelSubnet> local_subnets;
+  std::array<PortSlot, kMaxPorts> slots{};
+
+  std::unordered_map<uint32_t, const SnapPort*> port_by_ipv4;
+  std::unordered_map<Ip16, const SnapPort*, Ip16Hash> port_by_ipv6;
+  std::unordered_map<uint32_t, const ModelSubnet*> local_by_vni;
+  std::unordered_map<Ip16, const SnapRemoteNode*, Ip16Hash> peer_by_ip;
+  struct RouteTarget {
+    const SnapRemoteNode* node = nullptr;
+    uint8_t subnet = 0;
+  };
+  struct RouteLength {
+    uint8_t length = 0;
+    std::unordered_map<Ip16, RouteTarget, Ip16Hash> table;
+  };
+  std::vector<RouteLength> routes_v4, routes_v6;  // longest prefix first
+  std::vector<const SnapPort*> port_by_dep;
+  std::vector<const SnapRemoteNode*> remote_by_dep;
+
+  // Flow validity (see the top of this file).
+  bool depsValid(uint32_t flow_stamp, uint32_t dep_in, uint32_t dep_out) const {
+    return dep_version[kDepNode] <= flow_stamp && dep_version[dep_in] <= flow_stamp &&
+           dep_version[dep_out] <= flow_stamp;
+  }
+  bool inLocalSubnet(const uint8_t* addr, bool v6) const;
+  // Longest-prefix match over remote subnets (IPv4: 4 address bytes).
+  RouteTarget routeRemote(const uint8_t* addr, bool v6) const;
+  const SnapPort* portByDep(uint32_t dep) const { return dep < port_by_dep.size() ? port_by_dep[dep] : nullptr; }
+  const SnapRemoteNode* remoteByDep(uint32_t dep) const {
+    return dep < remote_by_dep.size() ? remote_by_dep[dep] : nullptr;
+  }
+};
+
+// Stable ids and versions of the dependency objects (control thread only).
+class DepRegistry {
+ public:
+  DepRegistry();
+  uint32_t idFor(const std::string& key);
+  // Records the object's content in this build; a change takes a new version.
+  void touch(uint32_t id, const std::string& content);
+  // Ends a build: objects not touched are deleted. Returns the new stamp.
+  uint32_t finish();
+  const std::vector<uint32_t>& versions() const { return versions_; }
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<uint32_t> versions_;
+  std::vector<std::string> contents_;
+  std::vector<bool> touched_;
+  uint32_t clock_ = 1;
+};
+
+struct SnapshotInputs {
+  const Model* model = nullptr;
+  uint64_t generation = 0;
+  const std::map<std::string, Binding>* bindings = nullptr;
+  const std::map<IpAddress, MacAddress>* next_hops = nullptr;
+};
+
+Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);
+
+}  // namespace dpu::datapath

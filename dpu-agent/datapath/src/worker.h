@@ -1,0 +1,119 @@
+// WorkerContext: everything one lcore owns, in one cache-aligned object:
+// its flow cache, counters, per-port tx buffers, the ring of new flows for
+// offload and its RCU quiescent-state counter. Only that lcore writes it,
+// except `offload` (written by the control thread, read by the lcore's
+// aging sweep) and `quiescent_epoch` (read by the control thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "counters.h"
+#include "flow_cache.h"
+#include "overlay/geneve.h"
+#include "overlay/parse.h"
+
+struct rte_mbuf;
+
+namespace dpu::datapath {
+
+inline constexpr unsigned kBurst = 32;
+
+// Single producer (the lcore), single consumer (the control thread).
+class SpscRing {
+ public:
+  explicit SpscRing(uint32_t size) {
+    uint64_t n = 1;
+    while (n < size) n <<= 1;
+    mask_ = n - 1;
+    slots_ = std::make_unique<uint64_t[]>(n);
+  }
+  bool push(uint64_t v) {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_cache_ >= mask_ + 1) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      if (head - tail_cache_ >= mask_ + 1) return false;
+    }
+    slots_[head & mask_] = v;
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+  bool pop(uint64_t& v) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_.load(std::memory_order_acquire)) return false;
+    v = slots_[tail & mask_];
+    tail_.store(tail + 1, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  uint64_t mask_;
+  std::unique_ptr<uint64_t[]> slots_;
+  alignas(64) std::atomic<uint64_t> head_{0};
+  uint64_t tail_cache_ = 0;
+  alignas(64) std::atomic<uint64_t> tail_{0};
+};
+
+// Offload bookkeeping of one flow cache slot (control thread).
+struct OffloadSlot {
+  enum State : uint8_t { kNone, kInHw, kSoftware };
+  uint32_t flow_id = 0;       // the flow this describes; stale when the entry's id differs
+  uint8_t state = kNone;
+  uint8_t reserved = 0;
+  uint16_t reason = 0;        // index into the engine's refusal texts (kSoftware)
+  uint32_t hw_used_ms = 0;    // last time hardware counters moved (read by the lcore's sweep)
+  uint32_t hw_packets_lo = 0; // low bits of the last hardware packet count
+  uint64_t handle = 0;
+};
+static_assert(sizeof(OffloadSlot) == 24);
+
+// A packet between receive and the actions.
+struct PacketContext {
+  rte_mbuf* mbuf;
+  uint64_t hash;
+  overlay::ParsedPacket parsed;
+  overlay::FlowKey key;
+  TunnelProbe probe;  // tunnel fields of the match
+  uint16_t rx_port;
+  uint8_t decap_len;
+  // How the remembered last flow applies: 0 not at all, 1 the previous
+  // packet of the burst had this match, 2 first of a burst (compare with it).
+  uint8_t last_hint;
+};
+
+struct TxBuffer {
+  uint16_t count = 0;
+  rte_mbuf* packets[kBurst];
+};
+
+class alignas(64) WorkerContext {
+ public:
+  WorkerContext(unsigned index, uint32_t entries, uint32_t offload_queue, bool offload)
+      : index_(index), table(entries), offload_ring(offload ? offload_queue : 1) {
+    if (offload) this->offload.assign(table.capacity(), OffloadSlot{});
+  }
+  unsigned index() const { return index_; }
+
+  unsigned index_;
+  FlowTable table;
+  WorkerCounters counters;
+  TxBuffer tx[kMaxPorts];
+  uint32_t tx_pending_mask = 0;  // ports with buffered packets
+  uint64_t now_ms = 0;
+  uint32_t last_index = UINT32_MAX;  // the last flow hit, checked first for the next packet
+  uint32_t sweep_cursor = 0;
+  uint64_t last_sweep_ms = 0;
+  uint64_t quiescent_calls = 0;
+  uint64_t hits = 0;  // flow hits in the current burst
+  // Scratch space reused per packet (their constructors zero hundreds of bytes).
+  overlay::GeneveHeaders geneve;
+  FlowEntry candidate;
+  PacketContext burst[kBurst];
+  SpscRing offload_ring;
+  std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend
+  alignas(64) std::atomic<uint64_t> quiescent_epoch{0};
+};
+
+}  // namespace dpu::datapath

@@ -1,0 +1,123 @@
+// Finding and configuring the uplink's attached XDP program (xdp.h).
+#include "datapath/xdp.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#ifndef DPU_XDP_PROGRAM_PATH
+#define DPU_XDP_PROGRAM_PATH ""
+#endif
+#ifndef DPU_XDP_REPRESENTOR_PROGRAM_PATH
+#define DPU_XDP_REPRESENTOR_PROGRAM_PATH ""
+#endif
+
+namespace dpu::datapath {
+namespace {
+
+constexpr uint32_t kCounterCount = 3;
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+std::string errnoText(int err) { return std::strerror(err < 0 ? -err : err); }
+
+// The fd of the map called `name` used by the XDP program on `ifname`.
+Result<int> attachedMap(const std::string& ifname, const char* name) {
+  unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) return Error{"no network interface " + ifname + ": " + errnoText(errno)};
+  __u32 prog_id = 0;
+  // Flags 0: whichever mode (native or generic) the program was attached in.
+  if (int err = bpf_xdp_query_id(static_cast<int>(ifindex), 0, &prog_id); err != 0 || prog_id == 0) {
+    return Error{"no XDP program attached to " + ifname +
+                 (err ? ": " + errnoText(err) : std::string()) + " (was the port created with xdp_prog=?)"};
+  }
+  Fd prog(bpf_prog_get_fd_by_id(prog_id));
+  if (prog.fd < 0) return Error{"cannot open XDP program " + std::to_string(prog_id) + ": " + errnoText(errno)};
+  std::vector<__u32> map_ids(16);
+  bpf_prog_info info{};
+  info.nr_map_ids = static_cast<__u32>(map_ids.size());
+  info.map_ids = reinterpret_cast<uintptr_t>(map_ids.data());
+  __u32 len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(prog.fd, &info, &len) != 0)
+    return Error{"cannot read the XDP program's maps on " + ifname + ": " + errnoText(errno)};
+  for (__u32 i = 0; i < std::min<__u32>(info.nr_map_ids, map_ids.size()); ++i) {
+    int map_fd = bpf_map_get_fd_by_id(map_ids[i]);
+    if (map_fd < 0) continue;
+    bpf_map_info map_info{};
+    __u32 map_len = sizeof(map_info);
+    if (bpf_obj_get_info_by_fd(map_fd, &map_info, &map_len) == 0 && std::strcmp(map_info.name, name) == 0)
+      return map_fd;
+    close(map_fd);
+  }
+  return Error{"the XDP program on " + ifname + " has no map " + name + ": is it overlay_steer.bpf.o?"};
+}
+
+}  // namespace
+
+XdpSteerConfig makeSteerConfig(const IpAddress& tunnel_ip, bool steer_arp) {
+  XdpSteerConfig c;
+  c.enabled = 1;
+  c.flags = steer_arp ? kXdpSteerArp : 0;
+  if (tunnel_ip.isV4()) {
+    c.has_ip4 = 1;
+    std::memcpy(&c.ip4, tunnel_ip.bytes.data(), 4);
+  } else {
+    c.has_ip6 = 1;
+    c.ip6 = tunnel_ip.bytes;
+  }
+  return c;
+}
+
+Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config) {
+  uint32_t key = 0;
+  if (bpf_map_update_elem(map_fd, &key, &config, BPF_ANY) != 0)
+    return Error{"cannot write the XDP steering settings: " + errnoText(errno)};
+  return {};
+}
+
+Result<XdpSteerCounters> readSteerCounters(int map_fd) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return Error{"cannot count the possible CPUs: " + errnoText(cpus)};
+  std::vector<uint64_t> values(static_cast<size_t>(cpus));
+  uint64_t sums[kCounterCount] = {};
+  for (uint32_t key = 0; key < kCounterCount; ++key) {
+    if (bpf_map_lookup_elem(map_fd, &key, values.data()) != 0)
+      return Error{"cannot read the XDP steering counters: " + errnoText(errno)};
+    for (uint64_t v : values) sums[key] += v;
+  }
+  return XdpSteerCounters{sums[0], sums[1], sums[2]};
+}
+
+Result<void> configureAttachedSteering(const std::string& ifname, const XdpSteerConfig& config) {
+  auto map = attachedMap(ifname, "steer_cfg");
+  if (!map) return std::move(map).takeError();
+  Fd fd(*map);
+  return writeSteerConfig(fd.fd, config);
+}
+
+Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname) {
+  auto map = attachedMap(ifname, "steer_stats");
+  if (!map) return std::move(map).takeError();
+  Fd fd(*map);
+  return readSteerCounters(fd.fd);
+}
+
+std::string builtinXdpProgramPath() { return DPU_XDP_PROGRAM_PATH; }
+std::string builtinRepresentorXdpProgramPath() { return DPU_XDP_REPRESENTOR_PROGRAM_PATH; }
+
+}  // namespace dpu::datapath

@@ -1,0 +1,102 @@
+// Text and JSON forms of operator replies (dpuctl_format.h).
+#include "dpuctl_format.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace dpu::dpuctl {
+namespace {
+
+// Columns padded to the widest cell; the last column is not padded.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string formatDuration(uint64_t ms) {
+  char buf[32];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof(buf), "%llums", static_cast<unsigned long long>(ms));
+  } else if (ms < 60'000) {
+    std::snprintf(buf, sizeof(buf), "%llu.%llus", static_cast<unsigned long long>(ms / 1000),
+                  static_cast<unsigned long long>(ms % 1000 / 100));
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof(buf), "%llum%02llus", static_cast<unsigned long long>(ms / 60'000),
+                  static_cast<unsigned long long>(ms % 60'000 / 1000));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lluh%02llum", static_cast<unsigned long long>(ms / 3'600'000),
+                  static_cast<unsigned long long>(ms % 3'600'000 / 60'000));
+  }
+  return buf;
+}
+
+std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
+  std::string out;
+  for (const auto& f : reply.flows()) {
+    std::string where = f.in_hw() ? "hw" : "sw";
+    if (!f.offload_status().empty() && !f.in_hw()) {
+      // "software: <reason>" → "sw(<reason>)"
+      std::string reason = f.offload_status();
+      if (reason.rfind("software: ", 0) == 0) reason = reason.substr(10);
+      if (reason != "software") where += "(" + reason + ")";
+    }
+    out += f.match() + ", packets:" + std::to_string(f.packets()) + ", bytes:" + std::to_string(f.bytes()) +
+           ", age:" + formatDuration(f.age_ms()) + ", used:" + formatDuration(f.idle_ms()) + " ago, dp:" + where +
+           ", actions:" + f.actions() + "\n";
+  }
+  return out;
+}
+
+std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
+  std::vector<std::vector<std::string>> rows{
+      {"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "TX_DROP", "LOGICAL", "DEVARGS"}};
+  std::vector<dataplane::v1::PortInfo> ports(reply.ports().begin(), reply.ports().end());
+  std::sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) { return a.dpdk_port() < b.dpdk_port(); });
+  for (const auto& p : ports) {
+    rows.push_back({std::to_string(p.dpdk_port()), p.name(), p.role(), p.state().empty() ? "-" : p.state(),
+                    std::to_string(p.rx_packets()), std::to_string(p.tx_packets()), std::to_string(p.rx_dropped()),
+                    std::to_string(p.tx_dropped()), p.logical_port().empty() ? "-" : p.logical_port(),
+                    p.devargs().empty() ? "-" : p.devargs()});
+  }
+  return table(rows);
+}
+
+std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_only) {
+  std::vector<std::vector<std::string>> rows{{"COUNTER", "VALUE", "DESCRIPTION"}};
+  for (const auto& c : reply.counters()) {
+    if (nonzero_only && c.value() == 0) continue;
+    rows.push_back({c.name(), std::to_string(c.value()), c.description()});
+  }
+  return table(rows);
+}
+
+std::string formatJson(const dataplane::v1::OperatorReply& reply) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(reply, &out, options).ok()) return "{}\n";
+  return out;
+}
+
+}  // namespace dpu::dpuctl

@@ -1,0 +1,21 @@
+// dpuctl's text output for the operator API replies (dataplane.proto
+// OperatorReply): dump-flows as one line per flow in the manner of
+// `ovs-appctl dpctl/dump-flows`, ports and stats as aligned tables, or the
+// reply as JSON (--json). Pure functions, so the formats are unit-tested.
+#pragma once
+
+#include <string>
+
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+namespace dpu::dpuctl {
+
+// "1.5s", "250ms", "2m03s", "1h02m".
+std::string formatDuration(uint64_t ms);
+std::string formatFlows(const dataplane::v1::OperatorReply& reply);
+std::string formatPorts(const dataplane::v1::OperatorReply& reply);
+// Every counter unless `nonzero_only`.
+std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_only);
+std::string formatJson(const dataplane::v1::OperatorReply& reply);
+
+}  // namespace dpu::dpuctl

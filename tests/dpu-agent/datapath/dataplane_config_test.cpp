@@ -1,0 +1,128 @@
+// The dpu-dataplane configuration: a good file parses into what the process
+// needs; each kind of mistake fails naming the field to fix.
+#include <catch2/catch.hpp>
+
+#include "datapath/dataplane_config.h"
+
+using namespace dpu::datapath;
+
+namespace {
+
+std::string failure(const std::string& text) {
+  auto c = parseDataplaneConfig(text, "test.yaml");
+  REQUIRE_FALSE(c.ok());
+  return c.error();
+}
+
+}  // namespace
+
+TEST_CASE("dataplane config: a lab configuration in YAML", "[dataplane]") {
+  auto c = parseDataplaneConfig(R"(
+eal: {memory_mb: 128, file_prefix: node1}
+workers: 2
+uplink: {iface: uplink0}
+management: {devargs: "net_ring_mgmt"}
+representors: {mode: hotplug, backends: [af_packet]}
+tunnel_ip: 192.168.100.1
+flow_cache: {entries: 4096, idle_timeout_ms: 500}
+offload: rte_flow
+sockets: {programming: /tmp/p.sock, operator: /tmp/o.sock}
+idle_sleep_us: 50
+log: {level: debug}
+)", "lab.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->eal.memory_mb == 128);
+  CHECK(c->eal.file_prefix == "node1");
+  CHECK(c->eal.no_huge);
+  CHECK(c->workers == 2);
+  CHECK(c->uplink.kind == PortKind::kAfXdp);
+  CHECK(c->uplink.iface == "uplink0");
+  CHECK(c->uplink.fallback);
+  CHECK(c->management.configured);
+  CHECK(c->management.kind == PortKind::kDevargs);
+  CHECK(c->representors.mode == RepresentorMode::kHotplug);
+  CHECK(c->representors.backends == std::vector<PortKind>{PortKind::kAfPacket});
+  CHECK(c->tunnel_ip == "192.168.100.1");
+  CHECK(c->flow_cache_entries == 4096);
+  CHECK(c->flow_idle_timeout_ms == 500);
+  CHECK(c->offload == "rte_flow");
+  CHECK(c->sockets.programming == "/tmp/p.sock");
+  CHECK(c->idle_sleep_us == 50);
+  CHECK(c->log_level == "debug");
+}
+
+TEST_CASE("dataplane config: a BlueField configuration in JSON", "[dataplane]") {
+  auto c = parseDataplaneConfig(R"({
+    "eal": {"no_huge": false, "no_pci": false, "memory_mb": 2048,
+            "allow": ["0000:03:00.0,representor=pf0vf[0-127],dv_flow_en=1"]},
+    "uplink": {"ethdev": "0000:03:00.0"},
+    "representors": {"mode": "preprobed"},
+    "tunnel_ip": "fd00::1"
+  })", "bf.json");
+  REQUIRE(c.ok());
+  CHECK(c->uplink.kind == PortKind::kPreprobed);
+  CHECK(c->uplink.ethdev_name == "0000:03:00.0");
+  CHECK(c->representors.mode == RepresentorMode::kPreprobed);
+  CHECK(c->representors.preprobed_suffix == "_representor_vf");
+  CHECK(c->eal.allow.size() == 1);
+  CHECK_FALSE(c->management.configured);
+}
+
+TEST_CASE("dataplane config: mistakes name the field", "[dataplane]") {
+  CHECK_THAT(failure("tunnel_ip: 1.2.3.4\n"), Catch::Contains("config.uplink"));
+  CHECK_THAT(failure("uplink: {iface: u0}\n"), Catch::Contains("config.tunnel_ip"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3\n"), Catch::Contains("config.tunnel_ip"));
+  CHECK_THAT(failure("uplink: {iface: u0, kind: dpdk}\ntunnel_ip: 1.2.3.4\n"), Catch::Contains("config.uplink.kind"));
+  CHECK_THAT(failure("uplink: {iface: a/b}\ntunnel_ip: 1.2.3.4\n"), Catch::Contains("config.uplink.iface"));
+  CHECK_THAT(failure("uplink: {iface: u0, colour: red}\ntunnel_ip: 1.2.3.4\n"),
+             Catch::Contains("config.uplink.colour: unknown field"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nworkers: 0\n"), Catch::Contains("config.workers"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\noffload: doca\n"), Catch::Contains("config.offload"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nrepresentors: {mode: template, devargs: net_ring0}\n"),
+             Catch::Contains("config.representors.devargs"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nrepresentors: {mode: template}\n"),
+             Catch::Contains("config.representors.devargs"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nrepresentors: {mode: template, ports: [{name: a}]}\n"),
+             Catch::Contains("config.representors.ports[0].devargs"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nrepresentors: {backends: [pcap]}\n"),
+             Catch::Contains("config.representors.backends"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nsockets: {programming: rel.sock}\n"),
+             Catch::Contains("config.sockets.programming"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\neal: {allow: [\"0000:03:00.0\"]}\n"),
+             Catch::Contains("config.eal.allow"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nmbuf_pool_size: 2047\nmbuf_cache_size: 512\n"),
+             Catch::Contains("config.mbuf_cache_size"));
+  CHECK_THAT(failure("uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\nxdp_program: /nonexistent.o\n"),
+             Catch::Contains("config.xdp_program"));
+  CHECK_THAT(failure("- a\n- b\n"), Catch::Contains("must be an object"));
+}
+
+TEST_CASE("dataplane config: fixed representor devargs for benchmarks", "[dataplane]") {
+  auto c = parseDataplaneConfig(R"(
+uplink: {devargs: net_null0}
+tunnel_ip: 192.168.100.1
+representors: {mode: template, ports: [{name: pf0vf1, devargs: "net_pcap_a,rx_pcap=/t/in.pcap,infinite_rx=1"},
+                                      {name: pf0vf2, devargs: net_null_b}]}
+)", "bench.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(c->representors.devargs_by_name.size() == 2);
+  CHECK(c->representors.devargs_by_name[1].first == "pf0vf2");
+  CHECK(c->representors.devargs_by_name[1].second == "net_null_b");
+}
+
+TEST_CASE("dataplane config: the shipped examples parse", "[dataplane]") {
+  for (const char* name : {"dataplane_lab.yaml", "dataplane_bluefield.yaml"}) {
+    INFO(name);
+    auto c = loadDataplaneConfig(std::string(DPU_SOURCE_DIR) + "/dpu-agent/datapath/" + name);
+    REQUIRE(c.ok());
+    CHECK_FALSE(c->tunnel_ip.empty());
+  }
+}
+
+TEST_CASE("dataplane config: devargs for the port kinds", "[dataplane]") {
+  CHECK(afXdpDevargs("uplink", "eth1", "/x.o") ==
+        "net_af_xdp_uplink,iface=eth1,start_queue=0,queue_count=1,xdp_prog=/x.o");
+  CHECK(afXdpDevargs("pf0vf1", "pf0vf1", "") == "net_af_xdp_pf0vf1,iface=pf0vf1,start_queue=0,queue_count=1");
+  CHECK(afPacketDevargs("pf0vf1", "pf0vf1") == "net_af_packet_pf0vf1,iface=pf0vf1,qpairs=1,qdisc_bypass=1");
+  CHECK(expandTemplate("net_pcap_{name},rx_pcap=/t/{name}.pcap", "r1") == "net_pcap_r1,rx_pcap=/t/r1.pcap");
+}

@@ -1,0 +1,286 @@
+// The dpu-dataplane process parts (EAL, ports and the representor backend,
+// worker lcores, the programming and operator sockets) around a stub Engine:
+// a FullSync that names a representor hot-plugs its port and a worker polls
+// it; a Delta that drops it removes the port while the lcores run; a second
+// agent is refused; the operator API reports ports with their DPDK counters;
+// the dataplane keeps going after the agent disconnects. net_ring ports loop
+// transmitted packets back to their receive queue, so the test injects
+// packets by transmitting on the port.
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/ipc_proto.h"
+#include "datapath/api_server.h"
+#include "datapath/dataplane_neighbours.h"
+#include "datapath/dataplane_ports.h"
+#include "datapath/eal.h"
+#include "datapath/engine.h"
+#include "datapath/lcore.h"
+
+namespace dpu::datapath {
+// The stub's per-worker state (the real one lives in the engine library, not linked here).
+class WorkerContext {
+ public:
+  std::atomic<uint64_t> packets{0};
+  std::atomic<uint64_t> iterations{0};
+};
+}  // namespace dpu::datapath
+
+namespace {
+
+using namespace dpu;
+using namespace dpu::datapath;
+using namespace std::chrono_literals;
+namespace v1 = dpu::dataplane::v1;
+
+class StubEngine final : public Engine {
+ public:
+  Result<void> bindPort(const std::string& name, uint16_t dpdk_port, PortRole, MacAddress) override {
+    std::lock_guard lock(mu_);
+    bound_[name] = dpdk_port;
+    return {};
+  }
+  void unbindPort(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    bound_.erase(name);
+  }
+  std::vector<std::string> wantedRepresentors() const override {
+    std::lock_guard lock(mu_);
+    return {wanted_.begin(), wanted_.end()};
+  }
+  v1::ProgramReply program(const v1::ProgramRequest& request) override {
+    v1::ProgramReply reply;
+    reply.set_status(v1::OK);
+    std::lock_guard lock(mu_);
+    if (request.has_full_sync()) {
+      wanted_.clear();
+      for (const auto& p : request.full_sync().model().ports()) wanted_.insert(p.representor());
+      generation_ = request.full_sync().generation();
+    } else if (request.has_delta()) {
+      if (request.delta().base_generation() != generation_) {
+        reply.set_status(v1::RESYNC_NEEDED);
+        reply.set_generation(generation_);
+        return reply;
+      }
+      for (const auto& name : request.delta().delete_ports()) wanted_.erase(name);
+      for (const auto& p : request.delta().upsert_ports()) wanted_.insert(p.representor());
+      generation_ = request.delta().generation();
+    } else if (request.has_hello()) {
+      reply.mutable_hello()->set_instance_id("stub");
+      reply.mutable_hello()->set_generation(generation_);
+    }
+    reply.set_generation(generation_);
+    return reply;
+  }
+  v1::OperatorReply operate(const v1::OperatorRequest& request) override {
+    v1::OperatorReply reply;
+    std::lock_guard lock(mu_);
+    reply.set_generation(generation_);
+    if (request.has_ports()) {
+      for (const auto& [name, port] : bound_) {
+        auto* p = reply.add_ports();
+        p->set_name(name);
+        p->set_dpdk_port(port);
+        p->set_role("stub");
+      }
+    }
+    return reply;
+  }
+  void maintain() override { maintained_.fetch_add(1); }
+  Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
+  std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
+  size_t bytesPerFlow() const override { return 0; }
+  WorkerContext& worker(unsigned) override { return worker_; }
+  void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override {
+    worker.packets.fetch_add(count);
+    per_port_[rx_port].fetch_add(count);
+    rte_pktmbuf_free_bulk(packets, count);
+  }
+  void flush(WorkerContext&) override {}
+  void quiescent(WorkerContext& worker) override { worker.iterations.fetch_add(1); }
+
+  uint64_t received(uint16_t port) { return per_port_[port].load(); }
+  std::map<std::string, uint16_t> bound() {
+    std::lock_guard lock(mu_);
+    return bound_;
+  }
+  std::atomic<uint64_t> maintained_{0};
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint16_t> bound_;
+  std::set<std::string> wanted_;
+  uint64_t generation_ = 0;
+  WorkerContext worker_;
+  std::atomic<uint64_t> per_port_[RTE_MAX_ETHPORTS] = {};
+};
+
+template <typename Pred>
+bool waitFor(Pred pred, std::chrono::milliseconds limit = 5s) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+// Transmits `count` small frames on `port` (net_ring loops them back to its receive queue).
+void inject(rte_mempool* pool, uint16_t port, unsigned count) {
+  for (unsigned i = 0; i < count; ++i) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    REQUIRE(m != nullptr);
+    char* data = rte_pktmbuf_append(m, 60);
+    std::memset(data, 0xab, 60);
+    REQUIRE(rte_eth_tx_burst(port, 0, &m, 1) == 1);
+  }
+}
+
+v1::ProgramReply send(const ipc::Socket& s, const v1::ProgramRequest& request) {
+  REQUIRE(ipc::sendMessage(s, request, ipc::after(2s)).ok());
+  v1::ProgramReply reply;
+  auto frame = ipc::recvMessage(s, reply, ipc::after(5s));
+  REQUIRE(frame.ok());
+  return reply;
+}
+
+v1::ProgramRequest fullSync(uint64_t generation, std::vector<std::string> representors) {
+  v1::ProgramRequest r;
+  r.mutable_full_sync()->set_generation(generation);
+  for (auto& name : representors) {
+    auto* p = r.mutable_full_sync()->mutable_model()->add_ports();
+    p->set_name("pod-" + name);
+    p->set_representor(name);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("dataplane process: ports follow the model while the lcores run", "[dataplane]") {
+  std::string tag = std::to_string(getpid());
+  std::string dir = "/tmp/dpu-dataplane-test-" + tag;
+  auto parsed = parseDataplaneConfig(R"({
+    "eal": {"memory_mb": 128, "file_prefix": "dp-proc-)" + tag + R"(", "log_level": "*:error"},
+    "workers": 1,
+    "mbuf_pool_size": 2047,
+    "mbuf_cache_size": 64,
+    "idle_sleep_us": 20,
+    "uplink": {"devargs": "net_ring_up)" + tag + R"("},
+    "representors": {"mode": "template", "devargs": "net_ring_{name})" + tag + R"("},
+    "tunnel_ip": "192.168.100.1",
+    "sockets": {"programming": ")" + dir + R"(/p.sock", "operator": ")" + dir + R"(/o.sock"}
+  })", "test");
+  REQUIRE(parsed.ok());
+  const DataplaneConfig& config = *parsed;
+  REQUIRE(initEal(config, "dataplane_process_tests").ok());
+  rte_mempool* pool = rte_pktmbuf_pool_create("test_mbufs", config.mbuf_pool_size, config.mbuf_cache_size, 0,
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+  REQUIRE(pool != nullptr);
+  {
+    StubEngine engine;
+    auto backend = makePortBackend(config.representors);
+    DataplanePorts ports(*backend, PortSetup{pool, 1, 256, 256});
+    REQUIRE(ports.openRolePorts(config).ok());
+    WorkerSet workers(engine, 1, config.idle_sleep_us);
+    REQUIRE(ports.attach(engine, workers).ok());
+    CHECK(engine.bound().count("uplink") == 1);
+    TunnelNeighbours neighbours(engine, "", {});
+    ApiServer server(engine, ports, neighbours, config.sockets);
+    REQUIRE(server.open().ok());
+    REQUIRE(workers.start().ok());
+    std::atomic<bool> stop{false};
+    std::thread control([&] { server.run(stop); });
+
+    uint16_t uplink = ports.rolePort("uplink")->port_id;
+    // Not polled before the first model.
+    inject(pool, uplink, 4);
+    std::this_thread::sleep_for(50ms);
+    CHECK(engine.received(uplink) == 0);
+
+    auto agent = ipc::connectUnix(config.sockets.programming, ipc::after(2s));
+    REQUIRE(agent.ok());
+    v1::ProgramRequest hello;
+    hello.mutable_hello()->set_agent_id("test");
+    CHECK(send(*agent, hello).hello().instance_id() == "stub");
+
+    // A second agent is refused while the first is connected.
+    {
+      auto second = ipc::connectUnix(config.sockets.programming, ipc::after(2s));
+      REQUIRE(second.ok());
+      v1::ProgramReply refusal;
+      auto frame = ipc::recvMessage(*second, refusal, ipc::after(2s));
+      REQUIRE(frame.ok());
+      CHECK(refusal.status() == v1::INVALID);
+      CHECK_THAT(refusal.message(), Catch::Contains("another agent"));
+    }
+
+    CHECK(send(*agent, fullSync(1, {"ra", "rb"})).status() == v1::OK);
+    REQUIRE(waitFor([&] { return engine.bound().count("ra") && engine.bound().count("rb"); }));
+    // The backlog on the uplink is polled now.
+    REQUIRE(waitFor([&] { return engine.received(uplink) == 4; }));
+    uint16_t ra = engine.bound().at("ra");
+    inject(pool, ra, 10);
+    REQUIRE(waitFor([&] { return engine.received(ra) == 10; }));
+
+    // The operator API: the engine's port list with the process's devargs and counters.
+    v1::OperatorRequest ports_request;
+    ports_request.mutable_ports();
+    auto reply = ipc::call<v1::OperatorReply>(config.sockets.operator_api, ports_request, ipc::after(2s));
+    REQUIRE(reply.ok());
+    bool found = false;
+    for (const auto& p : reply->ports()) {
+      if (p.name() != "ra") continue;
+      found = true;
+      CHECK(p.devargs() == "net_ring_ra" + tag);
+      CHECK(p.rx_packets() == 10);
+      CHECK(p.tx_packets() == 10);
+      CHECK(p.role() == "stub");
+      CHECK(p.state().find("not polled") == std::string::npos);
+    }
+    CHECK(found);
+
+    // A Delta drops rb: its port is removed while the worker runs, traffic on ra goes on.
+    v1::ProgramRequest delta;
+    delta.mutable_delta()->set_base_generation(1);
+    delta.mutable_delta()->set_generation(2);
+    delta.mutable_delta()->add_delete_ports("rb");
+    CHECK(send(*agent, delta).status() == v1::OK);
+    REQUIRE(waitFor([&] { return engine.bound().count("rb") == 0; }));
+    uint16_t dummy = 0;
+    CHECK(rte_eth_dev_get_port_by_name(("net_ring_rb" + tag).c_str(), &dummy) != 0);
+    inject(pool, ra, 5);
+    REQUIRE(waitFor([&] { return engine.received(ra) == 15; }));
+
+    // The agent goes away: the dataplane keeps polling; a new agent resyncs.
+    agent->close();
+    inject(pool, ra, 5);
+    REQUIRE(waitFor([&] { return engine.received(ra) == 20; }));
+    auto again = ipc::connectUnix(config.sockets.programming, ipc::after(2s));
+    REQUIRE(again.ok());
+    CHECK(send(*again, hello).hello().generation() == 2);
+    CHECK(send(*again, fullSync(3, {"ra", "rc"})).status() == v1::OK);
+    REQUIRE(waitFor([&] { return engine.bound().count("rc") == 1; }));
+    CHECK(engine.maintained_.load() > 0);
+
+    stop.store(true);
+    control.join();
+    server.close();
+    CHECK(access(config.sockets.programming.c_str(), F_OK) != 0);
+    workers.stop();
+    ports.closeAll();
+    CHECK(engine.bound().empty());
+  }
+  rte_mempool_free(pool);
+  cleanupEal();
+  rmdir(dir.c_str());
+}

@@ -1,0 +1,1031 @@
+// Component tests of the Engine: EAL in-process (--no-huge, no PCI), net_ring
+// ports, a programmed model, packets built by PacketBuilder injected through
+// processBurst, and what each ring port transmitted compared byte for byte
+// with packets built independently (PacketBuilder for plain packets, the
+// overlay library's reference Geneve encapsulation for tunnelled ones).
+// EAL initialises once per process, so every EAL test lives in this binary.
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "datapath/engine.h"
+#include "fake_eswitch.h"
+#include "golden.h"
+#include "offload/none_backend.h"
+#include "overlay/bytes.h"
+#include "overlay/flow_key.h"
+#include "overlay/geneve.h"
+#include "overlay/packet_builder.h"
+#include "overlay/parse.h"
+#include "worker_parse.h"
+
+using namespace dpu;
+using namespace dpu::datapath;
+using overlay::PacketBuilder;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+constexpr unsigned kPorts = 5;
+enum : uint16_t { kUplink = 0, kMgmt = 1, kRepA = 2, kRepB = 3, kSpare = 4 };
+
+// Each ring port has two queues, so that two workers can transmit (worker i
+// uses tx queue i).
+constexpr unsigned kQueues = 2;
+struct Env {
+  rte_mempool* pool = nullptr;
+  uint16_t port[kPorts] = {};
+  rte_ring* tx[kPorts][kQueues] = {};
+};
+
+Env& env() {
+  static Env e = [] {
+    Env out;
+    const std::string prefix = "--file-prefix=engine_test_" + std::to_string(getpid());
+    std::vector<std::string> args = {"engine_tests", "--no-huge", "--no-pci", "-m", "256", prefix,
+                                     "--log-level=error", "-l", "0"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) throw std::runtime_error("rte_eal_init failed");
+    out.pool = rte_pktmbuf_pool_create("engine_test_pool", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    if (out.pool == nullptr) throw std::runtime_error("mempool");
+    for (unsigned i = 0; i < kPorts; ++i) {
+      const std::string n = "et" + std::to_string(i);
+      rte_ring* rx[kQueues];
+      for (unsigned q = 0; q < kQueues; ++q) {
+        const std::string qn = n + "q" + std::to_string(q);
+        rx[q] = rte_ring_create((qn + "rx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        out.tx[i][q] = rte_ring_create((qn + "tx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      }
+      const int id = rte_eth_from_rings(("net_ring_" + n).c_str(), rx, kQueues, out.tx[i], kQueues, SOCKET_ID_ANY);
+      if (id < 0) throw std::runtime_error("rte_eth_from_rings");
+      out.port[i] = static_cast<uint16_t>(id);
+      rte_eth_conf conf{};
+      if (rte_eth_dev_configure(out.port[i], kQueues, kQueues, &conf) != 0) throw std::runtime_error("configure");
+      for (uint16_t q = 0; q < kQueues; ++q) {
+        if (rte_eth_rx_queue_setup(out.port[i], q, 64, SOCKET_ID_ANY, nullptr, out.pool) != 0 ||
+            rte_eth_tx_queue_setup(out.port[i], q, 64, SOCKET_ID_ANY, nullptr) != 0) {
+          throw std::runtime_error("ring port queue set-up");
+        }
+      }
+      if (rte_eth_dev_start(out.port[i]) != 0) throw std::runtime_error("ring port start");
+    }
+    return out;
+  }();
+  return e;
+}
+
+std::atomic<uint64_t> g_clock{1'000'000};
+uint64_t testClock() { return g_clock.load(); }
+
+overlay::MacAddress mac(const char* text) { return MacAddress::parse(text).value().bytes; }
+uint32_t ip4(const char* text) { return IpAddress::parse(text).value().v4HostOrder(); }
+overlay::Ipv6Address ip6(const char* text) {
+  overlay::Ipv6Address a;
+  auto ip = IpAddress::parse(text).value();
+  std::memcpy(a.data(), ip.bytes.data(), 16);
+  return a;
+}
+
+const auto kRouterMac = mac("0a:58:a9:fe:00:01");
+const auto kMacA = mac("0a:58:0a:f4:01:05");
+const auto kMacB = mac("0a:58:0a:f4:01:06");
+const auto kMacMgmt = mac("0a:58:0a:f4:01:02");
+const auto kUplinkMac = mac("02:00:00:00:00:01");
+const auto kNextHopMac = mac("02:00:00:00:00:02");
+const auto kRemotePodMac = mac("0a:58:0a:f4:02:07");
+
+dataplane::v1::LogicalModel baseModel() {
+  dataplane::v1::LogicalModel m;
+  auto* n = m.mutable_node();
+  n->set_name("node1");
+  n->set_tunnel_ip("192.168.100.1");
+  n->set_underlay_mtu(1500);
+  n->set_pod_mtu(1400);
+  n->set_router_mac("0a:58:a9:fe:00:01");
+  n->add_cluster_cidrs("10.244.0.0/16");
+  auto* s4 = m.add_local_subnets();
+  s4->set_cidr("10.244.1.0/24");
+  s4->set_gateway_ip("10.244.1.1");
+  s4->set_datapath_key(10);
+  auto* s6 = m.add_local_subnets();
+  s6->set_cidr("fd00:10:244:1::/64");
+  s6->set_gateway_ip("fd00:10:244:1::1");
+  s6->set_datapath_key(10);
+  auto port = [&m](const char* name, uint32_t key, const char* rep, const char* mac_text,
+                   std::vector<const char*> ips, dataplane::v1::PortKind kind = dataplane::v1::POD) {
+    auto* p = m.add_ports();
+    p->set_name(name);
+    p->set_key(key);
+    p->set_kind(kind);
+    p->set_representor(rep);
+    p->set_mac(mac_text);
+    for (auto* ip : ips) p->add_ips(ip);
+    p->set_datapath_key(10);
+  };
+  port("pod-a", 1, "pf0vf0", "0a:58:0a:f4:01:05", {"10.244.1.5", "fd00:10:244:1::5"});
+  port("pod-b", 2, "pf0vf1", "0a:58:0a:f4:01:06", {"10.244.1.6", "fd00:10:244:1::6"});
+  port("mgmt", 3, "pf0hpf", "0a:58:0a:f4:01:02", {"10.244.1.2"}, dataplane::v1::MANAGEMENT);
+  auto* r = m.add_remote_nodes();
+  r->set_name("node2");
+  r->set_tunnel_ip("192.168.100.2");
+  auto* rs = r->add_subnets();
+  rs->set_cidr("10.244.2.0/24");
+  rs->set_datapath_key(20);
+  auto* rs6 = r->add_subnets();
+  rs6->set_cidr("fd00:10:244:2::/64");
+  rs6->set_datapath_key(20);
+  return m;
+}
+
+dataplane::v1::ProgramReply fullSync(Engine& e, const dataplane::v1::LogicalModel& m, uint64_t generation) {
+  dataplane::v1::ProgramRequest req;
+  req.mutable_full_sync()->set_generation(generation);
+  *req.mutable_full_sync()->mutable_model() = m;
+  return e.program(req);
+}
+
+struct Fixture {
+  std::unique_ptr<Engine> engine;
+  unsigned workers = 1;
+  explicit Fixture(EngineConfig config = {}, bool program = true) : workers(config.workers) {
+    Env& en = env();
+    drainAll();
+    config.clock_ms = testClock;
+    auto created = Engine::create(config);
+    REQUIRE(created.ok());
+    engine = std::move(created.value());
+    REQUIRE(engine->bindPort("uplink", en.port[kUplink], PortRole::kUplink, MacAddress{kUplinkMac}).ok());
+    REQUIRE(engine->bindPort("management", en.port[kMgmt], PortRole::kManagement, MacAddress{kMacMgmt}).ok());
+    REQUIRE(engine->bindPort("pf0vf0", en.port[kRepA], PortRole::kRepresentor, MacAddress{kMacA}).ok());
+    REQUIRE(engine->bindPort("pf0vf1", en.port[kRepB], PortRole::kRepresentor, MacAddress{kMacB}).ok());
+    REQUIRE(engine->setTunnelNextHop(IpAddress::parse("192.168.100.2").value(), MacAddress{kNextHopMac}).ok());
+    if (program) {
+      auto r = fullSync(*engine, baseModel(), 1);
+      INFO(r.message());
+      REQUIRE(r.status() == dataplane::v1::OK);
+    }
+  }
+  ~Fixture() {
+    if (engine) {
+      for (unsigned i = 0; i < workers; ++i) engine->quiescent(engine->worker(i));
+      engine->maintain();
+    }
+    drainAll();
+  }
+  static void drainAll() {
+    for (unsigned i = 0; i < kPorts; ++i) {
+      for (unsigned q = 0; q < kQueues; ++q) (void)drain(i, q);
+    }
+  }
+  static std::vector<Bytes> drain(unsigned port, unsigned queue = 0) {
+    std::vector<Bytes> out;
+    rte_mbuf* m[64];
+    unsigned n;
+    while ((n = rte_ring_dequeue_burst(env().tx[port][queue], reinterpret_cast<void**>(m), 64, nullptr)) > 0) {
+      for (unsigned i = 0; i < n; ++i) {
+        const uint8_t* d = rte_pktmbuf_mtod(m[i], const uint8_t*);
+        out.emplace_back(d, d + m[i]->data_len);
+        rte_pktmbuf_free(m[i]);
+      }
+    }
+    return out;
+  }
+  void inject(unsigned port, const std::vector<Bytes>& packets, unsigned worker = 0) {
+    std::vector<rte_mbuf*> mbufs;
+    for (const auto& p : packets) {
+      rte_mbuf* m = rte_pktmbuf_alloc(env().pool);
+      REQUIRE(m != nullptr);
+      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(p.size())), p.data(), p.size());
+      mbufs.push_back(m);
+    }
+    WorkerContext& w = engine->worker(worker);
+    engine->processBurst(w, env().port[port], mbufs.data(), static_cast<uint16_t>(mbufs.size()));
+    engine->flush(w);
+    engine->quiescent(w);
+  }
+  void inject(unsigned port, const Bytes& packet, unsigned worker = 0) {
+    inject(port, std::vector<Bytes>{packet}, worker);
+  }
+  uint64_t stat(const std::string& name) {
+    dataplane::v1::OperatorRequest req;
+    req.mutable_stats();
+    const auto reply = engine->operate(req);
+    for (const auto& c : reply.counters()) {
+      if (c.name() == name) return c.value();
+    }
+    FAIL("no counter " << name);
+    return 0;
+  }
+  std::vector<dataplane::v1::FlowEntry> flows() {
+    dataplane::v1::OperatorRequest req;
+    req.mutable_dump_flows();
+    auto r = engine->operate(req);
+    return {r.flows().begin(), r.flows().end()};
+  }
+};
+
+// Packets -------------------------------------------------------------------
+
+Bytes udp4(overlay::MacAddress dst, overlay::MacAddress src, const char* from, const char* to, uint8_t ttl = 64,
+           uint16_t sport = 1234, size_t payload = 18, bool df = false) {
+  Bytes body(payload, 0xab);
+  return PacketBuilder()
+      .ethernet(dst, src)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl, .frag_field = static_cast<uint16_t>(df ? 0x4000 : 0)})
+      .udp(sport, 80)
+      .payload(body)
+      .build();
+}
+
+Bytes tcp6(overlay::MacAddress dst, overlay::MacAddress src, const char* from, const char* to, uint8_t hops = 64,
+           size_t payload = 20) {
+  Bytes body(payload, 0xcd);
+  return PacketBuilder()
+      .ethernet(dst, src)
+      .ipv6({.src = ip6(from), .dst = ip6(to), .hop_limit = hops})
+      .tcp({.src_port = 40000, .dst_port = 443})
+      .payload(body)
+      .build();
+}
+
+uint32_t innerHash(const Bytes& frame, uint16_t in_port) {
+  overlay::ParsedPacket p;
+  REQUIRE(overlay::parsePacket(frame, p) == overlay::Status::kOk);
+  return overlay::flowHash32(overlay::extractFlowKey(frame, p, in_port));
+}
+
+// The reference encapsulation (overlay's GeneveEncapTemplate via encapGeneve).
+Bytes geneve(const Bytes& inner, overlay::MacAddress src_mac, overlay::MacAddress dst_mac, const char* src_ip,
+             const char* dst_ip, uint32_t vni, uint16_t ingress, uint16_t egress, uint32_t hash) {
+  std::array<uint8_t, 4> data;
+  overlay::GeneveOption opt;
+  REQUIRE(overlay::makeOvnOption({ingress, egress}, data, opt) == overlay::Status::kOk);
+  overlay::GeneveTunnel t;
+  t.src_mac = src_mac;
+  t.dst_mac = dst_mac;
+  const auto s = IpAddress::parse(src_ip).value(), d = IpAddress::parse(dst_ip).value();
+  if (!s.isV4()) t.family = overlay::UnderlayFamily::kIpv6;
+  std::copy(s.bytes.begin(), s.bytes.end(), t.src_ip.begin());
+  std::copy(d.bytes.begin(), d.bytes.end(), t.dst_ip.begin());
+  t.vni = vni;
+  t.options = std::span<const overlay::GeneveOption>(&opt, 1);
+  std::vector<uint8_t> buf(512 + inner.size());
+  std::memcpy(buf.data() + 256, inner.data(), inner.size());
+  overlay::PacketBuffer pb(buf.data(), static_cast<uint32_t>(buf.size()), 256, static_cast<uint32_t>(inner.size()));
+  REQUIRE(overlay::encapGeneve(pb, t, hash) == overlay::Status::kOk);
+  return Bytes(pb.data(), pb.data() + pb.size());
+}
+
+Bytes fromRemote(const Bytes& inner, uint32_t vni = 10, uint16_t ingress = 9, uint16_t egress = 0x8000,
+                 const char* peer = "192.168.100.2", const char* local = "192.168.100.1") {
+  return geneve(inner, kNextHopMac, kUplinkMac, peer, local, vni, ingress, egress, 77);
+}
+
+}  // namespace
+
+TEST_CASE("engine: create refuses bad configuration with the field to fix", "[engine]") {
+  env();
+  EngineConfig c;
+  c.workers = 0;
+  auto r = Engine::create(c);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().find("workers") != std::string::npos);
+  c.workers = 1;
+  c.flow_cache_entries = 2;
+  CHECK_FALSE(Engine::create(c).ok());
+  c.flow_cache_entries = 64;
+  c.tunnel_ip = "not-an-ip";
+  r = Engine::create(c);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().find("tunnel_ip") != std::string::npos);
+}
+
+TEST_CASE("engine: local pod to pod is routed through the gateway MAC", "[engine]") {
+  Fixture f;
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  auto out = Fixture::drain(kRepB);
+  REQUIRE(out.size() == 1);
+  CHECK(dpu::test::toHex(out[0].data(), out[0].size()) ==
+        dpu::test::toHex(udp4(kMacB, kRouterMac, "10.244.1.5", "10.244.1.6", 63).data(),
+                         udp4(kMacB, kRouterMac, "10.244.1.5", "10.244.1.6", 63).size()));
+  // The second packet hits the cached flow and comes out the same.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  auto again = Fixture::drain(kRepB);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0] == out[0]);
+  CHECK(f.stat("FlowHit") == 1);
+  CHECK(f.stat("FlowMiss") == 1);
+  // IPv6 too, hop limit decremented.
+  f.inject(kRepB, tcp6(kRouterMac, kMacB, "fd00:10:244:1::6", "fd00:10:244:1::5"));
+  auto v6 = Fixture::drain(kRepA);
+  REQUIRE(v6.size() == 1);
+  CHECK(v6[0] == tcp6(kMacA, kRouterMac, "fd00:10:244:1::6", "fd00:10:244:1::5", 63));
+}
+
+TEST_CASE("engine: management port reaches pods and pods reach it", "[engine]") {
+  Fixture f;
+  f.inject(kMgmt, udp4(kRouterMac, kMacMgmt, "10.244.1.2", "10.244.1.5"));
+  auto to_pod = Fixture::drain(kRepA);
+  REQUIRE(to_pod.size() == 1);
+  CHECK(to_pod[0] == udp4(kMacA, kRouterMac, "10.244.1.2", "10.244.1.5", 63));
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.2"));
+  auto to_host = Fixture::drain(kMgmt);
+  REQUIRE(to_host.size() == 1);
+  CHECK(to_host[0] == udp4(kMacMgmt, kRouterMac, "10.244.1.5", "10.244.1.2", 63));
+  // The host reaches remote pods through the tunnel as well.
+  f.inject(kMgmt, udp4(kRouterMac, kMacMgmt, "10.244.1.2", "10.244.2.7"));
+  CHECK(Fixture::drain(kUplink).size() == 1);
+}
+
+TEST_CASE("engine: pod to a remote node is Geneve with the OVN option to its tunnel IP", "[engine]") {
+  Fixture f;
+  const Bytes in = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+  f.inject(kRepA, in);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const Bytes inner = udp4(kRouterMac, kRouterMac, "10.244.1.5", "10.244.2.7", 63);
+  const Bytes expected = geneve(inner, kUplinkMac, kNextHopMac, "192.168.100.1", "192.168.100.2", 20, 1, 0x8000,
+                                innerHash(in, env().port[kRepA]));
+  CHECK(dpu::test::toHex(out[0].data(), out[0].size()) == dpu::test::toHex(expected.data(), expected.size()));
+  // Cached: the next packet of the flow is encapsulated identically.
+  f.inject(kRepA, in);
+  auto again = Fixture::drain(kUplink);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0] == expected);
+
+  // IPv6 inner over the IPv4 underlay.
+  const Bytes in6 = tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9");
+  f.inject(kRepA, in6);
+  auto out6 = Fixture::drain(kUplink);
+  REQUIRE(out6.size() == 1);
+  CHECK(out6[0] == geneve(tcp6(kRouterMac, kRouterMac, "fd00:10:244:1::5", "fd00:10:244:2::9", 63), kUplinkMac,
+                          kNextHopMac, "192.168.100.1", "192.168.100.2", 20, 1, 0x8000,
+                          innerHash(in6, env().port[kRepA])));
+}
+
+TEST_CASE("engine: Geneve from a known peer is decapsulated and delivered to the pod", "[engine]") {
+  Fixture f;
+  const Bytes inner = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+  f.inject(kUplink, fromRemote(inner));
+  auto out = Fixture::drain(kRepA);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63));
+  // The egress key may name the destination port itself.
+  f.inject(kUplink, fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.6", 63), 10, 9, 2));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+}
+
+TEST_CASE("engine: tunnel receive drops unknown peers, VNIs, wrong egress and spoofed sources", "[engine]") {
+  Fixture f;
+  const Bytes inner = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 0x8000, "192.168.100.99"));
+  CHECK(f.stat("UnknownTunnelPeer") == 1);
+  f.inject(kUplink, fromRemote(inner, 4242));
+  CHECK(f.stat("UnknownVni") == 1);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 2));  // egress key of pod-b, inner destination pod-a
+  CHECK(f.stat("WrongEgressPort") == 1);
+  f.inject(kUplink, fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.3.7", "10.244.1.5", 63)));
+  CHECK(f.stat("TunnelSourceSpoof") == 1);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 0x8000, "192.168.100.2", "192.168.100.50"));
+  CHECK(f.stat("WrongTunnelDestination") == 1);
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(Fixture::drain(kRepB).empty());
+  // Plain traffic on the uplink is not ours.
+  f.inject(kUplink, udp4(kUplinkMac, kNextHopMac, "192.168.100.2", "192.168.100.1"));
+  CHECK(f.stat("NotGeneve") == 1);
+}
+
+TEST_CASE("engine: ARP and ND for the gateway are answered on the pod's port", "[engine]") {
+  Fixture f;
+  const Bytes req = PacketBuilder()
+                        .ethernet(overlay::eth::kBroadcast, kMacA)
+                        .arp(overlay::arp::kOpRequest, kMacA, ip4("10.244.1.5"), {}, ip4("10.244.1.1"))
+                        .build();
+  f.inject(kRepA, req);
+  auto out = Fixture::drain(kRepA);
+  REQUIRE(out.size() == 1);
+  const Bytes expected = PacketBuilder()
+                             .ethernet(kMacA, kRouterMac)
+                             .arp(overlay::arp::kOpReply, kRouterMac, ip4("10.244.1.1"), kMacA, ip4("10.244.1.5"))
+                             .build();
+  CHECK(dpu::test::toHex(out[0].data(), out[0].size()) == dpu::test::toHex(expected.data(), expected.size()));
+  CHECK(f.stat("ArpReply") == 1);
+  // ARP for anything but the gateway is dropped and counted.
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::kBroadcast, kMacA)
+                      .arp(overlay::arp::kOpRequest, kMacA, ip4("10.244.1.5"), {}, ip4("10.244.1.6"))
+                      .build());
+  CHECK(f.stat("ArpNotForGateway") == 1);
+  CHECK(Fixture::drain(kRepB).empty());
+
+  // Neighbor solicitation for the gateway's IPv6 address.
+  const auto gw6 = ip6("fd00:10:244:1::1");
+  const overlay::Ipv6Address snm = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, gw6[13], gw6[14], gw6[15]};
+  const Bytes ns = PacketBuilder()
+                       .ethernet(overlay::eth::ipv6MulticastMac(snm.data()), kMacA)
+                       .ipv6({.src = ip6("fd00:10:244:1::5"), .dst = snm, .hop_limit = 255})
+                       .neighborSolicit(gw6, kMacA)
+                       .build();
+  f.inject(kRepA, ns);
+  auto na = Fixture::drain(kRepA);
+  REQUIRE(na.size() == 1);
+  const Bytes expected_na =
+      PacketBuilder()
+          .ethernet(kMacA, kRouterMac)
+          .ipv6({.src = gw6, .dst = ip6("fd00:10:244:1::5"), .hop_limit = 255})
+          .neighborAdvert(overlay::icmp6::kNaFlagRouter | overlay::icmp6::kNaFlagSolicited |
+                              overlay::icmp6::kNaFlagOverride,
+                          gw6, kRouterMac)
+          .build();
+  CHECK(dpu::test::toHex(na[0].data(), na[0].size()) == dpu::test::toHex(expected_na.data(), expected_na.size()));
+  CHECK(f.stat("NdReply") == 1);
+}
+
+TEST_CASE("engine: port security drops MAC, IP, ARP and ND spoofing", "[engine]") {
+  Fixture f;
+  f.inject(kRepA, udp4(kRouterMac, kMacB, "10.244.1.5", "10.244.1.6"));  // pod-a sends as pod-b's MAC
+  CHECK(f.stat("PortSecurityMac") == 1);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.6", "10.244.1.2"));  // pod-a sends from pod-b's IP
+  CHECK(f.stat("PortSecurityIp") == 1);
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::kBroadcast, kMacA)
+                      .arp(overlay::arp::kOpRequest, kMacB, ip4("10.244.1.5"), {}, ip4("10.244.1.1"))
+                      .build());
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::kBroadcast, kMacA)
+                      .arp(overlay::arp::kOpReply, kMacA, ip4("10.244.1.6"), kMacB, ip4("10.244.1.6"))
+                      .build());
+  CHECK(f.stat("PortSecurityArp") == 2);
+  const auto gw6 = ip6("fd00:10:244:1::1");
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(kRouterMac, kMacA)
+                      .ipv6({.src = ip6("fd00:10:244:1::5"), .dst = gw6, .hop_limit = 255})
+                      .neighborSolicit(gw6, kMacB)
+                      .build());
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(kRouterMac, kMacA)
+                      .ipv6({.src = ip6("fd00:10:244:1::5"), .dst = gw6, .hop_limit = 255})
+                      .neighborAdvert(overlay::icmp6::kNaFlagOverride, ip6("fd00:10:244:1::6"), kMacA)
+                      .build());
+  CHECK(f.stat("PortSecurityNd") == 2);
+  for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
+  // A spoofing flow is cached as a drop: the second packet hits it.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.6", "10.244.1.2"));
+  CHECK(f.stat("PortSecurityIp") == 2);
+  CHECK(f.stat("FlowHit") == 1);
+  // Unbound ports and unknown destinations.
+  f.inject(kSpare, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  CHECK(f.stat("UnboundPort") == 1);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.77"));
+  CHECK(f.stat("UnknownDestination") == 1);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "8.8.8.8"));
+  CHECK(f.stat("NoRoute") == 1);
+  f.inject(kRepA, udp4(kMacB, kMacA, "10.244.1.5", "10.244.1.6"));
+  CHECK(f.stat("NotToGateway") == 1);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 1));
+  CHECK(f.stat("TtlExpired") == 1);
+}
+
+TEST_CASE("engine: too big for the tunnel gets frag-needed / packet-too-big with the path MTU", "[engine]") {
+  Fixture f;
+  // Inner IPv4 of 1401 bytes (pod MTU 1400) with DF.
+  const Bytes big = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1234, 1401 - 28, true);
+  f.inject(kRepA, big);
+  CHECK(Fixture::drain(kUplink).empty());
+  auto icmp = Fixture::drain(kRepA);
+  REQUIRE(icmp.size() == 1);
+  overlay::ParsedPacket p;
+  REQUIRE(overlay::parsePacket(icmp[0], p) == overlay::Status::kOk);
+  CHECK(p.l4 == overlay::L4Type::kIcmp);
+  CHECK(icmp[0][p.l4_offset] == overlay::icmp::kTypeDestUnreachable);
+  CHECK(icmp[0][p.l4_offset + 1] == overlay::icmp::kCodeFragNeeded);
+  CHECK(overlay::load16(icmp[0].data() + p.l4_offset + 6) == 1400);
+  CHECK(overlay::ipv4::src(icmp[0].data() + p.l3_offset) == ip4("10.244.1.1"));
+  CHECK(overlay::ipv4::dst(icmp[0].data() + p.l3_offset) == ip4("10.244.1.5"));
+  CHECK(f.stat("IcmpFragNeeded") == 1);
+  // Exactly the MTU passes.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1234, 1400 - 28, true));
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  // Without DF: dropped and counted.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1235, 1401 - 28, false));
+  CHECK(f.stat("MtuExceeded") == 1);
+  // IPv6: packet too big.
+  f.inject(kRepA, tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9", 64, 1401 - 60));
+  auto ptb = Fixture::drain(kRepA);
+  REQUIRE(ptb.size() == 1);
+  REQUIRE(overlay::parsePacket(ptb[0], p) == overlay::Status::kOk);
+  CHECK(ptb[0][p.l4_offset] == overlay::icmp6::kTypePacketTooBig);
+  CHECK(overlay::load32(ptb[0].data() + p.l4_offset + 4) == 1400);
+  CHECK(f.stat("Icmp6PacketTooBig") == 1);
+}
+
+TEST_CASE("engine: malformed packets are dropped with the right reason", "[engine]") {
+  Fixture f;
+  Bytes good = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");
+  Bytes truncated(good.begin(), good.begin() + 20);
+  f.inject(kRepA, truncated);
+  CHECK(f.stat("Truncated") == 1);
+  Bytes bad_len = good;
+  overlay::store16(bad_len.data() + 14 + 2, 2000);  // IPv4 total length beyond the frame
+  f.inject(kRepA, bad_len);
+  CHECK(f.stat("BadIpv4TotalLength") == 1);
+  Bytes bad_ihl = good;
+  bad_ihl[14] = 0x43;
+  f.inject(kRepA, bad_ihl);
+  CHECK(f.stat("BadIpv4HeaderLength") == 1);
+  // Geneve: an option length running past the packet, and a critical unknown option.
+  Bytes tun = fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63));
+  Bytes bad_opt = tun;
+  bad_opt[14 + 20 + 8 + 8 + 3] = 0x1f;  // OVN option length 31 words
+  f.inject(kUplink, bad_opt);
+  Bytes bad_ver = tun;
+  bad_ver[14 + 20 + 8] |= 0x40;  // version 1
+  f.inject(kUplink, bad_ver);
+  CHECK(f.stat("BadGeneveOption") + f.stat("BadGeneveLength") == 1);
+  CHECK(f.stat("BadGeneveVersion") == 1);
+  Bytes short_tun(tun.begin(), tun.begin() + 30);
+  f.inject(kUplink, short_tun);
+  CHECK(f.stat("Truncated") == 2);
+  for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
+}
+
+TEST_CASE("engine: programming validates the model and refuses it whole", "[engine]") {
+  Fixture f(EngineConfig{}, false);
+  dataplane::v1::ProgramRequest hello;
+  hello.mutable_hello()->set_agent_id("test");
+  auto h = f.engine->program(hello);
+  CHECK(h.status() == dataplane::v1::OK);
+  CHECK(h.hello().generation() == 0);
+  CHECK_FALSE(h.hello().instance_id().empty());
+  // Not programmed: packets are dropped, counted.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  CHECK(f.stat("NotProgrammed") == 1);
+
+  struct Case {
+    const char* what;
+    std::function<void(dataplane::v1::LogicalModel&)> mutate;
+  };
+  std::vector<Case> cases = {
+      {"router_mac", [](auto& m) { m.mutable_node()->set_router_mac("zz"); }},
+      {"tunnel_ip", [](auto& m) { m.mutable_node()->set_tunnel_ip(""); }},
+      {"duplicate port name", [](auto& m) { m.mutable_ports(1)->set_name("pod-a"); }},
+      {"not unique", [](auto& m) { m.mutable_ports(1)->set_key(1); }},
+      {"names no local subnet", [](auto& m) { m.mutable_ports(0)->set_datapath_key(99); }},
+      {"not inside", [](auto& m) { m.mutable_ports(0)->set_ips(0, "10.9.9.9"); }},
+      {"used by another port", [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.5"); }},
+      {"unicast", [](auto& m) { m.mutable_ports(0)->set_mac("01:00:5e:00:00:01"); }},
+      {"overlaps", [](auto& m) { m.mutable_remote_nodes(0)->mutable_subnets(0)->set_cidr("10.244.1.0/25"); }},
+      {"gateway_ip", [](auto& m) { m.mutable_local_subnets(0)->set_gateway_ip("10.9.9.1"); }},
+      {"key", [](auto& m) { m.mutable_ports(0)->set_key(40000); }},
+      {"datapath_key", [](auto& m) { m.mutable_remote_nodes(0)->mutable_subnets(0)->set_datapath_key(1 << 24); }},
+      {"our own tunnel IP", [](auto& m) { m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.1"); }},
+  };
+  for (const auto& c : cases) {
+    auto m = baseModel();
+    c.mutate(m);
+    auto r = fullSync(*f.engine, m, 5);
+    INFO(c.what << ": " << r.message());
+    CHECK(r.status() == dataplane::v1::INVALID);
+    CHECK(r.message().find(c.what) != std::string::npos);
+    CHECK(r.generation() == 0);
+  }
+  REQUIRE(fullSync(*f.engine, baseModel(), 5).status() == dataplane::v1::OK);
+  auto names = f.engine->wantedRepresentors();
+  CHECK(names == std::vector<std::string>{"pf0vf0", "pf0vf1", "pf0hpf"});
+  REQUIRE(f.engine->wantedTunnelPeers().size() == 1);
+
+  // Delta on a stale base: resync; deleting what does not exist: resync.
+  dataplane::v1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(4);
+  d.mutable_delta()->set_generation(6);
+  CHECK(f.engine->program(d).status() == dataplane::v1::RESYNC_NEEDED);
+  d.mutable_delta()->set_base_generation(5);
+  d.mutable_delta()->add_delete_ports("nope");
+  CHECK(f.engine->program(d).status() == dataplane::v1::RESYNC_NEEDED);
+  // A Delta that would make the model invalid changes nothing.
+  dataplane::v1::ProgramRequest bad;
+  bad.mutable_delta()->set_base_generation(5);
+  bad.mutable_delta()->set_generation(6);
+  auto* p = bad.mutable_delta()->add_upsert_ports();
+  *p = baseModel().ports(0);
+  p->set_name("pod-c");
+  auto r = f.engine->program(bad);
+  CHECK(r.status() == dataplane::v1::INVALID);
+  CHECK(r.generation() == 5);
+  dataplane::v1::ProgramRequest empty;
+  CHECK(f.engine->program(empty).status() == dataplane::v1::INVALID);
+}
+
+TEST_CASE("engine: a resync keeps unaffected flows; removals invalidate theirs", "[engine]") {
+  Fixture f;
+  const Bytes local = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");
+  const Bytes remote = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+  f.inject(kRepA, {local, local, remote});
+  CHECK(Fixture::drain(kRepB).size() == 2);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  REQUIRE(f.flows().size() == 2);
+
+  // The agent restarts and resyncs the same model with a new generation, plus a new node.
+  auto m = baseModel();
+  auto* n3 = m.add_remote_nodes();
+  n3->set_name("node3");
+  n3->set_tunnel_ip("192.168.100.3");
+  auto* s3 = n3->add_subnets();
+  s3->set_cidr("10.244.3.0/24");
+  s3->set_datapath_key(30);
+  auto r = fullSync(*f.engine, m, 7);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.flows_removed() == 0);
+  f.inject(kRepA, local);
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("FlowInvalidated") == 0);
+  bool found = false;
+  for (const auto& fl : f.flows()) {
+    if (fl.match().find("nw_dst=10.244.1.6") != std::string::npos) {
+      CHECK(fl.packets() == 3);  // stats kept across the resync
+      found = true;
+    }
+  }
+  CHECK(found);
+
+  // pod-b leaves (Delta): its flow goes, and its traffic no longer reaches the old port.
+  dataplane::v1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(7);
+  d.mutable_delta()->set_generation(8);
+  d.mutable_delta()->add_delete_ports("pod-b");
+  r = f.engine->program(d);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.flows_removed() == 1);
+  f.inject(kRepA, local);
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(f.stat("UnknownDestination") == 1);
+  // The tunnel flow to node2 is still there and still used.
+  f.inject(kRepA, remote);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+
+  // node2 leaves: the tunnel flow is invalidated.
+  dataplane::v1::ProgramRequest d2;
+  d2.mutable_delta()->set_base_generation(8);
+  d2.mutable_delta()->set_generation(9);
+  d2.mutable_delta()->add_delete_remote_nodes("node2");
+  r = f.engine->program(d2);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.flows_removed() >= 1);
+  f.inject(kRepA, remote);
+  CHECK(Fixture::drain(kUplink).empty());
+  CHECK(f.stat("NoRoute") == 1);
+
+  // A pod moving to another representor: its flows follow the new binding.
+  dataplane::v1::ProgramRequest d3;
+  d3.mutable_delta()->set_base_generation(9);
+  d3.mutable_delta()->set_generation(10);
+  auto* pb = d3.mutable_delta()->add_upsert_ports();
+  *pb = baseModel().ports(1);
+  pb->set_representor("pf0vf9");
+  REQUIRE(f.engine->program(d3).status() == dataplane::v1::OK);
+  REQUIRE(f.engine->bindPort("pf0vf9", env().port[kSpare], PortRole::kRepresentor, MacAddress{kMacB}).ok());
+  f.inject(kRepA, local);
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(Fixture::drain(kSpare).size() == 1);
+}
+
+TEST_CASE("engine: flows age out when idle and the LRU way is evicted when a bucket is full", "[engine]") {
+  EngineConfig c;
+  c.flow_cache_entries = 8;  // one bucket
+  c.flow_idle_timeout_ms = 1000;
+  Fixture f(c);
+  for (uint16_t i = 0; i < 9; ++i) {
+    g_clock += 1;
+    f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, static_cast<uint16_t>(1000 + i)));
+  }
+  CHECK(Fixture::drain(kRepB).size() == 9);
+  CHECK(f.stat("FlowEvicted") == 1);
+  CHECK(f.flows().size() == 8);
+  // The evicted one was the oldest (source port 1000): it misses again.
+  const uint64_t misses = f.stat("FlowMiss");
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 1008));
+  CHECK(f.stat("FlowMiss") == misses);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 1000));
+  CHECK(f.stat("FlowMiss") == misses + 1);
+  Fixture::drainAll();
+
+  g_clock += 1500;
+  f.engine->quiescent(f.engine->worker(0));
+  CHECK(f.stat("FlowAged") == 8);
+  CHECK(f.flows().empty());
+}
+
+TEST_CASE("engine: dump-flows, ports and stats", "[engine]") {
+  Fixture f;
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"));
+  f.inject(kUplink, fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63)));
+  f.inject(kRepA, udp4(kRouterMac, kMacB, "10.244.1.5", "10.244.2.7"));
+  Fixture::drainAll();
+  g_clock += 250;
+  auto flows = f.flows();
+  REQUIRE(flows.size() == 3);
+  std::string all;
+  for (const auto& fl : flows) {
+    all += fl.match() + " actions=" + fl.actions() + " status=" + fl.offload_status() + "\n";
+    CHECK(fl.packets() == 1);
+    CHECK(fl.idle_ms() == 250);
+    CHECK_FALSE(fl.in_hw());
+  }
+  INFO(all);
+  CHECK(all.find("geneve_encap(src=192.168.100.1,remote=192.168.100.2,vni=20,ingress=1,egress=32768") !=
+        std::string::npos);
+  CHECK(all.find("tun_src=192.168.100.2,tun_dst=192.168.100.1,tun_id=10") != std::string::npos);
+  CHECK(all.find("geneve_decap(") != std::string::npos);
+  CHECK(all.find("drop(PortSecurityMac)") != std::string::npos);
+  CHECK(all.find("software: no offload backend") != std::string::npos);
+
+  dataplane::v1::OperatorRequest ports;
+  ports.mutable_ports();
+  auto pr = f.engine->operate(ports);
+  bool saw = false;
+  for (const auto& p : pr.ports()) {
+    if (p.name() == "pf0vf0") {
+      saw = true;
+      CHECK(p.role() == "representor");
+      CHECK(p.logical_port() == "pod-a");
+      CHECK(p.rx_packets() == 2);
+      CHECK(p.rx_dropped() == 1);
+    }
+    if (p.name() == "management") CHECK(p.logical_port() == "mgmt");
+  }
+  CHECK(saw);
+  CHECK(f.stat("FlowInstalled") == 3);
+  CHECK(f.engine->bytesPerFlow() <= 256);
+}
+
+TEST_CASE("engine: new flows are offloaded off the lcore; refusals stay in software", "[engine]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"));
+  f.inject(kUplink, fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63)));
+  Fixture::drainAll();
+  auto before = f.flows();
+  REQUIRE(before.size() == 3);
+  for (const auto& fl : before) CHECK(fl.offload_status() == "software: offload pending");
+  f.engine->maintain();  // drains the lcore's queue: validate + install
+  std::string all;
+  unsigned in_hw = 0;
+  for (const auto& fl : f.flows()) {
+    all += fl.actions() + " -> " + fl.offload_status() + "\n";
+    in_hw += fl.in_hw() ? 1 : 0;
+  }
+  INFO(all);
+  CHECK(in_hw == 3);
+  CHECK(eswitch.installedCount() == 3);
+  CHECK(f.engine->bytesPerFlow() <= 256);
+
+  // Hardware counters merge into the flow's statistics: the rules are the
+  // fake's handles; hit each and every flow shows the sum.
+  for (uint64_t id = 0; id < 16; ++id) (void)eswitch.hit(dpu::offload::OffloadHandle{id}, 10, 1000);
+  for (const auto& fl : f.flows()) {
+    CHECK(fl.packets() == 11);
+    CHECK(fl.bytes() > 1000);
+  }
+  // A refusal keeps the flow in software with the device's reason.
+  eswitch.refuseNext("table full (test)");
+  f.inject(kRepB, udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5"));
+  Fixture::drainAll();
+  f.engine->maintain();
+  bool refused = false;
+  for (const auto& fl : f.flows()) {
+    if (fl.match().find("nw_src=10.244.1.6") != std::string::npos) {
+      CHECK_FALSE(fl.in_hw());
+      CHECK(fl.offload_status() == "software: table full (test)");
+      refused = true;
+    }
+  }
+  CHECK(refused);
+
+  // Invalidated flows lose their hardware rule: pod-b leaves.
+  dataplane::v1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(1);
+  d.mutable_delta()->set_generation(2);
+  d.mutable_delta()->add_delete_ports("pod-b");
+  REQUIRE(f.engine->program(d).status() == dataplane::v1::OK);
+  f.engine->maintain();
+  // Left in hardware: pod-a's tunnel flows (encap to node2, decap from it).
+  CHECK(eswitch.installedCount() == 2);
+}
+
+TEST_CASE("engine: a restrictive eswitch refuses what it cannot do, per flow", "[engine]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::restrictive());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"));
+  f.inject(kRepA, udp4(kRouterMac, kMacB, "10.244.1.5", "10.244.2.7"));  // a spoof drop flow
+  Fixture::drainAll();
+  f.engine->maintain();
+  std::string all;
+  for (const auto& fl : f.flows()) all += fl.actions() + " -> " + fl.offload_status() + "\n";
+  INFO(all);
+  CHECK(all.find("software: fake eswitch (restrictive): action RAW_ENCAP not supported") != std::string::npos);
+}
+
+TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowKey", "[engine]") {
+  std::vector<Bytes> packets = {
+      udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"),
+      udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 1, 9, 0, true),
+      tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9"),
+      tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9", 3, 0),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2}).tcp({.src_port = 5, .dst_port = 6}).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2, .options = {1, 1, 1, 0}}).udp(1, 2).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2, .frag_field = 0x2000}).udp(1, 2).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2, .frag_field = 0x0010}).udp(1, 2).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).vlan(7).ipv4({.src = 1, .dst = 2}).udp(1, 2).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2}).icmpEcho(8, 1, 1).build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv6({.src = ip6("::1"), .dst = ip6("::2")}).udp(1, 2).build(),
+      PacketBuilder()
+          .ethernet(kRouterMac, kMacA)
+          .ipv6({.src = ip6("::1"), .dst = ip6("::2")})
+          .ipv6Fragment(0, true, 7)
+          .udp(1, 2)
+          .build(),
+      PacketBuilder().ethernet(kRouterMac, kMacA).arp(1, kMacA, 1, {}, 2).build(),
+  };
+  // Every truncation and a few corruptions of each, too.
+  std::vector<Bytes> all;
+  for (const auto& p : packets) {
+    for (size_t len = 0; len <= p.size(); ++len) all.emplace_back(p.begin(), p.begin() + len);
+    for (size_t at : {14u, 16u, 17u, 38u, 46u, 54u, 58u}) {
+      if (at >= p.size()) continue;
+      for (uint8_t v : {0x00, 0x05, 0x45, 0x46, 0x60, 0xff}) {
+        Bytes c = p;
+        c[at] = v;
+        all.push_back(c);
+      }
+    }
+    Bytes padded = p;
+    padded.resize(p.size() + 10, 0);
+    all.push_back(padded);
+  }
+  size_t fast = 0;
+  for (const auto& frame : all) {
+    overlay::ParsedPacket pf, pg;
+    overlay::FlowKey kf;
+    const bool took = fastParse(frame, pf, kf, 7, 99);
+    const overlay::Status st = overlay::parsePacket(frame, pg);
+    INFO(dpu::test::toHex(frame.data(), frame.size()));
+    if (!took) continue;
+    ++fast;
+    REQUIRE(st == overlay::Status::kOk);
+    const overlay::FlowKey kg = overlay::extractFlowKey(frame, pg, 7, 99);
+    CHECK(kf == kg);
+    CHECK(std::memcmp(&pf, &pg, sizeof pf) == 0);
+  }
+  CHECK(fast > 20);
+}
+
+TEST_CASE("engine: every path matches scapy's golden packets byte for byte", "[engine]") {
+  const std::string file = "tests/dpu-agent/datapath/golden/engine.golden";
+  struct Case {
+    const char* name;
+    unsigned in_port;
+    unsigned out_port;
+  };
+  // The generator assumes the ring ports' DPDK ids.
+  REQUIRE(env().port[kUplink] == 0);
+  REQUIRE(env().port[kRepA] == 2);
+  const Case cases[] = {{"local", kRepA, kRepB},         {"encap", kRepA, kUplink},
+                        {"decap", kUplink, kRepA},       {"arp", kRepA, kRepA},
+                        {"fragneeded", kRepA, kRepA},    {"packettoobig", kRepA, kRepA}};
+  Fixture f;
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const Bytes in = dpu::test::golden(file, std::string(c.name) + "_in");
+    const Bytes expected = dpu::test::golden(file, std::string(c.name) + "_out");
+    for (int round = 0; round < 2; ++round) {  // the slow path, then the cached flow
+      f.inject(c.in_port, in);
+      auto out = Fixture::drain(c.out_port);
+      REQUIRE(out.size() == 1);
+      CHECK(dpu::test::toHex(out[0]) == dpu::test::toHex(expected));
+      for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
+    }
+  }
+}
+
+TEST_CASE("engine: flows the lcore could not queue are offered by the periodic scan", "[engine]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  c.offload_queue = 1;
+  Fixture f(c);
+  f.inject(kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 1),
+                   udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 2),
+                   udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 3)});
+  Fixture::drainAll();
+  CHECK(f.stat("OffloadQueueFull") == 2);
+  f.engine->maintain();
+  CHECK(eswitch.installedCount() == 1);
+  for (int i = 0; i < 10; ++i) f.engine->maintain();
+  CHECK(eswitch.installedCount() == 3);
+  // Aged flows take their rules with them (hardware idle too: the fake's counters do not move).
+  g_clock += 20000;
+  for (int i = 0; i < 64; ++i) {
+    g_clock += 1;
+    f.engine->quiescent(f.engine->worker(0));
+  }
+  CHECK(f.stat("FlowAged") == 3);
+  f.engine->maintain();
+  CHECK(eswitch.installedCount() == 0);
+}
+
+TEST_CASE("engine: the no-offload backend is the same as none", "[engine]") {
+  dpu::offload::NoOffloadBackend none;
+  EngineConfig c;
+  c.offload = &none;
+  Fixture f(c);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  Fixture::drainAll();
+  f.engine->maintain();
+  auto flows = f.flows();
+  REQUIRE(flows.size() == 1);
+  CHECK(flows[0].offload_status() == "software: no offload backend");
+  EngineConfig plain;
+  Fixture g(plain);
+  CHECK(f.engine->bytesPerFlow() == g.engine->bytesPerFlow());
+}
+
+TEST_CASE("engine: two workers, each with its own flow cache and tx queue; counters sum", "[engine]") {
+  EngineConfig c;
+  c.workers = 2;
+  Fixture f(c);
+  const Bytes p = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");
+  f.inject(kRepA, p, 0);
+  f.inject(kRepA, {p, p}, 1);
+  CHECK(Fixture::drain(kRepB, 0).size() == 1);
+  CHECK(Fixture::drain(kRepB, 1).size() == 2);
+  CHECK(f.stat("FlowMiss") == 2);  // one per worker's cache
+  CHECK(f.stat("FlowHit") == 1);
+  auto flows = f.flows();
+  REQUIRE(flows.size() == 2);
+  CHECK(flows[0].packets() + flows[1].packets() == 3);
+  // A model change reaches both: pod-b leaves, neither worker forwards to it.
+  dataplane::v1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(1);
+  d.mutable_delta()->set_generation(2);
+  d.mutable_delta()->add_delete_ports("pod-b");
+  auto r = f.engine->program(d);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.flows_removed() == 2);
+  f.inject(kRepA, p, 0);
+  f.inject(kRepA, p, 1);
+  Fixture::drainAll();
+  CHECK(f.stat("UnknownDestination") == 2);
+  // The old snapshot is reclaimed once both workers passed a quiescent state.
+  f.engine->maintain();
+}
+
+TEST_CASE("engine: an IPv6 underlay encapsulates with the UDP checksum and decapsulates", "[engine]") {
+  Fixture f(EngineConfig{}, false);
+  auto m = baseModel();
+  m.mutable_node()->set_tunnel_ip("2001:db8::1");
+  m.mutable_remote_nodes(0)->set_tunnel_ip("2001:db8::2");
+  REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse("2001:db8::2").value(), MacAddress{kNextHopMac}).ok());
+  auto r = fullSync(*f.engine, m, 3);
+  INFO(r.message());
+  REQUIRE(r.status() == dataplane::v1::OK);
+  const Bytes in = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+  f.inject(kRepA, in);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const Bytes expected = geneve(udp4(kRouterMac, kRouterMac, "10.244.1.5", "10.244.2.7", 63), kUplinkMac,
+                                kNextHopMac, "2001:db8::1", "2001:db8::2", 20, 1, 0x8000,
+                                innerHash(in, env().port[kRepA]));
+  CHECK(dpu::test::toHex(out[0]) == dpu::test::toHex(expected));
+  // IPv6 underlay: the inner MTU is smaller (40-byte outer header): 1500 - 40 - 8 - 8 - 8 - 14 = 1422 > 1400.
+  const Bytes inner = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+  f.inject(kUplink, geneve(inner, kNextHopMac, kUplinkMac, "2001:db8::2", "2001:db8::1", 10, 9, 0x8000, 5));
+  auto delivered = Fixture::drain(kRepA);
+  REQUIRE(delivered.size() == 1);
+  CHECK(delivered[0] == udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63));
+  // A mixed-family remote node is refused.
+  m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.2");
+  CHECK(fullSync(*f.engine, m, 4).status() == dataplane::v1::INVALID);
+}
