@@ -168,12 +168,10 @@ int main(int argc, char** argv) {
 
   DataplaneClient client(config.dataplane_socket, "dpu-agent/" + config.node_name, model, programming);
   client.onGeneration([&agent](uint64_t g) { agent.setDataplaneGeneration(g); });
-  client.start(agent.dataplaneGeneration());
 
   ClusterSource& src = **source;
   if (auto r = src.start(agent); !r) {
     DPU_LOG(kError, kLog) << "cluster source: " << r.error();
-    client.stop();
     return 1;
   }
   SelfEntry self{config.node_name, config.tunnel_ip.str(), ""};
@@ -202,8 +200,25 @@ int main(int argc, char** argv) {
   DPU_LOG(kInfo, kLog) << "dpu-agent " << kVersion << " running: node " << config.node_name << ", boot id " << agent.bootId()
                        << ", cluster source " << src.kind() << ", pod MTU " << config.pod_mtu;
 
+  // The dataplane is programmed only once the cluster view is complete: a
+  // FullSync sent earlier (say, after a restart, before the cluster file or
+  // the API server answered) would lack the remote nodes and cut the traffic
+  // that the dataplane is still forwarding with its last model. Until then the
+  // dataplane keeps what it has and readyz says why the agent is not ready.
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const timespec poll{0, 20 * 1000 * 1000};
+  bool stopping = false;
+  while (!agent.clusterSynced()) {
+    if (int s = sigtimedwait(&stop_signals, nullptr, &poll); s > 0) {
+      sig = s;
+      stopping = true;
+      break;
+    }
+  }
+  if (!stopping) {
+    client.start(agent.dataplaneGeneration());
+    sigwait(&stop_signals, &sig);
+  }
   DPU_LOG(kInfo, kLog) << "stopping on signal " << sig;
   server.stop();
   src.stop();

@@ -79,7 +79,12 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
     if (overlay::arp::op(a) != overlay::arp::kOpRequest) return dropNow(DropReason::kArpNotRequest);
     // An ARP probe (sender 0.0.0.0, RFC 5227) is not answered: a reply would
     // tell the pod its gateway address is taken.
-    if (spa == 0 || !lp->has_gw4 || overlay::arp::targetIp(a) != lp->gw4) {
+    // A neighbour in the pod's own subnet is answered with the router MAC as
+    // well (routed through the gateway); the pod's own address is not.
+    const uint32_t tpa = overlay::arp::targetIp(a);
+    const bool for_gateway = lp->has_gw4 && tpa == lp->gw4;
+    const bool for_neighbour = lp->inSubnet4(tpa) && !lp->hasIpv4(tpa);
+    if (spa == 0 || !(for_gateway || for_neighbour)) {
       return dropNow(DropReason::kArpNotForGateway);
     }
     return sendReply(w, snap, pc, kReplyArp, *lp, 0) ? Decision{Decision::kReplied, DropReason::kOk}
@@ -109,9 +114,9 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
         if (!isLinkLocal6(target) && !lp->hasIpv6(target)) return dropNow(DropReason::kPortSecurityNd);
         return dropNow(DropReason::kIcmpv6NotHandled);
       }
-      if (!lp->has_gw6 || std::memcmp(target, lp->gw6.data(), 16) != 0) {
-        return dropNow(DropReason::kNdNotForGateway);
-      }
+      const bool for_gateway = lp->has_gw6 && std::memcmp(target, lp->gw6.data(), 16) == 0;
+      const bool for_neighbour = lp->inSubnet6(target) && !lp->hasIpv6(target) && !isLinkLocal6(target);
+      if (!for_gateway && !for_neighbour) return dropNow(DropReason::kNdNotForGateway);
       return sendReply(w, snap, pc, kReplyNa, *lp, 0) ? Decision{Decision::kReplied, DropReason::kOk}
                                                 : dropNow(DropReason::kReplyFailed);
     }

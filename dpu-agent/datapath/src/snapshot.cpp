@@ -148,9 +148,18 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
       if (sub.prefix.address.isV4()) {
         sp.has_gw4 = true;
         sp.gw4 = sub.gateway.v4HostOrder();
+        sp.has_net4 = true;
+        sp.mask4 = sub.prefix.length == 0 ? 0 : ~uint32_t{0} << (32 - sub.prefix.length);
+        sp.net4 = sub.prefix.address.v4HostOrder() & sp.mask4;
       } else {
         sp.has_gw6 = true;
         std::memcpy(sp.gw6.data(), sub.gateway.bytes.data(), 16);
+        sp.has_net6 = true;
+        sp.len6 = sub.prefix.length;
+        for (unsigned i = 0; i < 16; ++i) {
+          const unsigned bits = sp.len6 > i * 8 ? std::min(8u, sp.len6 - i * 8u) : 0u;
+          sp.net6[i] = static_cast<uint8_t>(sub.prefix.address.bytes[i] & (bits ? 0xff << (8 - bits) : 0));
+        }
       }
     }
     auto bound = in.bindings->find(p.representor);

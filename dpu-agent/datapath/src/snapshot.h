@@ -11,6 +11,7 @@
 // read nothing that changed keep forwarding, untouched, across a resync.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -62,6 +63,16 @@ struct SnapPort {
   uint32_t gw4 = 0;
   bool has_gw6 = false;
   overlay::Ipv6Address gw6{};
+  // The port's local subnet (its datapath key). The attach API gives pods an
+  // address with the subnet's prefix, so a pod ARPs (solicits) its neighbours
+  // on the node directly: the responder answers those with the router MAC too
+  // and the neighbours are reached routed through the gateway.
+  bool has_net4 = false;
+  uint32_t net4 = 0;  // host order, masked
+  uint32_t mask4 = 0;
+  bool has_net6 = false;
+  overlay::Ipv6Address net6{};  // masked
+  uint8_t len6 = 0;
 
   bool hasIpv4(uint32_t a) const {
     for (uint32_t x : ipv4)
@@ -72,6 +83,16 @@ struct SnapPort {
     for (const auto& x : ipv6)
       if (__builtin_memcmp(x.data(), a, 16) == 0) return true;
     return false;
+  }
+  bool inSubnet4(uint32_t a) const { return has_net4 && (a & mask4) == net4; }
+  bool inSubnet6(const uint8_t* a) const {
+    if (!has_net6) return false;
+    for (unsigned i = 0; i < 16; ++i) {
+      const unsigned bits = len6 > i * 8 ? std::min(8u, len6 - i * 8u) : 0u;
+      const uint8_t mask = static_cast<uint8_t>(bits ? 0xff << (8 - bits) : 0);
+      if ((a[i] & mask) != net6[i]) return false;
+    }
+    return true;
   }
 };
 

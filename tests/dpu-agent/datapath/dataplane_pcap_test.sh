@@ -87,7 +87,13 @@ cat "$dir/stats.txt"
 for reason in PortSecurityIp PortSecurityMac UnknownVni UnknownTunnelPeer WrongTunnelDestination Truncated; do
   awk -v r="$reason" '$1==r && $2==1 {x=1} END {exit !x}' "$dir/stats.txt" || fail "stats: $reason is not 1"
 done
-"$dpuctl" --socket "$dir/operator.sock" dump-flows > "$dir/flows.txt"
+# Offload runs off the lcores every ~100 ms: wait until no flow is still
+# pending (a loaded machine may need several rounds).
+for _ in $(seq 100); do
+  "$dpuctl" --socket "$dir/operator.sock" dump-flows > "$dir/flows.txt"
+  grep -q "offload pending" "$dir/flows.txt" || break
+  sleep 0.05
+done
 cat "$dir/flows.txt"
 grep -q "nw_dst=10.244.2.7.*packets:2,.*dp:sw(.*actions:.*geneve_encap(.*remote=192.168.100.2" "$dir/flows.txt" ||
   fail "dump-flows: no encap flow for 10.244.2.7 with 2 packets"

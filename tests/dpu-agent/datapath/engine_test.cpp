@@ -422,12 +422,35 @@ TEST_CASE("engine: ARP and ND for the gateway are answered on the pod's port", "
                              .build();
   CHECK(dpu::test::toHex(out[0].data(), out[0].size()) == dpu::test::toHex(expected.data(), expected.size()));
   CHECK(f.stat("ArpReply") == 1);
-  // ARP for anything but the gateway is dropped and counted.
+  // A neighbour in the pod's subnet (the attach API gives pods the subnet's
+  // prefix, so they ARP each other) is answered with the router MAC too: the
+  // pods reach each other routed through the gateway, never by flooding.
   f.inject(kRepA, PacketBuilder()
                       .ethernet(overlay::eth::kBroadcast, kMacA)
                       .arp(overlay::arp::kOpRequest, kMacA, ip4("10.244.1.5"), {}, ip4("10.244.1.6"))
                       .build());
-  CHECK(f.stat("ArpNotForGateway") == 1);
+  auto neighbour = Fixture::drain(kRepA);
+  REQUIRE(neighbour.size() == 1);
+  const Bytes expected_neighbour = PacketBuilder()
+                                       .ethernet(kMacA, kRouterMac)
+                                       .arp(overlay::arp::kOpReply, kRouterMac, ip4("10.244.1.6"), kMacA, ip4("10.244.1.5"))
+                                       .build();
+  CHECK(dpu::test::toHex(neighbour[0].data(), neighbour[0].size()) ==
+        dpu::test::toHex(expected_neighbour.data(), expected_neighbour.size()));
+  CHECK(f.stat("ArpReply") == 2);
+  CHECK(Fixture::drain(kRepB).empty());
+  // ARP for an address outside the subnet, or for the pod's own (duplicate
+  // address detection), is dropped and counted.
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::kBroadcast, kMacA)
+                      .arp(overlay::arp::kOpRequest, kMacA, ip4("10.244.1.5"), {}, ip4("10.244.2.6"))
+                      .build());
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::kBroadcast, kMacA)
+                      .arp(overlay::arp::kOpRequest, kMacA, ip4("10.244.1.5"), {}, ip4("10.244.1.5"))
+                      .build());
+  CHECK(f.stat("ArpNotForGateway") == 2);
+  CHECK(Fixture::drain(kRepA).empty());
   CHECK(Fixture::drain(kRepB).empty());
 
   // Neighbor solicitation for the gateway's IPv6 address.
@@ -451,6 +474,37 @@ TEST_CASE("engine: ARP and ND for the gateway are answered on the pod's port", "
           .build();
   CHECK(dpu::test::toHex(na[0].data(), na[0].size()) == dpu::test::toHex(expected_na.data(), expected_na.size()));
   CHECK(f.stat("NdReply") == 1);
+
+  // A neighbour in the pod's IPv6 subnet is answered with the router MAC too;
+  // an address outside it is not.
+  const auto nb6 = ip6("fd00:10:244:1::6");
+  const overlay::Ipv6Address nb_snm = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, nb6[13], nb6[14], nb6[15]};
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::ipv6MulticastMac(nb_snm.data()), kMacA)
+                      .ipv6({.src = ip6("fd00:10:244:1::5"), .dst = nb_snm, .hop_limit = 255})
+                      .neighborSolicit(nb6, kMacA)
+                      .build());
+  auto nb_na = Fixture::drain(kRepA);
+  REQUIRE(nb_na.size() == 1);
+  const Bytes expected_nb_na =
+      PacketBuilder()
+          .ethernet(kMacA, kRouterMac)
+          .ipv6({.src = nb6, .dst = ip6("fd00:10:244:1::5"), .hop_limit = 255})
+          .neighborAdvert(overlay::icmp6::kNaFlagRouter | overlay::icmp6::kNaFlagSolicited |
+                              overlay::icmp6::kNaFlagOverride,
+                          nb6, kRouterMac)
+          .build();
+  CHECK(dpu::test::toHex(nb_na[0].data(), nb_na[0].size()) ==
+        dpu::test::toHex(expected_nb_na.data(), expected_nb_na.size()));
+  const auto far6 = ip6("fd00:10:244:2::6");
+  const overlay::Ipv6Address far_snm = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, far6[13], far6[14], far6[15]};
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(overlay::eth::ipv6MulticastMac(far_snm.data()), kMacA)
+                      .ipv6({.src = ip6("fd00:10:244:1::5"), .dst = far_snm, .hop_limit = 255})
+                      .neighborSolicit(far6, kMacA)
+                      .build());
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("NdNotForGateway") == 1);
 }
 
 TEST_CASE("engine: port security drops MAC, IP, ARP and ND spoofing", "[engine]") {

@@ -20,19 +20,9 @@
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: needs root (network namespaces, XDP)"
-  exit 0
-fi
-for tool in ping ip ethtool; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (iputils-ping, iproute2, ethtool)"; exit 0; }
-done
+. "$here/netns_lab.bash"
+lab_require_root_and_tools ping ip ethtool
 backend=${DPU_NETNS_BACKEND:-af_xdp}
-# DPDK 22.11's net_af_xdp cannot open a netdev again in the same process after
-# it removed a port on it ("Failed to create xsk socket"): a re-attached
-# representor falls back to af_packet, as the default config does.
-rep_backends=$backend
-[ "$backend" = af_xdp ] && rep_backends="af_xdp, af_packet"
 py=${DPU_SCAPY_PYTHON:-/usr/bin/python3}
 dataplane=$build/dpu-agent/datapath/dpu-dataplane
 dpuctl=$build/dpu-agent/dpuctl/dpuctl
@@ -49,6 +39,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   for ns in $ns_dpu1 $ns_dpu2 $ns_pod1 $ns_pod2; do ip netns del "$ns" 2>/dev/null; done
+  for n in 1 2; do lab_remove_dpdk_prefix dpu-netns$n-$tag; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -58,32 +49,17 @@ fail() {
   exit 1
 }
 
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-
-for ns in $ns_dpu1 $ns_dpu2 $ns_pod1 $ns_pod2; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
-# The wire between the DPUs' uplinks.
-ip link add w1-$tag netns $ns_dpu1 type veth peer name w2-$tag netns $ns_dpu2
-ip -n $ns_dpu1 link set w1-$tag name uplink0
-ip -n $ns_dpu2 link set w2-$tag name uplink0
-ip -n $ns_dpu1 addr add 192.168.100.1/24 dev uplink0
-ip -n $ns_dpu2 addr add 192.168.100.2/24 dev uplink0
+lab_make_dpu_pair $ns_dpu1 $ns_dpu2 $tag
 # A pod per node: eth0 in the pod, the representor pf0vf1 in the DPU.
 for n in 1 2; do
-  pod=pod$n-$tag dpu=dpu$n-$tag
-  ip link add p$n-$tag netns "$pod" type veth peer name r$n-$tag netns "$dpu"
-  ip -n "$pod" link set p$n-$tag name eth0
-  ip -n "$dpu" link set r$n-$tag name pf0vf1
+  pod=pod$n-$tag
+  ip netns add "$pod"; ip -n "$pod" link set lo up
+  lab_add_vf dpu$n-$tag pf0vf1 "$pod" eth0
   ip -n "$pod" link set eth0 address 0a:58:0a:f4:0$n:05
   ip -n "$pod" link set eth0 mtu 1400
   ip -n "$pod" addr add 10.244.$n.5/24 dev eth0
   ip -n "$pod" link set eth0 up
   ip -n "$pod" route add default via 10.244.$n.1
-  # The representor path carries whole frames: no partial checksums.
-  ip netns exec "$pod" ethtool -K eth0 tx off >/dev/null 2>&1 || true
-  ip netns exec "$dpu" ethtool -K pf0vf1 tx off >/dev/null 2>&1 || true
-  ip netns exec "$dpu" ethtool -K uplink0 tx off >/dev/null 2>&1 || true
-  ip -n "$dpu" link set pf0vf1 up
-  ip -n "$dpu" link set uplink0 up
 done
 
 model() {  # node number → LogicalModel JSON
@@ -101,23 +77,12 @@ JSON
 
 for n in 1 2; do
   model $n > "$dir/model$n.json"
-  cat > "$dir/dp$n.yaml" <<YAML
-eal: {memory_mb: 256, file_prefix: dpu-netns$n-$tag, log_level: "*:warning"}
-workers: 1
-mbuf_pool_size: 8191
-mbuf_cache_size: 128
-idle_sleep_us: 20
-uplink: {kind: $backend, iface: uplink0}
-representors: {mode: hotplug, backends: [$rep_backends]}
-tunnel_ip: 192.168.100.$n
-sockets: {programming: $dir/program$n.sock, operator: $dir/operator$n.sock}
-YAML
+  lab_dataplane_config $n $backend dpu-netns$n-$tag "$dir/program$n.sock" "$dir/operator$n.sock" > "$dir/dp$n.yaml"
   ip netns exec dpu$n-$tag "$dataplane" --config "$dir/dp$n.yaml" > "$dir/dataplane$n.log" 2>&1 &
   pids+=($!)
 done
 for n in 1 2; do
-  for _ in $(seq 200); do [ -S "$dir/program$n.sock" ] && break; sleep 0.05; done
-  [ -S "$dir/program$n.sock" ] || fail "dataplane $n did not open its programming socket"
+  lab_wait_socket "$dir/program$n.sock" || fail "dataplane $n did not open its programming socket"
 done
 grep -h "uplink uplink: ethdev" "$dir"/dataplane*.log | sed 's/^/  /'
 
