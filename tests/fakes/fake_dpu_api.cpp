@@ -12,9 +12,17 @@
 //   POST /test/down?seconds=N&mode=refuse for N s, /v1 requests get 503 at once
 //   POST /test/unhealthy?on=1             health says ready=false (on=0 undoes)
 //   POST /test/fail?count=N&status=S      the next N attach calls fail with status S
+//   POST /test/answer-mtu?mtu=N           the next attach answers MTU N (one the device may refuse)
+//
+// It validates and answers as dpu-agent (dpu-agent/control) does: POD needs
+// sandbox_id and a legal ifname, the pod's namespace/name are free-form labels
+// (as with a file cluster source), requested_mtu is 0 or 576..--mtu, one MANAGEMENT
+// attachment (no sandbox_id) whose routes are --cluster-cidr/--service-cidr
+// via the gateway, detach by exactly one selector, 507 when the CIDR is full.
 //
 //   fake_dpu_api --listen http://127.0.0.1:9443 --pod-cidr 10.244.1.0/24
 //                [--vfs 8] [--mtu 1400] [--node-name node1]
+//                [--cluster-cidr 10.244.0.0/16] [--service-cidr 10.96.0.0/12]
 //                [--tls-cert FILE --tls-key FILE [--client-ca FILE]]   (https; mTLS with --client-ca)
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
@@ -55,6 +63,8 @@ struct Options {
   uint32_t vfs = 8;
   uint32_t mtu = 1400;
   std::string node_name = "node1";
+  std::string cluster_cidr = "10.244.0.0/16";
+  std::string service_cidr = "10.96.0.0/12";
   std::string tls_cert, tls_key, client_ca;
 };
 
@@ -136,6 +146,13 @@ class FakeDpu {
     reply(req, status, e);
   }
 
+  static bool printableLabel(const std::string& s) {
+    if (s.size() > 253) return false;
+    for (unsigned char c : s)
+      if (c < ' ' || c == 0x7f) return false;
+    return true;
+  }
+
   static bool parseBody(http::http_request& req, google::protobuf::Message& m, std::string& why) {
     auto data = req.extract_vector().get();
     std::string bytes(data.begin(), data.end());
@@ -202,8 +219,18 @@ class FakeDpu {
       return error(req, 400,
                    "vf_index " + std::to_string(r.vf_index()) + " is out of range (this DPU has " +
                        std::to_string(opt_.vfs) + " VFs)");
-    if (r.kind() == av1::POD && (r.sandbox_id().empty() || r.ifname().empty()))
-      return error(req, 400, "a POD attachment needs sandbox_id and ifname");
+    if (r.kind() == av1::POD && (r.sandbox_id().empty() || r.ifname().empty() || r.ifname().size() > 15))
+      return error(req, 400, "a POD attachment needs sandbox_id and an ifname of 1-15 characters");
+    if (r.kind() == av1::MANAGEMENT && !r.sandbox_id().empty())
+      return error(req, 400, "a MANAGEMENT attachment has no sandbox_id: it stays in the host netns");
+    // As dpu-agent with a file cluster source: the pod identity is a label
+    // (podman sends only K8S_POD_NAME, a bare libcni caller nothing).
+    if (!printableLabel(r.pod().namespace_()) || !printableLabel(r.pod().name()))
+      return error(req, 400, "pod.namespace and pod.name must be at most 253 printable characters");
+    if (r.requested_mtu() != 0 && (r.requested_mtu() < 576 || r.requested_mtu() > opt_.mtu))
+      return error(req, 400,
+                   "requested_mtu " + std::to_string(r.requested_mtu()) + " must be between 576 and the pod MTU " +
+                       std::to_string(opt_.mtu));
     MacAddress requested;
     if (!r.requested_mac().empty()) {
       auto m = MacAddress::parse(r.requested_mac());
@@ -225,17 +252,23 @@ class FakeDpu {
                      "VF " + std::to_string(r.vf_index()) + " of PF " + std::to_string(r.pf_index()) +
                          " is held by attachment " + id + " (" + a.sandbox_id() + "/" + a.ifname() + ")",
                      id);
-      if (r.kind() == av1::POD && same_owner)
+      if (same_owner)
         return error(req, 409,
-                     r.sandbox_id() + "/" + r.ifname() + " is already attached on VF " + std::to_string(a.vf_index()),
+                     r.kind() == av1::MANAGEMENT
+                         ? "the management port is already attached on VF " + std::to_string(a.vf_index())
+                         : r.sandbox_id() + "/" + r.ifname() + " is already attached on VF " + std::to_string(a.vf_index()),
                      id);
     }
+    // One MAC, one attachment (port security keys on it), as dpu-agent refuses.
+    for (const auto& [id, a] : attachments_)
+      if (!r.requested_mac().empty() && a.mac() == requested.str())
+        return error(req, 409, "MAC " + requested.str() + " is already used by attachment " + id, id);
     IpAddress ip;
     if (r.kind() == av1::MANAGEMENT) {
       ip = cidr_.at(2);
     } else {
       auto got = allocate();
-      if (!got) return error(req, 503, "the pod CIDR " + cidr_.str() + " is exhausted");
+      if (!got) return error(req, 507, "the pod CIDR " + cidr_.str() + " is exhausted");
       ip = *got;
     }
     used_.insert(ip);
@@ -251,10 +284,20 @@ class FakeDpu {
     auto* assignment = a.add_ips();
     assignment->set_address(ip.str() + "/" + std::to_string(cidr_.length));
     assignment->set_gateway(cidr_.at(1).str());
-    auto* route = a.add_routes();
-    route->set_dst(ip.isV4() ? "0.0.0.0/0" : "::/0");
-    route->set_gw(cidr_.at(1).str());
+    // A pod routes everything via the gateway; the management port only the
+    // cluster and service CIDRs (the host keeps its own default route).
+    std::vector<std::string> dsts = {ip.isV4() ? "0.0.0.0/0" : "::/0"};
+    if (r.kind() == av1::MANAGEMENT) dsts = {opt_.cluster_cidr, opt_.service_cidr};
+    for (const auto& dst : dsts) {
+      auto* route = a.add_routes();
+      route->set_dst(dst);
+      route->set_gw(cidr_.at(1).str());
+    }
     a.set_mtu(r.requested_mtu() ? r.requested_mtu() : opt_.mtu);
+    if (answer_mtu_) {
+      a.set_mtu(answer_mtu_);
+      answer_mtu_ = 0;
+    }
     a.set_representor("pf" + std::to_string(r.pf_index()) + "vf" + std::to_string(r.vf_index()));
     attachments_[a.id()] = a;
     av1::AttachResponse resp;
@@ -271,14 +314,19 @@ class FakeDpu {
   }
 
   void detach(http::http_request& req, const av1::DetachRequest& d) {
+    int selectors = !d.id().empty() + d.by_vf() + (!d.sandbox_id().empty() || !d.ifname().empty());
+    if (selectors != 1)
+      return error(req, 400, "give exactly one of: id; by_vf with pf_index and vf_index; sandbox_id with ifname");
+    if (d.id().empty() && !d.by_vf() && (d.sandbox_id().empty() || d.ifname().empty()))
+      return error(req, 400, "detaching by sandbox needs both sandbox_id and ifname");
     std::lock_guard lk(mu_);
     bool found = false;
     for (auto it = attachments_.begin(); it != attachments_.end();) {
       const auto& a = it->second;
       bool match = (!d.id().empty() && a.id() == d.id()) ||
                    (d.by_vf() && a.pf_index() == d.pf_index() && a.vf_index() == d.vf_index()) ||
-                   (d.id().empty() && !d.by_vf() && !d.sandbox_id().empty() && a.sandbox_id() == d.sandbox_id() &&
-                    (d.ifname().empty() || a.ifname() == d.ifname()));
+                   (d.id().empty() && !d.by_vf() && a.kind() == av1::POD && a.sandbox_id() == d.sandbox_id() &&
+                    a.ifname() == d.ifname());
       if (match) {
         for (const auto& ip : a.ips())
           if (auto p = IpInterfaceAddress::parse(ip.address())) used_.erase(p->address);
@@ -315,6 +363,8 @@ class FakeDpu {
       down_until_ = {};
     } else if (path == "/test/unhealthy") {
       unhealthy_ = num("on", 1) != 0;
+    } else if (path == "/test/answer-mtu") {
+      answer_mtu_ = static_cast<uint32_t>(num("mtu", 0));
     } else if (path == "/test/fail") {
       fail_count_ = static_cast<int>(num("count", 1));
       fail_status_ = static_cast<unsigned>(num("status", 500));
@@ -336,6 +386,7 @@ class FakeDpu {
   Clock::time_point down_until_{};
   std::string down_mode_ = "hang";
   int fail_count_ = 0;
+  uint32_t answer_mtu_ = 0;
   unsigned fail_status_ = 500;
 };
 
@@ -362,6 +413,10 @@ int main(int argc, char** argv) {
       o.mtu = static_cast<uint32_t>(std::stoul(next()));
     else if (a == "--node-name")
       o.node_name = next();
+    else if (a == "--cluster-cidr")
+      o.cluster_cidr = next();
+    else if (a == "--service-cidr")
+      o.service_cidr = next();
     else if (a == "--tls-cert")
       o.tls_cert = next();
     else if (a == "--tls-key")
@@ -371,7 +426,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: fake_dpu_api --listen http://127.0.0.1:9443 --pod-cidr 10.244.1.0/24 [--vfs 8] [--mtu 1400] "
-                   "[--node-name NAME] [--tls-cert FILE --tls-key FILE [--client-ca FILE]]\n");
+                   "[--node-name NAME] [--cluster-cidr CIDR] [--service-cidr CIDR] [--tls-cert FILE --tls-key FILE "
+                   "[--client-ca FILE]]\n");
       return 2;
     }
   }

@@ -53,6 +53,14 @@
 # HOSTSHIM_TLS (unset: http; "tls": https, host-shim checks the fake DPU's
 # certificate against a CA made for the env; "mtls": also a client certificate
 # that the fake DPU requires). Certificates go to <dir>/tls (openssl CLI).
+# HOSTSHIM_DPU ("fake", the default: tests/fakes/fake_dpu_api; "agent": the real
+# dpu-agent with a generated cluster file (one node, node1, podCIDR
+# $HOSTSHIM_POD_CIDR), representors pf0vf<i> for the fake sysfs VFs, pod MTU 1400
+# (underlayMTU 1458), API on the same URL inside $HOST_NETNS, state on tmpfs,
+# programming tests/fakes fake-dataplane). In agent mode FAKE_DPU_PID is the
+# agent's pid, FAKE_DPU_LOG its log, DPU_AGENT_STATE_DIR its state and
+# FAKE_DATAPLANE_PID the fake dataplane's; hostshim_dpu_control maps the fake's
+# test controls onto the real processes (see there; /test/fail has no mapping).
 #
 # Helpers:
 #   hostshim_exec CMD...            run CMD in the host netns
@@ -61,6 +69,13 @@
 #   hostshim_list_records           allocation records, one JSON per line
 #   hostshim_list_dpu_attachments   "<kind> <sandbox>/<ifname> vf<i> <ip>" per fake-DPU attachment
 #   hostshim_dpu_control PATH       POST to the fake DPU: /test/reboot, /test/down?seconds=5&mode=hang, ...
+#                                   (agent mode: reboot = kill -9 + wiped state + restart, new boot id;
+#                                   down&mode=hang = SIGSTOP; down&mode=refuse = kill; up = SIGCONT or
+#                                   restart on the same state; unhealthy?on=1 = fake dataplane stopped,
+#                                   so Health.ready is false; fail = unmappable, returns 3)
+#   hostshim_dpu_kill / hostshim_dpu_start   stop the DPU side for good / start it again (either mode)
+#   hostshim_dpu_mode_is MODE       true when HOSTSHIM_DPU (default fake) is MODE
+#   hostshim_skip_unless_fake WHY   in agent mode: print SKIP and exit 0 (for tests needing /test/fail)
 #   hostshim_client ARGS...         hostshim-client --socket $HOSTSHIM_SOCKET ARGS...
 #   hostshim_assert_clean           fail (and say what is left) unless no pod record, no pod
 #                                   attachment on the fake DPU, and every pool VF home and down
@@ -95,7 +110,124 @@ _hostshim_curl() {
 
 _hostshim_dpu_get() { _hostshim_curl --max-time 2 -H 'Accept: application/json' "$FAKE_DPU_URL$1"; }
 
-hostshim_dpu_control() { _hostshim_curl --max-time 5 -X POST "$FAKE_DPU_URL$1" >/dev/null; }
+hostshim_dpu_mode_is() { [ "${HOSTSHIM_DPU:-fake}" = "$1" ]; }
+
+hostshim_skip_unless_fake() {
+  hostshim_dpu_mode_is fake && return 0
+  echo "SKIP: $(basename "$0") under HOSTSHIM_DPU=${HOSTSHIM_DPU}: $*"
+  exit 0
+}
+
+hostshim_dpu_control() {
+  hostshim_dpu_mode_is agent || { _hostshim_curl --max-time 5 -X POST "$FAKE_DPU_URL$1" >/dev/null; return; }
+  case $1 in
+    /test/reboot*)
+      # A DPU reboot: the agent dies with its state (new boot id); the dataplane restarts too.
+      _hostshim_agent_stop -9
+      rm -rf "$DPU_AGENT_STATE_DIR"
+      [ -n "${FAKE_DATAPLANE_PID:-}" ] && kill -USR1 "$FAKE_DATAPLANE_PID" 2>/dev/null
+      _hostshim_agent_start ;;
+    /test/down*mode=refuse*)
+      _hostshim_agent_stop -9 ;;           # connection refused at once
+    /test/down*)
+      kill -STOP "$FAKE_DPU_PID" ;;        # accepts connections, never answers
+    /test/up*)
+      if [ -n "${FAKE_DPU_PID:-}" ] && kill -0 "$FAKE_DPU_PID" 2>/dev/null; then kill -CONT "$FAKE_DPU_PID"
+      else _hostshim_agent_start; fi ;;
+    /test/unhealthy*on=0*)
+      _hostshim_dataplane_start || return 1
+      _hostshim_wait 10 _hostshim_agent_ready ;;
+    /test/unhealthy*)
+      _hostshim_dataplane_stop ;;          # the agent reports "not connected to the dataplane"
+    *)
+      echo "hostshim_dpu_control: $1 has no mapping onto the real dpu-agent" >&2; return 3 ;;
+  esac
+}
+
+hostshim_dpu_kill() {
+  if hostshim_dpu_mode_is agent; then _hostshim_agent_stop -9; return; fi
+  [ -n "${FAKE_DPU_PID:-}" ] || return 0
+  kill "$FAKE_DPU_PID" 2>/dev/null; wait "$FAKE_DPU_PID" 2>/dev/null; FAKE_DPU_PID=
+}
+
+hostshim_dpu_start() {
+  if hostshim_dpu_mode_is agent; then _hostshim_agent_start; return; fi
+  ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" --listen "$FAKE_DPU_URL" \
+    --pod-cidr "$HOSTSHIM_POD_CIDR_IN_USE" --vfs "$HOSTSHIM_NUM_VFS" "${_HOSTSHIM_FAKE_TLS[@]}" >>"$FAKE_DPU_LOG" 2>&1 &
+  export FAKE_DPU_PID=$!
+  if ! _hostshim_wait 10 _hostshim_dpu_get /v1/health; then
+    echo "hostshim_env: the fake DPU did not answer; log:" >&2; tail -n 20 "$FAKE_DPU_LOG" >&2; return 1
+  fi
+}
+
+# --- agent mode: the real dpu-agent and tests/fakes fake-dataplane ---
+_hostshim_agent_ready() { _hostshim_dpu_get /v1/health | jq -e .ready >/dev/null; }
+
+_hostshim_dataplane_start() {
+  rm -f "$HOSTSHIM_ENV_DIR/dataplane.sock"
+  "$DPU_BUILD_DIR/tests/fakes/fake-dataplane" --socket "$HOSTSHIM_ENV_DIR/dataplane.sock" \
+    >>"$HOSTSHIM_ENV_DIR/fake-dataplane.log" 2>&1 &
+  export FAKE_DATAPLANE_PID=$!
+  _hostshim_wait 10 test -S "$HOSTSHIM_ENV_DIR/dataplane.sock" ||
+    { echo "hostshim_env: fake-dataplane did not start; log:" >&2; tail -n 20 "$HOSTSHIM_ENV_DIR/fake-dataplane.log" >&2; return 1; }
+}
+
+_hostshim_dataplane_stop() {
+  [ -n "${FAKE_DATAPLANE_PID:-}" ] || return 0
+  kill "$FAKE_DATAPLANE_PID" 2>/dev/null; wait "$FAKE_DATAPLANE_PID" 2>/dev/null; FAKE_DATAPLANE_PID=
+}
+
+_hostshim_agent_start() {
+  ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/dpu-agent/control/dpu-agent" --config "$HOSTSHIM_ENV_DIR/dpu-agent.yaml" \
+    >>"$HOSTSHIM_ENV_DIR/dpu-agent.stderr" 2>&1 &
+  export FAKE_DPU_PID=$!
+  # Up when the API answers; ready once it has synced the cluster file and programmed the dataplane.
+  if ! _hostshim_wait 10 _hostshim_agent_ready; then
+    echo "hostshim_env: dpu-agent is not ready: $(_hostshim_dpu_get /v1/health); log:" >&2
+    tail -n 20 "$FAKE_DPU_LOG" "$HOSTSHIM_ENV_DIR/dpu-agent.stderr" >&2 2>/dev/null; return 1
+  fi
+}
+
+_hostshim_agent_stop() {  # [-9]
+  [ -n "${FAKE_DPU_PID:-}" ] || return 0
+  kill -CONT "$FAKE_DPU_PID" 2>/dev/null
+  if [ "${1:-}" = -9 ]; then kill -9 "$FAKE_DPU_PID" 2>/dev/null; else kill "$FAKE_DPU_PID" 2>/dev/null; fi
+  wait "$FAKE_DPU_PID" 2>/dev/null
+  FAKE_DPU_PID=
+}
+
+# The agent's config and the one-node cluster file, from the env's settings.
+_hostshim_agent_config() {
+  local dir=$1 pod_cidr=$2 tls_yaml=""
+  cat > "$dir/cluster.yaml" <<YAML
+nodes:
+  - {name: node1, tunnelIP: 192.168.50.1, podCIDR: $pod_cidr}
+  - {name: node2, tunnelIP: 192.168.50.2, podCIDR: 10.244.200.0/24}
+YAML
+  if [ -n "${HOSTSHIM_TLS:-}" ]; then
+    tls_yaml="  tls: {cert: $dir/tls/server.pem, key: $dir/tls/server.key"
+    [ "$HOSTSHIM_TLS" = mtls ] && tls_yaml="$tls_yaml, clientCA: $dir/tls/ca.pem"
+    tls_yaml="$tls_yaml}"
+  fi
+  cat > "$dir/dpu-agent.yaml" <<YAML
+nodeName: node1
+tunnelIP: 192.168.50.1
+representors:
+  - {pf: 0, vfCount: $HOSTSHIM_NUM_VFS, name: "pf0vf{vf}"}
+podCIDR: $pod_cidr
+clusterCIDRs: [10.244.0.0/16]
+serviceCIDRs: [10.96.0.0/12]
+underlayMTU: 1458                # pod MTU 1400, what the host-shim tests expect
+clusterSource: {type: file, path: $dir/cluster.yaml}
+api:
+  address: 127.0.0.1
+  port: 9443
+$tls_yaml
+dataplaneSocket: $dir/dataplane.sock
+stateDir: $DPU_AGENT_STATE_DIR
+log: {level: debug, file: $FAKE_DPU_LOG}
+YAML
+}
 
 # A CA, a server certificate for 127.0.0.1 and a client certificate, for TLS runs.
 _hostshim_make_tls() {
@@ -211,8 +343,14 @@ hostshim_env_up() {
   if [ -z "$dir" ] || [ ! -d "$dir" ]; then echo "usage: hostshim_env_up EXISTING_DIR" >&2; return 2; fi
   if [ "$(id -u)" != 0 ]; then echo "hostshim_env_up: needs root (network namespaces)" >&2; return 2; fi
   if [ -z "${DPU_BUILD_DIR:-}" ]; then echo "hostshim_env_up: set DPU_BUILD_DIR to the build directory" >&2; return 2; fi
-  local bin
-  for bin in "$DPU_BUILD_DIR/host-shim/host-shim" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" \
+  local bin dpu_bins
+  case ${HOSTSHIM_DPU:=fake} in
+    fake) dpu_bins=("$DPU_BUILD_DIR/tests/fakes/fake_dpu_api") ;;
+    agent) dpu_bins=("$DPU_BUILD_DIR/dpu-agent/control/dpu-agent" "$DPU_BUILD_DIR/tests/fakes/fake-dataplane") ;;
+    *) echo "hostshim_env_up: HOSTSHIM_DPU must be fake or agent, not '$HOSTSHIM_DPU'" >&2; return 2 ;;
+  esac
+  export HOSTSHIM_DPU
+  for bin in "$DPU_BUILD_DIR/host-shim/host-shim" "${dpu_bins[@]}" \
              "$DPU_BUILD_DIR/tests/host-shim/hostshim-client"; do
     [ -x "$bin" ] || { echo "hostshim_env_up: $bin is not built" >&2; return 2; }
   done
@@ -232,20 +370,24 @@ hostshim_env_up() {
   export HOSTSHIM_STATE_DIR="/dev/shm/$HOSTSHIM_ENV_ID-state"
   export HOSTSHIM_LOG="$dir/host-shim.log"
   export FAKE_DPU_LOG="$dir/fake_dpu_api.log"
+  hostshim_dpu_mode_is agent && FAKE_DPU_LOG="$dir/dpu-agent.log"
+  export DPU_AGENT_STATE_DIR="/dev/shm/$HOSTSHIM_ENV_ID-agent"
   export FAKE_DPU_URL="http://127.0.0.1:9443"
-  local tls_json="" fake_tls=()
+  local tls_json=""
+  _HOSTSHIM_FAKE_TLS=()
   if [ -n "${HOSTSHIM_TLS:-}" ]; then
     _hostshim_make_tls "$dir/tls" || return 1
     FAKE_DPU_URL="https://127.0.0.1:9443"
     tls_json=", \"caFile\": \"$dir/tls/ca.pem\""
-    fake_tls=(--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key")
+    _HOSTSHIM_FAKE_TLS=(--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key")
     if [ "$HOSTSHIM_TLS" = mtls ]; then
       tls_json="$tls_json, \"certFile\": \"$dir/tls/client.pem\", \"keyFile\": \"$dir/tls/client.key\""
-      fake_tls+=(--client-ca "$dir/tls/ca.pem")
+      _HOSTSHIM_FAKE_TLS+=(--client-ca "$dir/tls/ca.pem")
     fi
   fi
   export HOSTSHIM_CLIENT="$DPU_BUILD_DIR/tests/host-shim/hostshim-client"
   local pod_cidr=${HOSTSHIM_POD_CIDR:-10.244.1.0/24}
+  export HOSTSHIM_POD_CIDR_IN_USE=$pod_cidr
   local last=$(( HOSTSHIM_NUM_VFS - 1 ))
 
   ip netns add "$HOST_NETNS" || return 1
@@ -266,12 +408,11 @@ hostshim_env_up() {
 }
 JSON
 
-  ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" --listen "$FAKE_DPU_URL" \
-    --pod-cidr "$pod_cidr" --vfs "$HOSTSHIM_NUM_VFS" "${fake_tls[@]}" >"$FAKE_DPU_LOG" 2>&1 &
-  export FAKE_DPU_PID=$!
-  if ! _hostshim_wait 10 _hostshim_dpu_get /v1/health; then
-    echo "hostshim_env_up: the fake DPU did not answer; log:" >&2; cat "$FAKE_DPU_LOG" >&2; return 1
+  if hostshim_dpu_mode_is agent; then
+    _hostshim_agent_config "$dir" "$pod_cidr" || return 1
+    _hostshim_dataplane_start || return 1
   fi
+  hostshim_dpu_start || return 1
   hostshim_start || return 1
   if ! _hostshim_wait 10 hostshim_client status; then
     echo "hostshim_env_up: STATUS is not ok: $(hostshim_client status 2>&1)" >&2; return 1
@@ -286,10 +427,12 @@ JSON
 hostshim_env_down() {
   [ -n "${HOST_NETNS:-}" ] || return 0
   hostshim_stop
-  if [ -n "${FAKE_DPU_PID:-}" ]; then
-    kill "$FAKE_DPU_PID" 2>/dev/null
-    wait "$FAKE_DPU_PID" 2>/dev/null
-    FAKE_DPU_PID=
+  if hostshim_dpu_mode_is agent; then
+    _hostshim_agent_stop
+    _hostshim_dataplane_stop
+    [ -n "${HOSTSHIM_KEEP_STATE:-}" ] || rm -rf "$DPU_AGENT_STATE_DIR"
+  else
+    hostshim_dpu_kill
   fi
   local ns
   for ns in $(ip netns list | awk '{print $1}' | grep "^$HOSTSHIM_ENV_ID-"); do

@@ -46,6 +46,15 @@ bool validObjectName(const std::string& s) {
   return true;
 }
 
+// A free-form label: bounded, and nothing that breaks a log line.
+bool printableLabel(const std::string& s) {
+  if (s.size() > 253) return false;
+  for (unsigned char c : s) {
+    if (c < ' ' || c == 0x7f) return false;
+  }
+  return true;
+}
+
 std::string vfName(uint32_t pf, uint32_t vf) { return "pf" + std::to_string(pf) + "vf" + std::to_string(vf); }
 
 }  // namespace
@@ -232,6 +241,13 @@ std::optional<std::string> Agent::findBySandboxLocked(const std::string& sandbox
   return it->second;
 }
 
+bool Agent::macHeldLocked(const std::string& mac) const {
+  for (const auto& [id, r] : attachments_) {
+    if (r.attachment.mac() == mac) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> Agent::findManagementLocked() const {
   for (const auto& [id, r] : attachments_) {
     if (r.attachment.kind() == attv1::MANAGEMENT) return id;
@@ -245,8 +261,20 @@ ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachReques
     return R::fail(400, "kind must be POD or MANAGEMENT");
   }
   if (r.kind() == attv1::POD) {
-    if (!validObjectName(r.pod().namespace_())) return R::fail(400, "pod.namespace must be a Kubernetes namespace name");
-    if (!validObjectName(r.pod().name())) return R::fail(400, "pod.name must be a Kubernetes pod name");
+    if (pods_checked_) {
+      // The placement check looks the pod up in the Kubernetes API by these.
+      if (!validObjectName(r.pod().namespace_()))
+        return R::fail(400, "pod.namespace must be a Kubernetes namespace name (the runtime passes it as "
+                            "K8S_POD_NAMESPACE in CNI_ARGS)");
+      if (!validObjectName(r.pod().name()))
+        return R::fail(400, "pod.name must be a Kubernetes pod name (the runtime passes it as K8S_POD_NAME in CNI_ARGS)");
+    } else {
+      // Without Kubernetes the pod identity is only a label: runtimes outside
+      // Kubernetes pass none (bare libcni) or only K8S_POD_NAME set to the
+      // container's name (podman), which need not be a DNS-1123 name.
+      if (!printableLabel(r.pod().namespace_())) return R::fail(400, "pod.namespace must be at most 253 printable characters");
+      if (!printableLabel(r.pod().name())) return R::fail(400, "pod.name must be at most 253 printable characters");
+    }
     if (r.sandbox_id().empty() || r.sandbox_id().size() > 256) {
       return R::fail(400, "sandbox_id must be the container (sandbox) id, 1-256 characters");
     }
@@ -361,6 +389,17 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
       ip = ipam.managementAddress();
     } else {
       auto got = ipam.allocate();
+      // The MAC comes from the first address unless one is requested. After a
+      // DPU reboot host-shim replays its pods with their old MACs on new
+      // addresses, so the MAC of a free address can be held: skip such
+      // addresses (released again below) rather than refuse the attach.
+      std::vector<IpAddress> skipped;
+      while (got && i == 0 && r.requested_mac().empty() && macHeldLocked(MacAddress::fromIp(*got).str()) &&
+             skipped.size() <= attachments_.size()) {
+        skipped.push_back(*got);
+        got = ipam.allocate();
+      }
+      for (const auto& s : skipped) ipam.release(s);
       if (!got) {
         undo();
         return R::fail(507, got.error());

@@ -99,7 +99,8 @@ TEST_CASE("attach refuses what it cannot honour, with the reason") {
   r = podRequest("web-1", 1);
   r.set_sandbox_id("");
   expect(r, 400, "sandbox_id");
-  r = podRequest("Web_1", 1);
+  r = podRequest("web-1", 1);
+  r.mutable_pod()->set_name("bad\nname");
   expect(r, 400, "pod.name");
   r = podRequest("web-1", 1);
   r.set_requested_mac("01:00:5e:00:00:01");
@@ -114,6 +115,41 @@ TEST_CASE("attach refuses what it cannot honour, with the reason") {
   r.set_kind(attv1::MANAGEMENT);
   expect(r, 400, "MANAGEMENT attachment has no sandbox_id");
   CHECK(f.agent->attachmentCount() == 0);
+}
+
+TEST_CASE("outside Kubernetes the pod identity is a label: none (libcni) or a container name (podman)") {
+  auto anonymous = podRequest("", 1, "libcni-sandbox");
+  anonymous.mutable_pod()->clear_namespace_();
+  auto podman = podRequest("My_Container", 2, "podman-sandbox");  // podman: K8S_POD_NAME only
+  podman.mutable_pod()->clear_namespace_();
+  Fixture file_source;
+  auto ok = file_source.agent->attach(anonymous);
+  REQUIRE(ok.ok());
+  CHECK(ok.value->attachment().ips(0).address() == "10.244.1.3/24");
+  CHECK(file_source.agent->attach(podman).ok());
+  // With the Kubernetes source the placement check needs real object names.
+  Fixture kube(true);
+  for (const auto& r : {anonymous, podman}) {
+    auto refused = kube.agent->attach(r);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error.http_status() == 400);
+    CHECK_THAT(refused.error.message(), Catch::Contains("K8S_POD_NAMESPACE"));
+  }
+  auto bad_name = podRequest("Web_1", 3);
+  CHECK_THAT(kube.agent->attach(bad_name).error.message(), Catch::Contains("pod.name"));
+}
+
+TEST_CASE("after a DPU reboot, replayed MACs do not block new pods") {
+  // host-shim replays a pod that had 10.244.1.4 with its old MAC; the fresh
+  // agent gives it .3. The next pod must not get .4, whose derived MAC is taken.
+  Fixture f;
+  auto replayed = podRequest("old", 1);
+  replayed.set_requested_mac("0a:58:0a:f4:01:04");
+  REQUIRE(f.agent->attach(replayed).ok());
+  auto fresh = f.agent->attach(podRequest("new", 2));
+  REQUIRE(fresh.ok());
+  CHECK(fresh.value->attachment().ips(0).address() == "10.244.1.5/24");
+  CHECK(fresh.value->attachment().mac() == "0a:58:0a:f4:01:05");
 }
 
 TEST_CASE("one VF, one attachment: the holder is named; a retry gets the same answer") {

@@ -2,6 +2,10 @@
 # 40 different addresses, 10 fail with "no free VF"; nothing is allocated twice;
 # 50 concurrent DELs leave nothing behind.
 HOSTSHIM_NUM_VFS=41
+# The point here is allocation under contention, not the DPU timeout: 50
+# requests at once on a loaded 2-core machine can keep the fake DPU busier
+# than the production 1.5 s timeout allows (status_down.bash tests that path).
+HOSTSHIM_DPU_TIMEOUT_MS=${HOSTSHIM_DPU_TIMEOUT_MS:-10000}
 source "$(dirname "$0")/lib.bash"
 # Wait for the clients only: host-shim and the fake DPU are children of this shell too.
 pids=()

@@ -8,6 +8,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 : "${DPU_BUILD_DIR:?set DPU_BUILD_DIR to the build directory}"
 source "$(dirname "${BASH_SOURCE[0]}")/../env.bash"
+# A test that needs a test control the real dpu-agent cannot mimic sets this first.
+if [ -n "${HOSTSHIM_NEEDS_FAKE:-}" ]; then hostshim_skip_unless_fake "$HOSTSHIM_NEEDS_FAKE"; fi
 
 TEST_NAME=$(basename "$0" .bash)
 TEST_DIR=$(mktemp -d "/tmp/hostshim-$TEST_NAME.XXXXXX")
@@ -22,9 +24,10 @@ _test_exit() {
   fi
   hostshim_env_down
   # Under ASan/UBSan the daemons report memory errors on stderr: any is a failure.
-  if grep -q "ERROR: AddressSanitizer\|runtime error:" "$TEST_DIR/host-shim.stderr" "$TEST_DIR/fake_dpu_api.log" 2>/dev/null; then
+  if grep -q "ERROR: AddressSanitizer\|runtime error:" "$TEST_DIR/host-shim.stderr" "$TEST_DIR/fake_dpu_api.log" "$TEST_DIR/dpu-agent.stderr" 2>/dev/null; then
     echo "---- $TEST_NAME: sanitizer reports:" >&2
-    grep -A20 "ERROR: AddressSanitizer\|runtime error:" "$TEST_DIR/host-shim.stderr" "$TEST_DIR/fake_dpu_api.log" >&2
+    grep -A20 "ERROR: AddressSanitizer\|runtime error:" "$TEST_DIR/host-shim.stderr" "$TEST_DIR/fake_dpu_api.log" \
+      "$TEST_DIR/dpu-agent.stderr" >&2 2>/dev/null
     rc=1
   fi
   rm -rf "$TEST_DIR"

@@ -1,6 +1,7 @@
 # A failing ADD undoes every step: the DPU refuses (nothing touched), the
 # ifname is taken in the pod netns (move refused), a step after the move fails
 # (VF brought back with its original name, MAC and MTU; DPU detached; record freed).
+HOSTSHIM_NEEDS_FAKE="it injects DPU failures with /test/fail, which the real dpu-agent has no way to produce"
 source "$(dirname "$0")/lib.bash"
 
 orig_mac=$(ip -n "$HOST_NETNS" -o link show p0v0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
@@ -35,7 +36,8 @@ assert_vf0_home
 ip -n "$ns" link del eth0
 
 step "a step after the move fails (MTU the device refuses): VF comes back"
-expect_code 103 add --container c1 --netns "$pod" --ifname eth0 --mtu 70000
+hostshim_dpu_control "/test/answer-mtu?mtu=70000"
+expect_code 103 add --container c1 --netns "$pod" --ifname eth0
 ip -n "$ns" link show eth0 >/dev/null 2>&1 && fail "eth0 stayed in the pod netns"
 assert_vf0_home
 

@@ -43,16 +43,14 @@ echo "ADD with the DPU refusing failed after $(( $(now_ms) - t0 )) ms"
 hostshim_dpu_control /test/up
 
 step "the DPU is gone (connection refused)"
-kill "$FAKE_DPU_PID"; wait "$FAKE_DPU_PID" 2>/dev/null
+hostshim_dpu_kill
 _hostshim_wait 8 status_is_50 || fail "STATUS never said 50"
 expect_code 50 status
 echo "STATUS with the DPU gone: $(status_ms) ms"
 t0=$(now_ms)
 expect_code 11 add --container c1 --netns "$pod" --ifname eth0
 echo "ADD with the DPU gone failed after $(( $(now_ms) - t0 )) ms"
-ip netns exec "$HOST_NETNS" "$DPU_BUILD_DIR/tests/fakes/fake_dpu_api" --listen "$FAKE_DPU_URL" \
-  --vfs "$HOSTSHIM_NUM_VFS" >>"$FAKE_DPU_LOG" 2>&1 &
-FAKE_DPU_PID=$!
+hostshim_dpu_start || fail "the DPU side did not come back"
 _hostshim_wait 10 hostshim_client status || fail "STATUS did not recover"
 
 step "the DPU says it is not ready"

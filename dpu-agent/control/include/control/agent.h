@@ -106,6 +106,7 @@ class Agent : public ClusterListener {
   std::optional<std::string> findHolderLocked(uint32_t pf, uint32_t vf) const;
   std::optional<std::string> findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const;
   std::optional<std::string> findManagementLocked() const;
+  bool macHeldLocked(const std::string& mac) const;
   Result<uint32_t> allocatePortKeyLocked();
   void setPodCidrsLocked(const std::vector<IpPrefix>& cidrs);
   void releaseLocked(const std::string& id);
