@@ -21,6 +21,10 @@
 
 #include "overlay/flow_key.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace dpu::datapath {
 
 // What the compiled actions do, in order: decap (done before the lookup),
@@ -137,28 +141,38 @@ class FlowTable {
   void prefetchEntries(uint64_t hash, bool tunnel) const {
     const uint32_t b = bucketOf(hash);
     const uint32_t sig = signature(hash);
-    const FlowBucket& bk = buckets_[b];
-    const unsigned preferred = preferredWay(hash);  // already on its way (prefetchBucket)
-    for (unsigned w = 0; w < FlowBucket::kWays; ++w) {
-      if (bk.sig[w] == sig && w != preferred) {
-        const char* e = reinterpret_cast<const char*>(&entries_[b * FlowBucket::kWays + w]);
-        __builtin_prefetch(e);
-        __builtin_prefetch(e + 64);
-        if (tunnel) __builtin_prefetch(e + 128);
-      }
+    // The preferred way is already on its way (prefetchBucket).
+    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferredWay(hash)); m != 0; m &= m - 1) {
+      const char* e = reinterpret_cast<const char*>(&entries_[b * FlowBucket::kWays + __builtin_ctz(m)]);
+      __builtin_prefetch(e);
+      __builtin_prefetch(e + 64);
+      if (tunnel) __builtin_prefetch(e + 128);
     }
+  }
+
+  // Bit w set: way w of the bucket holds signature `sig`. Eight compares in
+  // two SSE2 instructions instead of a loop of eight branches (hit path).
+  static uint32_t matchMask(const FlowBucket& bk, uint32_t sig) {
+#if defined(__SSE2__)
+    const __m128i s = _mm_set1_epi32(static_cast<int>(sig));
+    const __m128i lo = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig)), s);
+    const __m128i hi = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig + 4)), s);
+    return static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(lo))) |
+           static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(hi))) << 4;
+#else
+    uint32_t m = 0;
+    for (unsigned w = 0; w < FlowBucket::kWays; ++w) m |= uint32_t{bk.sig[w] == sig} << w;
+    return m;
+#endif
   }
 
   // Index of the matching entry, or UINT32_MAX.
   uint32_t lookup(uint64_t hash, const overlay::FlowKey& key, const TunnelProbe& probe) const {
     const uint32_t b = bucketOf(hash);
     const uint32_t sig = signature(hash);
-    const FlowBucket& bk = buckets_[b];
-    for (unsigned w = 0; w < FlowBucket::kWays; ++w) {
-      if (bk.sig[w] == sig) {
-        const uint32_t index = b * FlowBucket::kWays + w;
-        if (entries_[index].matches(key, probe)) return index;
-      }
+    for (uint32_t m = matchMask(buckets_[b], sig); m != 0; m &= m - 1) {
+      const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
+      if (entries_[index].matches(key, probe)) return index;
     }
     return UINT32_MAX;
   }
