@@ -124,7 +124,17 @@ Result<std::vector<IpInterfaceAddress>> addressesFor(const attach::v1::Attachmen
   return out;
 }
 
-std::string dpuAdvice(const std::string& url) {
+// What to do about a DPU failure worth retrying. An answer with a status came
+// from a running agent, so "check that it runs" would mislead: 507 means the
+// node's pod CIDR is full.
+std::string dpuAdvice(const std::string& url, unsigned http_status = 0) {
+  if (http_status == 507) {
+    return "the node's pod address range is exhausted: delete unused pods or give the node a larger pod CIDR; "
+           "the runtime retries the ADD";
+  }
+  if (http_status != 0) {
+    return "the DPU agent at " + url + " is running but cannot serve the request now; the runtime retries the ADD";
+  }
   return "check that dpu-agent runs on the DPU and answers at " + url +
          " (dpu.url in the host-shim config); the runtime retries the ADD";
 }
@@ -463,8 +473,11 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
   }
   if (!answer.ok()) {
     auto code = codeFor(answer.failure);
-    return cniError(code, code == CniCode::kTryAgainLater ? "DPU agent unavailable" : "DPU agent refused the attach",
-                    answer.failure.message + (code == CniCode::kTryAgainLater ? "; " + dpuAdvice(dpu_->url()) : ""));
+    const char* msg = answer.failure.http_status == 507        ? "no free pod address on this node"
+                      : code == CniCode::kTryAgainLater ? "DPU agent unavailable"
+                                                        : "DPU agent refused the attach";
+    return cniError(code, msg,
+                    answer.failure.message + (code == CniCode::kTryAgainLater ? "; " + dpuAdvice(dpu_->url(), answer.failure.http_status) : ""));
   }
   lap("dpu");
   *a.mutable_dpu() = answer.value->attachment();
