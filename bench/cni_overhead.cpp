@@ -46,17 +46,8 @@ int main(int argc, char** argv) {
   }
   std::string binary = argv[1];
   int runs = argc > 2 ? std::atoi(argv[2]) : 200;
-  v1::CniResponse answer;
-  auto* res = answer.mutable_result();
-  auto* i = res->add_interfaces();
-  i->set_name("eth0");
-  i->set_mac("0a:58:0a:f4:01:05");
-  i->set_sandbox("/proc/self/ns/net");
-  auto* ip = res->add_ips();
-  ip->set_address("10.244.1.5/24");
-  ip->set_gateway("10.244.1.1");
-  ip->set_interface(0);
-  res->add_routes()->set_dst("0.0.0.0/0");
+  v1::CniResponse answer = dpu::cni::test::podAddedResponse();
+  answer.mutable_result()->add_routes()->set_dst("0.0.0.0/0");
   std::string sock = "/tmp/dpu-cni-overhead-" + std::to_string(::getpid()) + ".sock";
   FakeHostShim shim(sock, answer);
   std::string conf = R"({"cniVersion":"1.1.0","name":"dpunet","type":"dpu-cni","socket":")" + sock + R"("})";

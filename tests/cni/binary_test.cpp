@@ -17,20 +17,6 @@ std::string socketPath(const char* tag) {
   return "/tmp/dpu-cni-test-" + std::to_string(::getpid()) + "-" + tag + ".sock";
 }
 
-v1::CniResponse okResponse() {
-  v1::CniResponse r;
-  auto* res = r.mutable_result();
-  auto* i = res->add_interfaces();
-  i->set_name("eth0");
-  i->set_mac("0a:58:0a:f4:01:05");
-  i->set_sandbox("/proc/self/ns/net");
-  auto* ip = res->add_ips();
-  ip->set_address("10.244.1.5/24");
-  ip->set_gateway("10.244.1.1");
-  ip->set_interface(0);
-  return r;
-}
-
 std::map<std::string, std::string> addEnv() {
   return {{"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "ctr-" + std::to_string(::getpid())},
           {"CNI_NETNS", "/proc/self/ns/net"}, {"CNI_IFNAME", "eth0"}, {"CNI_PATH", "/usr/lib/cni"}};
@@ -56,7 +42,7 @@ json expectError(const Exec& e, int code) {
 }  // namespace
 
 TEST_CASE("binary: ADD through the socket prints the result, exit 0") {
-  FakeHostShim shim(socketPath("ok"), okResponse());
+  FakeHostShim shim(socketPath("ok"), podAddedResponse());
   auto e = runPlugin(DPU_CNI_BINARY, addEnv(), conf(shim.path()));
   INFO(e.err);
   REQUIRE(e.exit_code == 0);
@@ -108,7 +94,7 @@ TEST_CASE("binary: DEL, CHECK, STATUS, GC succeed silently") {
 }
 
 TEST_CASE("binary: bad input gets the spec's code and never reaches host-shim") {
-  FakeHostShim shim(socketPath("bad"), okResponse());
+  FakeHostShim shim(socketPath("bad"), podAddedResponse());
   SECTION("malformed JSON: 6") {
     auto j = expectError(runPlugin(DPU_CNI_BINARY, addEnv(), "{\"cniVersion\": \"1.0.0\", "), 6);
   }

@@ -24,6 +24,22 @@ extern char** environ;
 
 namespace dpu::cni::test {
 
+// What host-shim answers for a pod on 10.244.1.0/24: the stand-in's reply in
+// the binary tests and the overhead benchmark.
+inline cni::v1::CniResponse podAddedResponse() {
+  cni::v1::CniResponse r;
+  auto* res = r.mutable_result();
+  auto* i = res->add_interfaces();
+  i->set_name("eth0");
+  i->set_mac("0a:58:0a:f4:01:05");
+  i->set_sandbox("/proc/self/ns/net");
+  auto* ip = res->add_ips();
+  ip->set_address("10.244.1.5/24");
+  ip->set_gateway("10.244.1.1");
+  ip->set_interface(0);
+  return r;
+}
+
 struct Exec {
   int exit_code = -1;
   std::string out;
