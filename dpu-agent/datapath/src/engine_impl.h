@@ -60,6 +60,7 @@ class EngineImpl final : public Engine {
 
  private:
   // --- lcore ---
+  // prepare and applyFlow are defined inline in engine_datapath.cpp: call them from there only.
   bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc);
