@@ -86,6 +86,7 @@
 
 # shellcheck source=../fakes/fake-sysfs.bash
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../fakes/fake-sysfs.bash"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../support/shell.bash"
 
 hostshim_exec() { ip netns exec "$HOST_NETNS" "$@"; }
 
@@ -286,7 +287,7 @@ hostshim_assert_clean() {
     name=$(fake_sysfs_vf_name "$HOSTSHIM_VF_PREFIX" "$i")
     if ! ip -n "$HOST_NETNS" link show "$name" >/dev/null 2>&1; then
       echo "left behind: VF $i ($name) is not in the host netns" >&2; bad=1
-    elif ip -n "$HOST_NETNS" -o link show "$name" | grep -q '[<,]UP[,>]'; then
+    elif ip -n "$HOST_NETNS" -o link show "$name" | matches '[<,]UP[,>]'; then
       echo "left behind: VF $i ($name) is up" >&2; bad=1
     elif [ -n "$(ip -n "$HOST_NETNS" -o addr show dev "$name" scope global)" ]; then
       echo "left behind: VF $i ($name) keeps an address" >&2; bad=1

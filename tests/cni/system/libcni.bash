@@ -10,7 +10,7 @@ cni_env_up
 plain=$(cni_conflist plain 1.0.0 "$(dpu_plugin_json)")
 
 # --- VERSION and STATUS through the runtime's own calls
-if drv version -conf "$plain" | grep -q '"1.1.0"'; then pass "VERSION lists 1.1.0"; else fail "VERSION"; fi
+if drv version -conf "$plain" | matches '"1.1.0"'; then pass "VERSION lists 1.1.0"; else fail "VERSION"; fi
 if drv status -conf "$plain" >/dev/null; then pass "STATUS ok"; else fail "STATUS"; fi
 
 # --- ADD, CHECK, DEL, DEL again
@@ -25,9 +25,9 @@ gw=$(echo "$out" | jq -r '.ips[0].gateway')
 [ "$(echo "$out" | jq -r '.ips[0].interface')" = 0 ] || fail "result ips[0].interface: $out"
 [ "$(echo "$out" | jq -r '.ips[0] | has("version")')" = false ] || fail "1.0.0 ips must not carry version: $out"
 case $addr in 10.244.1.*/24) pass "address $addr from the DPU's pod CIDR";; *) fail "address '$addr'";; esac
-if ip -n "$(basename "$pod1")" -o addr show dev eth0 | grep -q "inet $addr"; then pass "pod sees $addr on eth0"; else
+if ip -n "$(basename "$pod1")" -o addr show dev eth0 | matches "inet $addr"; then pass "pod sees $addr on eth0"; else
   fail "pod eth0: $(ip -n "$(basename "$pod1")" addr)"; fi
-if ip -n "$(basename "$pod1")" route show default | grep -q "via $gw"; then pass "default route via $gw"; else
+if ip -n "$(basename "$pod1")" route show default | matches "via $gw"; then pass "default route via $gw"; else
   fail "pod routes: $(ip -n "$(basename "$pod1")" route)"; fi
 grep -q "ADD ctr1/eth0 done" "$CNI_DIR/dpu-cni.log" && pass "logFile written" || fail "dpu-cni logFile"
 if drv check -conf "$plain" -netns "$pod1" -id ctr1 >/dev/null; then pass "CHECK right after ADD"; else fail "CHECK"; fi
@@ -49,9 +49,9 @@ out=$(drv add -conf "$old" -netns "$pod2" -id ctr2 -mac 0a:58:0a:f4:01:63 -devic
 if [ $? = 0 ]; then pass "ADD 0.4.0 with mac and deviceID"; else fail "ADD 0.4.0: $out"; fi
 [ "$(echo "$out" | jq -r '.ips[0].version')" = 4 ] || fail "0.4.0 ips carry version 4: $out"
 [ "$(echo "$out" | jq -r '.cniVersion')" = 0.4.0 ] || fail "0.4.0 cniVersion: $out"
-if hostshim_list_dpu_attachments | grep -q "vf2 "; then pass "deviceID $vf2pci chose VF 2"; else
+if hostshim_list_dpu_attachments | matches "vf2 "; then pass "deviceID $vf2pci chose VF 2"; else
   fail "deviceID: $(hostshim_list_dpu_attachments)"; fi
-if ip -n "$(basename "$pod2")" link show eth0 | grep -q 0a:58:0a:f4:01:63; then pass "runtimeConfig mac applied"; else
+if ip -n "$(basename "$pod2")" link show eth0 | matches 0a:58:0a:f4:01:63; then pass "runtimeConfig mac applied"; else
   fail "mac: $(ip -n "$(basename "$pod2")" link show eth0)"; fi
 drv check -conf "$old" -netns "$pod2" -id ctr2 -mac 0a:58:0a:f4:01:63 -device "$vf2pci" >/dev/null || fail "CHECK 0.4.0"
 drv del -conf "$old" -netns "$pod2" -id ctr2 -mac 0a:58:0a:f4:01:63 -device "$vf2pci" >/dev/null || fail "DEL 0.4.0"
@@ -79,7 +79,7 @@ drv add -conf "$plain" -netns "$pod3" -id ctr3 >/dev/null || fail "ADD ctr3"
 drv add -conf "$plain" -netns "$pod4" -id ctr4 >/dev/null || fail "ADD ctr4"
 if drv gc -conf "$plain" -valid ctr3/eth0 >/dev/null; then pass "GC"; else fail "GC"; fi
 left=$(hostshim_list_dpu_attachments | grep '^POD ')
-if echo "$left" | grep -q "ctr3/eth0" && ! echo "$left" | grep -q "ctr4/"; then pass "GC kept ctr3, released ctr4"; else
+if echo "$left" | matches "ctr3/eth0" && ! echo "$left" | matches "ctr4/"; then pass "GC kept ctr3, released ctr4"; else
   fail "after GC: $left"; fi
 ip -n "$(basename "$pod4")" link show eth0 >/dev/null 2>&1 && fail "GC left eth0 in pod4"
 drv del -conf "$plain" -netns "$pod3" -id ctr3 >/dev/null || fail "DEL ctr3"
@@ -96,7 +96,7 @@ if [ $? = 0 ]; then pass "chained ADD dpu-cni → tuning → bandwidth"; else fa
 [ "$(echo "$out" | jq -r '.interfaces[0].name')" = eth0 ] || fail "chained result lost our interface: $out"
 [ "$(echo "$out" | jq -r '.ips | length')" -ge 1 ] || fail "chained result lost our ips: $out"
 ns5=$(basename "$pod5")
-if ip -n "$ns5" link show eth0 | grep -q PROMISC; then pass "tuning set promisc on our VF"; else
+if ip -n "$ns5" link show eth0 | matches PROMISC; then pass "tuning set promisc on our VF"; else
   fail "tuning promisc: $(ip -n "$ns5" link show eth0)"; fi
 if [ "$(ip netns exec "$ns5" cat /proc/sys/net/ipv4/conf/eth0/arp_notify)" = 1 ]; then pass "tuning's sysctl in the pod"; else
   fail "tuning sysctl"; fi
@@ -130,7 +130,7 @@ limited=$(cni_conflist limited 1.0.0 "$(dpu_plugin_json),
   {\"type\":\"bandwidth\",\"ingressRate\":1000000,\"ingressBurst\":100000,\"egressRate\":1000000,\"egressBurst\":100000}")
 pod7=$(hostshim_pod_netns_add pod7)
 out=$(drv add -conf "$limited" -netns "$pod7" -id ctr7 2>&1)
-if [ $? != 0 ] && echo "$out" | grep -q 'type="bandwidth"'; then
+if [ $? != 0 ] && echo "$out" | matches 'type="bandwidth"'; then
   pass "bandwidth with limits refused by bandwidth (no host veth for a VF)"; else fail "limited chain: $out"; fi
 drv del -conf "$limited" -netns "$pod7" -id ctr7 >/dev/null || fail "DEL after the failed chain"
 expect_clean "after a chain that failed in a later plugin"

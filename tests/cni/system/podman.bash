@@ -52,20 +52,20 @@ else
 fi
 dpu_ip=$(hostshim_list_dpu_attachments | awk '/^POD / {print $4; exit}')
 seen=$(pm exec "$name" /bin/ip -o -4 addr show dev eth0 2>&1)
-if [ -n "$dpu_ip" ] && echo "$seen" | grep -q "inet ${dpu_ip%/*}/"; then
+if [ -n "$dpu_ip" ] && echo "$seen" | matches "inet ${dpu_ip%/*}/"; then
   pass "the container sees its VF as eth0 with $dpu_ip"; else fail "container eth0: '$seen', DPU says '$dpu_ip'"; fi
 route=$(pm exec "$name" /bin/ip route show default 2>&1)
-echo "$route" | grep -q "default via" && pass "default route: $route" || fail "container route: $route"
+echo "$route" | matches "default via" && pass "default route: $route" || fail "container route: $route"
 vf_in_use=$(hostshim_list_vfs | awk '$3 == "missing" {print $2}' | head -1)
 [ -n "$vf_in_use" ] && pass "VF $vf_in_use left the host netns for the container" || fail "no VF moved"
-hostshim_list_records | grep -q . && pass "allocation record written" || fail "no allocation record"
+hostshim_list_records | matches . && pass "allocation record written" || fail "no allocation record"
 
 if pm rm -f -t 0 "$name" >/dev/null 2>&1; then pass "podman rm"; else fail "podman rm"; fi
 expect_clean "after podman rm"
 
 # A bad network config: podman run fails with dpu-cni's message, nothing is left.
 out=$(pm run --rm --name "$name-bad" --network dpubad --rootfs "$root" /bin/true 2>&1)
-if [ $? != 0 ] && echo "$out" | grep -q "mtu"; then pass "bad config refused through podman: $(echo "$out" | tail -n 1)"; else
+if [ $? != 0 ] && echo "$out" | matches "mtu"; then pass "bad config refused through podman: $(echo "$out" | tail -n 1)"; else
   fail "podman run on a bad network: $out"; fi
 expect_clean "after the refused podman run"
 

@@ -11,6 +11,7 @@
 # usage: agent_component_test.sh DPU_AGENT FAKE_DATAPLANE PROTO_DIR
 set -euo pipefail
 AGENT=$1 FAKE=$2 PROTO=$3
+source "$(dirname "$(readlink -f "$0")")/../../support/shell.bash"
 for tool in curl jq protoc; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed"; exit 0; }
 done
@@ -189,7 +190,7 @@ eventually "node-c leaves the dataplane" 'test "$(remotes)" = 1'
 # --- a bad cluster file keeps the last good state
 HLEN=$(history_len)
 echo "nodes: [{name: node-b, tunnelIP: nope}]" > "$DIR/cluster.yaml"
-malformed_reported() { curl -s "$URL/metrics" | grep -q 'dpu_agent_cluster_malformed_objects_total{source="file"} 1'; }
+malformed_reported() { curl -s "$URL/metrics" | matches 'dpu_agent_cluster_malformed_objects_total{source="file"} 1'; }
 eventually "the bad file is reported" malformed_reported
 sleep 0.3
 [ "$(history_len)" = "$HLEN" ] || fail "a bad cluster file changed the dataplane"

@@ -6,6 +6,9 @@
 # programming client) and tests/dpu-agent/integration (the real dpu-agent), so
 # both exercise the same topology.
 
+# shellcheck source=../../support/shell.bash
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../support/shell.bash"
+
 # lab_require_root_and_tools TOOL... — exits 0 with a visible SKIP when the test cannot run here.
 lab_require_root_and_tools() {
   if [ "$(id -u)" -ne 0 ]; then

@@ -146,10 +146,10 @@ echo '{"base_generation": 2, "generation": 3, "delete_ports": ["pod1"]}' > "$dir
 "$py" "$here/dataplane_client.py" --socket "$dir/program1.sock" --delta "$dir/detach.json" > "$dir/detach.log" ||
   fail "detach delta refused: $(cat "$dir/detach.log")"
 for _ in $(seq 100); do
-  ip netns exec $ns_dpu1 "$dpuctl" --socket "$dir/operator1.sock" ports | grep -q pf0vf1 || break
+  ip netns exec $ns_dpu1 "$dpuctl" --socket "$dir/operator1.sock" ports | matches pf0vf1 || break
   sleep 0.05
 done
-ip netns exec $ns_dpu1 "$dpuctl" --socket "$dir/operator1.sock" ports | grep -q pf0vf1 && fail "pf0vf1 still there after detach"
+ip netns exec $ns_dpu1 "$dpuctl" --socket "$dir/operator1.sock" ports | matches pf0vf1 && fail "pf0vf1 still there after detach"
 ip netns exec $ns_pod1 ping -c 1 -W 1 10.244.2.5 >/dev/null 2>&1 && fail "a detached pod still reaches pod2"
 "$py" - "$dir/model1.json" "$dir/attach.json" <<'PY'
 import json, sys

@@ -12,14 +12,14 @@ mac=$(jq -r '.result.interfaces[0].mac' <<<"$OUT")
 [ "$(jq -r '.result.interfaces[0].pciId' <<<"$OUT")" = 0000:3b:00.2 ] || fail "pciId: $OUT"
 [ "$(jq -r '.result.interfaces[0].sandbox' <<<"$OUT")" = "$pod" ] || fail "sandbox: $OUT"
 ns=$(pod_ns "$pod")
-ip -n "$ns" -o addr show dev eth0 | grep -q "inet $ip " || fail "eth0 lacks $ip: $(ip -n "$ns" addr)"
-ip -n "$ns" -o link show eth0 | grep -q "link/ether $mac" || fail "eth0 MAC is not $mac"
-ip -n "$ns" -o link show eth0 | grep -q "mtu 1400" || fail "eth0 MTU is not 1400"
-ip -n "$ns" -o link show eth0 | grep -q "[<,]UP[,>]" || fail "eth0 is not up"
-ip -n "$ns" route show default | grep -q "via $gw dev eth0" || fail "no default route via $gw: $(ip -n "$ns" route)"
+ip -n "$ns" -o addr show dev eth0 | matches "inet $ip " || fail "eth0 lacks $ip: $(ip -n "$ns" addr)"
+ip -n "$ns" -o link show eth0 | matches "link/ether $mac" || fail "eth0 MAC is not $mac"
+ip -n "$ns" -o link show eth0 | matches "mtu 1400" || fail "eth0 MTU is not 1400"
+ip -n "$ns" -o link show eth0 | matches "[<,]UP[,>]" || fail "eth0 is not up"
+ip -n "$ns" route show default | matches "via $gw dev eth0" || fail "no default route via $gw: $(ip -n "$ns" route)"
 ip -n "$HOST_NETNS" link show p0v0 >/dev/null 2>&1 && fail "p0v0 is still in the host netns"
-hostshim_list_dpu_attachments | grep -q "^POD c1/eth0 vf0 $ip" || fail "the fake DPU lacks c1/eth0: $(hostshim_list_dpu_attachments)"
-hostshim_list_records | grep -q '"owner":"c1/eth0"' || fail "no record for c1/eth0"
+hostshim_list_dpu_attachments | matches "^POD c1/eth0 vf0 $ip" || fail "the fake DPU lacks c1/eth0: $(hostshim_list_dpu_attachments)"
+hostshim_list_records | matches '"owner":"c1/eth0"' || fail "no record for c1/eth0"
 
 step "a repeated ADD answers the same"
 expect_ok add --container c1 --netns "$pod" --ifname eth0
@@ -40,16 +40,16 @@ expect_ok add --container c2 --netns "$pod" --ifname eth0 --device 0000:3b:00.5
 [ "$(jq -r '.result.interfaces[0].pciId' <<<"$OUT")" = 0000:3b:00.5 ] || fail "deviceID ignored: $OUT"
 pod2=$(hostshim_pod_netns_add p2)
 expect_code 101 add --container c3 --netns "$pod2" --ifname eth0 --device 0000:3b:00.5
-jq -r .error.details <<<"$OUT" | grep -q "held by c2/eth0" || fail "no holder named: $OUT"
+jq -r .error.details <<<"$OUT" | matches "held by c2/eth0" || fail "no holder named: $OUT"
 expect_ok del --container c2 --netns "$pod" --ifname eth0
 
 step "bad input: right code, nothing left behind"
 expect_code 4 add --container c4 --netns /run/netns/does-not-exist --ifname eth0
-jq -r .error.details <<<"$OUT" | grep -q "does-not-exist" || fail "netns not named: $OUT"
+jq -r .error.details <<<"$OUT" | matches "does-not-exist" || fail "netns not named: $OUT"
 expect_code 4 add --container c4 --netns "$pod" --ifname eth0123456789abc
 expect_code 4 add --container "" --netns "$pod" --ifname eth0
 expect_code 7 add --container c4 --netns "$pod" --ifname eth0 --device 0000:3b:01.1   # the management VF
-jq -r .error.details <<<"$OUT" | grep -q "management" || fail "reserved VF not explained: $OUT"
+jq -r .error.details <<<"$OUT" | matches "management" || fail "reserved VF not explained: $OUT"
 expect_code 7 add --container c4 --netns "$pod" --ifname eth0 --device 0000:99:00.1
 hostshim_assert_clean || fail "bad input left state"
 echo PASS

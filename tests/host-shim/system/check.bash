@@ -16,14 +16,14 @@ expect_ok check --container c1 --netns "$pod" --ifname eth0
 step "a changed MTU"
 ip -n "$ns" link set eth0 mtu 1300
 expect_code 102 check --container c1 --netns "$pod" --ifname eth0 --prev-result "$prev"
-jq -r .error.details <<<"$OUT" | grep -q "MTU 1300" || fail "MTU not named: $OUT"
+jq -r .error.details <<<"$OUT" | matches "MTU 1300" || fail "MTU not named: $OUT"
 ip -n "$ns" link set eth0 mtu 1400
 expect_ok check --container c1 --netns "$pod" --ifname eth0 --prev-result "$prev"
 
 step "a removed address"
 ip -n "$ns" addr del "$ip" dev eth0
 expect_code 102 check --container c1 --netns "$pod" --ifname eth0 --prev-result "$prev"
-jq -r .error.details <<<"$OUT" | grep -q "lacks address $ip" || fail "address not named: $OUT"
+jq -r .error.details <<<"$OUT" | matches "lacks address $ip" || fail "address not named: $OUT"
 
 step "CHECK of an unknown attachment: code 3"
 expect_code 3 check --container nope --netns "$pod" --ifname eth0 --prev-result "$prev"

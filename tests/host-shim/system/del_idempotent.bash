@@ -33,13 +33,13 @@ hostshim_dpu_control "/test/down?seconds=4&mode=refuse"
 t0=$(now_ms)
 expect_ok del --container c4 --netns "$pod" --ifname eth0
 echo "DEL with the DPU down took $(( $(now_ms) - t0 )) ms"
-hostshim_list_records | grep -q c4 && fail "record kept"
+hostshim_list_records | matches c4 && fail "record kept"
 ip -n "$HOST_NETNS" link show p0v0 >/dev/null || fail "VF not home"
 hostshim_dpu_control /test/up
 step "the DPU's stale attachment is cleared by the next ADD of that VF"
-hostshim_list_dpu_attachments | grep -q "c4/eth0" || fail "expected the fake DPU to still hold c4 (it was down)"
+hostshim_list_dpu_attachments | matches "c4/eth0" || fail "expected the fake DPU to still hold c4 (it was down)"
 expect_ok add --container c5 --netns "$pod" --ifname eth0 --device 0000:3b:00.2
-hostshim_list_dpu_attachments | grep -q "c4/eth0" && fail "stale c4 attachment not cleared"
+hostshim_list_dpu_attachments | matches "c4/eth0" && fail "stale c4 attachment not cleared"
 expect_ok del --container c5 --netns "$pod" --ifname eth0
 hostshim_assert_clean || fail "left state"
 echo PASS

@@ -5,19 +5,19 @@ source "$(dirname "$0")/lib.bash"
 
 mgmt=$(hostshim_list_dpu_attachments | grep '^MANAGEMENT') || fail "no MANAGEMENT attachment on the fake DPU"
 echo "$mgmt"
-echo "$mgmt" | grep -q " vf7 10.244.1.2/24" || fail "management attachment: $mgmt"
-ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | grep -q "inet 10.244.1.2/24" || fail "dpu-mgmt address"
-ip -n "$HOST_NETNS" -o link show dpu-mgmt | grep -q "link/ether 0a:58:0a:f4:01:02" || fail "dpu-mgmt MAC"
-ip -n "$HOST_NETNS" -o link show dpu-mgmt | grep -q "[<,]UP[,>]" || fail "dpu-mgmt is down"
-ip -n "$HOST_NETNS" route show 10.244.0.0/16 | grep -q "via 10.244.1.1 dev dpu-mgmt" || fail "no cluster route"
-ip -n "$HOST_NETNS" route show 10.96.0.0/12 | grep -q "via 10.244.1.1 dev dpu-mgmt" || fail "no service route"
-hostshim_list_records | grep -q '"owner":"management"' || fail "management VF not recorded"
+echo "$mgmt" | matches " vf7 10.244.1.2/24" || fail "management attachment: $mgmt"
+ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | matches "inet 10.244.1.2/24" || fail "dpu-mgmt address"
+ip -n "$HOST_NETNS" -o link show dpu-mgmt | matches "link/ether 0a:58:0a:f4:01:02" || fail "dpu-mgmt MAC"
+ip -n "$HOST_NETNS" -o link show dpu-mgmt | matches "[<,]UP[,>]" || fail "dpu-mgmt is down"
+ip -n "$HOST_NETNS" route show 10.244.0.0/16 | matches "via 10.244.1.1 dev dpu-mgmt" || fail "no cluster route"
+ip -n "$HOST_NETNS" route show 10.96.0.0/12 | matches "via 10.244.1.1 dev dpu-mgmt" || fail "no service route"
+hostshim_list_records | matches '"owner":"management"' || fail "management VF not recorded"
 
 step "a management port that loses its address is plumbed again"
 ip -n "$HOST_NETNS" addr flush dev dpu-mgmt
-has_addr() { ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | grep -q "inet 10.244.1.2/24"; }
+has_addr() { ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | matches "inet 10.244.1.2/24"; }
 _hostshim_wait 5 has_addr || fail "dpu-mgmt was not repaired"
-ip -n "$HOST_NETNS" route show 10.96.0.0/12 | grep -q "dev dpu-mgmt" || fail "service route not repaired"
+ip -n "$HOST_NETNS" route show 10.96.0.0/12 | matches "dev dpu-mgmt" || fail "service route not repaired"
 
 step "pods never get the management VF"
 for i in 0 1 2 3 4 5 6; do
@@ -32,7 +32,7 @@ ip -n "$HOST_NETNS" link show dpu-mgmt >/dev/null || fail "dpu-mgmt left the hos
 step "a restart keeps the management port as it is"
 hostshim_restart || fail "restart"
 sleep 0.5
-ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | grep -q "inet 10.244.1.2/24" || fail "dpu-mgmt address lost"
+ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | matches "inet 10.244.1.2/24" || fail "dpu-mgmt address lost"
 [ "$(hostshim_list_dpu_attachments | grep -c '^MANAGEMENT')" = 1 ] || fail "management attached twice"
 for i in 0 1 2 3 4 5 6; do expect_ok del --container "c$i" --netns "/run/netns/$HOSTSHIM_ENV_ID-p$i" --ifname eth0; done
 hostshim_assert_clean || fail "left state"

@@ -10,8 +10,8 @@ ip -n "$HOST_NETNS" link set p0v0 mtu 1450
 orig_mtu=1450
 
 assert_vf0_home() {
-  ip -n "$HOST_NETNS" -o link show p0v0 | grep -q "link/ether $orig_mac" || fail "p0v0 lost its MAC $orig_mac: $(ip -n "$HOST_NETNS" -o link show p0v0)"
-  ip -n "$HOST_NETNS" -o link show p0v0 | grep -q "mtu $orig_mtu " || fail "p0v0 lost its MTU $orig_mtu"
+  ip -n "$HOST_NETNS" -o link show p0v0 | matches "link/ether $orig_mac" || fail "p0v0 lost its MAC $orig_mac: $(ip -n "$HOST_NETNS" -o link show p0v0)"
+  ip -n "$HOST_NETNS" -o link show p0v0 | matches "mtu $orig_mtu " || fail "p0v0 lost its MTU $orig_mtu"
   hostshim_assert_clean || fail "rollback left state"
 }
 
@@ -31,7 +31,7 @@ assert_vf0_home
 step "ifname taken inside the pod netns: code 103, nothing left"
 ip -n "$ns" link add eth0 type veth peer name eth0peer
 expect_code 103 add --container c1 --netns "$pod" --ifname eth0
-jq -r .error.details <<<"$OUT" | grep -q "already exists" || fail "collision not explained: $OUT"
+jq -r .error.details <<<"$OUT" | matches "already exists" || fail "collision not explained: $OUT"
 assert_vf0_home
 ip -n "$ns" link del eth0
 

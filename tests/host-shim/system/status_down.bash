@@ -21,7 +21,7 @@ status_is_50() { [ "$(hostshim_client status | jq -r .error.code)" = 50 ]; }
 _hostshim_wait 8 status_is_50 || fail "STATUS never said 50"
 echo "host-shim noticed the hanging DPU after $(( $(now_ms) - t0 )) ms"
 expect_code 50 status
-jq -r .error.details <<<"$OUT" | grep -q "unreachable" || fail "reason missing: $OUT"
+jq -r .error.details <<<"$OUT" | matches "unreachable" || fail "reason missing: $OUT"
 ms=$(status_ms)
 echo "STATUS with the DPU hanging: ${ms} ms"
 [ "$ms" -lt 100 ] || fail "STATUS took $ms ms"
@@ -57,7 +57,7 @@ step "the DPU says it is not ready"
 hostshim_dpu_control "/test/unhealthy?on=1"
 _hostshim_wait 8 status_is_50 || fail "STATUS never said 50"
 expect_code 50 status
-jq -r .error.details <<<"$OUT" | grep -q "not ready" || fail "reason missing: $OUT"
+jq -r .error.details <<<"$OUT" | matches "not ready" || fail "reason missing: $OUT"
 hostshim_dpu_control "/test/unhealthy?on=0"
 _hostshim_wait 5 hostshim_client status || fail "STATUS did not recover"
 expect_ok add --container c1 --netns "$pod" --ifname eth0

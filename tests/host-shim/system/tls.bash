@@ -9,7 +9,7 @@ grep -q '"certFile"' "$HOSTSHIM_CONFIG" || fail "the config has no client certif
 case "$FAKE_DPU_URL" in https://*) ;; *) fail "not https: $FAKE_DPU_URL" ;; esac
 pod=$(hostshim_pod_netns_add p1)
 expect_ok add --container c1 --netns "$pod" --ifname eth0
-hostshim_list_dpu_attachments | grep -q "^POD c1/eth0" || fail "the fake DPU lacks c1"
+hostshim_list_dpu_attachments | matches "^POD c1/eth0" || fail "the fake DPU lacks c1"
 expect_ok del --container c1 --netns "$pod" --ifname eth0
 hostshim_assert_clean || fail "left state"
 
