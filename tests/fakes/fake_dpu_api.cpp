@@ -263,9 +263,30 @@ class FakeDpu {
     for (const auto& [id, a] : attachments_)
       if (!r.requested_mac().empty() && a.mac() == requested.str())
         return error(req, 409, "MAC " + requested.str() + " is already used by attachment " + id, id);
+    // requested_ips as dpu-agent checks them (one IPv4 pod CIDR here).
+    std::optional<IpAddress> wanted;
+    if (r.requested_ips_size() > 0 && r.kind() != av1::POD)
+      return error(req, 400, "requested_ips is for POD attachments: the management port's address is fixed");
+    for (const auto& text : r.requested_ips()) {
+      auto w = IpAddress::parse(text);
+      if (!w) return error(req, 400, "requested_ips: '" + text + "' is not an IP address (give it without prefix length)");
+      if (wanted || !w->isV4()) return error(req, 400, "requested address " + text + ": this node has no pod CIDR of that family");
+      if (!cidr_.contains(*w) || *w == cidr_.at(0) || *w == cidr_.at(1) || *w == cidr_.at(2) ||
+          *w == cidr_.at(cidr_.size() - 1))
+        return error(req, 400, "requested address " + text + " is not an assignable address of this node's pod CIDR " + cidr_.str());
+      wanted = *w;
+    }
     IpAddress ip;
     if (r.kind() == av1::MANAGEMENT) {
       ip = cidr_.at(2);
+    } else if (wanted) {
+      if (used_.count(*wanted)) {
+        for (const auto& [id, a] : attachments_)
+          for (const auto& x : a.ips())
+            if (x.address().rfind(wanted->str() + "/", 0) == 0)
+              return error(req, 409, "requested address " + wanted->str() + " is held by attachment " + id + "; detach it first", id);
+      }
+      ip = *wanted;
     } else {
       auto got = allocate();
       if (!got) return error(req, 507, "the pod CIDR " + cidr_.str() + " is exhausted");

@@ -241,6 +241,16 @@ std::optional<std::string> Agent::findBySandboxLocked(const std::string& sandbox
   return it->second;
 }
 
+std::string Agent::holderOfAddressLocked(const IpAddress& ip) const {
+  for (const auto& [id, r] : attachments_) {
+    for (const auto& a : r.attachment.ips()) {
+      auto ifa = IpInterfaceAddress::parse(a.address());
+      if (ifa && ifa->address == ip) return id;
+    }
+  }
+  return "(none: the address was released recently or is being restored)";
+}
+
 bool Agent::macHeldLocked(const std::string& mac) const {
   for (const auto& [id, r] : attachments_) {
     if (r.attachment.mac() == mac) return true;
@@ -295,6 +305,17 @@ ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachReques
     auto m = MacAddress::parse(r.requested_mac());
     if (!m) return R::fail(400, "requested_mac: " + m.error());
     if (m->isZero() || m->isMulticast()) return R::fail(400, "requested_mac must be a unicast, non-zero MAC");
+  }
+  if (r.requested_ips_size() > 0 && r.kind() != attv1::POD) {
+    return R::fail(400, "requested_ips is for POD attachments: the management port's address is fixed");
+  }
+  bool seen_v4 = false, seen_v6 = false;
+  for (const auto& text : r.requested_ips()) {
+    auto ip = IpAddress::parse(text);
+    if (!ip) return R::fail(400, "requested_ips: '" + text + "' is not an IP address (give it without prefix length)");
+    bool& seen = ip->isV4() ? seen_v4 : seen_v6;
+    if (seen) return R::fail(400, "requested_ips: at most one address per family");
+    seen = true;
   }
   if (r.requested_mtu() != 0 && (r.requested_mtu() < 576 || r.requested_mtu() > config_.pod_mtu)) {
     return R::fail(400, "requested_mtu " + std::to_string(r.requested_mtu()) + " must be between 576 and the pod MTU " +
@@ -364,6 +385,13 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
                             config_.node_name + " spec.podCIDR");
   }
 
+  for (const auto& text : r.requested_ips()) {
+    auto w = IpAddress::parse(text);
+    bool family_served = false;
+    for (const auto& ipam : ipams_) family_served = family_served || ipam.pool().address.family == w->family;
+    if (!family_served) return R::fail(400, "requested address " + text + ": this node has no pod CIDR of that family");
+  }
+
   Record rec;
   auto& a = rec.attachment;
   a.set_id((r.kind() == attv1::MANAGEMENT ? "mgmt-" : "att-") + randomHex(8));
@@ -385,8 +413,27 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
   for (size_t i = 0; i < ipams_.size(); ++i) {
     auto& ipam = ipams_[i];
     IpAddress ip;
+    std::optional<IpAddress> wanted;
+    for (const auto& text : r.requested_ips()) {
+      auto w = IpAddress::parse(text);
+      if (w && w->family == ipam.pool().address.family) wanted = *w;
+    }
     if (r.kind() == attv1::MANAGEMENT) {
       ip = ipam.managementAddress();
+    } else if (wanted) {
+      if (!ipam.pool().contains(*wanted) || ipam.isReserved(*wanted)) {
+        undo();
+        return R::fail(400, "requested address " + wanted->str() + " is not an assignable address of this node's pod CIDR " +
+                                ipam.pool().str());
+      }
+      if (auto claimed = ipam.claim(*wanted); !claimed) {
+        undo();
+        std::string holder = holderOfAddressLocked(*wanted);
+        return R::fail(409, "requested address " + wanted->str() + " is held by attachment " + holder + "; detach it first",
+                       holder);
+      }
+      ip = *wanted;
+      taken.emplace_back(i, ip);
     } else {
       auto got = ipam.allocate();
       // The MAC comes from the first address unless one is requested. After a

@@ -152,6 +152,41 @@ TEST_CASE("after a DPU reboot, replayed MACs do not block new pods") {
   CHECK(fresh.value->attachment().mac() == "0a:58:0a:f4:01:05");
 }
 
+TEST_CASE("requested addresses are granted when free, refused with the reason otherwise") {
+  // host-shim replays a pod after a DPU reboot with the address it runs on.
+  Fixture f;
+  auto replayed = podRequest("old", 1);
+  replayed.add_requested_ips("10.244.1.9");
+  auto got = f.agent->attach(replayed);
+  REQUIRE(got.ok());
+  CHECK(got.value->attachment().ips(0).address() == "10.244.1.9/24");
+  CHECK(got.value->attachment().mac() == "0a:58:0a:f4:01:09");
+
+  auto taken = podRequest("thief", 2);
+  taken.add_requested_ips("10.244.1.9");
+  auto refused = f.agent->attach(taken);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error.http_status() == 409);
+  CHECK(refused.error.holder() == got.value->attachment().id());
+
+  for (const char* bad : {"10.244.1.1", "10.244.1.2", "10.244.1.255", "10.9.9.9", "fd00::5", "not-an-ip", "10.244.1.7/24"}) {
+    auto r = podRequest("bad", 3);
+    r.add_requested_ips(bad);
+    auto res = f.agent->attach(r);
+    INFO(bad);
+    REQUIRE_FALSE(res.ok());
+    CHECK(res.error.http_status() == 400);
+  }
+  auto two = podRequest("two", 3);
+  two.add_requested_ips("10.244.1.20");
+  two.add_requested_ips("10.244.1.21");
+  CHECK(f.agent->attach(two).error.http_status() == 400);
+  // Nothing was taken by the refusals: the next fresh pod gets the lowest free address.
+  auto fresh = f.agent->attach(podRequest("new", 4));
+  REQUIRE(fresh.ok());
+  CHECK(fresh.value->attachment().ips(0).address() == "10.244.1.3/24");
+}
+
 TEST_CASE("one VF, one attachment: the holder is named; a retry gets the same answer") {
   Fixture f;
   auto first = f.agent->attach(podRequest("web-1", 2));

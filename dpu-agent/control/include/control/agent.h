@@ -107,6 +107,7 @@ class Agent : public ClusterListener {
   std::optional<std::string> findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const;
   std::optional<std::string> findManagementLocked() const;
   bool macHeldLocked(const std::string& mac) const;
+  std::string holderOfAddressLocked(const IpAddress& ip) const;  // attachment id, or why there is none
   Result<uint32_t> allocatePortKeyLocked();
   void setPodCidrsLocked(const std::vector<IpPrefix>& cidrs);
   void releaseLocked(const std::string& id);
