@@ -11,6 +11,13 @@
 # (≤ 0.8× host-device), and where the time goes: dpu-cni's own exec overhead,
 # host-shim's answer time (no runtime, no plugin exec), an HTTP round trip to the
 # DPU API, and the kernel's move of a netdev into a netns.
+# dpu-cni's DEL answers before the kernel's move home, which host-shim does in
+# the background: each dpu-cni phase is followed by a wait until those returns
+# are done (reported as "returns drained"), so they never overlap — and slow —
+# the peer's phase or the next one. The plugins therefore run phase by phase
+# in turn (a cnidriver run each), not pod by pod. The concurrent ADD ratio is
+# printed next to its floor: $conc_n moves of veths back to back through one
+# netlink socket (no exec), measured in the same run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 seq_n=${DPU_BENCH_SEQ:-100}
@@ -58,23 +65,56 @@ for (( i = 0; i < max; i++ )); do echo "link add hd$i type veth peer name hdp$i"
   ip -n "$HOST_NETNS" -batch -
 
 rounds=${DPU_BENCH_ROUNDS:-3}
-bench() {  # bench N CONCURRENCY ROUNDS: both plugins, interleaved, one JSON report per plugin/round/op
-  hostshim_exec "$DRIVER" bench -path "$path" -cachedir "$work/cache" -n "$1" -concurrency "$2" -rounds "$3" \
-    -label dpu-cni -conf "$work/dpu.conflist" -netns-prefix "/run/netns/$HOSTSHIM_ENV_ID-d" \
-    -label2 host-device -conf2 "$work/hd.conflist" -netns-prefix2 "/run/netns/$HOSTSHIM_ENV_ID-h"
+log_mark() { wc -l < "$HOSTSHIM_LOG"; }
+# The kernel's floor for $conc_n pods: $conc_n veths moved into a netns back to
+# back through one netlink socket (ip -batch: one process, no exec per move),
+# and back. Prints "in_ms back_ms".
+ip netns add "$HOSTSHIM_ENV_ID-k"
+for (( i = 0; i < conc_n; i++ )); do echo "link add km$i type veth peer name kmp$i"; done | ip -n "$HOST_NETNS" -batch -
+move_floor() {
+  local t0 t1 t2 i
+  t0=$(date +%s%N)
+  for (( i = 0; i < conc_n; i++ )); do echo "link set km$i netns $HOSTSHIM_ENV_ID-k"; done | ip -n "$HOST_NETNS" -batch -
+  t1=$(date +%s%N)
+  for (( i = 0; i < conc_n; i++ )); do echo "link set km$i netns $HOST_NETNS"; done | ip -n "$HOSTSHIM_ENV_ID-k" -batch -
+  t2=$(date +%s%N)
+  echo "FLOOR $(( (t1 - t0) / 1000 )) $(( (t2 - t1) / 1000 ))"
+}
+bench_one() {  # bench_one dpu|hd N CONCURRENCY: one plugin, one round, one JSON report per op
+  local label=dpu-cni conf=$work/dpu.conflist prefix=d
+  if [ "$1" = hd ]; then label=host-device conf=$work/hd.conflist prefix=h; fi
+  hostshim_exec "$DRIVER" bench -path "$path" -cachedir "$work/cache" -n "$2" -concurrency "$3" -rounds 1 \
+    -label "$label" -conf "$conf" -netns-prefix "/run/netns/$HOSTSHIM_ENV_ID-$prefix"
+}
+drain() {  # after dpu-cni's DELs: until every VF is home; prints "DRAIN mode us"
+  local t0
+  t0=$(date +%s%N)
+  hostshim_wait_returns 60 || echo "bench/cni.sh: host-shim still returning VFs after 60 s" >&2
+  echo "DRAIN $1 $(( ($(date +%s%N) - t0) / 1000 ))"
 }
 {
-  echo "== sequential: $seq_n ADDs then $seq_n DELs, one at a time, the two plugins pod by pod in turn" >&2
-  bench "$seq_n" 1 1
-  echo "== concurrent: $conc_n ADDs in flight, then $conc_n DELs; $rounds rounds, plugins in turn" >&2
-  bench "$conc_n" "$conc_n" "$rounds"
+  echo "== sequential: $seq_n ADDs then $seq_n DELs, one at a time; dpu-cni, then host-device" >&2
+  m0=$(log_mark)
+  bench_one dpu "$seq_n" 1
+  drain sequential
+  m1=$(log_mark)
+  bench_one hd "$seq_n" 1
+  echo "== concurrent: $conc_n ADDs in flight, then $conc_n DELs; $rounds rounds, plugins in turn," \
+    "each round next to the kernel's floor" >&2
+  for (( r = 0; r < rounds; r++ )); do
+    bench_one dpu "$conc_n" "$conc_n"
+    drain concurrent
+    bench_one hd "$conc_n" "$conc_n"
+    move_floor
+  done
+  m2=$(log_mark)
 } > "$work/reports"
 if ! hostshim_assert_clean; then echo "bench/cni.sh: dpu-cni left state behind after the run" >&2; fi
 
 echo
 echo "CNI latency through libcni 1.1.2 (cnidriver), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "host-shim state on $(df --output=fstype "$HOSTSHIM_STATE_DIR" | tail -n 1)"
-python3 "$src/bench/report_cni.py" < "$work/reports"
+python3 "$src/bench/report_cni.py" "$conc_n" < "$work/reports"
 
 # --- where the time goes
 echo
@@ -129,35 +169,38 @@ echo "  one crash-safe state write (write+fsync+rename+dir fsync)      p50 $(pct
 for (( i = 0; i < 20; i++ )); do
   hostshim_exec curl -s -o /dev/null -w '%{time_total}\n' "$FAKE_DPU_URL/v1/health" | awk '{print $1 * 1000}'
 done > "$work/dpu_rtt"
-# host-shim's own per-phase timings (its debug log), over every ADD and DEL of this run.
-python3 - "$HOSTSHIM_LOG" <<'PY'
+# host-shim's own per-phase timings (its debug log) for dpu-cni's sequential and
+# concurrent phases; RETURN is the background move home after a DEL.
+python3 - "$HOSTSHIM_LOG" "$m0" "$m1" "$m2" <<'PY'
 import re, sys
-phases = {}
-for line in open(sys.argv[1], errors="replace"):
-    m = re.search(r" (ADD|DEL) \S+ timings: (.*)$", line)
-    if not m:
-        continue
-    per_line = {}
-    for key, ms in re.findall(r"([a-z_]+)=([0-9.]+)ms", m.group(2)):
-        per_line[key] = per_line.get(key, 0.0) + float(ms)
-    for key, ms in per_line.items():
-        phases.setdefault(m.group(1), {}).setdefault(key, []).append(ms)
-for verb, table in sorted(phases.items()):
-    parts = []
-    for key, values in table.items():
-        values.sort()
-        parts.append(f"{key} {values[len(values) // 2]:.2f}")
-    n = max(len(v) for v in table.values())
-    print(f"  host-shim {verb} phases, p50 ms over {n}: " + ", ".join(parts))
-if not phases:
-    print("  host-shim logged no per-phase timings")
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+m0, m1, m2 = (int(x) for x in sys.argv[2:5])
+for mode, part in (("sequential", lines[m0:m1]), ("concurrent", lines[m1:m2])):
+    phases = {}
+    for line in part:
+        m = re.search(r" (ADD|DEL|RETURN) \S+ timings: (.*)$", line)
+        if not m:
+            continue
+        per_line = {}
+        for key, ms in re.findall(r"([a-z_]+)=([0-9.]+)ms", m.group(2)):
+            per_line[key] = per_line.get(key, 0.0) + float(ms)
+        for key, ms in per_line.items():
+            phases.setdefault(m.group(1), {}).setdefault(key, []).append(ms)
+    for verb in ("ADD", "DEL", "RETURN"):
+        table = phases.get(verb)
+        if not table:
+            continue
+        parts = []
+        for key, values in table.items():
+            values.sort()
+            parts.append(f"{key} {values[len(values) // 2]:.2f}")
+        n = max(len(v) for v in table.values())
+        print(f"  host-shim {verb:<6} phases, {mode:<10} p50 ms over {n:>3}: " + ", ".join(parts))
+    if not phases:
+        print(f"  host-shim logged no per-phase timings ({mode})")
 PY
 echo "  HTTP round trip to the fake DPU API (curl GET /v1/health)      p50 $(pct < "$work/dpu_rtt") ms"
-# The kernel's move of a netdev into a netns and back, batched to leave out ip's own start.
-ip netns add "$HOSTSHIM_ENV_ID-k"
-for (( i = 0; i < 20; i++ )); do echo "link add km$i type veth peer name kmp$i"; done | ip -n "$HOST_NETNS" -batch -
-t0=$(date +%s%N)
-for (( i = 0; i < 20; i++ )); do echo "link set km$i netns $HOSTSHIM_ENV_ID-k"; done | ip -n "$HOST_NETNS" -batch -
-t1=$(date +%s%N)
-echo "  kernel: move one netdev into a netns                           $(( (t1 - t0) / 20000 )) us"
+# The kernel's move of a netdev into a netns, batched to leave out ip's own start.
+floor=$(move_floor)
+echo "  kernel: move one netdev into a netns / back                    $(awk '{printf "%d / %d", $2 / n, $3 / n}' n="$conc_n" <<<"$floor") us"
 echo "  (runtime + plugin exec ≈ the libcni ADD p50 above minus host-shim ADD alone)"

@@ -2,10 +2,15 @@
 """Turns cnidriver bench reports into the CNI latency table of bench/cni.sh.
 
 Input: the JSON lines of `cnidriver bench` (plugin, mode, round, op, count,
-wall_ms, latencies_ms). Prints p50/p99 per plugin, mode and op (latencies pooled
-over rounds), the median round's "all done" time, and the ratios the targets are
-stated in: dpu-cni / host-device for the sequential p50 and for the concurrent
-"all done" time, ADD and DEL, each against 0.8.
+wall_ms, latencies_ms), plus bench/cni.sh's own lines "FLOOR <in_us> <back_us>"
+(the kernel moving N veths into a netns and back, back to back, no exec) and
+"DRAIN <mode> <us>" (how long after dpu-cni's DEL phase host-shim's background
+returns took to finish). Prints p50/p99 per plugin, mode and op (latencies
+pooled over rounds), the median round's "all done" time, and the ratios the
+targets are stated in: dpu-cni / host-device for the sequential p50 and for the
+concurrent "all done" time, ADD and DEL, each against 0.8; the concurrent ADD
+ratio with its floor (N moves back to back: no plugin can finish N ADDs sooner).
+Usage: report_cni.py [N] < reports   (N: pods per concurrent phase, for the text)
 """
 import json
 import sys
@@ -28,8 +33,19 @@ def main():
     # (plugin, mode, op) -> pooled latencies, wall times per round, count
     rows = {}
     errors = 0
+    floors_in, floors_back, drains = [], [], {}
+    conc_n = sys.argv[1] if len(sys.argv) > 1 else "N"
     for line in sys.stdin:
         line = line.strip()
+        if line.startswith("FLOOR "):
+            _, t_in, t_back = line.split()
+            floors_in.append(int(t_in) / 1000.0)
+            floors_back.append(int(t_back) / 1000.0)
+            continue
+        if line.startswith("DRAIN "):
+            _, mode, us = line.split()
+            drains.setdefault(mode, []).append(int(us) / 1000.0)
+            continue
         if not line.startswith("{"):
             continue
         rep = json.loads(line)
@@ -56,6 +72,18 @@ def main():
             r = median(ours["wall"]) / median(peer["wall"])
             print(f"RATIO {op} concurrent all-done dpu-cni/host-device = {r:.2f} (target <= 0.80) "
                   f"{'MET' if r <= 0.8 else 'MISSED'}")
+            if op == "ADD" and floors_in:
+                f = median(floors_in)
+                print(f"      floor: {conc_n} moves into a netns back to back (one netlink socket, no exec) "
+                      f"{f:.1f} ms (median of {len(floors_in)}, one per round); dpu-cni all-done = "
+                      f"{median(ours['wall']) / f:.2f}x floor, host-device = {median(peer['wall']) / f:.2f}x floor; "
+                      f"best ratio the kernel allows = floor/host-device = {f / median(peer['wall']):.2f}")
+    if floors_back:
+        print(f"kernel: {conc_n} moves back to the host netns back to back {median(floors_back):.1f} ms (median); "
+              "host-device's DEL pays them, dpu-cni's DEL leaves them to host-shim's background worker")
+    for mode, values in sorted(drains.items()):
+        print(f"dpu-cni {mode} DELs: host-shim's background returns were all home {median(values):.1f} ms "
+              f"(median of {len(values)}) after the DEL phase ended; the peer's phase started after that")
     if errors:
         print(f"{errors} operations failed (see stderr)")
     return 0

@@ -62,7 +62,21 @@ std::optional<AllocationRecord> readRecord(const std::string& path) {
   r.vf.vf_index = j.value("vf", 0u);
   r.owner = j.value("owner", "");
   r.pci_address = j.value("pci", "");
+  r.returning = j.value("returning", false);
+  r.problem = j.value("problem", "");
   return r;
+}
+
+Result<void> writeRecord(const std::string& path, const AllocationRecord& r) {
+  nlohmann::json j = {{"pf", r.vf.pf_index}, {"vf", r.vf.vf_index}, {"owner", r.owner}, {"pci", r.pci_address}};
+  if (r.returning) j["returning"] = true;
+  if (!r.problem.empty()) j["problem"] = r.problem;
+  return writeFileAtomic(path, j.dump() + "\n");
+}
+
+std::string describeVf(const AllocationRecord& r) {
+  return "VF " + std::to_string(r.vf.vf_index) + " of PF " + std::to_string(r.vf.pf_index) + " (" + r.pci_address +
+         ")";
 }
 
 }  // namespace
@@ -77,30 +91,45 @@ ClaimResult AllocationStore::claim(const AllocationRecord& record) {
   if (!lock.ok()) return {ClaimFailure::kIo, lock.error(), ""};
   std::string path = dir_ + "/" + record.vf.str() + ".json";
   if (auto existing = readRecord(path)) {
+    if (existing->returning)
+      return {ClaimFailure::kReturning,
+              describeVf(record) + " is still returning to the host after the DEL of " + existing->owner +
+                  (existing->problem.empty() ? "" : " (" + existing->problem + ")"),
+              existing->owner};
     if (existing->owner == record.owner) return out;
-    return {ClaimFailure::kHeld,
-            "VF " + std::to_string(record.vf.vf_index) + " of PF " + std::to_string(record.vf.pf_index) + " (" +
-                record.pci_address + ") is held by " + existing->owner,
-            existing->owner};
+    return {ClaimFailure::kHeld, describeVf(record) + " is held by " + existing->owner, existing->owner};
   }
-  nlohmann::json j = {
-      {"pf", record.vf.pf_index}, {"vf", record.vf.vf_index}, {"owner", record.owner}, {"pci", record.pci_address}};
-  if (auto w = writeFileAtomic(path, j.dump() + "\n"); !w) return {ClaimFailure::kIo, w.error(), ""};
+  AllocationRecord fresh = record;
+  fresh.returning = false;
+  fresh.problem.clear();
+  if (auto w = writeRecord(path, fresh); !w) return {ClaimFailure::kIo, w.error(), ""};
   return out;
 }
 
-Result<void> AllocationStore::release(const VfKey& vf, const std::string& owner) {
+Result<void> AllocationStore::release(const VfKey& vf, const std::string& owner, Release how) {
   VfLock lock(dir_ + "/" + vf.str() + ".lock");
   if (!lock.ok()) return Error{lock.error()};
   std::string path = dir_ + "/" + vf.str() + ".json";
   auto existing = readRecord(path);
   if (!existing) return {};
+  if (existing->returning && how != Release::kReturnDone) return {};
   if (!owner.empty() && existing->owner != owner)
     return Error{"VF " + vf.str() + " is held by " + existing->owner + ", not " + owner};
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) return Error{"cannot remove " + path + ": " + ec.message()};
   return {};
+}
+
+Result<void> AllocationStore::markReturning(const AllocationRecord& record) {
+  VfLock lock(dir_ + "/" + record.vf.str() + ".lock");
+  if (!lock.ok()) return Error{lock.error()};
+  std::string path = dir_ + "/" + record.vf.str() + ".json";
+  if (auto existing = readRecord(path); existing && existing->owner != record.owner)
+    return Error{describeVf(record) + " is held by " + existing->owner + ", not " + record.owner};
+  AllocationRecord r = record;
+  r.returning = true;
+  return writeRecord(path, r);
 }
 
 std::optional<AllocationRecord> AllocationStore::get(const VfKey& vf) const {

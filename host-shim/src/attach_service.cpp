@@ -4,14 +4,18 @@
 //   3. snapshot the VF and checkpoint the attachment as not plumbed, so a crash
 //      from here on is undone at the next start;
 //   4. ask the DPU (it may refuse: then nothing on the host changed);
-//   5. move + rename in one netlink request, then MAC, MTU, up, addresses,
-//      routes inside the pod netns; announce the addresses;
+//   5. move + rename + MAC + MTU + up in one netlink request (one rtnl round:
+//      under concurrency every rtnl request queues behind other pods' moves),
+//      then addresses, routes inside the pod netns; announce the addresses;
 //   6. checkpoint as plumbed.
+// DEL's fast path and the return worker are at startReturn() and returnLoop().
 #include "host-shim/attach_service.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <thread>
 
 #include "common/log.h"
 #include "host-shim/check.h"
@@ -184,13 +188,38 @@ Result<void> AttachService::start() {
   if (!cp) return std::move(cp).takeError();
   {
     std::lock_guard lk(mu_);
-    for (const auto& a : cp->attachments()) attachments_[keyOf(a.container_id(), a.ifname())] = a;
+    for (const auto& a : cp->attachments()) {
+      if (a.returning())
+        returning_[vfKeyOf(a)] = a;
+      else
+        attachments_[keyOf(a.container_id(), a.ifname())] = a;
+    }
     management_ = cp->management_port();
     dpu_boot_id_ = cp->dpu_boot_id();
   }
+  // Test and benchmark knobs, not configuration: a delay before each return
+  // (to observe the in-between state) and the worker's quiet period.
+  if (const char* d = std::getenv("HOSTSHIM_TEST_RETURN_DELAY_MS")) test_return_delay_ms_ = std::atoi(d);
+  if (const char* q = std::getenv("HOSTSHIM_TEST_RETURN_QUIET_MS")) return_quiet_ = std::chrono::milliseconds(std::atoi(q));
   reconcileAtStart();
+  returner_ = std::thread([this] { returnLoop(); });
+  {
+    // Returns a crash or a stop cut short: the pod netns fds are gone; the VF
+    // is found by name in the recorded netns or through sysfs in ours.
+    std::vector<Attachment> unfinished;
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& [k, a] : returning_) unfinished.push_back(a);
+    }
+    for (auto& a : unfinished) {
+      DPU_LOG(kInfo, kLog) << "finishing the return of VF " << a.vf_index() << " (" << a.pci_address()
+                           << ") after the DEL of " << a.container_id() << "/" << a.ifname();
+      queueReturn({std::move(a), std::nullopt, 0});
+    }
+  }
   DPU_LOG(kInfo, kLog) << "inventory: " << vfs_.size() << " VFs, " << pool << " in the pod pool; "
-                       << attachments_.size() << " attachments from the checkpoint";
+                       << attachments_.size() << " attachments and " << returning_.size()
+                       << " VFs returning from the checkpoint";
   poller_ = std::thread([this] { pollLoop(); });
   return {};
 }
@@ -199,6 +228,12 @@ void AttachService::stop() {
   if (stopping_.exchange(true)) return;
   poll_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
+  // Drains the returns queued so far: every VF DEL answered for goes home.
+  {
+    std::lock_guard lk(return_mu_);  // the worker is waiting or sees stopping_: no lost wake-up
+  }
+  return_cv_.notify_all();
+  if (returner_.joinable()) returner_.join();
 }
 
 DpuHealthView AttachService::health() const {
@@ -227,6 +262,7 @@ Result<void> AttachService::saveLocked() {
   checkpoint::v1::HostShimCheckpoint c;
   c.set_version(kCheckpointVersion);
   for (const auto& [k, a] : attachments_) *c.add_attachments() = a;
+  for (const auto& [k, a] : returning_) *c.add_attachments() = a;
   *c.mutable_management_port() = management_;
   c.set_dpu_boot_id(dpu_boot_id_);
   return saveCheckpoint(checkpoint_path_, c);
@@ -248,7 +284,42 @@ void AttachService::eraseAttachment(const std::string& key) {
   }
 }
 
+namespace {
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The return worker yields to pods being plumbed: it starts a move home only
+// once no ADD or DEL has been in flight for return_quiet_ (30 ms; a move holds rtnl for
+// 15-25 ms, and every rtnl request of a concurrent ADD or DEL would wait for
+// it), unless the oldest return has waited kReturnMaxDefer or an ADD waits for
+// a VF to come home.
+constexpr auto kReturnMaxDefer = std::chrono::milliseconds(2000);
+
+// Counts an ADD or DEL in flight for the worker's yielding.
+class RequestInFlight {
+ public:
+  RequestInFlight(std::atomic<int>& n, std::atomic<int64_t>& last_end) : n_(n), last_end_(last_end) { ++n_; }
+  ~RequestInFlight() {
+    last_end_ = steadyNs();
+    --n_;
+  }
+  RequestInFlight(const RequestInFlight&) = delete;
+  RequestInFlight& operator=(const RequestInFlight&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+  std::atomic<int64_t>& last_end_;
+};
+
+}  // namespace
+
 cni::v1::CniResponse AttachService::handle(const cni::v1::CniRequest& req) {
+  std::optional<RequestInFlight> counted;
+  if (req.command() == cni::v1::ADD || req.command() == cni::v1::DEL)
+    counted.emplace(requests_in_flight_, last_request_end_ns_);
   switch (req.command()) {
     case cni::v1::ADD: return add(req);
     case cni::v1::DEL: return del(req);
@@ -263,7 +334,7 @@ cni::v1::CniResponse AttachService::handle(const cni::v1::CniRequest& req) {
 }
 
 Result<void> AttachService::plumbInNetns(const nl::Netns& ns, const std::string& ifname,
-                                         const attach::v1::Attachment& dpu, bool replace) {
+                                         const attach::v1::Attachment& dpu, bool replace, bool link_set) {
   auto sock = nl::Socket::openIn(ns);
   if (!sock) return std::move(sock).takeError();
   auto link = nl::findLink(*sock, ifname);
@@ -276,14 +347,16 @@ Result<void> AttachService::plumbInNetns(const nl::Netns& ns, const std::string&
   ch.mac = *mac;
   if (dpu.mtu()) ch.mtu = dpu.mtu();
   if (replace) ch.up = false;
-  if (auto r = nl::changeLink(*sock, idx, ch); !r) return r;
+  if (!link_set)
+    if (auto r = nl::changeLink(*sock, idx, ch); !r) return r;
   auto addrs = addressesFor(dpu);
   if (!addrs) return std::move(addrs).takeError();
   auto routes = routesFor(dpu);
   if (!routes) return std::move(routes).takeError();
   if (replace)
     if (auto r = nl::flushAddresses(*sock, idx); !r) return r;
-  if (auto r = nl::changeLink(*sock, idx, linkUp(true)); !r) return r;
+  if (!link_set)
+    if (auto r = nl::changeLink(*sock, idx, linkUp(true)); !r) return r;
   for (const auto& a : *addrs)
     if (auto r = nl::addAddress(*sock, idx, a); !r) return r;
   // On-link routes first: a gateway must be reachable before a route uses it.
@@ -370,6 +443,13 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
     rec.vf = {vf->pf_index, vf->vf_index};
     rec.pci_address = vf->pci_address;
     auto c = store_.claim(rec);
+    // The VF's previous pod was just deleted and it is on its way home: wait
+    // for it (tens of ms), bounded, then let the runtime retry.
+    if (c.failure == ClaimFailure::kReturning && waitReturned(rec.vf, std::chrono::milliseconds(5000)))
+      c = store_.claim(rec);
+    if (c.failure == ClaimFailure::kReturning)
+      return cniError(CniCode::kTryAgainLater, "the VF is still returning to the host",
+                      c.message + "; it did not come home within 5 s; the runtime retries the ADD (see host-shim's log)");
     if (!c.ok())
       return cniError(
           c.failure == ClaimFailure::kHeld ? CniCode::kVfUnavailable : CniCode::kIoFailure, "cannot claim the VF",
@@ -385,28 +465,35 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
     }
     link = **l;
   } else {
-    for (const auto& v : vfs_) {
-      if (!v.in_pool || store_.get({v.pf_index, v.vf_index})) continue;
-      rec.vf = {v.pf_index, v.vf_index};
-      rec.pci_address = v.pci_address;
-      auto c = store_.claim(rec);
-      if (c.failure == ClaimFailure::kIo) return cniError(CniCode::kIoFailure, "cannot claim a VF", c.message);
-      if (!c.ok()) continue;
-      // A VF without its netdev (bound to vfio, or lost) is skipped, not failed.
-      auto l = nl::findLink(*host, netdevOf(v));
-      if (!l || !*l) {
-        DPU_LOG(kWarn, kLog) << "VF " << v.vf_index << " (" << v.pci_address << ") has no netdev " << netdevOf(v)
-                             << " in the host netns; skipping it";
-        (void)store_.release(rec.vf, rec.owner);
-        continue;
+    // No VF free but some on their way home (pods churning faster than the
+    // kernel moves netdevs): wait for the next one home rather than fail.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
+    for (;;) {
+      for (const auto& v : vfs_) {
+        if (!v.in_pool || store_.get({v.pf_index, v.vf_index})) continue;
+        rec.vf = {v.pf_index, v.vf_index};
+        rec.pci_address = v.pci_address;
+        auto c = store_.claim(rec);
+        if (c.failure == ClaimFailure::kIo) return cniError(CniCode::kIoFailure, "cannot claim a VF", c.message);
+        if (!c.ok()) continue;
+        // A VF without its netdev (bound to vfio, or lost) is skipped, not failed.
+        auto l = nl::findLink(*host, netdevOf(v));
+        if (!l || !*l) {
+          DPU_LOG(kWarn, kLog) << "VF " << v.vf_index << " (" << v.pci_address << ") has no netdev " << netdevOf(v)
+                               << " in the host netns; skipping it";
+          (void)store_.release(rec.vf, rec.owner);
+          continue;
+        }
+        vf = &v;
+        link = **l;
+        break;
       }
-      vf = &v;
-      link = **l;
-      break;
+      if (vf || !waitAnyReturn(give_up)) break;
     }
     if (!vf)
       return cniError(CniCode::kVfUnavailable, "no free VF",
-                      "every VF in the pool is attached or has no netdev; DEL unused pods or add VFs to pfs[].vfs");
+                      "every VF in the pool is attached, returning to the host or has no netdev; DEL unused pods or "
+                      "add VFs to pfs[].vfs");
   }
   lap("claim");
   Transaction tx;
@@ -491,10 +578,18 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
       DPU_LOG(kError, kLog) << "rollback of " << a.container_id() << ": " << r.error();
     }
   });
-  if (auto r = nl::moveLink(*host, link->ifindex, *pod_ns, req.ifname()); !r)
+  nl::LinkChange with_move;
+  auto pod_mac = MacAddress::parse(a.dpu().mac());
+  if (!pod_mac)
+    return cniError(CniCode::kDpuRejected, "the DPU agent answered a bad MAC",
+                    "'" + a.dpu().mac() + "' is not a MAC address; check the dpu-agent version");
+  with_move.mac = *pod_mac;
+  if (a.dpu().mtu()) with_move.mtu = a.dpu().mtu();
+  with_move.up = true;
+  if (auto r = nl::moveLink(*host, link->ifindex, *pod_ns, req.ifname(), with_move); !r)
     return cniError(CniCode::kPlumbingFailed, "cannot move the VF into the pod netns", r.error());
   lap("move");
-  if (auto r = plumbInNetns(*pod_ns, req.ifname(), a.dpu(), false); !r)
+  if (auto r = plumbInNetns(*pod_ns, req.ifname(), a.dpu(), false, true); !r)
     return cniError(CniCode::kPlumbingFailed, "cannot configure " + req.ifname() + " in the pod netns", r.error());
 
   lap("plumb");
@@ -515,13 +610,24 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
   return resultOf(a);
 }
 
-Result<void> AttachService::restoreVf(const Attachment& a) {
+Result<bool> AttachService::restoreVf(const Attachment& a, const nl::Netns* held, int pod_ifindex) {
   const auto& snap = a.snapshot();
   auto host = nl::Socket::open();
   if (!host) return std::move(host).takeError();
   std::optional<nl::LinkInfo> found;
-  // In the pod netns under the pod's name: move it back with its own name.
-  if (!a.netns().empty()) {
+  if (held && pod_ifindex > 0) {
+    // The namespace DEL kept open: the VF is the link DEL took out of service there.
+    auto pod = nl::Socket::openIn(*held);
+    if (!pod) return std::move(pod).takeError();
+    auto l = nl::findLink(*pod, pod_ifindex);
+    if (!l) return std::move(l).takeError();
+    if (*l) {
+      if ((*l)->up)
+        if (auto r = nl::changeLink(*pod, pod_ifindex, linkUp(false)); !r) return std::move(r).takeError();
+      if (auto r = nl::moveLink(*pod, pod_ifindex, host_ns_, snap.netdev()); !r) return std::move(r).takeError();
+    }
+  } else if (!a.netns().empty()) {
+    // In the pod netns under the pod's name: move it back with its own name.
     if (auto ns = nl::Netns::open(a.netns())) {
       if (auto pod = nl::Socket::openIn(*ns)) {
         // Ours is the link under the pod's name with one of our MACs, or under
@@ -529,7 +635,9 @@ Result<void> AttachService::restoreVf(const Attachment& a) {
         std::optional<nl::LinkInfo> mine;
         auto by_name = nl::findLink(*pod, a.ifname());
         if (!by_name) return std::move(by_name).takeError();
-        if (*by_name && ((*by_name)->mac.str() == a.dpu().mac() || (*by_name)->mac.str() == snap.mac()))
+        // A returning VF was set down by DEL; an up one there is a newer ADD's.
+        if (*by_name && ((*by_name)->mac.str() == a.dpu().mac() || (*by_name)->mac.str() == snap.mac()) &&
+            !(a.returning() && (*by_name)->up))
           mine = **by_name;
         if (!mine) {
           auto by_vf = nl::findLink(*pod, snap.netdev());
@@ -537,8 +645,9 @@ Result<void> AttachService::restoreVf(const Attachment& a) {
           if (*by_vf) mine = **by_vf;
         }
         if (mine) {
-          if (auto r = nl::changeLink(*pod, mine->ifindex, linkUp(false)); !r) return r;
-          if (auto r = nl::moveLink(*pod, mine->ifindex, host_ns_, snap.netdev()); !r) return r;
+          if (auto r = nl::changeLink(*pod, mine->ifindex, linkUp(false)); !r) return std::move(r).takeError();
+          if (auto r = nl::moveLink(*pod, mine->ifindex, host_ns_, snap.netdev()); !r)
+            return std::move(r).takeError();
         }
       }
     }
@@ -558,14 +667,14 @@ Result<void> AttachService::restoreVf(const Attachment& a) {
   }
   if (!found) {
     DPU_LOG(kInfo, kLog) << "VF " << a.pci_address() << " (" << snap.netdev() << ") is gone; nothing to restore";
-    return {};
+    return false;
   }
   nl::LinkChange ch;
   ch.up = false;
   if (found->name != snap.netdev()) ch.name = snap.netdev();
   if (auto mac = MacAddress::parse(snap.mac())) ch.mac = *mac;
   if (snap.mtu()) ch.mtu = snap.mtu();
-  if (auto r = nl::changeLink(*host, found->ifindex, ch); !r) return r;
+  if (auto r = nl::changeLink(*host, found->ifindex, ch); !r) return std::move(r).takeError();
   (void)nl::flushAddresses(*host, found->ifindex);
   if (snap.has_pf_settings()) {
     const PfConfig* pf = config_.pfByIndex(a.pf_index());
@@ -575,9 +684,9 @@ Result<void> AttachService::restoreVf(const Attachment& a) {
     s.spoofchk = snap.spoofchk();
     s.trust = snap.trust();
     if (pf)
-      if (auto r = nl::writePfVfSettings(*host, pf->name, a.vf_index(), s); !r) return r;
+      if (auto r = nl::writePfVfSettings(*host, pf->name, a.vf_index(), s); !r) return std::move(r).takeError();
   }
-  return {};
+  return true;
 }
 
 void AttachService::detachOnDpu(const Attachment& a) {
@@ -597,10 +706,12 @@ void AttachService::detachOnDpu(const Attachment& a) {
 }
 
 Result<void> AttachService::teardown(const Attachment& a) {
-  if (auto r = restoreVf(a); !r) return r;
+  if (auto r = restoreVf(a); !r) return std::move(r).takeError();
   detachOnDpu(a);
   const std::string key = keyOf(a.container_id(), a.ifname());
-  if (auto r = store_.release({a.pf_index(), a.vf_index()}, key); !r) {
+  // The VF is home (or gone): free its record even if an earlier DEL cut
+  // short by a crash left it returning.
+  if (auto r = store_.release({a.pf_index(), a.vf_index()}, key, AllocationStore::Release::kReturnDone); !r) {
     DPU_LOG(kWarn, kLog) << "DEL " << key << ": " << r.error();
   }
   eraseAttachment(key);
@@ -635,11 +746,219 @@ cni::v1::CniResponse AttachService::del(const cni::v1::CniRequest& req) {
   }
   // The runtime's netns path wins: it may have been re-mounted elsewhere.
   if (!req.netns().empty()) a->set_netns(req.netns());
+  std::string timings;
+  auto queued = startReturn(*a, timings);
+  if (queued && *queued) {
+    DPU_LOG(kDebug, kLog) << "DEL " << key << " timings:" << timings;
+    DPU_LOG(kInfo, kLog) << "DEL " << key << ": VF " << a->vf_index() << " out of service, returning";
+    return success();
+  }
+  if (!queued) {
+    DPU_LOG(kWarn, kLog) << "DEL " << key << ": " << queued.error() << "; returning the VF before answering";
+  }
+  // Not in the pod netns (gone with it, or already home): restore it here.
   if (auto r = teardown(*a); !r)
     return cniError(CniCode::kPlumbingFailed, "cannot return the VF to the host",
                     r.error() + "; the attachment is kept, retry DEL");
   DPU_LOG(kInfo, kLog) << "DEL " << key << ": VF " << a->vf_index() << " returned";
   return success();
+}
+
+std::string AttachService::vfKeyOf(const Attachment& a) { return VfKey{a.pf_index(), a.vf_index()}.str(); }
+
+// DEL's fast path. After it the pod has no usable interface (CNI spec: DEL
+// releases the container's resources): the VF is down, without addresses (so
+// without routes), not under the pod's ifname, and the DPU forwards nothing
+// for it. What is left, the move home, is the worker's.
+Result<bool> AttachService::startReturn(Attachment a, std::string& timings) {
+  const std::string key = keyOf(a.container_id(), a.ifname());
+  const auto& snap = a.snapshot();
+  auto last = std::chrono::steady_clock::now();
+  auto lap = [&](const char* step) {
+    auto now = std::chrono::steady_clock::now();
+    timings += std::string(" ") + step + "=" +
+               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - last).count() / 1000.0)
+                   .substr(0, 5) +
+               "ms";
+    last = now;
+  };
+  if (a.netns().empty()) return false;
+  auto ns = nl::Netns::open(a.netns());
+  if (!ns) return false;  // the namespace is gone: the VF is home (a real VF) or gone (a veth)
+  auto pod = nl::Socket::openIn(*ns);
+  if (!pod) return std::move(pod).takeError();
+  // Ours is the link under the pod's ifname with the pod's MAC, or one under
+  // the VF's host name (a DEL retried after a crash between the two).
+  std::optional<nl::LinkInfo> mine;
+  auto by_name = nl::findLink(*pod, a.ifname());
+  if (!by_name) return std::move(by_name).takeError();
+  if (*by_name && ((*by_name)->mac.str() == a.dpu().mac() || (*by_name)->mac.str() == snap.mac())) mine = **by_name;
+  if (!mine) {
+    auto by_vf = nl::findLink(*pod, snap.netdev());
+    if (!by_vf) return std::move(by_vf).takeError();
+    if (*by_vf) mine = **by_vf;
+  }
+  if (!mine) return false;
+  lap("find");
+  if (mine->up)
+    if (auto r = nl::changeLink(*pod, mine->ifindex, linkUp(false)); !r) return std::move(r).takeError();
+  if (auto r = nl::flushAddresses(*pod, mine->ifindex); !r) return std::move(r).takeError();
+  // Free the pod's ifname now, so a runtime's ADD right after this DEL (a
+  // repair after a failed CHECK) finds it free. Not fatal: the link is down.
+  if (mine->name != snap.netdev() && !snap.netdev().empty()) {
+    nl::LinkChange rename;
+    rename.name = snap.netdev();
+    if (auto r = nl::changeLink(*pod, mine->ifindex, rename); !r) {
+      DPU_LOG(kWarn, kLog) << "DEL " << key << ": " << r.error() << "; it keeps its name until it is home";
+    }
+  }
+  lap("down");
+  detachOnDpu(a);
+  lap("dpu");
+  AllocationRecord rec{{a.pf_index(), a.vf_index()}, key, a.pci_address()};
+  if (auto r = store_.markReturning(rec); !r) return std::move(r).takeError();
+  lap("record");
+  a.set_returning(true);
+  a.clear_return_problem();
+  {
+    std::lock_guard lk(mu_);
+    attachments_.erase(key);
+    returning_[vfKeyOf(a)] = a;
+    if (auto r = saveLocked(); !r) {
+      // The record file says returning, so the VF is not handed out; a restart
+      // without this checkpoint entry cannot restore the snapshot, though.
+      DPU_LOG(kError, kLog) << "cannot write the checkpoint: " << r.error();
+    }
+  }
+  lap("checkpoint");
+  queueReturn({std::move(a), std::move(*ns), mine->ifindex});
+  return true;
+}
+
+void AttachService::queueReturn(ReturnJob job) {
+  {
+    std::lock_guard lk(return_mu_);
+    return_queue_.push_back(std::move(job));
+  }
+  return_cv_.notify_all();
+}
+
+void AttachService::returnLoop() {
+  for (;;) {
+    std::optional<ReturnJob> job;
+    {
+      std::unique_lock lk(return_mu_);
+      return_cv_.wait(lk, [&] { return !return_queue_.empty() || stopping_; });
+      // Stopping drains: every VF whose DEL was answered goes home first.
+      if (return_queue_.empty()) return;
+      // Yield to ADDs and DELs in flight (see kReturnMaxDefer).
+      for (;;) {
+        auto now = std::chrono::steady_clock::now();
+        bool quiet = requests_in_flight_ == 0 &&
+                     steadyNs() - last_request_end_ns_ >=
+                         std::chrono::duration_cast<std::chrono::nanoseconds>(return_quiet_).count();
+        if (stopping_ || vf_waiters_ > 0 || quiet || now - return_queue_.front().queued_at >= kReturnMaxDefer)
+          break;
+        return_cv_.wait_for(lk, std::chrono::milliseconds(5));
+      }
+      job.emplace(std::move(return_queue_.front()));
+      return_queue_.pop_front();
+    }
+    finishReturn(*job);
+    {
+      std::lock_guard lk(return_mu_);
+      ++returns_done_;
+    }
+    return_cv_.notify_all();
+  }
+}
+
+void AttachService::finishReturn(ReturnJob& job) {
+  const Attachment& a = job.a;
+  const std::string key = keyOf(a.container_id(), a.ifname());
+  if (test_return_delay_ms_) {
+    std::unique_lock lk(return_mu_);
+    return_cv_.wait_for(lk, std::chrono::milliseconds(test_return_delay_ms_), [&] { return stopping_.load(); });
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  // A failed restore is retried a few times (a busy rtnl, a transient name
+  // clash); then the VF stays flagged for GC and the next start.
+  Result<bool> home = Error{"not tried"};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * attempt)));
+    home = restoreVf(a, job.pod_ns ? &*job.pod_ns : nullptr, job.pod_ifindex);
+    if (home || stopping_) break;
+  }
+  job.pod_ns.reset();  // the namespace may go now
+  if (!home) {
+    flagReturn(a, "cannot restore it: " + home.error());
+    return;
+  }
+  if (!*home) {
+    // A veth "VF" destroyed with its namespace before we held it (a crash
+    // in between); a real VF is never nowhere. Keep it out of the pool.
+    flagReturn(a, "the VF is nowhere: not in " + (a.netns().empty() ? std::string("the pod netns") : a.netns()) +
+                      " nor in host-shim's netns under " + a.snapshot().netdev() + " or its sysfs name");
+    return;
+  }
+  if (auto r = store_.release({a.pf_index(), a.vf_index()}, key, AllocationStore::Release::kReturnDone); !r) {
+    DPU_LOG(kWarn, kLog) << "return of " << key << ": " << r.error();
+  }
+  {
+    std::lock_guard lk(mu_);
+    returning_.erase(vfKeyOf(a));
+    if (auto r = saveLocked(); !r) {
+      DPU_LOG(kError, kLog) << "cannot write the checkpoint: " << r.error();
+    }
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  DPU_LOG(kDebug, kLog) << "RETURN " << key << " timings: home=" << std::to_string(ms / 1000.0).substr(0, 5) << "ms";
+  DPU_LOG(kInfo, kLog) << "DEL " << key << ": VF " << a.vf_index() << " (" << a.pci_address() << ") home as "
+                       << a.snapshot().netdev();
+}
+
+void AttachService::flagReturn(const Attachment& a, const std::string& problem) {
+  const std::string key = keyOf(a.container_id(), a.ifname());
+  DPU_LOG(kError, kLog) << "return of VF " << a.vf_index() << " (" << a.pci_address() << ") after the DEL of " << key
+                        << " is stuck: " << problem << "; the VF stays out of the pool; GC and the next start retry";
+  AllocationRecord rec{{a.pf_index(), a.vf_index()}, key, a.pci_address()};
+  rec.problem = problem;
+  if (auto r = store_.markReturning(rec); !r) {
+    DPU_LOG(kError, kLog) << r.error();
+  }
+  std::lock_guard lk(mu_);
+  if (auto it = returning_.find(vfKeyOf(a)); it != returning_.end()) it->second.set_return_problem(problem);
+  if (auto r = saveLocked(); !r) {
+    DPU_LOG(kError, kLog) << "cannot write the checkpoint: " << r.error();
+  }
+}
+
+bool AttachService::waitAnyReturn(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lk(return_mu_);
+  bool on_track = false;
+  {
+    std::lock_guard l2(mu_);
+    for (const auto& [k, a] : returning_) on_track = on_track || a.return_problem().empty();
+  }
+  if (!on_track) return false;
+  const uint64_t before = returns_done_;
+  ++vf_waiters_;  // the worker stops yielding
+  bool done = return_cv_.wait_until(lk, deadline, [&] { return returns_done_ != before || stopping_; });
+  --vf_waiters_;
+  return done && !stopping_;
+}
+
+bool AttachService::waitReturned(const VfKey& vf, std::chrono::milliseconds bound) {
+  auto returning = [&] {
+    std::lock_guard lk(mu_);
+    auto it = returning_.find(vf.str());
+    return it != returning_.end() && it->second.return_problem().empty();
+  };
+  std::unique_lock lk(return_mu_);
+  ++vf_waiters_;  // the worker stops yielding
+  return_cv_.wait_for(lk, bound, [&] { return !returning() || stopping_; });
+  --vf_waiters_;
+  return !returning();
 }
 
 cni::v1::CniResponse AttachService::check(const cni::v1::CniRequest& req) {
@@ -703,9 +1022,20 @@ cni::v1::CniResponse AttachService::status() {
     const VfInfo* v = findVf(r.vf.pf_index, r.vf.vf_index);
     held += v && v->in_pool;
   }
+  size_t returning = 0, stuck = 0;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [k, a] : returning_) {
+      ++returning;
+      stuck += !a.return_problem().empty();
+    }
+  }
   if (held >= pool)
     return cniError(CniCode::kNotAvailable, "no free VF",
-                    "all " + std::to_string(pool) + " VFs of the pool are attached; DEL pods or add VFs to pfs[].vfs");
+                    "all " + std::to_string(pool) + " VFs of the pool are attached or returning (" +
+                        std::to_string(returning) + " returning, " + std::to_string(stuck) +
+                        " of them stuck: see the records under " + config_.state_dir +
+                        "/vfs); DEL pods or add VFs to pfs[].vfs");
   return success();
 }
 
@@ -763,6 +1093,19 @@ cni::v1::CniResponse AttachService::gc(const cni::v1::CniRequest& req) {
       }
     }
   }
+  // Returns that could not finish (a restore failed, the VF was nowhere): try
+  // again; they stay flagged (never handed out) until one succeeds.
+  std::vector<Attachment> stuck;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [k, a] : returning_)
+      if (!a.return_problem().empty()) stuck.push_back(a);
+  }
+  for (auto& a : stuck) {
+    DPU_LOG(kWarn, kLog) << "GC: retrying the return of VF " << a.vf_index() << " (" << a.pci_address()
+                         << "), stuck: " << a.return_problem();
+    queueReturn({std::move(a), std::nullopt, 0});
+  }
   if (!failures.empty())
     return cniError(CniCode::kPlumbingFailed, "GC could not release every attachment", failures + " retry GC");
   return success();
@@ -773,6 +1116,15 @@ void AttachService::reconcileAtStart() {
   std::set<std::string> known;
   {
     std::lock_guard lk(mu_);
+    // A returning VF's record says so before anything else runs, whatever a
+    // crash left in the record file: it must not be handed out until home.
+    for (const auto& [k, a] : returning_) {
+      AllocationRecord rec{{a.pf_index(), a.vf_index()}, keyOf(a.container_id(), a.ifname()), a.pci_address()};
+      rec.problem = a.return_problem();
+      if (auto r = store_.markReturning(rec); !r) {
+        DPU_LOG(kError, kLog) << "restart: " << r.error();
+      }
+    }
     for (const auto& [k, a] : attachments_) {
       known.insert(k);
       if (!a.plumbed()) unfinished.push_back(a);

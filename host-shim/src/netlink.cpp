@@ -136,14 +136,18 @@ Result<void> runInNetns(const Netns& ns, const std::function<Result<void>()>& fn
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     if (sk_) nl_socket_free(sk_);
+    if (ioctl_fd_ >= 0) ::close(ioctl_fd_);
     sk_ = o.sk_;
+    ioctl_fd_ = o.ioctl_fd_;
     o.sk_ = nullptr;
+    o.ioctl_fd_ = -1;
   }
   return *this;
 }
 
 Socket::~Socket() {
   if (sk_) nl_socket_free(sk_);
+  if (ioctl_fd_ >= 0) ::close(ioctl_fd_);
 }
 
 Result<Socket> Socket::open() {
@@ -153,6 +157,8 @@ Result<Socket> Socket::open() {
   if (int err = nl_connect(s.sk_, NETLINK_ROUTE); err < 0)
     return Error{std::string("cannot open a route netlink socket: ") + nlError(err)};
   nl_socket_set_buffer_size(s.sk_, 1 << 20, 1 << 20);
+  s.ioctl_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s.ioctl_fd_ < 0) return Error{std::string("cannot open a datagram socket: ") + std::strerror(errno)};
   return s;
 }
 
@@ -167,11 +173,26 @@ Result<Socket> Socket::openIn(const Netns& ns) {
 }
 
 Result<std::optional<LinkInfo>> findLink(const Socket& s, const std::string& name) {
-  LinkHolder l;
-  int err = rtnl_link_get_kernel(s.get(), 0, name.c_str(), l.out());
-  if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return std::optional<LinkInfo>{};
-  if (err < 0) return Error{"cannot read link " + name + ": " + nlError(err)};
-  return std::optional<LinkInfo>{toInfo(l.get())};
+  if (name.empty() || name.size() >= IFNAMSIZ) return std::optional<LinkInfo>{};
+  auto ask = [&](unsigned long request, ifreq& r) {
+    std::memset(&r, 0, sizeof(r));
+    std::memcpy(r.ifr_name, name.data(), name.size());
+    return ::ioctl(s.ioctlFd(), request, &r);
+  };
+  ifreq r;
+  if (ask(SIOCGIFINDEX, r) != 0) {
+    if (errno == ENODEV) return std::optional<LinkInfo>{};
+    return Error{"cannot read link " + name + ": " + std::strerror(errno)};
+  }
+  LinkInfo info;
+  info.ifindex = r.ifr_ifindex;
+  info.name = name;
+  if (ask(SIOCGIFHWADDR, r) == 0) std::memcpy(info.mac.bytes.data(), r.ifr_hwaddr.sa_data, 6);
+  if (ask(SIOCGIFMTU, r) == 0) info.mtu = r.ifr_mtu;
+  if (ask(SIOCGIFFLAGS, r) == 0) info.up = r.ifr_flags & IFF_UP;
+  // Renamed or replaced between the calls: read it again by index, under rtnl.
+  if (ask(SIOCGIFINDEX, r) != 0 || r.ifr_ifindex != info.ifindex) return findLink(s, info.ifindex);
+  return std::optional<LinkInfo>{info};
 }
 
 Result<std::optional<LinkInfo>> findLink(const Socket& s, int ifindex) {
@@ -221,17 +242,34 @@ Result<void> changeLink(const Socket& s, int ifindex, const LinkChange& change) 
   return {};
 }
 
-Result<void> moveLink(const Socket& s, int ifindex, const Netns& to, const std::string& new_name) {
+Result<void> moveLink(const Socket& s, int ifindex, const Netns& to, const std::string& new_name,
+                      const LinkChange& also) {
   LinkHolder orig(rtnl_link_alloc());
   LinkHolder ch(rtnl_link_alloc());
   if (!orig.get() || !ch.get()) return Error{"out of memory"};
   rtnl_link_set_ifindex(orig.get(), ifindex);
   rtnl_link_set_ns_fd(ch.get(), to.fd());
   rtnl_link_set_name(ch.get(), new_name.c_str());
+  if (also.mtu) rtnl_link_set_mtu(ch.get(), *also.mtu);
+  AddrHolder mac;
+  if (also.mac) {
+    mac.p = nl_addr_build(AF_LLC, also.mac->bytes.data(), 6);
+    rtnl_link_set_addr(ch.get(), mac.get());
+  }
+  if (also.up) {
+    if (*also.up)
+      rtnl_link_set_flags(ch.get(), IFF_UP);
+    else
+      rtnl_link_unset_flags(ch.get(), IFF_UP);
+  }
   if (int err = rtnl_link_change(s.get(), orig.get(), ch.get(), 0); err < 0) {
     if (err == -NLE_EXIST) return Error{"an interface named " + new_name + " already exists in " + to.path()};
-    return Error{"cannot move link #" + std::to_string(ifindex) + " into " + to.path() + " as " + new_name + ": " +
-                 nlError(err)};
+    std::string what;
+    if (also.mac) what += " mac " + also.mac->str();
+    if (also.mtu) what += " mtu " + std::to_string(*also.mtu);
+    if (also.up) what += *also.up ? " up" : " down";
+    return Error{"cannot move link #" + std::to_string(ifindex) + " into " + to.path() + " as " + new_name +
+                 (what.empty() ? "" : " (with" + what + ")") + ": " + nlError(err)};
   }
   return {};
 }

@@ -96,3 +96,55 @@ TEST_CASE("50 concurrent claimers of one VF: exactly one wins") {
   CHECK(held == 49);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a returning VF is never handed out and only its return frees it") {
+  std::string dir = freshDir("returning");
+  AllocationStore s(dir);
+  REQUIRE(s.init().ok());
+  AllocationRecord a{{0, 2}, "c1/eth0", "0000:3b:00.4"};
+  REQUIRE(s.claim(a).ok());
+  REQUIRE(s.markReturning(a).ok());
+  auto r = s.get({0, 2});
+  REQUIRE(r.has_value());
+  CHECK(r->returning);
+  // Not to another pod, and not to a re-ADD of the same pod either.
+  auto other = s.claim({{0, 2}, "c2/eth0", "0000:3b:00.4"});
+  CHECK(other.failure == ClaimFailure::kReturning);
+  CHECK_THAT(other.message, Catch::Contains("still returning") && Catch::Contains("c1/eth0"));
+  CHECK(s.claim(a).failure == ClaimFailure::kReturning);
+  // Cleanup paths that free records by owner leave it alone.
+  CHECK(s.release({0, 2}, "c1/eth0").ok());
+  CHECK(s.release({0, 2}).ok());
+  CHECK(s.get({0, 2}).has_value());
+  // Another owner cannot take it over; a problem is recorded and survives a restart.
+  CHECK_FALSE(s.markReturning({{0, 2}, "c2/eth0", "0000:3b:00.4"}).ok());
+  AllocationRecord stuck = a;
+  stuck.problem = "the VF is nowhere";
+  REQUIRE(s.markReturning(stuck).ok());
+  {
+    AllocationStore again(dir);
+    auto back = again.get({0, 2});
+    REQUIRE(back.has_value());
+    CHECK(back->returning);
+    CHECK(back->problem == "the VF is nowhere");
+    CHECK_THAT(again.claim(a).message, Catch::Contains("nowhere"));
+  }
+  // The return that brought it home frees it; then it is claimable again.
+  CHECK(s.release({0, 2}, "c1/eth0", AllocationStore::Release::kReturnDone).ok());
+  CHECK_FALSE(s.get({0, 2}).has_value());
+  auto again = s.claim({{0, 2}, "c2/eth0", "0000:3b:00.4"});
+  CHECK(again.ok());
+  CHECK_FALSE(s.get({0, 2})->returning);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("marking a VF returning whose record file was removed writes it back") {
+  std::string dir = freshDir("remark");
+  AllocationStore s(dir);
+  REQUIRE(s.init().ok());
+  AllocationRecord a{{0, 4}, "c9/eth0", "0000:3b:00.6"};
+  REQUIRE(s.markReturning(a).ok());
+  REQUIRE(s.get({0, 4}).has_value());
+  CHECK(s.claim({{0, 4}, "c8/eth0", "0000:3b:00.6"}).failure == ClaimFailure::kReturning);
+  fs::remove_all(dir);
+}

@@ -77,7 +77,8 @@
 #   hostshim_dpu_mode_is MODE       true when HOSTSHIM_DPU (default fake) is MODE
 #   hostshim_skip_unless_fake WHY   in agent mode: print SKIP and exit 0 (for tests needing /test/fail)
 #   hostshim_client ARGS...         hostshim-client --socket $HOSTSHIM_SOCKET ARGS...
-#   hostshim_assert_clean           fail (and say what is left) unless no pod record, no pod
+#   hostshim_wait_returns [SECONDS] wait until the VFs of answered DELs are home (records not "returning")
+#   hostshim_assert_clean           (waits for returns, then) fail (and say what is left) unless no pod record, no pod
 #                                   attachment on the fake DPU, and every pool VF home and down
 #   hostshim_repair_vfs             recreate veth VFs destroyed with a deleted pod netns
 #   hostshim_restart [-9]           stop host-shim (SIGTERM, or SIGKILL with -9) and start it again
@@ -256,7 +257,8 @@ hostshim_list_dpu_attachments() {
 
 hostshim_list_records() {
   local f
-  for f in "$HOSTSHIM_STATE_DIR"/vfs/*.json; do [ -e "$f" ] && cat "$f"; done
+  # A record may go between the glob and the read (a return finishing).
+  for f in "$HOSTSHIM_STATE_DIR"/vfs/*.json; do [ -e "$f" ] && cat "$f" 2>/dev/null; done
   return 0
 }
 
@@ -276,8 +278,21 @@ hostshim_repair_vfs() {
   fake_sysfs_repair "$SYSFS_ROOT" "$HOSTSHIM_PF" $(( HOSTSHIM_NUM_VFS - 1 )) "$HOSTSHIM_VF_PREFIX" "$HOST_NETNS"
 }
 
+# DEL answers once the VF is out of service; host-shim moves it home in the
+# background, its record marked "returning" until then. Waits (up to SECONDS,
+# default 10) until no return is in flight; returns that are stuck (the record
+# names a "problem") are not waited for. 1 on timeout.
+hostshim_wait_returns() {
+  local deadline=$(( $(date +%s%N) / 1000000 + ${1:-10} * 1000 ))
+  while hostshim_list_records | grep '"returning":true' | grep -v '"problem"' >/dev/null; do
+    [ $(( $(date +%s%N) / 1000000 )) -lt $deadline ] || return 1
+    sleep 0.02
+  done
+}
+
 hostshim_assert_clean() {
   local bad=0 left
+  hostshim_wait_returns 10 || echo "hostshim_assert_clean: returns still in flight after 10 s" >&2
   left=$(hostshim_list_records | grep -v '"owner":"management"')
   if [ -n "$left" ]; then echo "left behind: allocation records: $left" >&2; bad=1; fi
   left=$(hostshim_list_dpu_attachments | grep '^POD ')

@@ -3,6 +3,12 @@
 // flock'ed lock file per VF serializing every claim and release — between the
 // threads of one host-shim and between processes (a restarted host-shim while
 // the old one still drains). A VF is allocated exactly when its record exists.
+//
+// A record has two states: held (the VF serves `owner`) and returning (its DEL
+// was answered; the VF is out of service but not yet back in the host netns
+// with its original settings). A returning VF is never handed out: claim()
+// refuses it with kReturning and only release(..., kReturnDone) frees it, so
+// no cleanup path that frees records by owner can free it early.
 #pragma once
 
 #include <cstdint>
@@ -25,15 +31,19 @@ struct AllocationRecord {
   VfKey vf;
   std::string owner;  // "<container id>/<ifname>", or "management"
   std::string pci_address;
+  bool returning = false;
+  // Returning but not finished: why (the VF is nowhere, a restore failed).
+  // Shown to operators (the record file, STATUS, GC); empty while on track.
+  std::string problem{};
 };
 
 // Why a claim failed, so the caller can pick the CNI code.
-enum class ClaimFailure { kNone, kHeld, kIo };
+enum class ClaimFailure { kNone, kHeld, kReturning, kIo };
 
 struct ClaimResult {
   ClaimFailure failure = ClaimFailure::kNone;
   std::string message;  // what failed; for kHeld names the holder
-  std::string holder;   // kHeld: the owner holding the VF
+  std::string holder;   // kHeld/kReturning: the owner holding the VF
   bool ok() const { return failure == ClaimFailure::kNone; }
 };
 
@@ -46,9 +56,17 @@ class AllocationStore {
   // Takes the VF for `owner`. Claiming a VF the same owner already holds
   // succeeds (a retried ADD); one held by another owner fails with kHeld.
   ClaimResult claim(const AllocationRecord& record);
+  // Who may free a record: a held one is freed by anyone; a returning one only
+  // by the return that brought the VF home (kReturnDone).
+  enum class Release { kHeldOnly, kReturnDone };
   // Frees the VF if `owner` holds it (any owner when owner is empty). Freeing a
-  // free VF succeeds.
-  Result<void> release(const VfKey& vf, const std::string& owner = "");
+  // free VF succeeds; a returning record stays unless `how` is kReturnDone.
+  Result<void> release(const VfKey& vf, const std::string& owner = "", Release how = Release::kHeldOnly);
+  // Puts the record of `record.vf` into the returning state (with
+  // record.problem), atomically; writes it when the file is gone (an operator
+  // removed it) so the VF stays unavailable until it is home. Refuses a VF
+  // held by another owner.
+  Result<void> markReturning(const AllocationRecord& record);
   std::optional<AllocationRecord> get(const VfKey& vf) const;
   std::vector<AllocationRecord> list() const;
 

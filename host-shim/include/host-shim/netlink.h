@@ -48,11 +48,15 @@ class Netns {
 // Runs `fn` on a fresh thread that has joined `ns`, and waits for it.
 Result<void> runInNetns(const Netns& ns, const std::function<Result<void>()>& fn);
 
-// A route netlink socket bound to one netns.
+// A route netlink socket bound to one netns, with a datagram socket of the
+// same netns for the interface ioctls that read a link without rtnl.
 class Socket {
  public:
   Socket() = default;
-  Socket(Socket&& o) noexcept : sk_(o.sk_) { o.sk_ = nullptr; }
+  Socket(Socket&& o) noexcept : sk_(o.sk_), ioctl_fd_(o.ioctl_fd_) {
+    o.sk_ = nullptr;
+    o.ioctl_fd_ = -1;
+  }
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -61,9 +65,11 @@ class Socket {
   static Result<Socket> open();                   // in the caller's netns
   static Result<Socket> openIn(const Netns& ns);  // in ns
   nl_sock* get() const { return sk_; }
+  int ioctlFd() const { return ioctl_fd_; }
 
  private:
   nl_sock* sk_ = nullptr;
+  int ioctl_fd_ = -1;
 };
 
 struct LinkInfo {
@@ -75,6 +81,9 @@ struct LinkInfo {
 };
 
 // nullopt (not an error) when no such link exists.
+// By name: through SIOCGIF* ioctls, which the kernel answers under RCU — an
+// RTM_GETLINK takes rtnl and so waits behind any netns move in progress (15-25
+// ms each), which would put every other pod's move into this request's latency.
 Result<std::optional<LinkInfo>> findLink(const Socket& s, const std::string& name);
 Result<std::optional<LinkInfo>> findLink(const Socket& s, int ifindex);
 Result<std::vector<LinkInfo>> listLinks(const Socket& s);
@@ -88,8 +97,12 @@ struct LinkChange {
 Result<void> changeLink(const Socket& s, int ifindex, const LinkChange& change);
 // Moves a link into `to` and names it `new_name` there in one request, so the
 // name can never collide with a link of the source netns (EEXIST in the target
-// is reported as such).
-Result<void> moveLink(const Socket& s, int ifindex, const Netns& to, const std::string& new_name);
+// is reported as such). `also` (MAC, MTU, up; not name) rides in the same
+// RTM_NEWLINK: the kernel applies it to the moved link right after the move,
+// so the pod's interface costs one rtnl round instead of four. On an error the
+// link may be moved but not configured: undo as for a failed move.
+Result<void> moveLink(const Socket& s, int ifindex, const Netns& to, const std::string& new_name,
+                      const LinkChange& also = {});
 
 Result<void> addAddress(const Socket& s, int ifindex, const IpInterfaceAddress& a);
 Result<std::vector<IpInterfaceAddress>> listAddresses(const Socket& s, int ifindex);

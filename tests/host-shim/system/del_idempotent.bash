@@ -33,6 +33,7 @@ hostshim_dpu_control "/test/down?seconds=4&mode=refuse"
 t0=$(now_ms)
 expect_ok del --container c4 --netns "$pod" --ifname eth0
 echo "DEL with the DPU down took $(( $(now_ms) - t0 )) ms"
+hostshim_wait_returns || fail "the VF did not come home"  # DEL answers before the VF is home
 hostshim_list_records | matches c4 && fail "record kept"
 ip -n "$HOST_NETNS" link show p0v0 >/dev/null || fail "VF not home"
 hostshim_dpu_control /test/up

@@ -10,6 +10,7 @@ ip -n "$HOST_NETNS" link set p0v0 mtu 1450
 orig_mtu=1450
 
 assert_vf0_home() {
+  hostshim_wait_returns || fail "a DEL's return did not finish"  # DEL answers before the VF is home
   ip -n "$HOST_NETNS" -o link show p0v0 | matches "link/ether $orig_mac" || fail "p0v0 lost its MAC $orig_mac: $(ip -n "$HOST_NETNS" -o link show p0v0)"
   ip -n "$HOST_NETNS" -o link show p0v0 | matches "mtu $orig_mtu " || fail "p0v0 lost its MTU $orig_mtu"
   hostshim_assert_clean || fail "rollback left state"
