@@ -270,6 +270,7 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
   FieldReader rc = r.object("runtimeConfig", /*optional=*/true);
   std::string rc_device = readDeviceId(rc, "deviceID");
   std::string mac_text = rc.str("mac", "");
+  std::vector<std::string> ips_text = rc.strings("ips");
   const json* prev = r.raw("prevResult");
   const json* dns = r.raw("dns");
   const json* ipam = r.raw("ipam");
@@ -297,6 +298,18 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
       return invalidConfig("runtimeConfig.mac \"" + mac_text + "\" must be a unicast, non-zero MAC address");
     }
     out.requested_mac = mac->str();
+  }
+  // The `ips` capability: "10.244.1.7/24" or "10.244.1.7"; the DPU agent
+  // owns the prefix (its pod CIDR) and checks the address is free.
+  bool ip_family_seen[2] = {false, false};
+  for (const auto& text : ips_text) {
+    auto ifa = IpInterfaceAddress::parse(text);
+    auto ip = ifa ? Result<IpAddress>(ifa->address) : IpAddress::parse(text);
+    if (!ip) return invalidConfig("runtimeConfig.ips: \"" + text + "\" is not an IP address or CIDR");
+    bool& seen = ip_family_seen[ip->isV4() ? 0 : 1];
+    if (seen) return invalidConfig("runtimeConfig.ips: at most one address per IP family");
+    seen = true;
+    out.requested_ips.push_back(ip->str());
   }
   // runtimeConfig.deviceID (a capability the runtime fills) wins over what a
   // meta-plugin (Multus) injects at the top level.

@@ -73,6 +73,7 @@ v1::CniRequest buildRequest(const Invocation& inv) {
   req.set_cni_version(inv.cni_version);
   req.set_device_id(inv.device_id);
   req.set_requested_mac(inv.requested_mac);
+  for (const auto& ip : inv.requested_ips) req.add_requested_ips(ip);
   req.set_requested_mtu(inv.mtu);
   if (inv.prev_result) req.set_prev_result_json(inv.prev_result->dump());
   for (const auto& a : inv.valid_attachments) {

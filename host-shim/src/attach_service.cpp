@@ -543,6 +543,7 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
   ar.set_vf_mac(snap->mac());
   ar.set_requested_mac(req.requested_mac());
   ar.set_requested_mtu(req.requested_mtu());
+  for (const auto& ip : req.requested_ips()) ar.add_requested_ips(ip);
   auto answer = dpu_->attach(ar);
   if (!answer.ok() && answer.failure.kind == DpuFailure::Kind::kConflict) {
     // We hold the VF record, so whatever the DPU still has on this VF is stale
@@ -1233,7 +1234,20 @@ void AttachService::replayAll(const std::string& boot_id) {
     ar.set_vf_mac(a->dpu().mac());
     ar.set_requested_mac(a->dpu().mac());  // keep the pod's MAC stable across the DPU's restart
     ar.set_requested_mtu(a->dpu().mtu());
+    // ... and its addresses, so the pod keeps running on what it has.
+    for (const auto& ip : a->dpu().ips()) {
+      if (auto ifa = IpInterfaceAddress::parse(ip.address())) ar.add_requested_ips(ifa->address.str());
+    }
     auto answer = dpu_->attach(ar);
+    if (!answer.ok() && ar.requested_ips_size() > 0 &&
+        (answer.failure.http_status == 400 || answer.failure.http_status == 409)) {
+      // The DPU came back with another pod CIDR, or the address is taken:
+      // take what it gives and re-plumb the pod below.
+      DPU_LOG(kWarn, kLog) << "replay of " << key << ": cannot keep its address (" << answer.failure.message
+                           << "); taking a new one";
+      ar.clear_requested_ips();
+      answer = dpu_->attach(ar);
+    }
     if (!answer.ok()) {
       DPU_LOG(kError, kLog) << "replay of " << key << ": " << answer.failure.message;
       all_ok = false;

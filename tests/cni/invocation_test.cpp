@@ -42,7 +42,7 @@ TEST_CASE("a complete ADD is accepted with every field read") {
                          "K8S_POD_INFRA_CONTAINER_ID=c0ffee;FOO=bar";
   std::string conf = R"({"cniVersion":"1.0.0","name":"dpunet","type":"dpu-cni","socket":"/tmp/s.sock","mtu":1400,
     "logFile":"/tmp/x.log","logLevel":"debug","timeout":3.5,"deviceID":"0000:03:00.4","otherPlugin":{"x":1},
-    "runtimeConfig":{"mac":"0A:58:0A:00:00:05","deviceID":"03:00.2","portMappings":[]},
+    "runtimeConfig":{"mac":"0A:58:0A:00:00:05","deviceID":"03:00.2","portMappings":[],"ips":["10.244.1.7/24","fd00::7"]},
     "dns":{"nameservers":["10.96.0.10"]},"prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"x"}]}})";
   Invocation inv;
   auto bad = parseInvocation(env.lookup(), conf, inv);
@@ -56,6 +56,7 @@ TEST_CASE("a complete ADD is accepted with every field read") {
   CHECK(inv.log_level == "debug");
   CHECK(inv.device_id == "0000:03:00.2");  // runtimeConfig wins over the top level
   CHECK(inv.requested_mac == "0a:58:0a:00:00:05");
+  CHECK(inv.requested_ips == std::vector<std::string>{"10.244.1.7", "fd00::7"});
   CHECK(inv.pod.pod_namespace == "ns1");
   CHECK(inv.pod.pod_name == "web-0");
   CHECK(inv.pod.pod_uid == "u-1");
@@ -270,6 +271,9 @@ TEST_CASE("network config errors: 6 for bad JSON, 7 for our fields, 2 for ipam")
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":{"mac":"zz"}})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":{"mac":"01:00:5e:00:00:01"}})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":[]})") == 7);
+  CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":{"ips":["10.0.0.300"]}})") == 7);
+  CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":{"ips":"10.0.0.3"}})") == 7);
+  CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","runtimeConfig":{"ips":["10.0.0.3","10.0.0.4"]}})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","prevResult":{"interfaces":{}}})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","dns":{"nameservers":"x"}})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","ipam":{"type":"host-local"}})") == 2);

@@ -7,7 +7,8 @@
 // bodies both work (Content-Type decides; the answer follows Accept).
 //
 // Test controls (not part of the contract):
-//   POST /test/reboot                     new boot id, every attachment forgotten
+//   POST /test/reboot[?cidr=P]            new boot id, every attachment forgotten
+//                                         (and, with cidr, a new pod CIDR: URL-encode the '/')
 //   POST /test/down?seconds=N&mode=hang   for N s, /v1 requests hang until the end, then 503
 //   POST /test/down?seconds=N&mode=refuse for N s, /v1 requests get 503 at once
 //   POST /test/unhealthy?on=1             health says ready=false (on=0 undoes)
@@ -371,6 +372,14 @@ class FakeDpu {
     };
     std::lock_guard lk(mu_);
     if (path == "/test/reboot") {
+      if (auto it = q.find(U("cidr")); it != q.end()) {
+        auto p = IpPrefix::parse(http::uri::decode(it->second));
+        if (!p || !p->address.isV4()) {
+          req.reply(400, "cidr: an IPv4 prefix\n").wait();
+          return;
+        }
+        cidr_ = *p;
+      }
       boot_id_ = randomId();
       attachments_.clear();
       used_.clear();

@@ -55,6 +55,7 @@ struct Invocation {
   double timeout_seconds = kDefaultTimeoutSeconds;
   std::string device_id;     // normalized PCI address, empty: host-shim picks
   std::string requested_mac; // normalized, empty: not asked
+  std::vector<std::string> requested_ips;  // runtimeConfig.ips, addresses only, empty: not asked
   std::optional<nlohmann::ordered_json> prev_result;  // an object when present
   std::optional<nlohmann::ordered_json> dns;          // the config's "dns", a fallback for the result
   std::vector<Attachment> valid_attachments;  // GC
