@@ -1,0 +1,111 @@
+# lab/lib/topology.bash — the lab's wires (ARCHITECTURE.md "The lab"): the
+# fabric netns with its bridge, and per node a host netns and a DPU netns
+# joined by the host<->DPU link, the node's VFs (veth pairs: the VF end in the
+# host netns, described by the fake sysfs tree of tests/fakes/fake-sysfs.bash;
+# the representor pf0vfN in the DPU netns) and the DPU uplink on the fabric.
+# Sourced by lab/lib/lab.bash.
+#
+# Addresses (the same in every node: each node has its own namespaces):
+#   host<->DPU link   host end "dpulink" 169.254.0.1/30, DPU end "hostlink" 169.254.0.2/30
+#                     (dpu-agent's REST API listens on 169.254.0.2:9443, only there)
+#   uplink            "uplink0" in the DPU netns, tunnel IP 192.168.100.N/24; its peer
+#                     "nN" is a port of bridge "fabric" in the fabric netns
+#   VFs               host netns: p0v<i> (PCI $(fake_sysfs_vf_pci i)); DPU netns: pf0vf<i>
+#                     the last VF is the host management port (host-shim renames it dpu-mgmt)
+#   pod CIDR          10.244.N.0/24 (gateway .1 on the DPU, management port .2); DL_POD_CIDR_LEN=27
+#                     makes it 10.244.N.0/27 (a small pool: tests that need the IPAM to reuse addresses)
+#
+# Functions (public):
+#   dl_fabric_up                    the fabric netns and its bridge
+#   dl_node_wires_up N NUMVFS       host + DPU netns, link, VFs, uplink of node N
+#   dl_node_repair_vfs N            recreate VFs that died with a pod netns deleted without CNI DEL
+#   dl_node_vfs_home N              how many pool VFs are in the host netns (host-shim returns a
+#                                   deleted pod's VF asynchronously: poll)
+#   dl_tunnel_ip N / dl_pod_cidr N / dl_node_name N
+#   dl_ns_exec NS CMD...            ip netns exec NS CMD...
+
+DL_LINK_HOST_IP=169.254.0.1
+DL_LINK_DPU_IP=169.254.0.2
+DL_API_PORT=9443
+DL_PF=p0
+DL_VF_PREFIX=p0
+
+dl_tunnel_ip() { echo "192.168.100.$1"; }
+dl_pod_cidr() { echo "10.244.$1.0/${DL_POD_CIDR_LEN:-24}"; }
+dl_node_name() { echo "node$1"; }
+dl_ns_exec() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+_dl_netns_add() {
+  dl_record netns "$1"
+  ip netns add "$1" || { dl_die "cannot create netns $1"; return 1; }
+  ip -n "$1" link set lo up
+}
+
+# Whole frames on every veth the dataplane touches (af_xdp/af_packet hand the
+# DPDK ports what the kernel put on the wire: no partial checksums, no TSO).
+_dl_no_offload() { ip netns exec "$1" ethtool -K "$2" tx off >/dev/null 2>&1 || true; }
+
+dl_fabric_up() {
+  local ns
+  ns=$(dl_fabric_ns)
+  _dl_netns_add "$ns" || return 1
+  ip -n "$ns" link add fabric type bridge || return 1
+  ip -n "$ns" link set fabric up
+}
+
+_dl_vf_to_dpu() {  # N I: move representor pf0vf<i> from the host netns to the DPU netns
+  local n=$1 i=$2 host dpu
+  host=$(dl_node_ns "$n" host); dpu=$(dl_node_ns "$n" dpu)
+  ip -n "$host" link set "pf0vf$i" netns "$dpu" || return 1
+  _dl_no_offload "$host" "$(fake_sysfs_vf_name "$DL_VF_PREFIX" "$i")"
+  _dl_no_offload "$dpu" "pf0vf$i"
+  ip -n "$dpu" link set "pf0vf$i" up
+}
+
+dl_node_wires_up() {
+  local n=$1 vfs=$2 host dpu fab i
+  host=$(dl_node_ns "$n" host); dpu=$(dl_node_ns "$n" dpu); fab=$(dl_fabric_ns)
+  mkdir -p "$DL_DIR/n$n" || return 1
+  _dl_netns_add "$host" || return 1
+  _dl_netns_add "$dpu" || return 1
+  # host<->DPU link (created in place: no name is ever used in the machine's netns)
+  ip link add dpulink netns "$host" type veth peer name hostlink netns "$dpu" || return 1
+  ip -n "$host" addr add "$DL_LINK_HOST_IP/30" dev dpulink
+  ip -n "$dpu" addr add "$DL_LINK_DPU_IP/30" dev hostlink
+  ip -n "$host" link set dpulink up
+  ip -n "$dpu" link set hostlink up
+  # uplink on the fabric
+  local mtu=${DL_UNDERLAY_MTU:-1500}  # the physical network's MTU, which the agent's pod MTU derives from
+  ip link add uplink0 netns "$dpu" mtu "$mtu" type veth peer name "n$n" netns "$fab" mtu "$mtu" || return 1
+  ip -n "$dpu" addr add "$(dl_tunnel_ip "$n")/24" dev uplink0
+  _dl_no_offload "$dpu" uplink0
+  _dl_no_offload "$fab" "n$n"
+  ip -n "$fab" link set "n$n" master fabric
+  ip -n "$fab" link set "n$n" up
+  ip -n "$dpu" link set uplink0 up
+  # VFs: the fake SR-IOV PF in the host netns, then each representor to the DPU.
+  fake_sysfs_create "$DL_DIR/n$n/sysfs" "$DL_PF" "$vfs" "$DL_VF_PREFIX" "$host" || return 1
+  for (( i = 0; i < vfs; i++ )); do _dl_vf_to_dpu "$n" "$i" || return 1; done
+}
+
+# A veth VF dies with the pod netns it is in when that netns is deleted without
+# a CNI DEL (a real VF would return to the host); this puts such VFs back. A VF
+# whose representor still exists is alive somewhere and is left alone.
+dl_node_repair_vfs() {
+  local n=$1 host dpu vfs i vf tries
+  host=$(dl_node_ns "$n" host); dpu=$(dl_node_ns "$n" dpu)
+  vfs=$(cat "$DL_DIR/n$n/sysfs/class/net/$DL_PF/device/sriov_numvfs")
+  for (( i = 0; i < vfs - 1; i++ )); do
+    vf=$(fake_sysfs_vf_name "$DL_VF_PREFIX" "$i")
+    ip -n "$host" link show "$vf" >/dev/null 2>&1 && continue
+    tries=0  # a netns being deleted releases its veths asynchronously
+    while ip -n "$dpu" link show "pf0vf$i" >/dev/null 2>&1 && [ $tries -lt 40 ]; do sleep 0.05; tries=$(( tries + 1 )); done
+    ip -n "$dpu" link show "pf0vf$i" >/dev/null 2>&1 && continue
+    ip -n "$host" link add "$vf" type veth peer name "pf0vf$i" || return 1
+    _dl_vf_to_dpu "$n" "$i" || return 1
+  done
+}
+
+dl_node_vfs_home() {
+  ip -n "$(dl_node_ns "$1" host)" -o link show | grep -c ": $DL_VF_PREFIX""v[0-9]*[:@]"
+}
