@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/ipc_proto.h"
 #include "common/log.h"
 #include "datapath/dataplane_neighbours.h"
@@ -19,6 +21,7 @@ namespace v1 = dataplane::v1;
 
 constexpr auto kMaintainPeriod = 100ms;
 constexpr auto kReconcileRetry = 1s;
+constexpr auto kResolvingRetry = 20ms;  // while a tunnel peer's ARP is in flight
 // A FullSync of a large model may take a while to arrive once it has started.
 constexpr auto kRequestDeadline = 10s;
 constexpr auto kReplyDeadline = 5s;
@@ -96,6 +99,7 @@ void ApiServer::serveAgent() {
   if (reply.status() == v1::OK && (request.has_full_sync() || request.has_delta())) {
     ports_.reconcile();
     neighbours_.refresh();
+    if (neighbours_.resolving()) next_reconcile_ = std::chrono::steady_clock::now() + kResolvingRetry;
     if (!ports_.active() && reply.generation() > 0) ports_.activate();
   }
   if (reply.status() != v1::OK) {
@@ -128,14 +132,14 @@ void ApiServer::serveOperator() {
 
 void ApiServer::run(const std::atomic<bool>& stop) {
   auto next_maintain = std::chrono::steady_clock::now();
-  auto next_reconcile = next_maintain + kReconcileRetry;
+  next_reconcile_ = next_maintain + kReconcileRetry;
   while (!stop.load()) {
     pollfd fds[3] = {{programming_.fd(), POLLIN, 0}, {operator_.fd(), POLLIN, 0}, {agent_.fd(), POLLIN, 0}};
     nfds_t count = agent_.valid() ? 3 : 2;
     auto now = std::chrono::steady_clock::now();
-    int timeout = next_maintain > now
-                      ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_maintain - now).count()) + 1
-                      : 0;
+    const auto wake = std::min(next_maintain, next_reconcile_);
+    int timeout = wake > now ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1
+                             : 0;
     int ready = ::poll(fds, count, timeout);
     if (ready > 0) {
       if (count == 3 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) serveAgent();
@@ -147,10 +151,10 @@ void ApiServer::run(const std::atomic<bool>& stop) {
       engine_.maintain();
       next_maintain = now + kMaintainPeriod;
     }
-    if (now >= next_reconcile) {
+    if (now >= next_reconcile_) {
       if (ports_.missing()) ports_.reconcile();
       neighbours_.refresh();
-      next_reconcile = now + kReconcileRetry;
+      next_reconcile_ = now + (neighbours_.resolving() ? kResolvingRetry : kReconcileRetry);
     }
   }
 }

@@ -101,6 +101,7 @@ TunnelNeighbours::TunnelNeighbours(Engine& engine, std::string iface, std::map<I
 
 void TunnelNeighbours::refresh() {
   std::vector<IpAddress> peers = engine_.wantedTunnelPeers();
+  unresolved_.clear();
   if (peers.empty()) return;
   std::vector<KernelRoute> routes;
   std::map<uint32_t, MacAddress> arp;
@@ -118,7 +119,10 @@ void TunnelNeighbours::refresh() {
       }
       if (!mac) probe(peer);
     }
-    if (!mac) continue;
+    if (!mac) {
+      unresolved_.push_back(peer);
+      continue;
+    }
     auto told = told_.find(peer);
     if (told != told_.end() && told->second == *mac) continue;
     if (auto set = engine_.setTunnelNextHop(peer, *mac); !set) {
@@ -128,6 +132,15 @@ void TunnelNeighbours::refresh() {
     DPU_LOG(kInfo, "dataplane") << "tunnel peer " << peer.str() << " via " << mac->str();
     told_[peer] = *mac;
   }
+}
+
+bool TunnelNeighbours::resolving() const {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& peer : unresolved_) {
+    auto p = probed_.find(peer);
+    if (p != probed_.end() && now - p->second < 2s) return true;
+  }
+  return false;
 }
 
 void TunnelNeighbours::probe(const IpAddress& peer) {

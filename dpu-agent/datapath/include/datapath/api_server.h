@@ -48,6 +48,7 @@ class ApiServer {
   ipc::Socket programming_;
   ipc::Socket operator_;
   ipc::Socket agent_;
+  std::chrono::steady_clock::time_point next_reconcile_{};  // ports and tunnel next hops
   int agent_pid_ = -1;
 };
 

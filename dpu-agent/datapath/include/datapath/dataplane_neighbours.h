@@ -44,6 +44,11 @@ class TunnelNeighbours {
   TunnelNeighbours(Engine& engine, std::string iface, std::map<IpAddress, MacAddress> static_hops);
   // Resolves every peer the engine wants; tells the engine what changed.
   void refresh();
+  // True while a peer probed in the last two seconds is still unresolved: the
+  // kernel answers an ARP in about a millisecond, so the caller refreshes again
+  // soon instead of leaving the first packets to that node without a next hop
+  // for its usual period. A peer that stays silent falls back to that period.
+  bool resolving() const;
 
  private:
   void probe(const IpAddress& peer);
@@ -53,6 +58,7 @@ class TunnelNeighbours {
   std::map<IpAddress, MacAddress> static_;
   std::map<IpAddress, MacAddress> told_;  // what the engine has
   std::map<IpAddress, std::chrono::steady_clock::time_point> probed_;
+  std::vector<IpAddress> unresolved_;  // peers the last refresh found no next hop for
 };
 
 }  // namespace dpu::datapath
