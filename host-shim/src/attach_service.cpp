@@ -28,6 +28,23 @@ namespace dpu::hostshim {
 
 namespace {
 
+// Appends " step=1.234ms" per phase to a verb's timings line (the debug log,
+// which the benchmark's breakdown reads).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(std::string& out) : out_(out) {}
+  void lap(const char* step) {
+    const auto now = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration_cast<std::chrono::microseconds>(now - last_).count() / 1000.0;
+    out_ += std::string(" ") + step + "=" + std::to_string(ms).substr(0, 5) + "ms";
+    last_ = now;
+  }
+
+ private:
+  std::string& out_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 constexpr const char* kLog = "host-shim";
 constexpr const char* kManagementOwner = "management";
 
@@ -384,17 +401,9 @@ cni::v1::CniResponse AttachService::add(const cni::v1::CniRequest& req) {
 
   const std::string key = keyOf(req.container_id(), req.ifname());
   KeyLock key_lock(*this, key);
-  // Where an ADD spends its time, for the debug log (the benchmark's breakdown).
-  auto last = std::chrono::steady_clock::now();
-  std::string timings;
-  auto lap = [&](const char* step) {
-    auto now = std::chrono::steady_clock::now();
-    timings += std::string(" ") + step + "=" +
-               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - last).count() / 1000.0)
-                   .substr(0, 5) +
-               "ms";
-    last = now;
-  };
+  std::string timings;  // where the ADD spends its time, for the debug log
+  PhaseTimer timer(timings);
+  auto lap = [&](const char* step) { timer.lap(step); };
   {
     std::lock_guard lk(mu_);
     if (auto it = attachments_.find(key); it != attachments_.end() && it->second.plumbed()) {
@@ -774,15 +783,8 @@ std::string AttachService::vfKeyOf(const Attachment& a) { return VfKey{a.pf_inde
 Result<bool> AttachService::startReturn(Attachment a, std::string& timings) {
   const std::string key = keyOf(a.container_id(), a.ifname());
   const auto& snap = a.snapshot();
-  auto last = std::chrono::steady_clock::now();
-  auto lap = [&](const char* step) {
-    auto now = std::chrono::steady_clock::now();
-    timings += std::string(" ") + step + "=" +
-               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - last).count() / 1000.0)
-                   .substr(0, 5) +
-               "ms";
-    last = now;
-  };
+  PhaseTimer timer(timings);
+  auto lap = [&](const char* step) { timer.lap(step); };
   if (a.netns().empty()) return false;
   auto ns = nl::Netns::open(a.netns());
   if (!ns) return false;  // the namespace is gone: the VF is home (a real VF) or gone (a veth)
