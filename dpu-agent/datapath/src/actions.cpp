@@ -9,7 +9,7 @@
 
 namespace dpu::datapath {
 
-flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowEntry& e) const {
+flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e) const {
   flow::FlowSpec spec;
   spec.match.key = e.key;
   spec.match.eth_src = e.key.eth_src;

@@ -81,6 +81,7 @@ EngineImpl::~EngineImpl() {
 Result<void> EngineImpl::init() {
   std::random_device rd;
   hash_seed_ = (uint64_t{rd()} << 32) | rd();
+  hash_keys_ = HashKeys::fromSeed(hash_seed_);
   char id[17];
   std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
   instance_id_ = id;
@@ -175,7 +176,7 @@ std::vector<IpAddress> EngineImpl::wantedTunnelPeers() const {
 }
 
 size_t EngineImpl::bytesPerFlow() const {
-  return sizeof(FlowEntry) + sizeof(FlowBucket) / FlowBucket::kWays +
+  return sizeof(FlowEntry) + sizeof(FlowExtra) + sizeof(FlowBucket) / FlowBucket::kWays +
          (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
 }
 
@@ -188,7 +189,7 @@ bool EngineImpl::quiesced(uint64_t epoch) const {
 
 uint32_t EngineImpl::countStale(const Snapshot& snap) const {
   uint32_t n = 0;
-  FlowEntry e;
+  FlowRecord e;
   for (const auto& w : workers_) {
     for (uint32_t i = 0; i < w->table.capacity(); ++i) {
       if (w->table.read(i, e) && !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) ++n;
@@ -268,7 +269,7 @@ uint16_t EngineImpl::internReason(const std::string& text) {
   return it->second;
 }
 
-void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowEntry& e, const Snapshot& snap,
+void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowRecord& e, const Snapshot& snap,
                            uint32_t now32) {
   OffloadSlot& s = w.offload[index];
   if (s.state == OffloadSlot::kInHw) (void)config_.offload->remove(offload::OffloadHandle{s.handle});
@@ -300,7 +301,7 @@ void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowEntry& e,
 void EngineImpl::drainOffload() {
   const Snapshot& snap = *current_.load(std::memory_order_relaxed);
   const uint32_t now32 = static_cast<uint32_t>(now());
-  FlowEntry e;
+  FlowRecord e;
   for (auto& w : workers_) {
     uint64_t v;
     while (w->offload_ring.pop(v)) {
@@ -318,7 +319,7 @@ void EngineImpl::drainOffload() {
 void EngineImpl::scanOffload(bool full) {
   const Snapshot& snap = *current_.load(std::memory_order_relaxed);
   const uint32_t now32 = static_cast<uint32_t>(now());
-  FlowEntry e;
+  FlowRecord e;
   for (auto& w : workers_) {
     for (uint32_t i = 0; i < w->offload.size(); ++i) {
       OffloadSlot& s = w->offload[i];
@@ -366,7 +367,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
     case dataplane::v1::OperatorRequest::kDumpFlows: {
       const uint64_t t = now();
       const uint32_t now32 = static_cast<uint32_t>(t);
-      FlowEntry e;
+      FlowRecord e;
       for (const auto& w : workers_) {
         for (uint32_t i = 0; i < w->table.capacity(); ++i) {
           if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
@@ -379,9 +380,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
             f->set_actions(flow::describeActions(spec.actions));
           }
           uint64_t packets = e.packets, bytes = e.bytes;
-          const uint32_t used =
-              __atomic_load_n(&w->table.bucket(i / FlowBucket::kWays).used[i % FlowBucket::kWays], __ATOMIC_RELAXED);
-          uint64_t idle = now32 - used;
+          uint64_t idle = now32 - e.used_ms;  // from the consistent copy
           std::string status = "software";
           if (config_.offload == nullptr) {
             status = "software: no offload backend";

@@ -15,6 +15,7 @@
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
 #include "overlay/headers.h"
+#include "worker_actions.h"
 #include "worker_parse.h"
 
 namespace dpu::datapath {
@@ -31,39 +32,30 @@ inline uint64_t mum(uint64_t a, uint64_t b) {
 // multiplies for the 64 bytes, about a third of XXH64's instructions; it only
 // places flows in this lcore's table, so it need not match overlay's
 // flowHash64). The seed is mixed into every multiplier so that without it no
-// key can be crafted to zero an operand. Tunnelled packets fold the outer
-// source and the OVN keys into the seed.
-inline uint64_t tableHash(const overlay::FlowKey& key, uint64_t seed) {
+// key can be crafted to zero an operand; the seeded multipliers are computed
+// once (HashKeys), not per packet. Tunnelled packets fold the outer source and
+// the OVN keys into the seed (`extra`; zero, and compiled away, otherwise).
+inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64_t extra) {
   // Word loads straight from the key (a copy to the stack first costs moves).
-  const auto* k = reinterpret_cast<const unsigned char*>(&key);
+  const auto* p = reinterpret_cast<const unsigned char*>(&key);
   uint64_t w[8];
-  for (unsigned i = 0; i < 8; ++i) std::memcpy(&w[i], k + 8 * i, 8);
+  for (unsigned i = 0; i < 8; ++i) std::memcpy(&w[i], p + 8 * i, 8);
   static_assert(sizeof(overlay::FlowKey) == sizeof w);
-  const uint64_t a = mum(w[0] ^ seed ^ 0xa0761d6478bd642full, w[1] ^ seed ^ 0xe7037ed1a0b428dbull);
-  const uint64_t b = mum(w[2] ^ seed ^ 0x8ebc6af09c88c6e3ull, w[3] ^ seed ^ 0x589965cc75374cc3ull);
-  const uint64_t c = mum(w[4] ^ seed ^ 0x1d8e4e27c47d124full, w[5] ^ seed ^ 0x9e3779b185ebca87ull);
-  const uint64_t d = mum(w[6] ^ seed ^ 0xc2b2ae3d27d4eb4full, w[7] ^ seed ^ 0x165667b19e3779f9ull);
-  return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ seed);
+  const uint64_t a = mum(w[0] ^ extra ^ k.word[0], w[1] ^ extra ^ k.word[1]);
+  const uint64_t b = mum(w[2] ^ extra ^ k.word[2], w[3] ^ extra ^ k.word[3]);
+  const uint64_t c = mum(w[4] ^ extra ^ k.word[4], w[5] ^ extra ^ k.word[5]);
+  const uint64_t d = mum(w[6] ^ extra ^ k.word[6], w[7] ^ extra ^ k.word[7]);
+  return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ extra ^ k.seed);
 }
 
-inline uint64_t flowHash(const overlay::FlowKey& key, const TunnelProbe& probe, uint64_t seed) {
-  if (probe.family == 0) return tableHash(key, seed);
+inline uint64_t flowHash(const overlay::FlowKey& key, const TunnelProbe& probe, const HashKeys& k) {
+  if (probe.family == 0) return tableHash(key, k, 0);
   uint64_t lo, hi;
   std::memcpy(&lo, probe.remote.data(), 8);
   std::memcpy(&hi, probe.remote.data() + 8, 8);
   const uint64_t extra = (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{probe.ingress} << 32 | probe.egress)) *
                          0x9e3779b185ebca87ull;
-  return tableHash(key, seed ^ extra);
-}
-
-// The key's last word (L4 ports, bytes 56..63), compared before the whole key:
-// with many flows the previous packet's is nearly always another flow, and
-// the ports tell most of them apart in one compare.
-inline bool sameL4Ports(const overlay::FlowKey& a, const overlay::FlowKey& b) {
-  uint64_t x, y;
-  std::memcpy(&x, reinterpret_cast<const unsigned char*>(&a) + 56, 8);
-  std::memcpy(&y, reinterpret_cast<const unsigned char*>(&b) + 56, 8);
-  return x == y;
+  return tableHash(key, k, extra);
 }
 
 // The outer headers from the flow's template: 58 bytes (IPv4) or 78 (IPv6),
@@ -82,10 +74,12 @@ inline void copyTemplate(uint8_t* dst, const uint8_t* src, uint32_t len) {
 
 }  // namespace
 
-// prepare and applyFlow are called only from processBurst and lookupAndApply
-// (in this file): inlined there, they save two calls per packet with their
-// register saves and argument spills. Being inline, they have no out-of-line
-// copy: a caller in another file gets a link error (move it here instead).
+// prepare, lookupAndApply and applyFlow are called only from processBurst and
+// missPath (in this file): inlined there, they save calls per packet with
+// their register saves and argument spills; what a hit does not need (a
+// miss, revalidation, ICMP replies) stays out of line. Being inline, they
+// have no out-of-line copy: a caller in another file gets a link error (move
+// it here instead).
 #define DPU_HOT_INLINE [[gnu::always_inline]] inline
 
 uint64_t EngineImpl::now() const {
@@ -103,9 +97,9 @@ void EngineImpl::drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReaso
 
 void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
   TxBuffer& tb = w.tx[port];
-  uint64_t bytes = 0;
-  for (uint16_t i = 0; i < tb.count; ++i) bytes += tb.packets[i]->pkt_len;
-  // After tx_burst the sent mbufs belong to the driver: count their bytes first.
+  uint64_t bytes = tb.bytes;
+  // After tx_burst the sent mbufs belong to the driver: their bytes were
+  // summed as they were queued.
   const uint16_t sent = rte_eth_tx_burst(port, static_cast<uint16_t>(w.index_), tb.packets, tb.count);
   for (uint16_t i = sent; i < tb.count; ++i) {
     bytes -= tb.packets[i]->pkt_len;
@@ -119,11 +113,13 @@ void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
     bump(w.counters.drops[static_cast<size_t>(DropReason::kTxFull)], tb.count - sent);
   }
   tb.count = 0;
+  tb.bytes = 0;
   w.tx_pending_mask &= ~(1u << port);
 }
 
 void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) {
   TxBuffer& tb = w.tx[port];
+  tb.bytes += m->pkt_len;
   tb.packets[tb.count++] = m;
   w.tx_pending_mask |= 1u << port;
   if (tb.count == kBurst) txPort(w, port);
@@ -150,24 +146,36 @@ void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** pac
   }
   PortCounters& port_counters = w.counters.ports[rx_port];
   bump(port_counters.rx_packets, count);
-  uint64_t rx_bytes = 0;
-  for (uint16_t i = 0; i < count; ++i) rx_bytes += packets[i]->pkt_len;
-  bump(port_counters.rx_bytes, rx_bytes);
   // What holds for the whole burst is decided once.
   const PortSlot& slot = snap.slots[rx_port];
   if (!snap.programmed || !slot.bound) {
+    uint64_t rx_bytes = 0;
+    for (uint16_t i = 0; i < count; ++i) rx_bytes += packets[i]->pkt_len;
+    bump(port_counters.rx_bytes, rx_bytes);
     const DropReason reason = !snap.programmed ? DropReason::kNotProgrammed : DropReason::kUnboundPort;
     bump(w.counters.drops[static_cast<size_t>(reason)], count);
     bump(port_counters.rx_dropped, count);
     rte_pktmbuf_free_bulk(packets, count);
     return;
   }
-  const bool uplink = slot.role == PortRole::kUplink;
   w.hits = 0;
+  const uint64_t rx_bytes = slot.role == PortRole::kUplink ? runBurst<true>(w, snap, rx_port, packets, count)
+                                                           : runBurst<false>(w, snap, rx_port, packets, count);
+  bump(port_counters.rx_bytes, rx_bytes);
+  bump(w.counters.events[static_cast<size_t>(Event::kFlowHit)], w.hits);
+}
+
+// The burst loop, compiled once for the uplink (decapsulation, tunnel
+// matches) and once for the other ports, so that neither tests the port's
+// role per packet. Returns the bytes received.
+template <bool kUplink>
+uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets,
+                              uint16_t count) {
   // Three passes over at most kBurst packets, so that the memory each needs
   // is fetched while the others are worked on (rte_hash's bulk lookup does
   // the same): parse + hash + prefetch the bucket; prefetch the candidate
   // entries; then look up and act.
+  uint64_t rx_bytes = 0;  // summed in the first pass, which reads the mbufs anyway
   while (count > 0) {
     const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
     uint32_t alive = 0;  // bit i: packet i is still ours to look up
@@ -178,33 +186,22 @@ void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** pac
     constexpr uint16_t kLag = 6;
     for (uint16_t i = 0; i < n; ++i) {
       if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
-      if (i >= kLag && (alive & (1u << (i - kLag)))) w.table.prefetchEntries(w.burst[i - kLag].hash, uplink);
+      if (i >= kLag && (alive & (1u << (i - kLag)))) w.table.prefetchEntries(w.burst[i - kLag].hash, kUplink);
       PacketContext& pc = w.burst[i];
-      if (!prepare(w, snap, packets[i], rx_port, uplink, pc)) continue;
-      // The previous packet's flow, remembered: same key, same hash.
-      const PacketContext& prev = w.burst[i > 0 ? i - 1 : 0];
-      if (i > 0 && (alive & (1u << (i - 1))) && sameL4Ports(prev.key, pc.key) &&
-          FlowEntry::keyEqual(prev.key, pc.key) &&
-          prev.probe.family == pc.probe.family &&
-          (pc.probe.family == 0 || (prev.probe.remote == pc.probe.remote && prev.probe.ingress == pc.probe.ingress &&
-                                    prev.probe.egress == pc.probe.egress))) {
-        pc.hash = prev.hash;
-        pc.last_hint = 1;
-      } else {
-        pc.last_hint = i == 0 ? 2 : 0;
-        pc.hash = flowHash(pc.key, pc.probe, hash_seed_);
-        w.table.prefetchBucket(pc.hash, uplink);
-      }
+      rx_bytes += packets[i]->pkt_len;
+      if (!prepare(w, snap, packets[i], rx_port, kUplink, pc)) continue;
+      pc.hash = kUplink ? flowHash(pc.key, pc.probe, hash_keys_) : tableHash(pc.key, hash_keys_, 0);
+      w.table.prefetchBucket(pc.hash, kUplink);
       alive |= 1u << i;
     }
     for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, uplink);
+      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, kUplink);
     }
     for (uint32_t m = alive; m != 0; m &= m - 1) lookupAndApply(w, snap, w.burst[__builtin_ctz(m)]);
     packets += n;
     count = static_cast<uint16_t>(count - n);
   }
-  bump(w.counters.events[static_cast<size_t>(Event::kFlowHit)], w.hits);
+  return rx_bytes;
 }
 
 DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port,
@@ -241,7 +238,11 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
     m->pkt_len = buf.size();
   }
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  if (fastParse(frame, pc.parsed, pc.key, rx_port, vni)) return true;
+  if (fastParse<false>(frame, pc.parsed, pc.key, rx_port, vni)) {
+    pc.parsed_full = false;
+    return true;
+  }
+  pc.parsed_full = true;
   const overlay::Status st = overlay::parsePacket(frame, pc.parsed);
   if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
   // Constructed in place (guaranteed copy elision): a copy of the returned
@@ -250,44 +251,52 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   return true;
 }
 
-void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
-  FlowTable& table = w.table;
-  const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
-  uint32_t index = UINT32_MAX;
-  // The last flow, remembered: within a burst, a packet with the previous
-  // packet's match uses its flow without a lookup (last_index is that flow,
-  // or none when the previous packet installed nothing); across bursts the
-  // first packet compares with it.
-  if (pc.last_hint != 0 && w.last_index != UINT32_MAX) {
-    const FlowEntry& last = table.entry(w.last_index);
-    if (last.flow_id != 0 && (pc.last_hint == 1 || last.matches(pc.key, pc.probe))) index = w.last_index;
+void EngineImpl::completeParse(PacketContext& pc) {
+  if (pc.parsed_full) return;
+  pc.parsed_full = true;
+  // The frame is as the fast parse saw it (the actions have not run), so the
+  // full fast parse takes it too and writes the same key.
+  rte_mbuf* m = pc.mbuf;
+  const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  (void)fastParse<true>(frame, pc.parsed, pc.key, pc.key.in_port, pc.key.tunnel_id);
+}
+
+bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index) {
+  FlowEntry& e = w.table.entry(index);
+  if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
+    w.table.remove(index);
+    bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
+    return false;
   }
-  if (index == UINT32_MAX) index = table.lookup(pc.hash, pc.key, pc.probe);
-  if (index != UINT32_MAX) {
+  e.stamp = snap.stamp;
+  return true;
+}
+
+DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  FlowTable& table = w.table;
+  // No "same flow as the previous packet" shortcut: with many flows it never
+  // pays for its compares, and with one flow the lookup below hits lines
+  // already in L1.
+  const uint32_t index = table.lookup(pc.hash, pc.key, pc.probe);
+  if (index != UINT32_MAX) [[likely]] {
     FlowEntry& e = table.entry(index);
-    if (e.stamp != snap.stamp) {
-      if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
-        table.remove(index);
-        bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
-        index = UINT32_MAX;
-      } else {
-        e.stamp = snap.stamp;
-      }
-    }
-    if (index != UINT32_MAX) {
-      // Stored only when it changes: a flow seen again within the same
-      // millisecond leaves its bucket line clean (no write-back).
-      uint32_t& used = table.bucket(index / FlowBucket::kWays).used[index % FlowBucket::kWays];
-      if (used != now32) used = now32;
+    if (e.stamp == snap.stamp || revalidate(w, snap, index)) [[likely]] {
+      // In the line the statistics below write anyway.
+      FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;  // summed into the counter once per burst
-      w.last_index = index;
       return applyFlow(w, snap, e, pc);
     }
   }
+  missPath(w, snap, pc);
+}
 
+[[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  FlowTable& table = w.table;
+  const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
+  completeParse(pc);
   // Miss: the logical pipeline decides, on this lcore.
   bump(w.counters.events[static_cast<size_t>(Event::kFlowMiss)]);
-  FlowEntry& candidate = w.candidate;
+  FlowRecord& candidate = w.candidate;
   std::memset(static_cast<void*>(&candidate), 0, sizeof candidate);
   candidate.key = pc.key;
   candidate.tun_family = pc.probe.family;
@@ -301,7 +310,6 @@ void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketCo
   candidate.dep_in = kDepNode;
   candidate.dep_out = kDepNode;
   const Decision d = slowPath(w, snap, pc, candidate);
-  w.last_index = UINT32_MAX;
   if (d.kind == Decision::kReplied) {
     rte_pktmbuf_free(pc.mbuf);
     return;
@@ -309,15 +317,14 @@ void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketCo
   if (d.kind == Decision::kDrop) return drop(w, pc.mbuf, pc.rx_port, d.reason);
 
   bool evicted = false;
-  index = table.claim(pc.hash, now32, evicted);
+  const uint32_t index = table.claim(pc.hash, now32, evicted);
   if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
-  FlowEntry& e = table.entry(index);
   candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
   candidate.flow_id = 0;
-  std::memcpy(static_cast<void*>(&e), static_cast<const void*>(&candidate), sizeof e);
+  table.write(index, candidate);
+  FlowEntry& e = table.entry(index);
   table.publish(index, pc.hash, now32);
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInstalled)]);
-  w.last_index = index;
   if (config_.offload != nullptr) {
     if (!w.offload_ring.push(uint64_t{index} << 32 | e.flow_id)) {
       bump(w.counters.events[static_cast<size_t>(Event::kOffloadQueueFull)]);
@@ -336,17 +343,17 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
   uint8_t* l3 = frame + pc.parsed.l3_offset;
   const bool v4 = pc.parsed.l3 == overlay::L3Type::kIpv4;
 
-  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > e.mtu) return tooBig(w, snap, e, pc);
+  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > e.mtu) [[unlikely]] {
+    completeParse(pc);
+    return tooBig(w, snap, e, pc);
+  }
   if (ops & op::kDecTtl) {
     if (v4) {
       const uint8_t ttl = overlay::ipv4::ttl(l3);
       if (ttl <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
       // TTL is the high byte of the word at offset 8 (RFC 1624 update); the new
       // word is computed, not reloaded, to avoid a store-forwarding stall.
-      const uint16_t old_word = overlay::load16(l3 + 8);
-      l3[8] = static_cast<uint8_t>(ttl - 1);
-      overlay::ipv4::setChecksum(l3, overlay::checksumUpdate16(overlay::ipv4::checksum(l3), old_word,
-                                                               static_cast<uint16_t>(old_word - 0x0100)));
+      decrementIpv4Ttl(l3);
     } else if (pc.parsed.l3 == overlay::L3Type::kIpv6) {
       const uint8_t hops = overlay::ipv6::hopLimit(l3);
       if (hops <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
@@ -395,6 +402,7 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
   }
   // enqueueTx, inline.
   TxBuffer& tb = w.tx[e.out_port];
+  tb.bytes += m->pkt_len;
   tb.packets[tb.count++] = m;
   w.tx_pending_mask |= 1u << e.out_port;
   if (tb.count == kBurst) txPort(w, e.out_port);
@@ -431,7 +439,7 @@ void EngineImpl::sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets)
       if (bk.sig[way] == 0) continue;
       const uint32_t index = b * FlowBucket::kWays + way;
       const FlowEntry& e = table.entry(index);
-      uint32_t idle = now32 - bk.used[way];
+      uint32_t idle = now32 - __atomic_load_n(&e.used_ms, __ATOMIC_RELAXED);
       if (!w.offload.empty()) {
         const OffloadSlot& s = w.offload[index];
         if (__atomic_load_n(&s.flow_id, __ATOMIC_RELAXED) == e.flow_id &&

@@ -22,6 +22,22 @@
 
 namespace dpu::datapath {
 
+// The flow table hash's multipliers with the per-process seed mixed in
+// (engine_datapath.cpp's tableHash), computed once at start.
+struct HashKeys {
+  uint64_t word[8];
+  uint64_t seed;
+  static HashKeys fromSeed(uint64_t seed) {
+    constexpr uint64_t kMul[8] = {0xa0761d6478bd642full, 0xe7037ed1a0b428dbull, 0x8ebc6af09c88c6e3ull,
+                                  0x589965cc75374cc3ull, 0x1d8e4e27c47d124full, 0x9e3779b185ebca87ull,
+                                  0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull};
+    HashKeys k{};
+    for (unsigned i = 0; i < 8; ++i) k.word[i] = seed ^ kMul[i];
+    k.seed = seed;
+    return k;
+  }
+};
+
 // What the slow path decided for one packet.
 struct Decision {
   enum Kind : uint8_t {
@@ -60,10 +76,18 @@ class EngineImpl final : public Engine {
 
  private:
   // --- lcore ---
-  // prepare and applyFlow are defined inline in engine_datapath.cpp: call them from there only.
+  // prepare, lookupAndApply and applyFlow are defined inline in engine_datapath.cpp: call them from there only.
+  template <bool kUplink>
+  uint64_t runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets, uint16_t count);
   bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc);
+  // Out of line, so the hit path that calls them stays small: a miss (slow
+  // path, install, apply) and a flow whose stamp is older than the snapshot's.
+  void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
+  bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index);
+  // Fills the ParsedPacket fields the hit path's fast parse skipped.
+  static void completeParse(PacketContext& pc);
   Decision slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowEntry& out);
   Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
                             FlowEntry& out);
@@ -84,12 +108,13 @@ class EngineImpl final : public Engine {
   // Every call: removes rules whose flow left the cache. `full` (about once a
   // second): also offers flows never offered and reads hardware counters.
   void scanOffload(bool full);
-  void offerFlow(WorkerContext& w, uint32_t index, const FlowEntry& e, const Snapshot& snap, uint32_t now32);
-  flow::FlowSpec toFlowSpec(const Snapshot& snap, const FlowEntry& e) const;
+  void offerFlow(WorkerContext& w, uint32_t index, const FlowRecord& e, const Snapshot& snap, uint32_t now32);
+  flow::FlowSpec toFlowSpec(const Snapshot& snap, const FlowRecord& e) const;
   uint16_t internReason(const std::string& text);
 
   EngineConfig config_;
   uint64_t hash_seed_ = 0;
+  HashKeys hash_keys_{};  // from hash_seed_
   std::string instance_id_;
   uint64_t generation_ = 0;
   dataplane::v1::LogicalModel model_proto_;

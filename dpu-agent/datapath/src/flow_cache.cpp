@@ -31,6 +31,9 @@ FlowTable::FlowTable(uint32_t entries) {
   buckets_mem_ = std::unique_ptr<FlowBucket, Unmap>(buckets_, Unmap{bucket_bytes});
   entries_ = static_cast<FlowEntry*>(mapTable(entry_bytes));
   entries_mem_ = std::unique_ptr<FlowEntry, Unmap>(entries_, Unmap{entry_bytes});
+  const size_t extra_bytes = sizeof(FlowExtra) * n;
+  extras_ = static_cast<FlowExtra*>(mapTable(extra_bytes));
+  extras_mem_ = std::unique_ptr<FlowExtra, Unmap>(extras_, Unmap{extra_bytes});
 }
 
 uint32_t FlowTable::claim(uint64_t hash, uint32_t now_ms, bool& evicted) {
@@ -45,7 +48,7 @@ uint32_t FlowTable::claim(uint64_t hash, uint32_t now_ms, bool& evicted) {
       way = w;
       break;
     }
-    const uint32_t idle = now_ms - bk.used[w];
+    const uint32_t idle = now_ms - entries_[b * FlowBucket::kWays + w].used_ms;
     if (way == FlowBucket::kWays || idle > oldest_idle) {
       way = w;
       oldest_idle = idle;
@@ -61,10 +64,10 @@ uint32_t FlowTable::claim(uint64_t hash, uint32_t now_ms, bool& evicted) {
 
 void FlowTable::publish(uint32_t index, uint64_t hash, uint32_t now_ms) {
   if (++next_flow_id_ == 0) next_flow_id_ = 1;
+  touch(entries_[index], now_ms);
   __atomic_store_n(&entries_[index].flow_id, next_flow_id_, __ATOMIC_RELEASE);
   FlowBucket& bk = buckets_[index / FlowBucket::kWays];
   bk.sig[index % FlowBucket::kWays] = signature(hash);
-  bk.used[index % FlowBucket::kWays] = now_ms;
 }
 
 void FlowTable::remove(uint32_t index) {
@@ -72,12 +75,14 @@ void FlowTable::remove(uint32_t index) {
   __atomic_store_n(&entries_[index].flow_id, 0, __ATOMIC_RELEASE);
 }
 
-bool FlowTable::read(uint32_t index, FlowEntry& out) const {
+bool FlowTable::read(uint32_t index, FlowRecord& out) const {
   const FlowEntry& e = entries_[index];
   const uint32_t before = __atomic_load_n(&e.flow_id, __ATOMIC_ACQUIRE);
   if (before == 0) return false;
   // A racy copy by design (seqlock): validated by the id check below.
-  std::memcpy(static_cast<void*>(&out), static_cast<const void*>(&e), sizeof out);
+  std::memcpy(static_cast<void*>(static_cast<FlowEntry*>(&out)), static_cast<const void*>(&e), sizeof(FlowEntry));
+  std::memcpy(static_cast<void*>(static_cast<FlowExtra*>(&out)), static_cast<const void*>(&extras_[index]),
+              sizeof(FlowExtra));
   std::atomic_thread_fence(std::memory_order_acquire);
   return __atomic_load_n(&e.flow_id, __ATOMIC_RELAXED) == before && out.flow_id == before;
 }

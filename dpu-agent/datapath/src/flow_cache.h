@@ -1,8 +1,10 @@
 // The per-lcore flow cache: an exact-match table of flows, 8-way set
-// associative. A bucket header (one cache line) holds the 8 signatures and the
-// 8 last-used times, so a lookup reads one header line and then only the entry
-// whose signature matches; replacement in a full bucket evicts the least
-// recently used way (as DPDK's rte_hash signatures and OVS's EMC do, plus LRU).
+// associative. A bucket header (half a cache line) holds the 8 signatures, so
+// a lookup reads one header and then only the entry whose signature matches;
+// replacement in a full bucket evicts the least recently used way (as DPDK's
+// rte_hash signatures and OVS's EMC do, plus LRU). The last-used time lives in
+// the entry's hit line, which a hit writes anyway (statistics): the headers
+// stay clean, and with many flows a hit dirties one line, not two.
 //
 // Owned by one lcore, which alone inserts, updates and removes. The control
 // thread reads entries concurrently (dump-flows, offload) with seqlock-style
@@ -50,9 +52,11 @@ struct TunnelProbe {
 };
 
 // One cached flow: the match (flow key + tunnel metadata), its compiled
-// actions, what it depends on, and its statistics. Three cache lines: the key;
-// everything a hit reads and writes; the rest of the tunnel match and
-// bookkeeping (read on a hit only for tunnelled packets).
+// actions, what it depends on, and its statistics, in two cache lines (128
+// bytes, so that a hit's two lines are an aligned pair): the key; everything
+// a hit reads and writes. The rest of the tunnel match and the install time
+// are in the flow's FlowExtra, in a side array (read on a hit only for
+// tunnelled packets).
 struct alignas(64) FlowEntry {
   // --- line 0 ---
   overlay::FlowKey key;            // in_port = DPDK port, tunnel_id = VNI for decapsulated packets
@@ -61,6 +65,7 @@ struct alignas(64) FlowEntry {
   uint32_t stamp;                  // snapshot stamp the deps were last checked against
   uint32_t dep_in;                 // dependency ids (snapshot.h); kDepNode when unused
   uint32_t dep_out;
+  uint32_t used_ms;                // engine clock at the last hit, ms (wraps; compared by difference)
   uint16_t ops;                    // op::*
   uint16_t out_port;
   uint16_t mtu;                    // encap: largest inner IP packet
@@ -72,19 +77,23 @@ struct alignas(64) FlowEntry {
   overlay::MacAddress set_dst;
   uint8_t tun_family;              // 0 (not tunnelled), 4 or 6
   uint8_t decap_len;               // outer header bytes stripped (for offload's raw decap)
-  uint16_t tun_ingress;            // OVN option keys as received
-  uint16_t tun_egress;
   uint16_t reserved;
   uint64_t packets;
   uint64_t bytes;
-  // --- line 2 ---
-  std::array<uint8_t, 16> tun_remote;  // outer source; IPv4 in the first 4 bytes
-  uint32_t created_s;              // seconds of the engine clock at install
 
-  // The 64-byte key compared as eight words, inline (a libc memcmp call costs more than the compare).
+  // The 64-byte key compared inline (a libc memcmp call costs more than the
+  // compare): four 16-byte XORs folded into one test with SSE2, else eight words.
   static bool keyEqual(const overlay::FlowKey& a, const overlay::FlowKey& b) {
     const auto* pa = reinterpret_cast<const unsigned char*>(&a);
     const auto* pb = reinterpret_cast<const unsigned char*>(&b);
+#if defined(__SSE2__)
+    auto x = [pa, pb](unsigned i) {
+      return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + i)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + i)));
+    };
+    const __m128i d = _mm_or_si128(_mm_or_si128(x(0), x(16)), _mm_or_si128(x(32), x(48)));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff;
+#endif
     uint64_t diff = 0;
     for (unsigned i = 0; i < sizeof(overlay::FlowKey); i += 8) {
       uint64_t x, y;
@@ -94,21 +103,33 @@ struct alignas(64) FlowEntry {
     }
     return diff == 0;
   }
-  bool matches(const overlay::FlowKey& k, const TunnelProbe& probe) const {
-    return keyEqual(key, k) && tun_family == probe.family &&
-           (tun_family == 0 ||
-            (tun_remote == probe.remote && tun_ingress == probe.ingress && tun_egress == probe.egress));
+};
+static_assert(sizeof(FlowEntry) == 128, "a cached flow's hit path is two cache lines");
+static_assert(offsetof(FlowEntry, bytes) + sizeof(uint64_t) == 128, "the hit path's fields share line 1");
+static_assert(offsetof(FlowEntry, used_ms) >= 64, "the last-used time is in the hit line");
+
+// The part of a cached flow a hit on a plain packet never reads.
+struct alignas(32) FlowExtra {
+  std::array<uint8_t, 16> tun_remote;  // outer source; IPv4 in the first 4 bytes
+  uint16_t tun_ingress;            // OVN option keys as received
+  uint16_t tun_egress;
+  uint32_t created_s;              // seconds of the engine clock at install
+
+  bool matchesTunnel(const TunnelProbe& probe) const {
+    return tun_remote == probe.remote && tun_ingress == probe.ingress && tun_egress == probe.egress;
   }
 };
-static_assert(sizeof(FlowEntry) == 192, "a cached flow is three cache lines");
-static_assert(offsetof(FlowEntry, bytes) + sizeof(uint64_t) == 128, "the hit path's fields share line 1");
+static_assert(sizeof(FlowExtra) == 32, "two per cache line");
 
-struct alignas(64) FlowBucket {
+// A whole cached flow: what the slow path fills and the control thread reads
+// (FlowTable::read), with every field under its own name.
+struct FlowRecord : FlowEntry, FlowExtra {};
+
+struct alignas(32) FlowBucket {
   static constexpr unsigned kWays = 8;
   uint32_t sig[kWays];   // 0 = empty way
-  uint32_t used[kWays];  // engine clock, ms (wraps; compared by difference)
 };
-static_assert(sizeof(FlowBucket) == 64);
+static_assert(sizeof(FlowBucket) == 32, "two buckets per cache line");
 
 class FlowTable {
  public:
@@ -124,29 +145,40 @@ class FlowTable {
   const FlowBucket& bucket(uint32_t b) const { return buckets_[b]; }
   FlowEntry& entry(uint32_t index) { return entries_[index]; }
   const FlowEntry& entry(uint32_t index) const { return entries_[index]; }
+  FlowExtra& extra(uint32_t index) { return extras_[index]; }
+  // Writes a claimed slot's entry and extra from the slow path's record.
+  void write(uint32_t index, const FlowRecord& r) {
+    std::memcpy(static_cast<void*>(&entries_[index]), static_cast<const FlowEntry*>(&r), sizeof(FlowEntry));
+    std::memcpy(static_cast<void*>(&extras_[index]), static_cast<const FlowExtra*>(&r), sizeof(FlowExtra));
+  }
   // A flow's preferred way in its bucket, from the hash: claim() uses it when
   // free (most of the time below full load), so the entry can be prefetched
   // together with the bucket, not after it (one memory latency, not two).
   static unsigned preferredWay(uint64_t hash) { return static_cast<unsigned>(hash >> 61); }
-  // `tunnel`: the match reads the entry's third line too.
+  // `tunnel`: the match reads the flow's FlowExtra too.
   void prefetchBucket(uint64_t hash, bool tunnel) const {
     const uint32_t b = bucketOf(hash);
     __builtin_prefetch(&buckets_[b]);
-    const char* e = reinterpret_cast<const char*>(&entries_[b * FlowBucket::kWays + preferredWay(hash)]);
+    const uint32_t index = b * FlowBucket::kWays + preferredWay(hash);
+    const char* e = reinterpret_cast<const char*>(&entries_[index]);
     __builtin_prefetch(e);
-    __builtin_prefetch(e + 64);
-    if (tunnel) __builtin_prefetch(e + 128);
+    __builtin_prefetch(e + 64, 1);
+    if (tunnel) __builtin_prefetch(&extras_[index]);
   }
   // After prefetchBucket: the entries whose signature matches, other than the preferred way.
   void prefetchEntries(uint64_t hash, bool tunnel) const {
     const uint32_t b = bucketOf(hash);
     const uint32_t sig = signature(hash);
-    // The preferred way is already on its way (prefetchBucket).
-    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferredWay(hash)); m != 0; m &= m - 1) {
-      const char* e = reinterpret_cast<const char*>(&entries_[b * FlowBucket::kWays + __builtin_ctz(m)]);
+    // The preferred way is already on its way (prefetchBucket), and when it
+    // holds the signature the flow is almost surely there: no mask to build.
+    const unsigned preferred = preferredWay(hash);
+    if (buckets_[b].sig[preferred] == sig) return;
+    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferred); m != 0; m &= m - 1) {
+      const uint32_t index = b * FlowBucket::kWays + __builtin_ctz(m);
+      const char* e = reinterpret_cast<const char*>(&entries_[index]);
       __builtin_prefetch(e);
-      __builtin_prefetch(e + 64);
-      if (tunnel) __builtin_prefetch(e + 128);
+      __builtin_prefetch(e + 64, 1);
+      if (tunnel) __builtin_prefetch(&extras_[index]);
     }
   }
 
@@ -170,25 +202,36 @@ class FlowTable {
   uint32_t lookup(uint64_t hash, const overlay::FlowKey& key, const TunnelProbe& probe) const {
     const uint32_t b = bucketOf(hash);
     const uint32_t sig = signature(hash);
-    for (uint32_t m = matchMask(buckets_[b], sig); m != 0; m &= m - 1) {
+    // The preferred way first: where claim() put most flows.
+    const unsigned preferred = preferredWay(hash);
+    const uint32_t first = b * FlowBucket::kWays + preferred;
+    if (buckets_[b].sig[preferred] == sig && matches(first, key, probe)) [[likely]] return first;
+    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferred); m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
-      if (entries_[index].matches(key, probe)) return index;
+      if (matches(index, key, probe)) return index;
     }
     return UINT32_MAX;
+  }
+  bool matches(uint32_t index, const overlay::FlowKey& key, const TunnelProbe& probe) const {
+    const FlowEntry& e = entries_[index];
+    return FlowEntry::keyEqual(e.key, key) && e.tun_family == probe.family &&
+           (e.tun_family == 0 || extras_[index].matchesTunnel(probe));
   }
 
   // A way for a new flow in the hash's bucket: an empty one, else the least
   // recently used (`evicted` set). The way is marked empty and its entry's
   // flow_id cleared (release) so readers skip it while it is written.
   uint32_t claim(uint64_t hash, uint32_t now_ms, bool& evicted);
-  // Publishes a written entry: new flow id, then the signature.
+  // Publishes a written entry: last-used time and new flow id, then the signature.
   void publish(uint32_t index, uint64_t hash, uint32_t now_ms);
+  // A hit's last-used time (single writer: the lcore; read by dump-flows).
+  static void touch(FlowEntry& e, uint32_t now_ms) { __atomic_store_n(&e.used_ms, now_ms, __ATOMIC_RELAXED); }
   void remove(uint32_t index);
 
   static uint32_t loadFlowId(const FlowEntry& e) { return __atomic_load_n(&e.flow_id, __ATOMIC_ACQUIRE); }
-  // A consistent copy for a reader on another thread; false if the entry is
-  // empty or changed meanwhile.
-  bool read(uint32_t index, FlowEntry& out) const;
+  // A consistent copy (entry and extra) for a reader on another thread; false
+  // if the entry is empty or changed meanwhile.
+  bool read(uint32_t index, FlowRecord& out) const;
 
  private:
   uint32_t mask_;
@@ -202,8 +245,10 @@ class FlowTable {
   };
   std::unique_ptr<FlowBucket, Unmap> buckets_mem_;
   std::unique_ptr<FlowEntry, Unmap> entries_mem_;
+  std::unique_ptr<FlowExtra, Unmap> extras_mem_;
   FlowBucket* buckets_ = nullptr;
   FlowEntry* entries_ = nullptr;
+  FlowExtra* extras_ = nullptr;
 };
 
 }  // namespace dpu::datapath

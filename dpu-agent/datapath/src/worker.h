@@ -78,13 +78,15 @@ struct PacketContext {
   TunnelProbe probe;  // tunnel fields of the match
   uint16_t rx_port;
   uint8_t decap_len;
-  // How the remembered last flow applies: 0 not at all, 1 the previous
-  // packet of the burst had this match, 2 first of a burst (compare with it).
-  uint8_t last_hint;
+  // `parsed` is complete; otherwise the hit path's fast parse filled only
+  // l3, l3_offset and l3_end, and EngineImpl::completeParse fills the rest
+  // before the slow path or an ICMP reply reads it.
+  bool parsed_full;
 };
 
 struct TxBuffer {
   uint16_t count = 0;
+  uint32_t bytes = 0;  // of the queued packets, summed as they are queued
   rte_mbuf* packets[kBurst];
 };
 
@@ -102,14 +104,13 @@ class alignas(64) WorkerContext {
   TxBuffer tx[kMaxPorts];
   uint32_t tx_pending_mask = 0;  // ports with buffered packets
   uint64_t now_ms = 0;
-  uint32_t last_index = UINT32_MAX;  // the last flow hit, checked first for the next packet
   uint32_t sweep_cursor = 0;
   uint64_t last_sweep_ms = 0;
   uint64_t quiescent_calls = 0;
   uint64_t hits = 0;  // flow hits in the current burst
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
-  FlowEntry candidate;
+  FlowRecord candidate;
   PacketContext burst[kBurst];
   SpscRing offload_ring;
   std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend

@@ -9,6 +9,10 @@
 // parsePacket and extractFlowKey give for the frame (engine tests check this
 // on packets of every kind); for anything else it returns false and the
 // caller runs the general parser, which then decides and reports the Status.
+// With kFull false (the lcore's hit path) only the key and the ParsedPacket
+// fields the compiled actions read (l3, l3_offset, l3_end) are written; the
+// miss path completes the rest with kFull true (same frame, same answer)
+// before the pipeline reads it.
 #pragma once
 
 #include <bit>
@@ -22,6 +26,7 @@
 
 namespace dpu::datapath {
 
+template <bool kFull = true>
 inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt, overlay::FlowKey& key,
                       uint32_t in_port, uint32_t tunnel_id) {
   if constexpr (std::endian::native != std::endian::little) return false;
@@ -49,7 +54,7 @@ inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt
     w3 = uint64_t{type} | uint64_t{proto} << 16 | uint64_t{src} << 32;
     w5 = uint64_t{dst} << 32;
     pkt.l3 = ov::L3Type::kIpv4;
-    pkt.pseudo_dst_offset = 14 + 16;
+    if constexpr (kFull) pkt.pseudo_dst_offset = 14 + 16;
   } else if (type == ov::eth::kTypeIpv6) {
     if (avail < 40 || (ip[0] >> 4) != 6) return false;
     const size_t total = 40 + size_t{ov::ipv6::payloadLength(ip)};
@@ -67,7 +72,7 @@ inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt
     w6 = (d[0] >> 32) | (d[1] << 32);
     w7 = d[1] >> 32;
     pkt.l3 = ov::L3Type::kIpv6;
-    pkt.pseudo_dst_offset = 14 + 24;
+    if constexpr (kFull) pkt.pseudo_dst_offset = 14 + 24;
   } else {
     return false;
   }
@@ -78,30 +83,34 @@ inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt
     if (l4_avail < 8) return false;
     const uint16_t len = ov::udp::length(l4);
     if (len < 8 || len > l4_avail) return false;
-    pkt.l4 = ov::L4Type::kUdp;
+    if constexpr (kFull) pkt.l4 = ov::L4Type::kUdp;
     payload_offset = l4_offset + 8;
   } else if (proto == ov::ipproto::kTcp) {
     if (l4_avail < 20) return false;
     const uint32_t hl = uint32_t{static_cast<uint8_t>(l4[12] >> 4)} * 4;
     if (hl < 20 || hl > l4_avail) return false;
-    pkt.l4 = ov::L4Type::kTcp;
+    if constexpr (kFull) pkt.l4 = ov::L4Type::kTcp;
     payload_offset = l4_offset + hl;
   } else {
     return false;
   }
   const uint64_t ports = uint64_t{ov::load16(l4)} | uint64_t{ov::load16(l4 + 2)} << 16;
   w7 |= ports << 32;
-  pkt.frame_len = static_cast<uint32_t>(n);
   pkt.l3_end = l3_end;
-  pkt.ethertype = type;
-  pkt.vlan_count = 0;
-  pkt.vlan_tpid[0] = pkt.vlan_tpid[1] = 0;
-  pkt.vlan_tci[0] = pkt.vlan_tci[1] = 0;
   pkt.l3_offset = 14;
-  pkt.l4_offset = static_cast<uint16_t>(l4_offset);
-  pkt.payload_offset = static_cast<uint16_t>(payload_offset);
-  pkt.ip_proto = proto;
-  pkt.fragment = ov::Fragment::kNone;
+  if constexpr (kFull) {
+    pkt.frame_len = static_cast<uint32_t>(n);
+    pkt.ethertype = type;
+    pkt.vlan_count = 0;
+    pkt.vlan_tpid[0] = pkt.vlan_tpid[1] = 0;
+    pkt.vlan_tci[0] = pkt.vlan_tci[1] = 0;
+    pkt.l4_offset = static_cast<uint16_t>(l4_offset);
+    pkt.payload_offset = static_cast<uint16_t>(payload_offset);
+    pkt.ip_proto = proto;
+    pkt.fragment = ov::Fragment::kNone;
+  } else {
+    (void)payload_offset;
+  }
 
   // FlowKey bytes: 0 in_port, 4 tunnel_id, 8 eth_dst, 14 eth_src, 20 vlan_tci,
   // 24 ethertype, 26 ip_proto, 27 flags, 28 l3_src, 44 l3_dst, 60 l4_src, 62 l4_dst.

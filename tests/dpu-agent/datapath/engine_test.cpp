@@ -24,10 +24,12 @@
 #include "golden.h"
 #include "offload/none_backend.h"
 #include "overlay/bytes.h"
+#include "overlay/checksum.h"
 #include "overlay/flow_key.h"
 #include "overlay/geneve.h"
 #include "overlay/packet_builder.h"
 #include "overlay/parse.h"
+#include "worker_actions.h"
 #include "worker_parse.h"
 
 using namespace dpu;
@@ -950,8 +952,42 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     const overlay::FlowKey kg = overlay::extractFlowKey(frame, pg, 7, 99);
     CHECK(kf == kg);
     CHECK(std::memcmp(&pf, &pg, sizeof pf) == 0);
+    // The hit path's variant: the same decision and key, and the fields the
+    // compiled actions read; the miss path completes the rest.
+    overlay::ParsedPacket ph;
+    overlay::FlowKey kh;
+    REQUIRE(fastParse<false>(frame, ph, kh, 7, 99));
+    CHECK(kh == kg);
+    CHECK(ph.l3 == pg.l3);
+    CHECK(ph.l3_offset == pg.l3_offset);
+    CHECK(ph.l3_end == pg.l3_end);
+  }
+  for (const auto& frame : all) {
+    overlay::ParsedPacket p1, p2;
+    overlay::FlowKey k1, k2;
+    CHECK(fastParse<false>(frame, p1, k1, 7, 99) == fastParse<true>(frame, p2, k2, 7, 99));
   }
   CHECK(fast > 20);
+}
+
+TEST_CASE("engine: the TTL decrement's checksum update equals RFC 1624's for every checksum", "[engine]") {
+  size_t mismatches = 0;
+  for (uint32_t checksum = 0; checksum <= 0xffff; ++checksum) {
+    for (uint8_t ttl : {2, 3, 64, 128, 255}) {
+      for (uint8_t proto : {0, 1, 6, 17, 255}) {
+        uint8_t ip[20] = {0x45};
+        ip[8] = ttl;
+        ip[9] = proto;
+        overlay::store16(ip + 10, static_cast<uint16_t>(checksum));
+        const uint16_t old_word = overlay::load16(ip + 8);
+        const uint16_t want =
+            overlay::checksumUpdate16(static_cast<uint16_t>(checksum), old_word, static_cast<uint16_t>(old_word - 0x0100));
+        decrementIpv4Ttl(ip);
+        if (ip[8] != ttl - 1 || overlay::load16(ip + 10) != want) ++mismatches;
+      }
+    }
+  }
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("engine: every path matches scapy's golden packets byte for byte", "[engine]") {
