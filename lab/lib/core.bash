@@ -72,6 +72,9 @@ _dl_pid_ours() {  # PID: alive, not a zombie, and its command line names the lab
   [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
   local cmd
   cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")
+  # An empty command line: the process is inside execve (bash -> ip netns
+  # exec -> the daemon), which a loaded machine makes long enough to see.
+  [ -z "$cmd" ] && kill -0 "$pid" 2>/dev/null && return 0
   [[ "$cmd" == *"$DL_DIR/"* ]]
 }
 
