@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #ifndef DPU_XDP_PROGRAM_PATH
@@ -115,6 +116,35 @@ Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname) {
   if (!map) return std::move(map).takeError();
   Fd fd(*map);
   return readSteerCounters(fd.fd);
+}
+
+Result<bool> detachStaleXdpProgram(const std::string& ifname) {
+  unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) return Error{"no network interface " + ifname + ": " + errnoText(errno)};
+  bpf_xdp_query_opts query{};
+  query.sz = sizeof(query);
+  if (int err = bpf_xdp_query(static_cast<int>(ifindex), 0, &query); err != 0)
+    return Error{"cannot query the XDP program on " + ifname + ": " + errnoText(err)};
+  bool detached = false;
+  // Native and generic mode each hold their own program; detach in the mode it was attached in.
+  for (auto [id, mode] : {std::pair{query.drv_prog_id, XDP_FLAGS_DRV_MODE},
+                          std::pair{query.skb_prog_id, XDP_FLAGS_SKB_MODE}}) {
+    if (id == 0) continue;
+    Fd prog(bpf_prog_get_fd_by_id(id));
+    if (prog.fd < 0) continue;  // gone meanwhile
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(prog.fd, &info, &len) != 0) continue;
+    const std::string name = info.name;
+    if (name != "overlay_steer" && name != "representor_red") continue;
+    bpf_xdp_attach_opts opts{};
+    opts.sz = sizeof(opts);
+    opts.old_prog_fd = prog.fd;  // only this one: never a program someone attached meanwhile
+    if (int err = bpf_xdp_detach(static_cast<int>(ifindex), mode | XDP_FLAGS_REPLACE, &opts); err != 0)
+      return Error{"cannot detach the stale XDP program " + name + " from " + ifname + ": " + errnoText(err)};
+    detached = true;
+  }
+  return detached;
 }
 
 std::string builtinXdpProgramPath() { return DPU_XDP_PROGRAM_PATH; }

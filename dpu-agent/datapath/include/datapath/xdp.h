@@ -42,6 +42,15 @@ XdpSteerConfig makeSteerConfig(const IpAddress& tunnel_ip, bool steer_arp);
 Result<void> configureAttachedSteering(const std::string& ifname, const XdpSteerConfig& config);
 Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname);
 
+// A dataplane that dies without closing its ports (SIGKILL, a crash) leaves
+// its XDP programs attached to the netdevs; net_af_xdp then refuses the port
+// ("XDP program already attached") and a restarted dataplane would run every
+// port on the af_packet fallback. Detaches the program on `ifname` when it is
+// one of ours (by name: overlay_steer, representor_redirect, as the kernel
+// keeps them, 15 characters); anything else is left alone. True when it
+// detached one.
+Result<bool> detachStaleXdpProgram(const std::string& ifname);
+
 // On a program or map fd (tests load the object themselves).
 Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config);
 Result<XdpSteerCounters> readSteerCounters(int map_fd);
