@@ -108,6 +108,20 @@ void destroyPort(const Port& port) {
   if (port.hotplugged) removeDevice(port.port_id, port.devargs);
 }
 
+namespace {
+
+// A predecessor killed without cleanup (SIGKILL, a crash) left its XDP program
+// on the netdev; net_af_xdp would refuse the port and we would fall back to af_packet.
+void detachStale(const std::string& iface) {
+  if (auto stale = detachStaleXdpProgram(iface); !stale) {
+    DPU_LOG(kWarn, "dataplane") << stale.error();
+  } else if (*stale) {
+    DPU_LOG(kInfo, "dataplane") << "detached the XDP program a previous dataplane left on " << iface;
+  }
+}
+
+}  // namespace
+
 Result<Port> createRolePort(const std::string& name, const PortConfig& config, const PortSetup& setup,
                             const std::string& xdp_program) {
   switch (config.kind) {
@@ -121,6 +135,7 @@ Result<Port> createRolePort(const std::string& name, const PortConfig& config, c
       return port;
     }
     case PortKind::kAfXdp: {
+      detachStale(config.iface);
       auto port = createPort(name, afXdpDevargs(name, config.iface, xdp_program), setup);
       if (port) {
         port->backend = "af_xdp";
@@ -130,6 +145,7 @@ Result<Port> createRolePort(const std::string& name, const PortConfig& config, c
       if (!config.fallback) return port;
       DPU_LOG(kWarn, "dataplane") << "af_xdp on " << config.iface << " failed (" << port.error()
                                   << "); falling back to af_packet";
+      detachStale(config.iface);  // what the failed attempt loaded would take af_packet's packets
       auto fallback = createPort(name, afPacketDevargs(name, config.iface), setup);
       if (fallback) {
         fallback->backend = "af_packet";
@@ -164,6 +180,7 @@ class HotplugBackend final : public PortBackend {
       // and detached by DPDK itself, so the netdev can be opened again later.
       std::string devargs = kind == PortKind::kAfXdp ? afXdpDevargs(name, name, builtinRepresentorXdpProgramPath())
                                                      : afPacketDevargs(name, name);
+      if (kind == PortKind::kAfXdp) detachStale(name);
       auto port = createPort(name, devargs, setup);
       if (port) {
         port->backend = portKindName(kind);
@@ -171,6 +188,10 @@ class HotplugBackend final : public PortBackend {
         return port;
       }
       errors += (errors.empty() ? "" : "; ") + port.error();
+      // A failed AF_XDP set-up can leave its program attached, redirecting
+      // every packet to a socket that does not exist: the next backend would
+      // receive nothing.
+      if (kind == PortKind::kAfXdp) detachStale(name);
     }
     return Error{"no backend could open representor " + name + ": " + errors};
   }
