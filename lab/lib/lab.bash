@@ -19,6 +19,7 @@
 #   daemons.bash   configs, start/stop/readiness of dataplane, agent, host-shim; dpuctl; agent API
 #   pods.bash      pods via dpu-cni (libcni driver or direct exec), exec targets
 #   traffic.bash   ping / TCP / UDP measurements, the connectivity matrix, captures
+#   faults.bash    background traffic across a fault, outages, node removal, DPU reboot, drop counters
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
 #   dl_down                     stop and remove everything the lab made (idempotent)
@@ -31,7 +32,8 @@
 # DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
 # DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
-# (a DPU "reboot"), dl_write_cluster_file N... (remove a node from the cluster) — see daemons.bash.
+# (a DPU "reboot"), dl_write_cluster_file N... (rewrite the cluster file) — see daemons.bash; a node's own
+# publish file keeps it in the cluster: dl_cluster_remove_node N removes both; dl_dpu_reboot N (faults.bash).
 
 DL_LIB_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 DL_SOURCE_DIR=$(cd "$DL_LIB_DIR/../.." && pwd)
@@ -47,6 +49,7 @@ source "$DL_LIB_DIR/topology.bash"
 source "$DL_LIB_DIR/daemons.bash"
 source "$DL_LIB_DIR/pods.bash"
 source "$DL_LIB_DIR/traffic.bash"
+source "$DL_LIB_DIR/faults.bash"
 
 dl_nodes() {
   local d
