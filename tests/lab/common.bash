@@ -31,6 +31,10 @@ elapsed() { echo "$(( ($(date +%s%N) - T0) / 1000000 )) ms"; }
 _lab_test_exit() {
   local rc=$?
   trap - EXIT
+  # Background pings, transfers and captures end with the test, however it ends.
+  local left
+  left=$(jobs -p)
+  [ -n "$left" ] && kill $left 2>/dev/null
   if [ "$rc" != 0 ] || [ "$FAILURES" != 0 ]; then
     local f n
     for f in "$DL_DIR"/n*/*.log "$DL_DIR"/n*/*.stderr; do

@@ -13,8 +13,6 @@
 #  - every port comes back on the backend it had (af_xdp), although the killed
 #    process left its XDP programs attached (detachStaleXdpProgram, xdp.h).
 source "$(dirname "$0")/common.bash" fdp
-# Background pings, transfers and captures end with the test, however it ends.
-trap '_rc=$?; kill $(jobs -p) 2>/dev/null; (exit $_rc); _lab_test_exit' EXIT
 DL_VFS=4 lab_test_up 2 0
 bound=${FAULT_DP_BOUND_MS:-5000}
 

@@ -10,8 +10,6 @@
 #  - node1 <-> node3 is untouched;
 #  - listed again, node2 is reachable again (the removal left nothing stale).
 source "$(dirname "$0")/common.bash" fnode
-# Background pings, transfers and captures end with the test, however it ends.
-trap '_rc=$?; kill $(jobs -p) 2>/dev/null; (exit $_rc); _lab_test_exit' EXIT
 DL_VFS=3 lab_test_up 3 0
 
 ip1=$(dl_pod_add 1 a) || fail "pod add node1/a"

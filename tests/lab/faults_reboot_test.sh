@@ -12,8 +12,6 @@
 #    after the reboot gets an address neither of them has;
 #  - a replayed pod is deleted cleanly (its VF goes home).
 source "$(dirname "$0")/common.bash" frbt
-# Background pings, transfers and captures end with the test, however it ends.
-trap '_rc=$?; kill $(jobs -p) 2>/dev/null; (exit $_rc); _lab_test_exit' EXIT
 DL_VFS=5 lab_test_up 2 0
 
 ip_a=$(dl_pod_add 1 a) || fail "pod add node1/a"

@@ -13,8 +13,6 @@
 # On a loss, a window without a fault runs as the control; only when it loses
 # pings too (a CPU-starved machine) is the faulty window tried once more.
 source "$(dirname "$0")/common.bash" frst
-# Background pings, transfers and captures end with the test, however it ends.
-trap '_rc=$?; kill $(jobs -p) 2>/dev/null; (exit $_rc); _lab_test_exit' EXIT
 DL_VFS=6 lab_test_up 2 0
 
 ip_a=$(dl_pod_add 1 a) || fail "pod add node1/a"

@@ -15,8 +15,6 @@
 #  - afterwards the attacker's own traffic still works and the victim is
 #    reachable at its address (no poisoned state anywhere).
 source "$(dirname "$0")/common.bash" sec
-# Background pings, transfers and captures end with the test, however it ends.
-trap '_rc=$?; kill $(jobs -p) 2>/dev/null; (exit $_rc); _lab_test_exit' EXIT
 /usr/bin/python3 -c 'import scapy.all' 2>/dev/null || { echo "SKIP: $(basename "$0"): scapy is not installed for /usr/bin/python3 (python3-scapy)"; exit 0; }
 command -v tshark >/dev/null || { echo "SKIP: $(basename "$0"): tshark is not installed"; exit 0; }
 DL_VFS=4 lab_test_up 2 0
