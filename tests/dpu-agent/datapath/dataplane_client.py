@@ -14,6 +14,7 @@ The Python protobuf module is generated into $DPU_PROTO_PY (or a temp dir) with 
 import argparse
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -29,9 +30,14 @@ def load_proto():
     out = os.environ.get("DPU_PROTO_PY") or tempfile.mkdtemp(prefix="dpu-proto-py-")
     module = os.path.join(out, "dpu", "dataplane", "v1", "dataplane_pb2.py")
     if not os.path.exists(module):
-        os.makedirs(out, exist_ok=True)
-        subprocess.run(["protoc", "--python_out=" + out, "-I", os.path.join(SOURCE, "proto"),
+        # The clients of one test start together and share `out`: generate
+        # aside and rename into place, so no one imports a half-written module.
+        os.makedirs(os.path.dirname(module), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".gen-", dir=out)
+        subprocess.run(["protoc", "--python_out=" + tmp, "-I", os.path.join(SOURCE, "proto"),
                         os.path.join(SOURCE, "proto", "dpu", "dataplane", "v1", "dataplane.proto")], check=True)
+        os.replace(os.path.join(tmp, "dpu", "dataplane", "v1", "dataplane_pb2.py"), module)
+        shutil.rmtree(tmp, ignore_errors=True)
     sys.path.insert(0, out)
     from dpu.dataplane.v1 import dataplane_pb2  # noqa: E402
     return dataplane_pb2
