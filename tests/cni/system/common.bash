@@ -56,7 +56,7 @@ cni_conflist() {
 }
 
 dpu_plugin_json() {  # the dpu-cni plugin object, with extra fields appended
-  echo "{\"type\":\"dpu-cni\",\"socket\":\"$HOSTSHIM_SOCKET\",\"logFile\":\"$CNI_DIR/dpu-cni.log\",\"logLevel\":\"info\",\"capabilities\":{\"mac\":true,\"deviceID\":true}${1:+,$1}}"
+  echo "{\"type\":\"dpu-cni\",\"socket\":\"$HOSTSHIM_SOCKET\",\"logFile\":\"$CNI_DIR/dpu-cni.log\",\"logLevel\":\"info\",\"capabilities\":{\"mac\":true,\"deviceID\":true,\"ips\":true}${1:+,$1}}"
 }
 
 # The libcni driver, run in the host netns as a runtime would be.

@@ -57,6 +57,22 @@ drv check -conf "$old" -netns "$pod2" -id ctr2 -mac 0a:58:0a:f4:01:63 -device "$
 drv del -conf "$old" -netns "$pod2" -id ctr2 -mac 0a:58:0a:f4:01:63 -device "$vf2pci" >/dev/null || fail "DEL 0.4.0"
 expect_clean "after the 0.4.0 pod"
 
+# --- runtimeConfig.ips: the pod gets the address the runtime asks for; a second pod asking for it
+# is refused with the reason, and its failed ADD leaves nothing behind.
+podi=$(hostshim_pod_netns_add podi)
+out=$(drv add -conf "$plain" -netns "$podi" -id ctri -ips 10.244.1.77/24)
+if [ $? = 0 ] && [ "$(echo "$out" | jq -r '.ips[0].address')" = 10.244.1.77/24 ] &&
+   ip -n "$(basename "$podi")" -o addr show dev eth0 | matches "inet 10.244.1.77/24"; then
+  pass "runtimeConfig ips: the pod got 10.244.1.77"
+else fail "ADD with ips: $out"; fi
+podj=$(hostshim_pod_netns_add podj)
+out=$(drv add -conf "$plain" -netns "$podj" -id ctrj -ips 10.244.1.77)
+if [ $? != 0 ] && echo "$out" | matches "10.244.1.77 is held by"; then pass "a second pod asking for 10.244.1.77 is refused: $(echo "$out" | tail -n 1)"
+else fail "second ADD asking for a held address: $out"; fi
+drv del -conf "$plain" -netns "$podj" -id ctrj >/dev/null || fail "DEL of the refused pod"
+drv del -conf "$plain" -netns "$podi" -id ctri >/dev/null || fail "DEL of the pod with ips"
+expect_clean "after the ips pods"
+
 # --- CNI 1.1.0 (libcni 1.1.2 cannot parse 1.1.0 results): the binary as a 1.1.0 runtime execs it.
 pod2b=$(hostshim_pod_netns_add pod2b)
 conf110=$(echo "$(dpu_plugin_json)" | jq -c '. + {cniVersion:"1.1.0", name:"dpunet"} | del(.capabilities)')

@@ -45,6 +45,7 @@ var (
 	ifname      = flag.String("ifname", "eth0", "interface name (CNI_IFNAME)")
 	mac         = flag.String("mac", "", "capability arg mac")
 	device      = flag.String("device", "", "capability arg deviceID")
+	ips         = flag.String("ips", "", "capability arg ips, comma-separated")
 	cniArgs     = flag.String("args", "", "CNI_ARGS, K=V;K=V")
 	pluginPath  = flag.String("path", "/usr/lib/cni", "plugin directories, colon-separated")
 	cacheDir    = flag.String("cachedir", "", "libcni result cache directory (default: libcni's)")
@@ -91,6 +92,9 @@ func runtimeConf(id, netns string) *libcni.RuntimeConf {
 	}
 	if *device != "" {
 		rt.CapabilityArgs["deviceID"] = *device
+	}
+	if *ips != "" {
+		rt.CapabilityArgs["ips"] = strings.Split(*ips, ",")
 	}
 	return rt
 }
