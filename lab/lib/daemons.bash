@@ -92,7 +92,7 @@ JSON
   cat > "$d/dpunet.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "dpunet", "plugins": [
   {"type": "dpu-cni", "socket": "$d/host-shim.sock", "logFile": "$d/dpu-cni.log", "logLevel": "info",
-   "capabilities": {"mac": true, "deviceID": true}}]}
+   "capabilities": {"mac": true, "deviceID": true, "ips": true}}]}
 JSON
 }
 

@@ -11,7 +11,8 @@
 # Functions (public):
 #   dl_node_ref REF             "node2" or "2" -> 2 (fails for a node the lab does not have)
 #   dl_target_ns TARGET         namespace of TARGET: fabric | nodeN/host | nodeN/dpu | nodeN/POD
-#   dl_pod_add N POD            create the pod; prints its IPv4 address
+#   dl_pod_add N POD            create the pod; prints its IPv4 address (DL_POD_IP=A: ask for A,
+#                               the runtime's `ips` capability)
 #   dl_pod_del N POD            CNI DEL, then delete its netns (idempotent)
 #   dl_pod_ip N POD             its IPv4 address on eth0 (no prefix)
 #   dl_pods                     "N POD" per existing pod
@@ -58,10 +59,12 @@ dl_cni() {
     mkdir -p "$DL_DIR/cni-bin" "$d/cni-cache"
     ln -sfn "$(readlink -f "$(dl_bin dpu-cni)")" "$DL_DIR/cni-bin/dpu-cni"
     ip netns exec "$host" "$(dl_bin cnidriver)" "$verb" -path "$DL_DIR/cni-bin" -cachedir "$d/cni-cache" \
-      -conf "$d/dpunet.conflist" -netns "$netns" -id "$id" -ifname eth0 -args "$args"
+      -conf "$d/dpunet.conflist" -netns "$netns" -id "$id" -ifname eth0 -args "$args" ${DL_POD_IP:+-ips "$DL_POD_IP"}
   else
-    # A plain network config: the conflist's plugin with its name and version.
-    jq -c '.plugins[0] + {cniVersion: .cniVersion, name: .name}' "$d/dpunet.conflist" |
+    # A plain network config: the conflist's plugin with its name and version
+    # (and, with DL_POD_IP, the runtime's `ips` capability argument).
+    jq -c --arg ip "${DL_POD_IP:-}" '.plugins[0] + {cniVersion: .cniVersion, name: .name}
+      + (if $ip == "" then {} else {runtimeConfig: {ips: [$ip]}} end)' "$d/dpunet.conflist" |
       ip netns exec "$host" env CNI_COMMAND="${verb^^}" CNI_CONTAINERID="$id" CNI_NETNS="$netns" \
         CNI_IFNAME=eth0 CNI_ARGS="$args" CNI_PATH="$(dirname "$(dl_bin dpu-cni)")" "$(dl_bin dpu-cni)"
   fi

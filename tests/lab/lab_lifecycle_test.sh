@@ -44,6 +44,14 @@ ip_a2=$(dl_pod_add 1 a) || fail "pod re-add node1/a"
 check "node2/b reaches the re-added node1/a" dl_reachable node2/b "$ip_a2" 10
 dl_pod_del 1 a
 
+# --- re-added asking for its old address (the runtime's `ips` capability): it gets it at once.
+ip_a4=$(DL_POD_IP=$ip_a dl_pod_add 1 a) || fail "pod re-add node1/a asking for $ip_a"
+[ "$ip_a4" = "$ip_a" ] && pass "node1/a re-added asking for $ip_a gets it at once" || fail "node1/a asked for $ip_a, got '$ip_a4'"
+check "node2/b reaches $ip_a on the re-added pod" dl_reachable node2/b "$ip_a" 10
+out=$(DL_POD_IP=$ip_a dl_pod_add 1 thief 2>&1) && fail "a second pod got $ip_a: $out" ||
+  pass "a second pod asking for $ip_a is refused"
+dl_pod_del 1 a
+
 # --- 20 pods at once on node1.
 t=$(date +%s%N)
 pids=()
