@@ -7,6 +7,8 @@
 
 #include <cpprest/http_client.h>
 
+#include <chrono>
+
 namespace dpu::hostshim {
 
 namespace http = web::http;
@@ -41,8 +43,8 @@ DpuClient::~DpuClient() = default;
 namespace {
 
 template <typename Reply>
-DpuResult<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::method& method,
-                      const std::string& path, const google::protobuf::Message* body) {
+DpuResult<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const http::method& method,
+                          const std::string& path, const google::protobuf::Message* body) {
   DpuResult<Reply> out;
   auto fail = [&](DpuFailure::Kind kind, unsigned status, std::string msg) {
     out.failure.kind = kind;
@@ -99,6 +101,24 @@ DpuResult<Reply> call(DpuClient::Impl& impl, const std::string& url, const http:
         DpuFailure::Kind::kUnreachable, 0,
         "the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " + e.what() + ")");
   }
+}
+
+// A transport failure that comes at once is most often a kept-alive
+// connection the agent closed when it restarted ("Broken pipe" on the first
+// write): one more try on a fresh connection. Every call of the attach API is
+// idempotent (attach answers a retried sandbox+ifname the same), so a request
+// that did arrive does no harm twice. A timeout is not retried: the caller's
+// bound (an ADD fails within a few seconds when the DPU hangs) stays.
+template <typename Reply>
+DpuResult<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::method& method,
+                      const std::string& path, const google::protobuf::Message* body) {
+  const auto start = std::chrono::steady_clock::now();
+  DpuResult<Reply> out = callOnce<Reply>(impl, url, method, path, body);
+  const bool transport = !out.ok() && out.failure.kind == DpuFailure::Kind::kUnreachable && out.failure.http_status == 0;
+  if (transport && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500) && impl.client) {
+    out = callOnce<Reply>(impl, url, method, path, body);
+  }
+  return out;
 }
 
 }  // namespace
