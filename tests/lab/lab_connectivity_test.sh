@@ -20,12 +20,11 @@ echo "$out"
 # The fabric sees the cross-node pod traffic only inside Geneve.
 dst=$(dl_pod_ip 2 pod1)
 cap=$DL_DIR/fabric.txt
-dl_exec fabric timeout 8 tshark -i fabric -n -c 6 -f "udp port 6081 or icmp" -T fields -e udp.dstport -e ip.src -e ip.dst \
-  > "$cap" 2>/dev/null &
-capid=$!
-sleep 1.5  # tshark starts capturing after about a second
+# (dl_capture_start returns once tshark says it is capturing.)
+dl_capture_start fabric 6 "$cap" -f "udp port 6081 or icmp" -T fields -e udp.dstport -e ip.src -e ip.dst ||
+  fail "tshark did not start on the fabric"
 dl_exec node1/pod1 ping -c 3 -i 0.2 -W 1 "$dst" >/dev/null
-wait $capid
+dl_capture_wait "$DL_CAPTURE_PID" 8
 if grep -q '^6081' "$cap" && [ -z "$(grep -v '^6081' "$cap")" ]; then
   pass "fabric: pod1 -> node2/pod1 travels as Geneve only ($(grep -c '^6081' "$cap") packets; src -> dst (outer,inner): $(head -1 "$cap" | awk -F'\t' '{print $2 " -> " $3}'))"
 else
