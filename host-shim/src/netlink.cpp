@@ -213,24 +213,35 @@ Result<std::vector<LinkInfo>> listLinks(const Socket& s) {
   return out;
 }
 
+namespace {
+
+// MTU, MAC and up/down of `change` onto a change request (the name is the
+// caller's: a move names the link in the target netns). `mac` keeps the
+// address object alive until the request is sent.
+void setLinkAttributes(rtnl_link* ch, const LinkChange& change, AddrHolder& mac) {
+  if (change.mtu) rtnl_link_set_mtu(ch, *change.mtu);
+  if (change.mac) {
+    mac.p = nl_addr_build(AF_LLC, change.mac->bytes.data(), 6);
+    rtnl_link_set_addr(ch, mac.get());
+  }
+  if (change.up) {
+    if (*change.up)
+      rtnl_link_set_flags(ch, IFF_UP);
+    else
+      rtnl_link_unset_flags(ch, IFF_UP);
+  }
+}
+
+}  // namespace
+
 Result<void> changeLink(const Socket& s, int ifindex, const LinkChange& change) {
   LinkHolder orig(rtnl_link_alloc());
   LinkHolder ch(rtnl_link_alloc());
   if (!orig.get() || !ch.get()) return Error{"out of memory"};
   rtnl_link_set_ifindex(orig.get(), ifindex);
   if (change.name) rtnl_link_set_name(ch.get(), change.name->c_str());
-  if (change.mtu) rtnl_link_set_mtu(ch.get(), *change.mtu);
   AddrHolder mac;
-  if (change.mac) {
-    mac.p = nl_addr_build(AF_LLC, change.mac->bytes.data(), 6);
-    rtnl_link_set_addr(ch.get(), mac.get());
-  }
-  if (change.up) {
-    if (*change.up)
-      rtnl_link_set_flags(ch.get(), IFF_UP);
-    else
-      rtnl_link_unset_flags(ch.get(), IFF_UP);
-  }
+  setLinkAttributes(ch.get(), change, mac);
   if (int err = rtnl_link_change(s.get(), orig.get(), ch.get(), 0); err < 0) {
     std::string what;
     if (change.name) what += " name " + *change.name;
@@ -250,18 +261,8 @@ Result<void> moveLink(const Socket& s, int ifindex, const Netns& to, const std::
   rtnl_link_set_ifindex(orig.get(), ifindex);
   rtnl_link_set_ns_fd(ch.get(), to.fd());
   rtnl_link_set_name(ch.get(), new_name.c_str());
-  if (also.mtu) rtnl_link_set_mtu(ch.get(), *also.mtu);
   AddrHolder mac;
-  if (also.mac) {
-    mac.p = nl_addr_build(AF_LLC, also.mac->bytes.data(), 6);
-    rtnl_link_set_addr(ch.get(), mac.get());
-  }
-  if (also.up) {
-    if (*also.up)
-      rtnl_link_set_flags(ch.get(), IFF_UP);
-    else
-      rtnl_link_unset_flags(ch.get(), IFF_UP);
-  }
+  setLinkAttributes(ch.get(), also, mac);
   if (int err = rtnl_link_change(s.get(), orig.get(), ch.get(), 0); err < 0) {
     if (err == -NLE_EXIST) return Error{"an interface named " + new_name + " already exists in " + to.path()};
     std::string what;
