@@ -665,12 +665,15 @@ Result<bool> AttachService::restoreVf(const Attachment& a, const nl::Netns* held
   // Now in the host netns: under its own name, under the pod's name (the kernel
   // hands a VF back to the host when the pod netns is destroyed), or under the
   // name sysfs reports for its PCI address.
-  std::vector<std::string> names = {snap.netdev(), a.ifname()};
-  if (auto n = vfNetdevName(config_.sysfs_root, a.pci_address())) names.push_back(*n);
-  for (const auto& n : names) {
+  // Under the pod's name ("eth0") it counts only with one of our MACs: the
+  // host may have an eth0 of its own, which must never be renamed.
+  auto ours = [&](const nl::LinkInfo& l) { return l.mac.str() == a.dpu().mac() || l.mac.str() == snap.mac(); };
+  std::vector<std::pair<std::string, bool>> names = {{snap.netdev(), false}, {a.ifname(), true}};
+  if (auto n = vfNetdevName(config_.sysfs_root, a.pci_address())) names.emplace_back(*n, false);
+  for (const auto& [n, check_mac] : names) {
     auto l = nl::findLink(*host, n);
     if (!l) return std::move(l).takeError();
-    if (*l) {
+    if (*l && (!check_mac || ours(**l))) {
       found = **l;
       break;
     }
