@@ -176,8 +176,7 @@ std::vector<IpAddress> EngineImpl::wantedTunnelPeers() const {
 }
 
 size_t EngineImpl::bytesPerFlow() const {
-  return sizeof(FlowEntry) + sizeof(FlowExtra) + sizeof(FlowBucket) / FlowBucket::kWays +
-         (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
+  return FlowTable::bytesPerSlot() + (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
 }
 
 bool EngineImpl::quiesced(uint64_t epoch) const {
@@ -454,6 +453,12 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         c->set_value(v);
         c->set_description(std::string(eventText(static_cast<Event>(ev))));
       }
+      uint64_t records = 0;
+      for (const auto& w : workers_) records += w->table.actionsInUse();
+      auto* c = out.add_counters();
+      c->set_name("flow_action_records");
+      c->set_value(records);
+      c->set_description("action records in use (cached flows that act alike share one)");
       break;
     }
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:

@@ -48,14 +48,31 @@ inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64
   return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ extra ^ k.seed);
 }
 
-inline uint64_t flowHash(const overlay::FlowKey& key, const TunnelProbe& probe, const HashKeys& k) {
-  if (probe.family == 0) return tableHash(key, k, 0);
+// The same for a compact key (flow_cache.h): four multiplies for its 40
+// bytes. Every word goes through a multiply of its own before the last one
+// (the ports and addresses fed only to the last multiply would move the
+// bucket bits almost linearly: flows with neighbouring ports crowd buckets).
+// A long key is hashed whole (its compact form is a lossy fold).
+inline uint64_t compactHash(const CompactKey& c, const HashKeys& k, uint64_t extra) {
+  const uint64_t a = mum(c.w[0] ^ extra ^ k.word[0], c.w[1] ^ extra ^ k.word[1]);
+  const uint64_t b = mum(c.w[2] ^ extra ^ k.word[2], c.w[3] ^ extra ^ k.word[3]);
+  const uint64_t d = mum(c.w[4] ^ extra ^ k.word[4], k.word[5]);
+  return mum(a ^ d ^ 0x85ebca77c2b2ae63ull, b ^ extra ^ k.seed);
+}
+
+inline uint64_t packetHash(const PacketContext& pc, const HashKeys& k, uint64_t extra) {
+  return pc.long_key ? tableHash(pc.key, k, extra) : compactHash(pc.ckey, k, extra);
+}
+
+inline uint64_t flowHash(const PacketContext& pc, const HashKeys& k) {
+  const TunnelProbe& probe = pc.probe;
+  if (probe.family == 0) return packetHash(pc, k, 0);
   uint64_t lo, hi;
   std::memcpy(&lo, probe.remote.data(), 8);
   std::memcpy(&hi, probe.remote.data() + 8, 8);
   const uint64_t extra = (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{probe.ingress} << 32 | probe.egress)) *
                          0x9e3779b185ebca87ull;
-  return tableHash(key, k, extra);
+  return packetHash(pc, k, extra);
 }
 
 // The outer headers from the flow's template: 58 bytes (IPv4) or 78 (IPv6),
@@ -173,31 +190,35 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
                               uint16_t count) {
   // Three passes over at most kBurst packets, so that the memory each needs
   // is fetched while the others are worked on (rte_hash's bulk lookup does
-  // the same): parse + hash + prefetch the bucket; prefetch the candidate
-  // entries; then look up and act.
+  // the same): parse + hash + prefetch the bucket and the preferred way's
+  // entry; prefetch the other candidate entries (a flow not in its
+  // preferred way: flow_cache.h); then look up and act.
   uint64_t rx_bytes = 0;  // summed in the first pass, which reads the mbufs anyway
   while (count > 0) {
     const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
     uint32_t alive = 0;  // bit i: packet i is still ours to look up
     constexpr uint16_t kPrefetch = 4;
     for (uint16_t i = 0; i < n && i < kPrefetch; ++i) rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
-    // Entries are prefetched kLag packets behind their bucket, so the
+    // Other ways are prefetched kLag packets behind their bucket, so the
     // bucket line has arrived by then and the entry by the third pass.
     constexpr uint16_t kLag = 6;
     for (uint16_t i = 0; i < n; ++i) {
       if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
-      if (i >= kLag && (alive & (1u << (i - kLag)))) w.table.prefetchEntries(w.burst[i - kLag].hash, kUplink);
+      if (i >= kLag && (alive & (1u << (i - kLag)))) {
+        const PacketContext& lag = w.burst[i - kLag];
+        w.table.prefetchEntries(lag.hash, kUplink || lag.long_key);
+      }
       PacketContext& pc = w.burst[i];
       rx_bytes += packets[i]->pkt_len;
       if (!prepare(w, snap, packets[i], rx_port, kUplink, pc)) continue;
-      pc.hash = kUplink ? flowHash(pc.key, pc.probe, hash_keys_) : tableHash(pc.key, hash_keys_, 0);
-      w.table.prefetchBucket(pc.hash, kUplink);
+      pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
+      w.table.prefetchBucket(pc.hash, kUplink || pc.long_key);
       alive |= 1u << i;
     }
     for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, kUplink);
+      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, kUplink || w.burst[i].long_key);
     }
-    for (uint32_t m = alive; m != 0; m &= m - 1) lookupAndApply(w, snap, w.burst[__builtin_ctz(m)]);
+    for (uint32_t m = alive; m != 0; m &= m - 1) lookupAndApply<kUplink>(w, snap, w.burst[__builtin_ctz(m)]);
     packets += n;
     count = static_cast<uint16_t>(count - n);
   }
@@ -238,7 +259,7 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
     m->pkt_len = buf.size();
   }
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  if (fastParse<false>(frame, pc.parsed, pc.key, rx_port, vni)) {
+  if (fastParse<false>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, rx_port, vni)) {
     pc.parsed_full = false;
     return true;
   }
@@ -248,6 +269,7 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   // Constructed in place (guaranteed copy elision): a copy of the returned
   // key stalls on store forwarding.
   new (&pc.key) overlay::FlowKey(overlay::extractFlowKey(frame, pc.parsed, rx_port, vni));
+  pc.ckey = CompactKey::from(pc.key, pc.long_key);
   return true;
 }
 
@@ -258,33 +280,54 @@ void EngineImpl::completeParse(PacketContext& pc) {
   // full fast parse takes it too and writes the same key.
   rte_mbuf* m = pc.mbuf;
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  (void)fastParse<true>(frame, pc.parsed, pc.key, pc.key.in_port, pc.key.tunnel_id);
+  // The compact key's first word is in_port | tunnel_id << 32.
+  (void)fastParse<true>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, static_cast<uint32_t>(pc.ckey.w[0]),
+                        static_cast<uint32_t>(pc.ckey.w[0] >> 32));
 }
 
-bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index) {
-  FlowEntry& e = w.table.entry(index);
-  if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
-    w.table.remove(index);
-    bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
-    return false;
+namespace {
+// The flow cache's callbacks for action records (flow_cache.h): still
+// valid under the snapshot, and the snapshot's encap template they use.
+struct ActionsValid {
+  const Snapshot& snap;
+  bool operator()(const FlowActions& a) const { return snap.depsValid(a.stamp, a.dep_in, a.dep_out); }
+};
+struct ActionsResolve {
+  const Snapshot& snap;
+  void operator()(FlowActions& a) const {
+    a.node = nullptr;
+    a.encap = nullptr;
+    if (!(a.ops & op::kEncap)) return;
+    const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
+    if (node == nullptr || a.encap_subnet >= node->subnets.size()) return;
+    a.node = node;
+    a.encap = &node->subnets[a.encap_subnet].encap;
   }
-  e.stamp = snap.stamp;
-  return true;
+};
+}  // namespace
+
+bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a) {
+  if (FlowTable::revalidate(a, snap.stamp, ActionsValid{snap}, ActionsResolve{snap})) return true;
+  w.table.remove(index);
+  bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
+  return false;
 }
 
+template <bool kUplink>
 DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
   FlowTable& table = w.table;
   // No "same flow as the previous packet" shortcut: with many flows it never
   // pays for its compares, and with one flow the lookup below hits lines
   // already in L1.
-  const uint32_t index = table.lookup(pc.hash, pc.key, pc.probe);
+  const uint32_t index = table.lookup<kUplink>(pc.hash, pc.ckey, pc.long_key, pc.key, pc.probe);
   if (index != UINT32_MAX) [[likely]] {
     FlowEntry& e = table.entry(index);
-    if (e.stamp == snap.stamp || revalidate(w, snap, index)) [[likely]] {
+    FlowActions& a = table.actionsOf(e);
+    if (a.stamp == snap.stamp || revalidate(w, snap, index, a)) [[likely]] {
       // In the line the statistics below write anyway.
       FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;  // summed into the counter once per burst
-      return applyFlow(w, snap, e, pc);
+      return applyFlow(w, snap, e, a, pc);
     }
   }
   missPath(w, snap, pc);
@@ -317,35 +360,45 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   if (d.kind == Decision::kDrop) return drop(w, pc.mbuf, pc.rx_port, d.reason);
 
   bool evicted = false;
-  const uint32_t index = table.claim(pc.hash, now32, evicted);
-  if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
   candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
-  candidate.flow_id = 0;
-  table.write(index, candidate);
-  FlowEntry& e = table.entry(index);
-  table.publish(index, pc.hash, now32);
+  const uint32_t index = table.insert(pc.hash, candidate, now32, evicted, ActionsValid{snap}, ActionsResolve{snap});
+  if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
+  if (index == UINT32_MAX) [[unlikely]] {
+    // Every action record is in use: this packet is forwarded as decided,
+    // and the next one of the flow runs the slow path again.
+    bump(w.counters.events[static_cast<size_t>(Event::kFlowNotCached)]);
+    FlowActions& a = w.uncached_actions;
+    a = FlowActions::from(candidate);
+    ActionsResolve{snap}(a);
+    FlowEntry& e = w.uncached;
+    std::memset(static_cast<void*>(&e), 0, sizeof e);
+    e.packets_sport = candidate.encap_sport;
+    return applyFlow(w, snap, e, a, pc);
+  }
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInstalled)]);
   if (config_.offload != nullptr) {
-    if (!w.offload_ring.push(uint64_t{index} << 32 | e.flow_id)) {
+    if (!w.offload_ring.push(uint64_t{index} << 32 | table.extra(index).flow_id)) {
       bump(w.counters.events[static_cast<size_t>(Event::kOffloadQueueFull)]);
     }
   }
-  applyFlow(w, snap, e, pc);
+  FlowEntry& e = table.entry(index);
+  applyFlow(w, snap, e, table.actionsOf(e), pc);
 }
 
-DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc) {
+DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
+                                          const FlowActions& a, PacketContext& pc) {
   rte_mbuf* m = pc.mbuf;
-  bump(e.packets);
+  e.packets_sport += uint64_t{1} << 16;  // packets above the source port
   bump(e.bytes, m->pkt_len);
-  const uint16_t ops = e.ops;
-  if (ops & op::kDrop) return drop(w, m, pc.rx_port, static_cast<DropReason>(e.drop_reason));
+  const uint16_t ops = a.ops;
+  if (ops & op::kDrop) return drop(w, m, pc.rx_port, static_cast<DropReason>(a.drop_reason));
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   uint8_t* l3 = frame + pc.parsed.l3_offset;
   const bool v4 = pc.parsed.l3 == overlay::L3Type::kIpv4;
 
-  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > e.mtu) [[unlikely]] {
+  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > a.mtu) [[unlikely]] {
     completeParse(pc);
-    return tooBig(w, snap, e, pc);
+    return tooBig(w, snap, a, pc);
   }
   if (ops & op::kDecTtl) {
     if (v4) {
@@ -360,25 +413,25 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
       overlay::ipv6::setHopLimit(l3, static_cast<uint8_t>(hops - 1));
     }
   }
-  if (ops & op::kSetEthSrc) overlay::eth::setSrc(frame, e.set_src);
-  if (ops & op::kSetEthDst) overlay::eth::setDst(frame, e.set_dst);
+  if (ops & op::kSetEthSrc) overlay::eth::setSrc(frame, a.set_src);
+  if (ops & op::kSetEthDst) overlay::eth::setDst(frame, a.set_dst);
   // Hooks, in their place in the fused order: NAT rewrites (the services
   // issue: overlay/nat.h on the inner headers, before encap) and ESP (the
   // IPsec issue: after encap, around the outer UDP). No flow sets them yet.
   if (ops & op::kNat) {
   }
   if (ops & op::kEncap) {
-    const SnapRemoteNode* node = snap.remoteByDep(e.dep_out);
-    const SnapEncap& t = node->subnets[e.encap_subnet].encap;
+    if (a.encap == nullptr) [[unlikely]] return drop(w, m, pc.rx_port, DropReason::kNoRoute);
+    const SnapEncap& t = *a.encap;
     const uint32_t inner_len = m->data_len;
     uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, t.length));
     if (p == nullptr) return drop(w, m, pc.rx_port, DropReason::kNoRoom);
     static_assert(sizeof t.bytes <= 96, "copyTemplate copies at most 96 bytes inline");
     copyTemplate(p, t.bytes.data(), t.length);
-    overlay::store16(p + t.ovn_offset, e.encap_ingress & overlay::kOvnMaxIngressPortKey);
+    overlay::store16(p + t.ovn_offset, a.encap_ingress & overlay::kOvnMaxIngressPortKey);
     uint8_t* udp = p + t.udp_offset;
     const uint32_t udp_len = t.length - t.udp_offset + inner_len;
-    overlay::udp::setSrcPort(udp, e.encap_sport);
+    overlay::udp::setSrcPort(udp, e.sport());
     overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
     uint8_t* ip = p + overlay::eth::kHeaderLen;
     if (!t.ipv6) {
@@ -396,16 +449,16 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
       const uint16_t csum = overlay::checksumFinish(sum);
       overlay::udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
     }
-    if (!node->next_hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
+    if (!a.node->next_hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
   }
   if (ops & op::kEsp) {
   }
   // enqueueTx, inline.
-  TxBuffer& tb = w.tx[e.out_port];
+  TxBuffer& tb = w.tx[a.out_port];
   tb.bytes += m->pkt_len;
   tb.packets[tb.count++] = m;
-  w.tx_pending_mask |= 1u << e.out_port;
-  if (tb.count == kBurst) txPort(w, e.out_port);
+  w.tx_pending_mask |= 1u << a.out_port;
+  if (tb.count == kBurst) txPort(w, a.out_port);
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
@@ -442,7 +495,7 @@ void EngineImpl::sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets)
       uint32_t idle = now32 - __atomic_load_n(&e.used_ms, __ATOMIC_RELAXED);
       if (!w.offload.empty()) {
         const OffloadSlot& s = w.offload[index];
-        if (__atomic_load_n(&s.flow_id, __ATOMIC_RELAXED) == e.flow_id &&
+        if (__atomic_load_n(&s.flow_id, __ATOMIC_RELAXED) == table.extra(index).flow_id &&
             __atomic_load_n(&s.state, __ATOMIC_RELAXED) == OffloadSlot::kInHw) {
           const uint32_t hw_idle = now32 - __atomic_load_n(&s.hw_used_ms, __ATOMIC_RELAXED);
           if (hw_idle < idle) idle = hw_idle;
@@ -451,7 +504,8 @@ void EngineImpl::sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets)
       if (idle > config_.flow_idle_timeout_ms) {
         table.remove(index);
         bump(w.counters.events[static_cast<size_t>(Event::kFlowAged)]);
-      } else if (e.stamp != snap.stamp && !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) {
+      } else if (const FlowActions& a = table.actionsOf(e);
+                 a.stamp != snap.stamp && !snap.depsValid(a.stamp, a.dep_in, a.dep_out)) {
         table.remove(index);
         bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
       }

@@ -80,20 +80,21 @@ class EngineImpl final : public Engine {
   template <bool kUplink>
   uint64_t runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets, uint16_t count);
   bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
+  template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
-  void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, PacketContext& pc);
+  void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
   // Out of line, so the hit path that calls them stays small: a miss (slow
   // path, install, apply) and a flow whose stamp is older than the snapshot's.
   void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
-  bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index);
+  bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a);
   // Fills the ParsedPacket fields the hit path's fast parse skipped.
   static void completeParse(PacketContext& pc);
-  Decision slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowEntry& out);
+  Decision slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
-                            FlowEntry& out);
-  Decision slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowEntry& out);
+                            FlowRecord& out);
+  Decision slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
-  void tooBig(WorkerContext& w, const Snapshot& snap, const FlowEntry& e, PacketContext& pc);
+  void tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& a, PacketContext& pc);
   void drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason);
   void enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m);
   void txPort(WorkerContext& w, uint16_t port);

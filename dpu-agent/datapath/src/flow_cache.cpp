@@ -1,9 +1,10 @@
-// The flow cache's slow operations: claiming a way, publishing, removing, and
-// the control thread's consistent read (flow_cache.h).
+// The flow cache's slow operations: the tables, removing, releasing action
+// records, and the control thread's consistent read (flow_cache.h).
 #include "flow_cache.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <new>
 
@@ -17,74 +18,136 @@ void* mapTable(size_t bytes) {
   if (bytes >= (size_t{2} << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE);
   return p;
 }
+
+template <typename T>
+T* mapArray(size_t count, std::unique_ptr<T, FlowTableUnmap>& owner) {
+  const size_t bytes = sizeof(T) * count;
+  auto* p = static_cast<T*>(mapTable(bytes));
+  owner = std::unique_ptr<T, FlowTableUnmap>(p, FlowTableUnmap{bytes});
+  return p;
+}
 }  // namespace
 
-void FlowTable::Unmap::operator()(void* p) const { munmap(p, bytes); }
+void FlowTableUnmap::operator()(void* p) const { munmap(p, bytes); }
 
 FlowTable::FlowTable(uint32_t entries) {
-  uint32_t n = std::bit_ceil(std::max<uint32_t>(entries, FlowBucket::kWays));
+  const uint32_t n = std::bit_ceil(std::max<uint32_t>(entries, FlowBucket::kWays));
   mask_ = n - 1;
   bucket_mask_ = n / FlowBucket::kWays - 1;
-  const size_t bucket_bytes = sizeof(FlowBucket) * (n / FlowBucket::kWays);
-  const size_t entry_bytes = sizeof(FlowEntry) * n;
-  buckets_ = static_cast<FlowBucket*>(mapTable(bucket_bytes));
-  buckets_mem_ = std::unique_ptr<FlowBucket, Unmap>(buckets_, Unmap{bucket_bytes});
-  entries_ = static_cast<FlowEntry*>(mapTable(entry_bytes));
-  entries_mem_ = std::unique_ptr<FlowEntry, Unmap>(entries_, Unmap{entry_bytes});
-  const size_t extra_bytes = sizeof(FlowExtra) * n;
-  extras_ = static_cast<FlowExtra*>(mapTable(extra_bytes));
-  extras_mem_ = std::unique_ptr<FlowExtra, Unmap>(extras_, Unmap{extra_bytes});
+  action_capacity_ = std::max<uint32_t>(n / 2, 4);
+  const uint32_t slots = std::bit_ceil(action_capacity_) * 2;
+  action_slots_mask_ = slots - 1;
+  buckets_ = mapArray(n / FlowBucket::kWays, buckets_mem_);
+  entries_ = mapArray(n, entries_mem_);
+  extras_ = mapArray(n, extras_mem_);
+  keys_ = mapArray(n, keys_mem_);
+  actions_ = mapArray(size_t{action_capacity_} + 1, actions_mem_);
+  action_slots_ = mapArray(slots, action_slots_mem_);
+  free_actions_.reserve(action_capacity_);
+  for (uint32_t i = action_capacity_; i >= 1; --i) free_actions_.push_back(i);
 }
 
-uint32_t FlowTable::claim(uint64_t hash, uint32_t now_ms, bool& evicted) {
-  const uint32_t b = bucketOf(hash);
-  FlowBucket& bk = buckets_[b];
-  unsigned way = FlowBucket::kWays;
-  uint32_t oldest_idle = 0;
-  const unsigned preferred = preferredWay(hash);
-  for (unsigned i = 0; i < FlowBucket::kWays; ++i) {
-    const unsigned w = (preferred + i) % FlowBucket::kWays;
-    if (bk.sig[w] == 0) {
-      way = w;
-      break;
-    }
-    const uint32_t idle = now_ms - entries_[b * FlowBucket::kWays + w].used_ms;
-    if (way == FlowBucket::kWays || idle > oldest_idle) {
-      way = w;
-      oldest_idle = idle;
+size_t FlowTable::bytesPerSlot() {
+  // Action records: half a slot each, and two index slots per record.
+  return sizeof(FlowEntry) + sizeof(FlowExtra) + sizeof(overlay::FlowKey) + sizeof(FlowBucket) / FlowBucket::kWays +
+         sizeof(FlowActions) / 2 + sizeof(uint32_t);
+}
+
+uint32_t FlowTable::identityHash(const FlowActions& a) {
+  uint64_t m[2];
+  std::memcpy(&m[0], a.set_src.data(), 6);
+  std::memcpy(reinterpret_cast<uint8_t*>(&m[0]) + 6, a.set_dst.data(), 2);
+  m[1] = 0;
+  std::memcpy(&m[1], a.set_dst.data() + 2, 4);
+  uint64_t h = (uint64_t{a.dep_in} << 32 | a.dep_out) * 0x9e3779b185ebca87ull;
+  h ^= (uint64_t{a.ops} | uint64_t{a.out_port} << 16 | uint64_t{a.mtu} << 32 | uint64_t{a.encap_ingress} << 48) *
+       0xc2b2ae3d27d4eb4full;
+  h ^= (uint64_t{a.drop_reason} | uint64_t{a.encap_subnet} << 8 | uint64_t{a.decap_len} << 16 | m[1] << 24) *
+       0x165667b19e3779f9ull;
+  h ^= m[0] * 0x85ebca77c2b2ae63ull;
+  return static_cast<uint32_t>(h ^ h >> 29 ^ h >> 47);
+}
+
+void FlowTable::unlink(uint32_t i) {
+  FlowActions& a = actions_[i];
+  if (!a.linked) return;
+  a.linked = 0;
+  uint32_t s = a.identity_hash & action_slots_mask_;
+  while (action_slots_[s] != i) s = (s + 1) & action_slots_mask_;
+  // Backward-shift deletion: later entries of the probe run move up, so
+  // lookups never need tombstones.
+  for (uint32_t next = (s + 1) & action_slots_mask_;; next = (next + 1) & action_slots_mask_) {
+    const uint32_t j = action_slots_[next];
+    if (j == 0) break;
+    const uint32_t home = actions_[j].identity_hash & action_slots_mask_;
+    // j may move to s if its home is not in the cyclic range (s, next].
+    if (((next - home) & action_slots_mask_) >= ((next - s) & action_slots_mask_)) {
+      action_slots_[s] = j;
+      s = next;
     }
   }
-  evicted = bk.sig[way] != 0;
-  const uint32_t index = b * FlowBucket::kWays + way;
-  bk.sig[way] = 0;
-  __atomic_store_n(&entries_[index].flow_id, 0, __ATOMIC_RELAXED);
-  std::atomic_thread_fence(std::memory_order_release);
-  return index;
+  action_slots_[s] = 0;
 }
 
-void FlowTable::publish(uint32_t index, uint64_t hash, uint32_t now_ms) {
-  if (++next_flow_id_ == 0) next_flow_id_ = 1;
-  touch(entries_[index], now_ms);
-  __atomic_store_n(&entries_[index].flow_id, next_flow_id_, __ATOMIC_RELEASE);
-  FlowBucket& bk = buckets_[index / FlowBucket::kWays];
-  bk.sig[index % FlowBucket::kWays] = signature(hash);
+void FlowTable::release(uint32_t i) {
+  FlowActions& a = actions_[i];
+  if (--a.refs != 0) return;
+  unlink(i);
+  __atomic_store_n(&actions_in_use_, actions_in_use_ - 1, __ATOMIC_RELAXED);
+  free_actions_.push_back(i);
 }
 
 void FlowTable::remove(uint32_t index) {
+  FlowEntry& e = entries_[index];
+  const uint32_t action = e.actionIndex();
+  if (action == 0) return;
   buckets_[index / FlowBucket::kWays].sig[index % FlowBucket::kWays] = 0;
-  __atomic_store_n(&entries_[index].flow_id, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&extras_[index].flow_id, 0, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.actions = 0;
+  release(action);
 }
 
 bool FlowTable::read(uint32_t index, FlowRecord& out) const {
-  const FlowEntry& e = entries_[index];
-  const uint32_t before = __atomic_load_n(&e.flow_id, __ATOMIC_ACQUIRE);
+  const FlowExtra& x = extras_[index];
+  const uint32_t before = __atomic_load_n(&x.flow_id, __ATOMIC_ACQUIRE);
   if (before == 0) return false;
-  // A racy copy by design (seqlock): validated by the id check below.
-  std::memcpy(static_cast<void*>(static_cast<FlowEntry*>(&out)), static_cast<const void*>(&e), sizeof(FlowEntry));
-  std::memcpy(static_cast<void*>(static_cast<FlowExtra*>(&out)), static_cast<const void*>(&extras_[index]),
-              sizeof(FlowExtra));
+  // Racy copies by design (seqlock): validated by the id check below. The
+  // action record cannot be reused while this flow names it.
+  FlowEntry e;
+  std::memcpy(static_cast<void*>(&e), static_cast<const void*>(&entries_[index]), sizeof e);
+  const uint32_t action = e.actionIndex();
+  if (action == 0 || action > action_capacity_) return false;
+  FlowActions a;
+  std::memcpy(static_cast<void*>(&a), static_cast<const void*>(&actions_[action]), sizeof a);
+  FlowExtra xc;
+  std::memcpy(static_cast<void*>(&xc), static_cast<const void*>(&x), sizeof xc);
+  std::memcpy(static_cast<void*>(&out.key), static_cast<const void*>(&keys_[index]), sizeof out.key);
   std::atomic_thread_fence(std::memory_order_acquire);
-  return __atomic_load_n(&e.flow_id, __ATOMIC_RELAXED) == before && out.flow_id == before;
+  if (__atomic_load_n(&x.flow_id, __ATOMIC_RELAXED) != before || xc.flow_id != before) return false;
+  out.flow_id = before;
+  out.stamp = a.stamp;
+  out.dep_in = a.dep_in;
+  out.dep_out = a.dep_out;
+  out.used_ms = e.used_ms;
+  out.ops = a.ops;
+  out.out_port = a.out_port;
+  out.mtu = a.mtu;
+  out.encap_sport = e.sport();
+  out.encap_ingress = a.encap_ingress;
+  out.drop_reason = a.drop_reason;
+  out.encap_subnet = a.encap_subnet;
+  out.set_src = a.set_src;
+  out.set_dst = a.set_dst;
+  out.tun_family = xc.tun_family;
+  out.decap_len = a.decap_len;
+  out.packets = e.packets();
+  out.bytes = e.bytes;
+  out.tun_remote = xc.tun_remote;
+  out.tun_ingress = xc.tun_ingress;
+  out.tun_egress = xc.tun_egress;
+  out.created_s = xc.created_s;
+  return true;
 }
 
 }  // namespace dpu::datapath

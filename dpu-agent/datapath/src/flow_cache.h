@@ -1,21 +1,39 @@
 // The per-lcore flow cache: an exact-match table of flows, 8-way set
-// associative. A bucket header (half a cache line) holds the 8 signatures, so
-// a lookup reads one header and then only the entry whose signature matches;
-// replacement in a full bucket evicts the least recently used way (as DPDK's
-// rte_hash signatures and OVS's EMC do, plus LRU). The last-used time lives in
-// the entry's hit line, which a hit writes anyway (statistics): the headers
-// stay clean, and with many flows a hit dirties one line, not two.
+// associative, whose hit path reads one cache line per packet.
+//
+// A flow is split by who reads it:
+// - the hit line (FlowEntry, 64 bytes): the match in compact form, the
+//   statistics, the last-used time and the index of the flow's actions;
+// - its actions (FlowActions), interned: flows that do the same thing (all
+//   the connections from one pod to one remote subnet, say) share one
+//   record, which stays in cache however many flows use it. The record also
+//   carries what the flow depends on and the snapshot stamp it was last
+//   checked against, so a model change revalidates a record once, not each
+//   of its flows;
+// - the cold part (the full 64-byte key, the tunnel match, the flow id and
+//   the install time), read on a hit only for tunnelled packets and keys
+//   that have no compact form.
+// The compact key is lossless for every key whose addresses are IPv4 (or
+// ARP's): 40 bytes instead of 64. Other keys (IPv6) keep a lossy 40-byte
+// fold in the hit line, marked, and compare the full key on a hit.
+//
+// A flow usually sits in its preferred way (from the hash), so a lookup
+// checks that entry first, without the bucket; only when it does not match
+// are the bucket's signatures read (as DPDK's rte_hash signatures and OVS's
+// EMC do, plus LRU replacement in a full bucket).
 //
 // Owned by one lcore, which alone inserts, updates and removes. The control
-// thread reads entries concurrently (dump-flows, offload) with seqlock-style
-// consistency: flow_id is 0 while an entry is being written and a new, never
+// thread reads flows concurrently (dump-flows, offload) with seqlock-style
+// consistency: flow_id is 0 while a flow is being written and a new, never
 // reused, id afterwards (release); a reader that sees the same non-zero id
-// before and after copying the entry has a consistent copy.
+// before and after copying a flow has a consistent copy. An action record
+// is reused only after every flow that named it is gone, which changes
+// their ids first.
 #pragma once
 
 #include <array>
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -28,6 +46,21 @@
 #endif
 
 namespace dpu::datapath {
+
+struct SnapEncap;
+struct SnapRemoteNode;
+
+// A prefetch the compiler keeps: GCC 12 dropped __builtin_prefetch of the
+// bucket and the hit line from the burst loop (the loads that follow a
+// burst later were all it saw), and every lookup at 100,000 flows then
+// waited on memory. As DPDK's rte_prefetch0.
+inline void prefetchLine(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %[p]" : : [p] "m"(*static_cast<const volatile char*>(p)));
+#else
+  __builtin_prefetch(p);
+#endif
+}
 
 // What the compiled actions do, in order: decap (done before the lookup),
 // drop, dec_ttl, set MACs, NAT/ESP hooks, encap (with the MTU check), output.
@@ -51,79 +84,168 @@ struct TunnelProbe {
   uint8_t family;
 };
 
-// One cached flow: the match (flow key + tunnel metadata), its compiled
-// actions, what it depends on, and its statistics, in two cache lines (128
-// bytes, so that a hit's two lines are an aligned pair): the key; everything
-// a hit reads and writes. The rest of the tunnel match and the install time
-// are in the flow's FlowExtra, in a side array (read on a hit only for
-// tunnelled packets).
+// A flow key in 40 bytes. With the FlowKey's eight words w0..w7 (bytes 0-7,
+// 8-15, ...): w0..w3 as they are (port, VNI, MACs, VLANs, ethertype,
+// protocol, flags, IPv4 source), then the IPv4 destination and the L4 ports
+// in one word. Lossless when w4 and w6 and the low halves of w5 and w7 are
+// zero (every key with IPv4 or no addresses); any other key is folded and
+// marked `long` (the table then compares the full key too).
+struct CompactKey {
+  uint64_t w[5];
+
+  static CompactKey fromWords(const uint64_t (&k)[8], bool& is_long) {
+    is_long = (k[4] | k[6] | (k[5] & 0xffffffffu) | (k[7] & 0xffffffffu)) != 0;
+    CompactKey c;
+    c.w[0] = k[0];
+    c.w[1] = k[1];
+    c.w[2] = k[2];
+    c.w[3] = k[3];
+    c.w[4] = (k[5] >> 32 | (k[7] & 0xffffffff00000000ull)) ^ k[4] ^ (k[6] * 0x9e3779b185ebca87ull) ^
+             (k[5] << 32) ^ (k[7] & 0xffffffffu) * 0xc2b2ae3d27d4eb4full;
+    return c;
+  }
+  static CompactKey from(const overlay::FlowKey& key, bool& is_long) {
+    uint64_t k[8];
+    std::memcpy(k, &key, sizeof k);
+    return fromWords(k, is_long);
+  }
+  // The full key of a lossless compact key.
+  overlay::FlowKey expand() const {
+    const uint64_t k[8] = {w[0], w[1], w[2], w[3], 0, w[4] << 32, 0, w[4] & 0xffffffff00000000ull};
+    overlay::FlowKey key;
+    std::memcpy(&key, k, sizeof key);
+    return key;
+  }
+  bool operator==(const CompactKey&) const = default;
+};
+static_assert(sizeof(overlay::FlowKey) == 64 && sizeof(CompactKey) == 40);
+
+// One cached flow's hit line.
 struct alignas(64) FlowEntry {
-  // --- line 0 ---
+  static constexpr uint32_t kLongKey = 1u << 31;  // in `actions`: compare the full key too
+  static constexpr uint32_t kIndexMask = kLongKey - 1;
+
+  CompactKey key;
+  uint64_t packets_sport;  // packets << 16 | outer UDP source port (encap; from the inner flow hash)
+  uint64_t bytes;
+  uint32_t used_ms;        // engine clock at the last hit, ms (wraps; compared by difference)
+  uint32_t actions;        // index of the FlowActions (0: no flow) | kLongKey
+
+  uint64_t packets() const { return packets_sport >> 16; }
+  uint16_t sport() const { return static_cast<uint16_t>(packets_sport); }
+  uint32_t actionIndex() const { return actions & kIndexMask; }
+
+  // 40 bytes compared inline: two 16-byte XORs and one 8-byte one folded
+  // into one test (a libc memcmp call costs more than the compare).
+  static bool keyEqual(const CompactKey& a, const CompactKey& b) {
+#if defined(__SSE2__)
+    auto x = [&a, &b](unsigned i) {
+      return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.w + i)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.w + i)));
+    };
+    const __m128i d = _mm_or_si128(x(0), x(2));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff && a.w[4] == b.w[4];
+#else
+    return a == b;
+#endif
+  }
+};
+static_assert(sizeof(FlowEntry) == 64, "a cached flow's hit path is one cache line");
+
+// A whole cached flow, every field under its own name: what the slow path
+// fills and the control thread reads (FlowTable::read).
+struct FlowRecord {
   overlay::FlowKey key;            // in_port = DPDK port, tunnel_id = VNI for decapsulated packets
-  // --- line 1 ---
-  uint32_t flow_id;                // seqlock and identity; 0 = being written or empty
+  uint32_t flow_id;
+  uint32_t stamp;
+  uint32_t dep_in;
+  uint32_t dep_out;
+  uint32_t used_ms;
+  uint16_t ops;
+  uint16_t out_port;
+  uint16_t mtu;
+  uint16_t encap_sport;
+  uint16_t encap_ingress;
+  uint8_t drop_reason;
+  uint8_t encap_subnet;
+  overlay::MacAddress set_src;
+  overlay::MacAddress set_dst;
+  uint8_t tun_family;
+  uint8_t decap_len;
+  uint64_t packets;
+  uint64_t bytes;
+  std::array<uint8_t, 16> tun_remote;
+  uint16_t tun_ingress;
+  uint16_t tun_egress;
+  uint32_t created_s;
+};
+
+// A flow's actions and dependencies, shared by every flow that has the same
+// (interned by the table). `stamp`, `encap` and `node` are refreshed when
+// the record is revalidated against a newer snapshot: the hit path uses
+// them only while `stamp` is the current snapshot's.
+struct alignas(64) FlowActions {
   uint32_t stamp;                  // snapshot stamp the deps were last checked against
   uint32_t dep_in;                 // dependency ids (snapshot.h); kDepNode when unused
   uint32_t dep_out;
-  uint32_t used_ms;                // engine clock at the last hit, ms (wraps; compared by difference)
   uint16_t ops;                    // op::*
   uint16_t out_port;
   uint16_t mtu;                    // encap: largest inner IP packet
-  uint16_t encap_sport;            // outer UDP source port (from the inner flow hash)
   uint16_t encap_ingress;          // OVN ingress key (the source port's key)
   uint8_t drop_reason;             // DropReason when ops has kDrop
   uint8_t encap_subnet;            // index of the remote subnet in the node dep_out
+  uint8_t decap_len;               // outer header bytes stripped (for offload's raw decap)
+  uint8_t linked;                  // found by interning (else only its flows still name it)
   overlay::MacAddress set_src;
   overlay::MacAddress set_dst;
-  uint8_t tun_family;              // 0 (not tunnelled), 4 or 6
-  uint8_t decap_len;               // outer header bytes stripped (for offload's raw decap)
-  uint16_t reserved;
-  uint64_t packets;
-  uint64_t bytes;
+  uint32_t refs;                   // flows naming it
+  uint32_t identity_hash;
+  const SnapEncap* encap;          // kEncap: the template in the snapshot of `stamp`
+  const SnapRemoteNode* node;      // kEncap: the remote node in the snapshot of `stamp`
 
-  // The 64-byte key compared inline (a libc memcmp call costs more than the
-  // compare): four 16-byte XORs folded into one test with SSE2, else eight words.
-  static bool keyEqual(const overlay::FlowKey& a, const overlay::FlowKey& b) {
-    const auto* pa = reinterpret_cast<const unsigned char*>(&a);
-    const auto* pb = reinterpret_cast<const unsigned char*>(&b);
-#if defined(__SSE2__)
-    auto x = [pa, pb](unsigned i) {
-      return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + i)),
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + i)));
-    };
-    const __m128i d = _mm_or_si128(_mm_or_si128(x(0), x(16)), _mm_or_si128(x(32), x(48)));
-    return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff;
-#endif
-    uint64_t diff = 0;
-    for (unsigned i = 0; i < sizeof(overlay::FlowKey); i += 8) {
-      uint64_t x, y;
-      std::memcpy(&x, pa + i, 8);
-      std::memcpy(&y, pb + i, 8);
-      diff |= x ^ y;
-    }
-    return diff == 0;
+  // The record a slow-path decision asks for (refs, pointers and hash unset).
+  static FlowActions from(const FlowRecord& r) {
+    FlowActions a{};
+    a.stamp = r.stamp;
+    a.dep_in = r.dep_in;
+    a.dep_out = r.dep_out;
+    a.ops = r.ops;
+    a.out_port = r.out_port;
+    a.mtu = r.mtu;
+    a.encap_ingress = r.encap_ingress;
+    a.drop_reason = r.drop_reason;
+    a.encap_subnet = r.encap_subnet;
+    a.decap_len = r.decap_len;
+    a.set_src = r.set_src;
+    a.set_dst = r.set_dst;
+    return a;
+  }
+  // Everything but stamp, refs and the resolved pointers: what interning compares.
+  bool sameAs(const FlowActions& o) const {
+    return dep_in == o.dep_in && dep_out == o.dep_out && ops == o.ops && out_port == o.out_port &&
+           mtu == o.mtu && encap_ingress == o.encap_ingress && drop_reason == o.drop_reason &&
+           encap_subnet == o.encap_subnet && decap_len == o.decap_len && set_src == o.set_src &&
+           set_dst == o.set_dst;
   }
 };
-static_assert(sizeof(FlowEntry) == 128, "a cached flow's hit path is two cache lines");
-static_assert(offsetof(FlowEntry, bytes) + sizeof(uint64_t) == 128, "the hit path's fields share line 1");
-static_assert(offsetof(FlowEntry, used_ms) >= 64, "the last-used time is in the hit line");
+static_assert(sizeof(FlowActions) == 64, "one cache line per action record");
 
-// The part of a cached flow a hit on a plain packet never reads.
+// The cold part of a flow.
 struct alignas(32) FlowExtra {
   std::array<uint8_t, 16> tun_remote;  // outer source; IPv4 in the first 4 bytes
   uint16_t tun_ingress;            // OVN option keys as received
   uint16_t tun_egress;
   uint32_t created_s;              // seconds of the engine clock at install
+  uint32_t flow_id;                // seqlock and identity; 0 = being written or empty
+  uint8_t tun_family;              // 0 (not tunnelled), 4 or 6
+  uint8_t reserved[3];
 
   bool matchesTunnel(const TunnelProbe& probe) const {
-    return tun_remote == probe.remote && tun_ingress == probe.ingress && tun_egress == probe.egress;
+    return tun_family == probe.family && tun_remote == probe.remote && tun_ingress == probe.ingress &&
+           tun_egress == probe.egress;
   }
 };
 static_assert(sizeof(FlowExtra) == 32, "two per cache line");
-
-// A whole cached flow: what the slow path fills and the control thread reads
-// (FlowTable::read), with every field under its own name.
-struct FlowRecord : FlowEntry, FlowExtra {};
 
 struct alignas(32) FlowBucket {
   static constexpr unsigned kWays = 8;
@@ -131,59 +253,64 @@ struct alignas(32) FlowBucket {
 };
 static_assert(sizeof(FlowBucket) == 32, "two buckets per cache line");
 
+// Frees a table's mmap'd memory.
+struct FlowTableUnmap {
+  size_t bytes;
+  void operator()(void* p) const;
+};
+
 class FlowTable {
  public:
-  // `entries` rounded up to a power of two, at least one bucket.
+  // `entries` rounded up to a power of two, at least one bucket; room for
+  // half as many distinct action records (at least 4).
   explicit FlowTable(uint32_t entries);
 
   uint32_t capacity() const { return mask_ + 1; }
   uint32_t bucketCount() const { return (mask_ + 1) / FlowBucket::kWays; }
+  uint32_t actionCapacity() const { return action_capacity_; }
+  // Read by the control thread too.
+  uint32_t actionsInUse() const { return __atomic_load_n(&actions_in_use_, __ATOMIC_RELAXED); }
+  // Bytes of table per flow slot, action records and their index included.
+  static size_t bytesPerSlot();
   static uint32_t signature(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1u; }
   uint32_t bucketOf(uint64_t hash) const { return static_cast<uint32_t>(hash) & bucket_mask_; }
+  // A flow's preferred way in its bucket, from the hash: claim() uses it when
+  // free (most of the time below full load), and a lookup checks it first.
+  static unsigned preferredWay(uint64_t hash) { return static_cast<unsigned>(hash >> 61); }
 
   FlowBucket& bucket(uint32_t b) { return buckets_[b]; }
   const FlowBucket& bucket(uint32_t b) const { return buckets_[b]; }
   FlowEntry& entry(uint32_t index) { return entries_[index]; }
   const FlowEntry& entry(uint32_t index) const { return entries_[index]; }
-  FlowExtra& extra(uint32_t index) { return extras_[index]; }
-  // Writes a claimed slot's entry and extra from the slow path's record.
-  void write(uint32_t index, const FlowRecord& r) {
-    std::memcpy(static_cast<void*>(&entries_[index]), static_cast<const FlowEntry*>(&r), sizeof(FlowEntry));
-    std::memcpy(static_cast<void*>(&extras_[index]), static_cast<const FlowExtra*>(&r), sizeof(FlowExtra));
-  }
-  // A flow's preferred way in its bucket, from the hash: claim() uses it when
-  // free (most of the time below full load), so the entry can be prefetched
-  // together with the bucket, not after it (one memory latency, not two).
-  static unsigned preferredWay(uint64_t hash) { return static_cast<unsigned>(hash >> 61); }
-  // `tunnel`: the match reads the flow's FlowExtra too.
-  void prefetchBucket(uint64_t hash, bool tunnel) const {
+  FlowActions& actions(uint32_t action_index) { return actions_[action_index]; }
+  const FlowActions& actionsOf(const FlowEntry& e) const { return actions_[e.actionIndex()]; }
+  FlowActions& actionsOf(const FlowEntry& e) { return actions_[e.actionIndex()]; }
+  const FlowExtra& extra(uint32_t index) const { return extras_[index]; }
+
+  // The preferred way's entry (the line a hit reads), the bucket, and for a
+  // tunnelled packet or a long key the cold part too.
+  void prefetchBucket(uint64_t hash, bool cold) const {
     const uint32_t b = bucketOf(hash);
-    __builtin_prefetch(&buckets_[b]);
+    prefetchLine(&buckets_[b]);
     const uint32_t index = b * FlowBucket::kWays + preferredWay(hash);
-    const char* e = reinterpret_cast<const char*>(&entries_[index]);
-    __builtin_prefetch(e);
-    __builtin_prefetch(e + 64, 1);
-    if (tunnel) __builtin_prefetch(&extras_[index]);
+    prefetchLine(&entries_[index]);
+    if (cold) prefetchCold(index);
   }
   // After prefetchBucket: the entries whose signature matches, other than the preferred way.
-  void prefetchEntries(uint64_t hash, bool tunnel) const {
+  void prefetchEntries(uint64_t hash, bool cold) const {
     const uint32_t b = bucketOf(hash);
     const uint32_t sig = signature(hash);
-    // The preferred way is already on its way (prefetchBucket), and when it
-    // holds the signature the flow is almost surely there: no mask to build.
     const unsigned preferred = preferredWay(hash);
     if (buckets_[b].sig[preferred] == sig) return;
     for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferred); m != 0; m &= m - 1) {
-      const uint32_t index = b * FlowBucket::kWays + __builtin_ctz(m);
-      const char* e = reinterpret_cast<const char*>(&entries_[index]);
-      __builtin_prefetch(e);
-      __builtin_prefetch(e + 64, 1);
-      if (tunnel) __builtin_prefetch(&extras_[index]);
+      const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
+      prefetchLine(&entries_[index]);
+      if (cold) prefetchCold(index);
     }
   }
 
   // Bit w set: way w of the bucket holds signature `sig`. Eight compares in
-  // two SSE2 instructions instead of a loop of eight branches (hit path).
+  // two SSE2 instructions instead of a loop of eight branches.
   static uint32_t matchMask(const FlowBucket& bk, uint32_t sig) {
 #if defined(__SSE2__)
     const __m128i s = _mm_set1_epi32(static_cast<int>(sig));
@@ -198,57 +325,183 @@ class FlowTable {
 #endif
   }
 
-  // Index of the matching entry, or UINT32_MAX.
-  uint32_t lookup(uint64_t hash, const overlay::FlowKey& key, const TunnelProbe& probe) const {
+  // Index of the matching entry, or UINT32_MAX. `long_key`: the packet's key
+  // has no compact form (`full` is then compared); `kTunnel`: the packet
+  // came through a tunnel (`probe` is compared with the cold part).
+  template <bool kTunnel>
+  uint32_t lookup(uint64_t hash, const CompactKey& key, bool long_key, const overlay::FlowKey& full,
+                  const TunnelProbe& probe) const {
     const uint32_t b = bucketOf(hash);
+    // The preferred way first, without the bucket: where claim() put most flows.
+    const uint32_t first = b * FlowBucket::kWays + preferredWay(hash);
+    if (matches<kTunnel>(first, key, long_key, full, probe)) [[likely]] return first;
     const uint32_t sig = signature(hash);
-    // The preferred way first: where claim() put most flows.
-    const unsigned preferred = preferredWay(hash);
-    const uint32_t first = b * FlowBucket::kWays + preferred;
-    if (buckets_[b].sig[preferred] == sig && matches(first, key, probe)) [[likely]] return first;
-    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferred); m != 0; m &= m - 1) {
+    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferredWay(hash)); m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
-      if (matches(index, key, probe)) return index;
+      if (matches<kTunnel>(index, key, long_key, full, probe)) return index;
     }
     return UINT32_MAX;
   }
-  bool matches(uint32_t index, const overlay::FlowKey& key, const TunnelProbe& probe) const {
+  template <bool kTunnel>
+  bool matches(uint32_t index, const CompactKey& key, bool long_key, const overlay::FlowKey& full,
+               const TunnelProbe& probe) const {
     const FlowEntry& e = entries_[index];
-    return FlowEntry::keyEqual(e.key, key) && e.tun_family == probe.family &&
-           (e.tun_family == 0 || extras_[index].matchesTunnel(probe));
+    // An empty way has actions 0, and a flow's long mark must be the packet's.
+    if (e.actionIndex() == 0 || ((e.actions & FlowEntry::kLongKey) != 0) != long_key ||
+        !FlowEntry::keyEqual(e.key, key)) {
+      return false;
+    }
+    if (long_key && !(keys_[index] == full)) return false;
+    return !kTunnel || extras_[index].matchesTunnel(probe);
   }
 
-  // A way for a new flow in the hash's bucket: an empty one, else the least
-  // recently used (`evicted` set). The way is marked empty and its entry's
-  // flow_id cleared (release) so readers skip it while it is written.
-  uint32_t claim(uint64_t hash, uint32_t now_ms, bool& evicted);
-  // Publishes a written entry: last-used time and new flow id, then the signature.
-  void publish(uint32_t index, uint64_t hash, uint32_t now_ms);
+  // Installs the slow path's flow in the hash's bucket: an empty way, else
+  // the least recently used one (`evicted` set). Its actions are interned
+  // (`record.stamp` is the current snapshot's; `valid` checks an existing
+  // record with an older stamp against it; `resolve` fills a new or
+  // revalidated record's encap pointers). Returns the entry's index, or
+  // UINT32_MAX when no action record is free (the flow is not cached).
+  template <typename Valid, typename Resolve>
+  uint32_t insert(uint64_t hash, const FlowRecord& record, uint32_t now_ms, bool& evicted, Valid&& valid,
+                  Resolve&& resolve);
+  // Revalidates an action record against the current snapshot (stamp
+  // `stamp`): true (stamp and pointers refreshed) or false (the record is
+  // stale, and so is every flow that names it).
+  template <typename Valid, typename Resolve>
+  static bool revalidate(FlowActions& a, uint32_t stamp, Valid&& valid, Resolve&& resolve) {
+    if (!valid(a)) return false;
+    a.stamp = stamp;
+    resolve(a);
+    return true;
+  }
   // A hit's last-used time (single writer: the lcore; read by dump-flows).
   static void touch(FlowEntry& e, uint32_t now_ms) { __atomic_store_n(&e.used_ms, now_ms, __ATOMIC_RELAXED); }
   void remove(uint32_t index);
 
-  static uint32_t loadFlowId(const FlowEntry& e) { return __atomic_load_n(&e.flow_id, __ATOMIC_ACQUIRE); }
-  // A consistent copy (entry and extra) for a reader on another thread; false
-  // if the entry is empty or changed meanwhile.
+  static uint32_t loadFlowId(const FlowExtra& x) { return __atomic_load_n(&x.flow_id, __ATOMIC_ACQUIRE); }
+  // A consistent copy of a whole flow for a reader on another thread; false
+  // if the slot is empty or changed meanwhile.
   bool read(uint32_t index, FlowRecord& out) const;
 
  private:
+  // Interning: the record for `want` (refs + 1), or 0 when none is free.
+  template <typename Valid, typename Resolve>
+  uint32_t intern(const FlowActions& want, Valid&& valid, Resolve&& resolve);
+  void release(uint32_t action_index);
+  void unlink(uint32_t action_index);
+  static uint32_t identityHash(const FlowActions& a);
+  void prefetchCold(uint32_t index) const {
+    prefetchLine(&extras_[index]);
+    prefetchLine(&keys_[index]);
+  }
+
   uint32_t mask_;
   uint32_t bucket_mask_;
   uint32_t next_flow_id_ = 0;
+  uint32_t action_capacity_;      // records 1..action_capacity_ (0 means none)
+  uint32_t action_slots_mask_;    // interning index: open addressing, linear probing
+  uint32_t actions_in_use_ = 0;
+  std::vector<uint32_t> free_actions_;  // reserved once: never grows on the lcore
   // Allocated with transparent huge pages where the kernel allows (madvise):
   // a large table is otherwise a TLB miss per lookup.
-  struct Unmap {
-    size_t bytes;
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<FlowBucket, Unmap> buckets_mem_;
-  std::unique_ptr<FlowEntry, Unmap> entries_mem_;
-  std::unique_ptr<FlowExtra, Unmap> extras_mem_;
+  std::unique_ptr<FlowBucket, FlowTableUnmap> buckets_mem_;
+  std::unique_ptr<FlowEntry, FlowTableUnmap> entries_mem_;
+  std::unique_ptr<FlowExtra, FlowTableUnmap> extras_mem_;
+  std::unique_ptr<overlay::FlowKey, FlowTableUnmap> keys_mem_;
+  std::unique_ptr<FlowActions, FlowTableUnmap> actions_mem_;
+  std::unique_ptr<uint32_t, FlowTableUnmap> action_slots_mem_;
   FlowBucket* buckets_ = nullptr;
   FlowEntry* entries_ = nullptr;
   FlowExtra* extras_ = nullptr;
+  overlay::FlowKey* keys_ = nullptr;
+  FlowActions* actions_ = nullptr;
+  uint32_t* action_slots_ = nullptr;
 };
+
+// --- templates ---
+
+template <typename Valid, typename Resolve>
+uint32_t FlowTable::intern(const FlowActions& want, Valid&& valid, Resolve&& resolve) {
+  const uint32_t h = identityHash(want);
+  for (uint32_t s = h & action_slots_mask_;; s = (s + 1) & action_slots_mask_) {
+    const uint32_t i = action_slots_[s];
+    if (i == 0) break;
+    FlowActions& a = actions_[i];
+    if (a.identity_hash != h || !a.sameAs(want)) continue;
+    if (a.stamp == want.stamp || revalidate(a, want.stamp, valid, resolve)) {
+      ++a.refs;
+      return i;
+    }
+    // Stale: its flows go as they are hit or swept; new flows get a new record.
+    unlink(i);
+    break;
+  }
+  if (free_actions_.empty()) return 0;
+  const uint32_t i = free_actions_.back();
+  free_actions_.pop_back();
+  __atomic_store_n(&actions_in_use_, actions_in_use_ + 1, __ATOMIC_RELAXED);
+  FlowActions& a = actions_[i];
+  a = want;
+  a.refs = 1;
+  a.identity_hash = h;
+  a.linked = 1;
+  resolve(a);
+  uint32_t s = h & action_slots_mask_;
+  while (action_slots_[s] != 0) s = (s + 1) & action_slots_mask_;
+  action_slots_[s] = i;
+  return i;
+}
+
+template <typename Valid, typename Resolve>
+uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, bool& evicted, Valid&& valid,
+                           Resolve&& resolve) {
+  const FlowActions want = FlowActions::from(r);
+
+  // The way first: evicting a flow may free the record this one needs.
+  const uint32_t b = bucketOf(hash);
+  FlowBucket& bk = buckets_[b];
+  unsigned way = FlowBucket::kWays;
+  uint32_t oldest_idle = 0;
+  const unsigned preferred = preferredWay(hash);
+  for (unsigned i = 0; i < FlowBucket::kWays; ++i) {
+    const unsigned w = (preferred + i) % FlowBucket::kWays;
+    if (bk.sig[w] == 0) {
+      way = w;
+      break;
+    }
+    const uint32_t idle = now_ms - entries_[b * FlowBucket::kWays + w].used_ms;
+    if (way == FlowBucket::kWays || idle > oldest_idle) {
+      way = w;
+      oldest_idle = idle;
+    }
+  }
+  const uint32_t index = b * FlowBucket::kWays + way;
+  evicted = bk.sig[way] != 0;
+  if (evicted) remove(index);
+
+  const uint32_t action = intern(want, valid, resolve);
+  if (action == 0) {
+    evicted = false;
+    return UINT32_MAX;
+  }
+  bool is_long = false;
+  FlowEntry& e = entries_[index];
+  e.key = CompactKey::from(r.key, is_long);
+  e.packets_sport = r.encap_sport;
+  e.bytes = 0;
+  e.used_ms = now_ms;
+  e.actions = action | (is_long ? FlowEntry::kLongKey : 0u);
+  keys_[index] = r.key;
+  FlowExtra& x = extras_[index];
+  x.tun_remote = r.tun_remote;
+  x.tun_ingress = r.tun_ingress;
+  x.tun_egress = r.tun_egress;
+  x.tun_family = r.tun_family;
+  x.created_s = r.created_s;
+  if (++next_flow_id_ == 0) next_flow_id_ = 1;
+  __atomic_store_n(&x.flow_id, next_flow_id_, __ATOMIC_RELEASE);
+  bk.sig[way] = signature(hash);
+  return index;
+}
 
 }  // namespace dpu::datapath

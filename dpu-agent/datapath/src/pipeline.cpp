@@ -25,7 +25,7 @@ namespace {
 
 enum ReplyKind { kReplyArp, kReplyNa, kReplyFragNeeded, kReplyPacketTooBig };
 
-Decision cacheDrop(FlowEntry& f, DropReason reason) {
+Decision cacheDrop(FlowRecord& f, DropReason reason) {
   f.ops = op::kDrop;
   f.drop_reason = static_cast<uint8_t>(reason);
   return {Decision::kFlow, reason};
@@ -52,14 +52,14 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
 
 }  // namespace
 
-Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowEntry& f) {
+Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const PortSlot& slot = snap.slots[pc.rx_port];
   if (slot.role == PortRole::kUplink) return slowPathFromTunnel(snap, pc, f);
   return slowPathFromPort(w, snap, pc, slot, f);
 }
 
 Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc,
-                                      const PortSlot& slot, FlowEntry& f) {
+                                      const PortSlot& slot, FlowRecord& f) {
   const SnapPort* lp = slot.lport;
   if (lp == nullptr) return dropNow(DropReason::kUnboundPort);
   f.dep_in = lp->dep;
@@ -182,7 +182,7 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   return {Decision::kFlow, DropReason::kOk};
 }
 
-Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowEntry& f) {
+Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const TunnelProbe& t = pc.probe;
   auto peer_it = snap.peer_by_ip.find(t.remote);
   if (peer_it == snap.peer_by_ip.end()) {
@@ -234,7 +234,7 @@ Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc,
   return {Decision::kFlow, DropReason::kOk};
 }
 
-void EngineImpl::tooBig(WorkerContext& w, const Snapshot& snap, const FlowEntry& e, PacketContext& pc) {
+void EngineImpl::tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& e, PacketContext& pc) {
   const SnapPort* lp = snap.portByDep(e.dep_in);
   rte_mbuf* m = pc.mbuf;
   if (pc.parsed.l3 == overlay::L3Type::kIpv4) {

@@ -73,14 +73,18 @@ static_assert(sizeof(OffloadSlot) == 24);
 struct PacketContext {
   rte_mbuf* mbuf;
   uint64_t hash;
+  CompactKey ckey;    // what the flow cache compares (flow_cache.h)
   overlay::ParsedPacket parsed;
   overlay::FlowKey key;
   TunnelProbe probe;  // tunnel fields of the match
   uint16_t rx_port;
   uint8_t decap_len;
-  // `parsed` is complete; otherwise the hit path's fast parse filled only
-  // l3, l3_offset and l3_end, and EngineImpl::completeParse fills the rest
-  // before the slow path or an ICMP reply reads it.
+  // The key has no compact form: `key` is written and compared on a hit.
+  bool long_key;
+  // `parsed` and `key` are complete; otherwise the hit path's fast parse
+  // filled only l3, l3_offset and l3_end (and `key` only for a long key),
+  // and EngineImpl::completeParse fills the rest before the slow path or an
+  // ICMP reply reads them.
   bool parsed_full;
 };
 
@@ -111,6 +115,9 @@ class alignas(64) WorkerContext {
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;
+  // A flow applied without being cached (no free action record).
+  FlowEntry uncached;
+  FlowActions uncached_actions;
   PacketContext burst[kBurst];
   SpscRing offload_ring;
   std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend

@@ -9,10 +9,11 @@
 // parsePacket and extractFlowKey give for the frame (engine tests check this
 // on packets of every kind); for anything else it returns false and the
 // caller runs the general parser, which then decides and reports the Status.
-// With kFull false (the lcore's hit path) only the key and the ParsedPacket
-// fields the compiled actions read (l3, l3_offset, l3_end) are written; the
-// miss path completes the rest with kFull true (same frame, same answer)
-// before the pipeline reads it.
+// It also gives the key's compact form (flow_cache.h) and whether it is long.
+// With kFull false (the lcore's hit path) only the compact key, the full key
+// when it is long (IPv6), and the ParsedPacket fields the compiled actions
+// read (l3, l3_offset, l3_end) are written; the miss path completes the rest
+// with kFull true (same frame, same answer) before the pipeline reads it.
 #pragma once
 
 #include <bit>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <span>
 
+#include "flow_cache.h"
 #include "overlay/flow_key.h"
 #include "overlay/headers.h"
 #include "overlay/parse.h"
@@ -28,7 +30,7 @@ namespace dpu::datapath {
 
 template <bool kFull = true>
 inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt, overlay::FlowKey& key,
-                      uint32_t in_port, uint32_t tunnel_id) {
+                      CompactKey& ckey, bool& long_key, uint32_t in_port, uint32_t tunnel_id) {
   if constexpr (std::endian::native != std::endian::little) return false;
   namespace ov = overlay;
   const uint8_t* p = frame.data();
@@ -117,10 +119,22 @@ inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt
   uint64_t eth0, eth1 = 0;
   std::memcpy(&eth0, p, 8);
   std::memcpy(&eth1, p + 8, 4);
-  // Stored word by word straight into the key (a staging array copied with
-  // 16-byte moves would stall on forwarding from its 8-byte stores).
-  auto* out = reinterpret_cast<unsigned char*>(&key);
   const uint64_t w0 = uint64_t{in_port} | uint64_t{tunnel_id} << 32;
+  // Stored word by word (a staging array copied with 16-byte moves would
+  // stall on forwarding from its 8-byte stores).
+  ckey.w[0] = w0;
+  ckey.w[1] = eth0;
+  ckey.w[2] = eth1;
+  ckey.w[3] = w3;
+  long_key = type != ov::eth::kTypeIpv4;
+  if (!long_key) {
+    ckey.w[4] = (w5 >> 32) | (w7 & 0xffffffff00000000ull);
+    if constexpr (!kFull) return true;  // the full key follows from the compact one
+  } else {
+    const uint64_t k[8] = {w0, eth0, eth1, w3, w4, w5, w6, w7};
+    ckey.w[4] = CompactKey::fromWords(k, long_key).w[4];
+  }
+  auto* out = reinterpret_cast<unsigned char*>(&key);
   std::memcpy(out, &w0, 8);
   std::memcpy(out + 8, &eth0, 8);
   std::memcpy(out + 16, &eth1, 8);

@@ -15,6 +15,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "overlay/geneve.h"
 #include "overlay/packet_builder.h"
 #include "overlay/parse.h"
+#include "flow_cache.h"
 #include "worker_actions.h"
 #include "worker_parse.h"
 
@@ -783,6 +786,206 @@ TEST_CASE("engine: flows age out when idle and the LRU way is evicted when a buc
   CHECK(f.flows().empty());
 }
 
+TEST_CASE("engine: flows that act alike share one action record, revalidated once per change", "[engine]") {
+  Fixture f;
+  for (uint16_t i = 0; i < 50; ++i) {
+    f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, static_cast<uint16_t>(2000 + i)));
+  }
+  CHECK(Fixture::drain(kUplink).size() == 50);
+  CHECK(f.flows().size() == 50);
+  CHECK(f.stat("flow_action_records") == 1);
+  for (uint16_t i = 0; i < 20; ++i) {
+    f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, static_cast<uint16_t>(2000 + i)));
+  }
+  CHECK(Fixture::drain(kRepB).size() == 20);
+  CHECK(f.stat("flow_action_records") == 2);
+  // Every flow keeps its own statistics and source port.
+  for (const auto& fl : f.flows()) CHECK(fl.packets() == 1);
+
+  // node2 leaves: its 50 flows are stale through their one record.
+  dataplane::v1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(1);
+  d.mutable_delta()->set_generation(2);
+  d.mutable_delta()->add_delete_remote_nodes("node2");
+  auto r = f.engine->program(d);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.flows_removed() == 50);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 2000));
+  CHECK(Fixture::drain(kUplink).empty());
+  CHECK(f.stat("NoRoute") == 1);
+  CHECK(f.stat("FlowInvalidated") == 1);
+  // The sweep (a quarter of the 10 s idle timeout covers the table) removes
+  // the other 49; the local flows stay, and hit.
+  g_clock += 3000;
+  f.engine->quiescent(f.engine->worker(0));
+  CHECK(f.stat("FlowInvalidated") == 50);
+  const uint64_t hits = f.stat("FlowHit");
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 2000));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("FlowHit") == hits + 1);
+  // The local flows' record and the NoRoute drop flow's.
+  CHECK(f.stat("flow_action_records") == 2);
+}
+
+TEST_CASE("engine: with every action record in use, packets are still forwarded, uncached", "[engine]") {
+  EngineConfig c;
+  c.flow_cache_entries = 8;  // one bucket, four action records
+  Fixture f(c);
+  // Five different decisions from pod A, then one from pod B.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));   // local to B
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"));   // encap to node2
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.99"));  // unknown destination
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "8.8.8.8"));      // no route
+  CHECK(f.stat("flow_action_records") == 4);
+  CHECK(f.stat("FlowNotCached") == 0);
+  f.inject(kRepB, udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5"));   // local to A
+  CHECK(f.stat("FlowNotCached") == 1);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  CHECK(f.flows().size() == 4);
+  // Its next packet takes the slow path again, and is forwarded again.
+  f.inject(kRepB, udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5"));
+  CHECK(f.stat("FlowNotCached") == 2);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+}
+
+TEST_CASE("engine: the flow cache keeps flows, action records and their index consistent", "[engine]") {
+  // Random installs and removals with many distinct action records, checked
+  // against a plain model after every step.
+  FlowTable t(256);  // 128 action records
+  struct Live {
+    uint64_t hash;
+    FlowRecord rec;
+  };
+  std::map<uint32_t, Live> live;  // by index
+  auto valid = [](const FlowActions&) { return true; };
+  auto resolve = [](FlowActions&) {};
+  uint32_t seed = 12345;
+  auto rnd = [&seed] {
+    seed = seed * 1103515245u + 12345u;
+    return seed >> 8;
+  };
+  auto makeRecord = [](uint32_t flow, uint32_t action) {
+    FlowRecord r{};
+    r.key.in_port = 3;
+    r.key.ethertype = overlay::eth::kTypeIpv4;
+    r.key.ip_proto = 17;
+    r.key.l3_src = {10, 244, 1, 5};
+    r.key.l3_dst = {10, 244, 2, static_cast<uint8_t>(flow)};
+    r.key.l4_src = static_cast<uint16_t>(flow >> 8);
+    r.key.l4_dst = 80;
+    r.stamp = 1;
+    r.ops = op::kOutput;
+    r.out_port = static_cast<uint16_t>(action);  // 200 different decisions
+    r.encap_sport = static_cast<uint16_t>(flow * 7);
+    return r;
+  };
+  uint32_t next_id = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (live.size() < 150 && rnd() % 3 != 0) {
+      const uint32_t flow = next_id++;
+      FlowRecord r = makeRecord(flow, rnd() % 200);
+      bool is_long = false;
+      const CompactKey ck = CompactKey::from(r.key, is_long);
+      REQUIRE_FALSE(is_long);
+      const uint64_t hash = (uint64_t{rnd()} << 40) ^ (uint64_t{rnd()} << 16) ^ rnd();
+      bool evicted = false;
+      const uint32_t index = t.insert(hash, r, 1, evicted, valid, resolve);
+      if (index == UINT32_MAX) continue;  // every record in use
+      if (evicted) live.erase(index);
+      live[index] = Live{hash, r};
+      REQUIRE(t.lookup<false>(hash, ck, false, r.key, TunnelProbe{}) == index);
+    } else if (!live.empty()) {
+      auto it = live.begin();
+      std::advance(it, rnd() % live.size());
+      t.remove(it->first);
+      live.erase(it);
+    }
+    // Every live flow is found and reads back whole; records match the
+    // distinct decisions in use.
+    std::set<uint16_t> decisions;
+    for (const auto& [index, l] : live) {
+      bool is_long = false;
+      const CompactKey ck = CompactKey::from(l.rec.key, is_long);
+      REQUIRE(t.lookup<false>(l.hash, ck, false, l.rec.key, TunnelProbe{}) == index);
+      FlowRecord back{};
+      REQUIRE(t.read(index, back));
+      CHECK(back.key == l.rec.key);
+      CHECK(back.out_port == l.rec.out_port);
+      CHECK(back.encap_sport == l.rec.encap_sport);
+      decisions.insert(l.rec.out_port);
+    }
+    REQUIRE(t.actionsInUse() == decisions.size());
+  }
+  for (const auto& [index, l] : live) t.remove(index);
+  CHECK(t.actionsInUse() == 0);
+}
+
+TEST_CASE("engine: long keys whose compact folds collide are told apart by the full key", "[engine]") {
+  FlowTable t(64);
+  auto valid = [](const FlowActions&) { return true; };
+  auto resolve = [](FlowActions&) {};
+  FlowRecord a{};
+  a.key.ethertype = overlay::eth::kTypeIpv6;
+  // l3_src is key bytes 28..43: byte 8 of it is bit 32 of the key's word 4.
+  a.key.l3_src = {0xfd, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+  a.stamp = 1;
+  a.ops = op::kOutput;
+  a.out_port = 1;
+  FlowRecord b = a;
+  // Byte 12 of it is bit 0 of word 5, which the fold shifts onto bit 32.
+  b.key.l3_src = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+  b.out_port = 2;
+  bool la = false, lb = false;
+  const CompactKey ca = CompactKey::from(a.key, la), cb = CompactKey::from(b.key, lb);
+  REQUIRE(la);
+  REQUIRE(lb);
+  REQUIRE(ca == cb);
+  bool evicted = false;
+  const uint64_t hash = 0x1234;
+  const uint32_t ia = t.insert(hash, a, 1, evicted, valid, resolve);
+  REQUIRE(ia != UINT32_MAX);
+  CHECK(t.lookup<false>(hash, cb, true, b.key, TunnelProbe{}) == UINT32_MAX);
+  const uint32_t ib = t.insert(hash, b, 1, evicted, valid, resolve);
+  REQUIRE(ib != UINT32_MAX);
+  CHECK(ib != ia);
+  CHECK(t.lookup<false>(hash, ca, true, a.key, TunnelProbe{}) == ia);
+  CHECK(t.lookup<false>(hash, cb, true, b.key, TunnelProbe{}) == ib);
+  // And a compact key never matches a long entry with the same 40 bytes.
+  CHECK(t.lookup<false>(hash, ca, false, a.key, TunnelProbe{}) == UINT32_MAX);
+}
+
+TEST_CASE("engine: a stale action record is not shared with new flows", "[engine]") {
+  FlowTable t(64);
+  FlowRecord r{};
+  r.key.ethertype = overlay::eth::kTypeIpv4;
+  r.stamp = 1;
+  r.ops = op::kOutput;
+  r.out_port = 4;
+  bool evicted = false;
+  auto resolve = [](FlowActions&) {};
+  const uint32_t i1 = t.insert(1, r, 1, evicted, [](const FlowActions&) { return true; }, resolve);
+  REQUIRE(i1 != UINT32_MAX);
+  // A newer snapshot under which the record's dependencies changed.
+  FlowRecord r2 = r;
+  r2.key.l4_src = 99;
+  r2.stamp = 2;
+  const uint32_t i2 = t.insert(2, r2, 1, evicted, [](const FlowActions&) { return false; }, resolve);
+  REQUIRE(i2 != UINT32_MAX);
+  CHECK(t.entry(i1).actionIndex() != t.entry(i2).actionIndex());
+  CHECK(t.actionsInUse() == 2);
+  CHECK(t.actionsOf(t.entry(i1)).stamp == 1);
+  CHECK(t.actionsOf(t.entry(i2)).stamp == 2);
+  // Still valid under the newer snapshot: shared, and its stamp moves on.
+  FlowRecord r3 = r2;
+  r3.key.l4_src = 100;
+  const uint32_t i3 = t.insert(3, r3, 1, evicted, [](const FlowActions&) { return true; }, resolve);
+  CHECK(t.entry(i3).actionIndex() == t.entry(i2).actionIndex());
+  t.remove(i1);
+  CHECK(t.actionsInUse() == 1);
+}
+
 TEST_CASE("engine: dump-flows, ports and stats", "[engine]") {
   Fixture f;
   f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"));
@@ -943,7 +1146,9 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
   for (const auto& frame : all) {
     overlay::ParsedPacket pf, pg;
     overlay::FlowKey kf;
-    const bool took = fastParse(frame, pf, kf, 7, 99);
+    CompactKey cf;
+    bool long_f = false;
+    const bool took = fastParse(frame, pf, kf, cf, long_f, 7, 99);
     const overlay::Status st = overlay::parsePacket(frame, pg);
     INFO(dpu::test::toHex(frame.data(), frame.size()));
     if (!took) continue;
@@ -952,12 +1157,25 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     const overlay::FlowKey kg = overlay::extractFlowKey(frame, pg, 7, 99);
     CHECK(kf == kg);
     CHECK(std::memcmp(&pf, &pg, sizeof pf) == 0);
-    // The hit path's variant: the same decision and key, and the fields the
-    // compiled actions read; the miss path completes the rest.
+    // The compact key: the general one's, lossless (and expanding to it)
+    // exactly when the key has IPv4 or no addresses.
+    bool long_g = false;
+    const CompactKey cg = CompactKey::from(kg, long_g);
+    CHECK(cf == cg);
+    CHECK(long_f == long_g);
+    CHECK(long_g == (pg.l3 == overlay::L3Type::kIpv6));
+    if (!long_g) CHECK(cg.expand() == kg);
+    // The hit path's variant: the same decision and compact key (the full
+    // key only when long), and the fields the compiled actions read; the
+    // miss path completes the rest.
     overlay::ParsedPacket ph;
     overlay::FlowKey kh;
-    REQUIRE(fastParse<false>(frame, ph, kh, 7, 99));
-    CHECK(kh == kg);
+    CompactKey ch;
+    bool long_h = false;
+    REQUIRE(fastParse<false>(frame, ph, kh, ch, long_h, 7, 99));
+    CHECK(ch == cg);
+    CHECK(long_h == long_g);
+    if (long_h) CHECK(kh == kg);
     CHECK(ph.l3 == pg.l3);
     CHECK(ph.l3_offset == pg.l3_offset);
     CHECK(ph.l3_end == pg.l3_end);
@@ -965,7 +1183,9 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
   for (const auto& frame : all) {
     overlay::ParsedPacket p1, p2;
     overlay::FlowKey k1, k2;
-    CHECK(fastParse<false>(frame, p1, k1, 7, 99) == fastParse<true>(frame, p2, k2, 7, 99));
+    CompactKey c1, c2;
+    bool l1 = false, l2 = false;
+    CHECK(fastParse<false>(frame, p1, k1, c1, l1, 7, 99) == fastParse<true>(frame, p2, k2, c2, l2, 7, 99));
   }
   CHECK(fast > 20);
 }
