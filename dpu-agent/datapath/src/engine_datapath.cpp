@@ -134,13 +134,6 @@ void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
   w.tx_pending_mask &= ~(1u << port);
 }
 
-void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) {
-  TxBuffer& tb = w.tx[port];
-  tb.bytes += m->pkt_len;
-  tb.packets[tb.count++] = m;
-  w.tx_pending_mask |= 1u << port;
-  if (tb.count == kBurst) txPort(w, port);
-}
 
 void EngineImpl::flush(WorkerContext& w) {
   uint32_t mask = w.tx_pending_mask;
@@ -202,23 +195,44 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // Other ways are prefetched kLag packets behind their bucket, so the
     // bucket line has arrived by then and the entry by the third pass.
     constexpr uint16_t kLag = 6;
+    // Ports other than the uplink: most packets take the fast lane
+    // (LanePacket, laneParse, laneApply); the rest the general path.
+    uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
     for (uint16_t i = 0; i < n; ++i) {
       if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
-      if (i >= kLag && (alive & (1u << (i - kLag)))) {
-        const PacketContext& lag = w.burst[i - kLag];
-        w.table.prefetchEntries(lag.hash, kUplink || lag.long_key);
+      if (i >= kLag && (alive & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
+      rte_mbuf* m = packets[i];
+      rx_bytes += m->pkt_len;
+      if constexpr (!kUplink) {
+        LanePacket& lp = w.lane[i];
+        if (m->nb_segs == 1 &&
+            laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.l3_end)) [[likely]] {
+          lp.mbuf = m;
+          lp.hash = compactHash(lp.key, hash_keys_, 0);
+          lp.slot = w.table.prefetchSlot(lp.hash);
+          lane |= 1u << i;
+          alive |= 1u << i;
+          continue;
+        }
       }
       PacketContext& pc = w.burst[i];
-      rx_bytes += packets[i]->pkt_len;
-      if (!prepare(w, snap, packets[i], rx_port, kUplink, pc)) continue;
+      if (!prepare(w, snap, m, rx_port, kUplink, pc)) continue;
       pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
       w.table.prefetchBucket(pc.hash, kUplink || pc.long_key);
       alive |= 1u << i;
     }
     for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-      if (alive & (1u << i)) w.table.prefetchEntries(w.burst[i].hash, kUplink || w.burst[i].long_key);
+      if (alive & (1u << i)) prefetchOthers(w, i, lane, kUplink);
     }
-    for (uint32_t m = alive; m != 0; m &= m - 1) lookupAndApply<kUplink>(w, snap, w.burst[__builtin_ctz(m)]);
+    // In arrival order, lane or not: a flow's packets leave in the order they came.
+    for (uint32_t m = alive; m != 0; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      if (!kUplink && (lane & (1u << i))) {
+        laneApply(w, snap, rx_port, i);
+      } else {
+        lookupAndApply<kUplink>(w, snap, w.burst[i]);
+      }
+    }
     packets += n;
     count = static_cast<uint16_t>(count - n);
   }
@@ -286,6 +300,13 @@ void EngineImpl::completeParse(PacketContext& pc) {
 }
 
 namespace {
+// The outer headers every IPv4 tunnel has (Ethernet, IPv4, UDP, Geneve
+// and the OVN option: overlay/geneve.h): applyEncap4 writes them with the
+// offsets as constants.
+constexpr uint32_t kEncap4Length = 14 + 20 + 8 + 8 + 8;
+constexpr uint32_t kEncap4Udp = 14 + 20;
+constexpr uint32_t kEncap4Ovn = kEncap4Length - 4;
+
 // The flow cache's callbacks for action records (flow_cache.h): still
 // valid under the snapshot, and the snapshot's encap template they use.
 struct ActionsValid {
@@ -295,13 +316,22 @@ struct ActionsValid {
 struct ActionsResolve {
   const Snapshot& snap;
   void operator()(FlowActions& a) const {
+    constexpr uint16_t kRouteOps = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
     a.node = nullptr;
     a.encap = nullptr;
+    a.hop_known = 0;
+    a.kind = a.ops == kRouteOps ? kActionsRoute : kActionsGeneral;
     if (!(a.ops & op::kEncap)) return;
     const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
     if (node == nullptr || a.encap_subnet >= node->subnets.size()) return;
     a.node = node;
     a.encap = &node->subnets[a.encap_subnet].encap;
+    a.hop_known = node->next_hop_known;
+    const SnapEncap& t = *a.encap;
+    if (a.ops == (kRouteOps | op::kEncap) && !t.ipv6 && t.length == kEncap4Length &&
+        t.udp_offset == kEncap4Udp && t.ovn_offset == kEncap4Ovn) {
+      a.kind = kActionsEncap4;
+    }
   }
 };
 }  // namespace
@@ -311,6 +341,51 @@ bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t ind
   w.table.remove(index);
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
   return false;
+}
+
+// The lagged prefetch of a burst's packet i: the ways other than the
+// preferred one whose signature matches.
+DPU_HOT_INLINE void EngineImpl::prefetchOthers(WorkerContext& w, unsigned i, uint32_t lane, bool uplink) {
+  if (lane & (1u << i)) return w.table.prefetchEntries(w.lane[i].hash, false);
+  const PacketContext& pc = w.burst[i];
+  w.table.prefetchEntries(pc.hash, uplink || pc.long_key);
+}
+
+// A lane packet as the general path has it (for its rarer actions, a miss,
+// or an ICMP reply): the fields fastParse<false> gives an IPv4 packet.
+PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsigned i) {
+  const LanePacket& lp = w.lane[i];
+  PacketContext& pc = w.burst[i];
+  pc.mbuf = lp.mbuf;
+  pc.hash = lp.hash;
+  pc.ckey = lp.key;
+  pc.long_key = false;
+  pc.parsed_full = false;
+  pc.parsed.l3 = overlay::L3Type::kIpv4;
+  pc.parsed.l3_offset = overlay::eth::kHeaderLen;
+  pc.parsed.l3_end = lp.l3_end;
+  pc.probe.family = 0;
+  pc.rx_port = rx_port;
+  pc.decap_len = 0;
+  return pc;
+}
+
+DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, unsigned i) {
+  const LanePacket& lp = w.lane[i];
+  FlowTable& table = w.table;
+  const uint32_t index = table.lookupCompact(lp.hash, lp.slot, lp.key);
+  if (index != UINT32_MAX) [[likely]] {
+    FlowEntry& e = table.entry(index);
+    FlowActions& a = table.actionsOf(e);
+    if (a.stamp == snap.stamp || revalidate(w, snap, index, a)) [[likely]] {
+      FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
+      ++w.hits;
+      if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
+      if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
+      return applyFlow(w, snap, e, a, laneContext(w, rx_port, i));
+    }
+  }
+  missPath(w, snap, laneContext(w, rx_port, i));
 }
 
 template <bool kUplink>
@@ -327,6 +402,12 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // In the line the statistics below write anyway.
       FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;  // summed into the counter once per burst
+      // An IPv4 packet the fast parse took (untagged, no options: its IP
+      // header at 14) and one of the two common kinds: their own routines.
+      if (!kUplink && !pc.parsed_full && !pc.long_key) {
+        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3_end)) return;
+        if (a.kind == kActionsRoute) return applyRoute4(w, e, a, pc.mbuf, pc.rx_port);
+      }
       return applyFlow(w, snap, e, a, pc);
     }
   }
@@ -383,6 +464,67 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   }
   FlowEntry& e = table.entry(index);
   applyFlow(w, snap, e, table.actionsOf(e), pc);
+}
+
+// The first steps of a routed IPv4 hit, for applyRoute4 and applyEncap4:
+// statistics, TTL (false: expired, dropped) and both MACs in one copy.
+DPU_HOT_INLINE bool EngineImpl::route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                       uint16_t rx_port, uint8_t* frame) {
+  e.packets_sport += uint64_t{1} << 16;
+  bump(e.bytes, m->pkt_len);
+  uint8_t* ip = frame + overlay::eth::kHeaderLen;
+  if (overlay::ipv4::ttl(ip) <= 1) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), false;
+  decrementIpv4Ttl(ip);
+  std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
+  return true;
+}
+
+DPU_HOT_INLINE void EngineImpl::output(WorkerContext& w, uint16_t port, rte_mbuf* m) {
+  TxBuffer& tb = w.tx[port];
+  tb.bytes += m->pkt_len;
+  tb.packets[tb.count++] = m;
+  w.tx_pending_mask |= 1u << port;
+  if (tb.count == kBurst) txPort(w, port);
+}
+
+void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) { output(w, port, m); }
+
+DPU_HOT_INLINE void EngineImpl::applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                            uint16_t rx_port) {
+  if (!route4(w, e, a, m, rx_port, rte_pktmbuf_mtod(m, uint8_t*))) return;
+  output(w, a.out_port, m);
+}
+
+// False when the packet is too big for the tunnel: nothing done, the
+// general path answers it.
+DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                            uint16_t rx_port, uint32_t l3_end) {
+  if (l3_end - overlay::eth::kHeaderLen > a.mtu) [[unlikely]] return false;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  if (!route4(w, e, a, m, rx_port, frame)) return true;
+  // The template's layout was checked when the record was resolved.
+  const uint8_t* t = a.encap->bytes.data();
+  const uint32_t inner_len = m->data_len;
+  if (m->data_off < kEncap4Length) [[unlikely]] return drop(w, m, rx_port, DropReason::kNoRoom), true;
+  m->data_off = static_cast<uint16_t>(m->data_off - kEncap4Length);
+  m->data_len = static_cast<uint16_t>(inner_len + kEncap4Length);
+  m->pkt_len += kEncap4Length;
+  uint8_t* p = frame - kEncap4Length;
+  std::memcpy(p, t, 32);
+  std::memcpy(p + kEncap4Length - 32, t + kEncap4Length - 32, 32);
+  overlay::store16(p + kEncap4Ovn, a.encap_ingress & overlay::kOvnMaxIngressPortKey);
+  uint8_t* udp = p + kEncap4Udp;
+  const uint32_t udp_len = kEncap4Length - kEncap4Udp + inner_len;
+  overlay::udp::setSrcPort(udp, e.sport());
+  overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
+  // The header sum without the length was taken when the snapshot was built.
+  uint8_t* ip = p + overlay::eth::kHeaderLen;
+  const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
+  overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
+  overlay::ipv4::setChecksum(ip, overlay::checksumFinish(a.encap->ipv4_sum + ip_len));
+  if (!a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
+  output(w, a.out_port, m);
+  return true;
 }
 
 DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
@@ -449,16 +591,11 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
       const uint16_t csum = overlay::checksumFinish(sum);
       overlay::udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
     }
-    if (!a.node->next_hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
+    if (!a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
   }
   if (ops & op::kEsp) {
   }
-  // enqueueTx, inline.
-  TxBuffer& tb = w.tx[a.out_port];
-  tb.bytes += m->pkt_len;
-  tb.packets[tb.count++] = m;
-  w.tx_pending_mask |= 1u << a.out_port;
-  if (tb.count == kBurst) txPort(w, a.out_port);
+  output(w, a.out_port, m);
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {

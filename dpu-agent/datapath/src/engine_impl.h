@@ -83,6 +83,15 @@ class EngineImpl final : public Engine {
   template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
+  void applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
+  bool applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
+                   uint32_t l3_end);
+  bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);
+  void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
+  // The fast lane (ports other than the uplink).
+  void laneApply(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, unsigned i);
+  PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, unsigned i);
+  void prefetchOthers(WorkerContext& w, unsigned i, uint32_t lane, bool uplink);
   // Out of line, so the hit path that calls them stays small: a miss (slow
   // path, install, apply) and a flow whose stamp is older than the snapshot's.
   void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);

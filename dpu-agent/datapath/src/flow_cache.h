@@ -196,12 +196,16 @@ struct alignas(64) FlowActions {
   uint8_t encap_subnet;            // index of the remote subnet in the node dep_out
   uint8_t decap_len;               // outer header bytes stripped (for offload's raw decap)
   uint8_t linked;                  // found by interning (else only its flows still name it)
-  overlay::MacAddress set_src;
-  overlay::MacAddress set_dst;
+  overlay::MacAddress set_dst;     // the two MACs as the frame has them (destination first):
+  overlay::MacAddress set_src;     // the hit path writes both with one 12-byte copy
   uint32_t refs;                   // flows naming it
   uint32_t identity_hash;
-  const SnapEncap* encap;          // kEncap: the template in the snapshot of `stamp`
-  const SnapRemoteNode* node;      // kEncap: the remote node in the snapshot of `stamp`
+  // Resolved with the snapshot of `stamp` (the engine's ActionsResolve):
+  uint8_t kind;                    // ActionKind: which of the hit path's routines applies them
+  uint8_t hop_known;               // kEncap: the tunnel's next hop MAC is known
+  uint8_t reserved[2];
+  const SnapEncap* encap;          // kEncap: the template
+  const SnapRemoteNode* node;      // kEncap: the remote node
 
   // The record a slow-path decision asks for (refs, pointers and hash unset).
   static FlowActions from(const FlowRecord& r) {
@@ -229,6 +233,16 @@ struct alignas(64) FlowActions {
   }
 };
 static_assert(sizeof(FlowActions) == 64, "one cache line per action record");
+static_assert(offsetof(FlowActions, set_src) == offsetof(FlowActions, set_dst) + 6);
+
+// What an IPv4 packet's hit does, decided once per action record: the two
+// kinds nearly every packet takes have a routine of their own; anything
+// else runs the general one, op by op.
+enum ActionKind : uint8_t {
+  kActionsGeneral = 0,
+  kActionsRoute,      // dec_ttl, set MACs, output: a pod on this node
+  kActionsEncap4,     // the same + Geneve over IPv4: a pod on another node
+};
 
 // The cold part of a flow.
 struct alignas(32) FlowExtra {
@@ -290,11 +304,16 @@ class FlowTable {
   // The preferred way's entry (the line a hit reads), the bucket, and for a
   // tunnelled packet or a long key the cold part too.
   void prefetchBucket(uint64_t hash, bool cold) const {
+    const uint32_t index = prefetchSlot(hash);
+    if (cold) prefetchCold(index);
+  }
+  // The same for a compact key: returns the preferred way's entry index.
+  uint32_t prefetchSlot(uint64_t hash) const {
     const uint32_t b = bucketOf(hash);
     prefetchLine(&buckets_[b]);
     const uint32_t index = b * FlowBucket::kWays + preferredWay(hash);
     prefetchLine(&entries_[index]);
-    if (cold) prefetchCold(index);
+    return index;
   }
   // After prefetchBucket: the entries whose signature matches, other than the preferred way.
   void prefetchEntries(uint64_t hash, bool cold) const {
@@ -341,6 +360,17 @@ class FlowTable {
       if (matches<kTunnel>(index, key, long_key, full, probe)) return index;
     }
     return UINT32_MAX;
+  }
+  // A compact, untunnelled key: the entry at `index` (the preferred way,
+  // from prefetchSlot) first, then the bucket.
+  uint32_t lookupCompact(uint64_t hash, uint32_t index, const CompactKey& key) const {
+    const FlowEntry& e = entries_[index];
+    if (e.actionIndex() != 0 && !(e.actions & FlowEntry::kLongKey) && FlowEntry::keyEqual(e.key, key)) [[likely]] {
+      return index;
+    }
+    static const overlay::FlowKey kNoKey{};
+    static const TunnelProbe kNoTunnel{};
+    return lookup<false>(hash, key, false, kNoKey, kNoTunnel);
   }
   template <bool kTunnel>
   bool matches(uint32_t index, const CompactKey& key, bool long_key, const overlay::FlowKey& full,

@@ -88,6 +88,18 @@ struct PacketContext {
   bool parsed_full;
 };
 
+// A packet in the fast lane (a port other than the uplink; worker_parse.h's
+// laneParse took it): everything its hit needs, in one cache line.
+struct alignas(64) LanePacket {
+  rte_mbuf* mbuf;
+  uint64_t hash;
+  CompactKey key;
+  uint32_t slot;    // the flow's preferred way (the entry prefetched)
+  uint16_t l3_end;  // the IPv4 header is at 14
+  uint16_t reserved;
+};
+static_assert(sizeof(LanePacket) == 64);
+
 struct TxBuffer {
   uint16_t count = 0;
   uint32_t bytes = 0;  // of the queued packets, summed as they are queued
@@ -119,6 +131,7 @@ class alignas(64) WorkerContext {
   FlowEntry uncached;
   FlowActions uncached_actions;
   PacketContext burst[kBurst];
+  LanePacket lane[kBurst];
   SpscRing offload_ring;
   std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend
   alignas(64) std::atomic<uint64_t> quiescent_epoch{0};

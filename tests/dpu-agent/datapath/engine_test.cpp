@@ -1180,6 +1180,26 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     CHECK(ph.l3_offset == pg.l3_offset);
     CHECK(ph.l3_end == pg.l3_end);
   }
+  // The fast lane's parse takes exactly the IPv4 packets the fast parse
+  // takes, with the same compact key and end of the IP packet.
+  size_t lane = 0;
+  for (const auto& frame : all) {
+    overlay::ParsedPacket pf;
+    overlay::FlowKey kf;
+    CompactKey cf, cl;
+    bool long_f = false;
+    uint16_t l3_end = 0;
+    const bool took = fastParse(frame, pf, kf, cf, long_f, 7, 0);
+    const bool v4 = took && pf.l3 == overlay::L3Type::kIpv4;
+    INFO(dpu::test::toHex(frame.data(), frame.size()));
+    REQUIRE(laneParse(frame.data(), static_cast<uint32_t>(frame.size()), 7, cl, l3_end) == v4);
+    if (!v4) continue;
+    ++lane;
+    CHECK(cl == cf);
+    CHECK(l3_end == pf.l3_end);
+    CHECK(pf.l3_offset == 14);
+  }
+  CHECK(lane > 10);
   for (const auto& frame : all) {
     overlay::ParsedPacket p1, p2;
     overlay::FlowKey k1, k2;
