@@ -4,6 +4,7 @@
 // (reclaiming snapshots, driving offload). All of it runs on the one control
 // thread; the lcores only see published snapshots.
 #include <rte_build_config.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 
 #include <algorithm>
@@ -90,6 +91,14 @@ Result<void> EngineImpl::init() {
     if (!ip) return Error{"engine: tunnel_ip \"" + config_.tunnel_ip + "\": " + ip.error()};
     model_.tunnel_ip = *ip;
     model_.has_tunnel_ip = true;
+  }
+  // The lcore's clock: the TSC scaled to milliseconds (a multiply, not a
+  // clock_gettime per burst), anchored to the steady clock once. DPDK
+  // calibrated the TSC; without it (EAL not initialised) the steady clock.
+  if (const uint64_t hz = rte_get_tsc_hz(); hz != 0) {
+    tsc_ms_per_tick_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1000) << 64) / hz);
+    tsc_base_ = rte_get_tsc_cycles();
+    ms_base_ = steadyMs();
   }
   start_ms_ = now();
   try {

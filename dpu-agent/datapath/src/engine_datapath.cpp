@@ -2,6 +2,7 @@
 // compiled actions → per-port tx buffers; misses run the slow path
 // (pipeline.cpp) on the same lcore and install one flow. No locks,
 // allocation, exceptions or logging here; every drop is counted by reason.
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
@@ -99,11 +100,17 @@ inline void copyTemplate(uint8_t* dst, const uint8_t* src, uint32_t len) {
 // it here instead).
 #define DPU_HOT_INLINE [[gnu::always_inline]] inline
 
-uint64_t EngineImpl::now() const {
-  if (config_.clock_ms != nullptr) return config_.clock_ms();
+uint64_t EngineImpl::steadyMs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+uint64_t EngineImpl::now() const {
+  if (config_.clock_ms != nullptr) return config_.clock_ms();
+  if (tsc_ms_per_tick_ == 0) return steadyMs();
+  const uint64_t ticks = rte_get_tsc_cycles() - tsc_base_;
+  return ms_base_ + static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * tsc_ms_per_tick_) >> 64);
 }
 
 void EngineImpl::drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason) {
@@ -192,12 +199,12 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     uint32_t alive = 0;  // bit i: packet i is still ours to look up
     constexpr uint16_t kPrefetch = 4;
     for (uint16_t i = 0; i < n && i < kPrefetch; ++i) rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
-    // Other ways are prefetched kLag packets behind their bucket, so the
-    // bucket line has arrived by then and the entry by the third pass.
-    constexpr uint16_t kLag = 6;
     // Ports other than the uplink: most packets take the fast lane
     // (LanePacket, laneParse, laneApply); the rest the general path.
     uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
+    // Other ways are prefetched kLag packets behind their bucket, so the
+    // bucket line has arrived by then and the entry by the third pass.
+    constexpr uint16_t kLag = 6;
     for (uint16_t i = 0; i < n; ++i) {
       if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
       if (i >= kLag && (alive & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);

@@ -109,6 +109,7 @@ class EngineImpl final : public Engine {
   void txPort(WorkerContext& w, uint16_t port);
   void sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets);
   uint64_t now() const;
+  static uint64_t steadyMs();
 
   // --- control ---
   dataplane::v1::ProgramReply install(const dataplane::v1::LogicalModel& model, uint64_t generation);
@@ -145,6 +146,10 @@ class EngineImpl final : public Engine {
   std::unordered_map<std::string, uint16_t> reason_index_;
   uint64_t maintain_calls_ = 0;
   uint64_t start_ms_ = 0;
+  // now(): ms = ms_base_ + (TSC - tsc_base_) * tsc_ms_per_tick_ / 2^64.
+  uint64_t tsc_ms_per_tick_ = 0;
+  uint64_t tsc_base_ = 0;
+  uint64_t ms_base_ = 0;
 };
 
 }  // namespace dpu::datapath
