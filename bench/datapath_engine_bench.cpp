@@ -259,7 +259,8 @@ int main(int argc, char** argv) {
       char name[64];
       std::snprintf(name, sizeof name, "%s, %zu flows", c.name, flows);
       if (!wanted(name)) continue;
-      auto engine = make(262144, nullptr);
+      // Sized as bench/datapath.sh sizes the dataplane's: twice the flows, at least 4,096.
+      auto engine = make(static_cast<uint32_t>(std::max<size_t>(4096, 2 * flows)), nullptr);
       WorkerContext& w = engine->worker(0);
       auto set = flowSet(flows, c.build);
       auto step = [&](rte_mbuf** b) {

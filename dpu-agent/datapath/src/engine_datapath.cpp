@@ -194,6 +194,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
   // entry; prefetch the other candidate entries (a flow not in its
   // preferred way: flow_cache.h); then look up and act.
   uint64_t rx_bytes = 0;  // summed in the first pass, which reads the mbufs anyway
+  const uint32_t stamp = snap.stamp;
   while (count > 0) {
     const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
     uint32_t alive = 0;  // bit i: packet i is still ours to look up
@@ -203,11 +204,13 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // (LanePacket, laneParse, laneApply); the rest the general path.
     uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
     // Other ways are prefetched kLag packets behind their bucket, so the
-    // bucket line has arrived by then and the entry by the third pass.
+    // bucket line has arrived by then and the entry by the third pass (not
+    // for a cache-resident table: there it would only cost instructions).
     constexpr uint16_t kLag = 6;
+    const uint32_t lag_mask = w.table.cacheResident() ? 0 : ~0u;
     for (uint16_t i = 0; i < n; ++i) {
       if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
-      if (i >= kLag && (alive & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
+      if (i >= kLag && (alive & lag_mask & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
       rte_mbuf* m = packets[i];
       rx_bytes += m->pkt_len;
       if constexpr (!kUplink) {
@@ -229,13 +232,13 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       alive |= 1u << i;
     }
     for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-      if (alive & (1u << i)) prefetchOthers(w, i, lane, kUplink);
+      if (alive & lag_mask & (1u << i)) prefetchOthers(w, i, lane, kUplink);
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
     for (uint32_t m = alive; m != 0; m &= m - 1) {
       const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
       if (!kUplink && (lane & (1u << i))) {
-        laneApply(w, snap, rx_port, i);
+        laneApply(w, snap, stamp, rx_port, i);
       } else {
         lookupAndApply<kUplink>(w, snap, w.burst[i]);
       }
@@ -377,14 +380,15 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
   return pc;
 }
 
-DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, unsigned i) {
+DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port,
+                                          unsigned i) {
   const LanePacket& lp = w.lane[i];
   FlowTable& table = w.table;
   const uint32_t index = table.lookupCompact(lp.hash, lp.slot, lp.key);
   if (index != UINT32_MAX) [[likely]] {
     FlowEntry& e = table.entry(index);
     FlowActions& a = table.actionsOf(e);
-    if (a.stamp == snap.stamp || revalidate(w, snap, index, a)) [[likely]] {
+    if (a.stamp == stamp || revalidate(w, snap, index, a)) [[likely]] {
       FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;
       if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
@@ -528,7 +532,10 @@ DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, cons
   uint8_t* ip = p + overlay::eth::kHeaderLen;
   const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
   overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
-  overlay::ipv4::setChecksum(ip, overlay::checksumFinish(a.encap->ipv4_sum + ip_len));
+  // ipv4_sum is folded to 16 bits: with the length, one more fold suffices.
+  uint32_t sum = a.encap->ipv4_sum + ip_len;
+  sum = (sum & 0xffff) + (sum >> 16);
+  overlay::ipv4::setChecksum(ip, static_cast<uint16_t>(~sum));
   if (!a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
   output(w, a.out_port, m);
   return true;

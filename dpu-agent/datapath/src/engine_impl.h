@@ -89,7 +89,7 @@ class EngineImpl final : public Engine {
   bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);
   void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
   // The fast lane (ports other than the uplink).
-  void laneApply(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, unsigned i);
+  void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, unsigned i);
   PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, unsigned i);
   void prefetchOthers(WorkerContext& w, unsigned i, uint32_t lane, bool uplink);
   // Out of line, so the hit path that calls them stays small: a miss (slow

@@ -35,6 +35,7 @@ FlowTable::FlowTable(uint32_t entries) {
   mask_ = n - 1;
   bucket_mask_ = n / FlowBucket::kWays - 1;
   action_capacity_ = std::max<uint32_t>(n / 2, 4);
+  cache_resident_ = size_t{n} * (sizeof(FlowEntry) + sizeof(FlowBucket) / FlowBucket::kWays) <= (size_t{1} << 20);
   const uint32_t slots = std::bit_ceil(action_capacity_) * 2;
   action_slots_mask_ = slots - 1;
   buckets_ = mapArray(n / FlowBucket::kWays, buckets_mem_);

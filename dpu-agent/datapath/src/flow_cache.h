@@ -44,6 +44,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
 
 namespace dpu::datapath {
 
@@ -144,7 +147,11 @@ struct alignas(64) FlowEntry {
                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.w + i)));
     };
     const __m128i d = _mm_or_si128(x(0), x(2));
+#if defined(__SSE4_1__)
+    return _mm_testz_si128(d, d) && a.w[4] == b.w[4];
+#else
     return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff && a.w[4] == b.w[4];
+#endif
 #else
     return a == b;
 #endif
@@ -282,6 +289,10 @@ class FlowTable {
   uint32_t capacity() const { return mask_ + 1; }
   uint32_t bucketCount() const { return (mask_ + 1) / FlowBucket::kWays; }
   uint32_t actionCapacity() const { return action_capacity_; }
+  // Small enough (hit lines and buckets within 1 MiB) to stay in the core's
+  // caches under load: the lookup's second prefetch (prefetchEntries) would
+  // only cost instructions.
+  bool cacheResident() const { return cache_resident_; }
   // Read by the control thread too.
   uint32_t actionsInUse() const { return __atomic_load_n(&actions_in_use_, __ATOMIC_RELAXED); }
   // Bytes of table per flow slot, action records and their index included.
@@ -431,6 +442,7 @@ class FlowTable {
   uint32_t action_capacity_;      // records 1..action_capacity_ (0 means none)
   uint32_t action_slots_mask_;    // interning index: open addressing, linear probing
   uint32_t actions_in_use_ = 0;
+  bool cache_resident_ = false;
   std::vector<uint32_t> free_actions_;  // reserved once: never grows on the lcore
   // Allocated with transparent huge pages where the kernel allows (madvise):
   // a large table is otherwise a TLB miss per lookup.

@@ -236,7 +236,12 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
       rs.encap.udp_offset = static_cast<uint8_t>(14 + (rs.encap.ipv6 ? 40 : 20));
       rs.encap.ovn_offset = static_cast<uint8_t>(rs.encap.udp_offset + 8 + overlay::kGeneveHeaderLen +
                                                  overlay::kGeneveOptionHeaderLen);
-      if (!rs.encap.ipv6) rs.encap.ipv4_sum = overlay::checksumAdd(rs.encap.bytes.data() + 14, 20);
+      if (!rs.encap.ipv6) {
+        // Folded to 16 bits: the hit path adds a 16-bit length and folds once.
+        uint32_t sum = overlay::checksumAdd(rs.encap.bytes.data() + 14, 20);
+        sum = (sum & 0xffff) + (sum >> 16);
+        rs.encap.ipv4_sum = (sum & 0xffff) + (sum >> 16);
+      }
       rn.subnets.push_back(rs);
     }
     rn.dep = deps.idFor("node/" + r.name);

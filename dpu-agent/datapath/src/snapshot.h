@@ -105,7 +105,7 @@ struct SnapEncap {
   uint8_t udp_offset = 0;
   uint8_t ovn_offset = 0;  // the OVN option's 4 data bytes
   bool ipv6 = false;
-  uint32_t ipv4_sum = 0;   // IPv4 header sum with total length and checksum zero
+  uint32_t ipv4_sum = 0;   // IPv4 header sum with total length and checksum zero, folded to 16 bits
 };
 
 struct SnapRemoteSubnet {
