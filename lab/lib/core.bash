@@ -83,6 +83,19 @@ dl_proc_alive() {
   _dl_pid_ours "$(cat "$1")"
 }
 
+# PID: no thread of it is left. A process's leader turns zombie before its
+# other threads have exited, and they still hold its files: a DPDK process
+# that is a zombie may still lock its runtime directory, so one started with
+# the same file prefix at that moment fails in EAL.
+_dl_pid_gone() {
+  [ -d "/proc/$1" ] || return 0
+  if [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; then
+    [ "$(ls "/proc/$1/task" 2>/dev/null | wc -l)" -le 1 ]
+    return
+  fi
+  ! _dl_pid_ours "$1"  # running: gone only if the PID is another process's by now
+}
+
 _dl_pid_stop() {  # PID [-9]
   local pid=$1 sig=TERM i
   [ "${2:-}" = -9 ] && sig=KILL
@@ -90,10 +103,14 @@ _dl_pid_stop() {  # PID [-9]
   kill -CONT "$pid" 2>/dev/null
   kill -"$sig" "$pid" 2>/dev/null
   for (( i = 0; i < 100; i++ )); do
-    _dl_pid_ours "$pid" || break
+    _dl_pid_gone "$pid" && break
     sleep 0.05
   done
   _dl_pid_ours "$pid" && kill -KILL "$pid" 2>/dev/null
+  for (( i = 0; i < 100; i++ )); do
+    _dl_pid_gone "$pid" && break
+    sleep 0.05
+  done
   # Our own child (a test that sourced the library): reap it.
   wait "$pid" 2>/dev/null
   return 0
