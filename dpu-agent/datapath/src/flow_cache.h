@@ -231,6 +231,21 @@ struct alignas(64) FlowActions {
     a.set_dst = r.set_dst;
     return a;
   }
+  // The inverse: the record's fields a flow's FlowRecord shows.
+  void fill(FlowRecord& r) const {
+    r.stamp = stamp;
+    r.dep_in = dep_in;
+    r.dep_out = dep_out;
+    r.ops = ops;
+    r.out_port = out_port;
+    r.mtu = mtu;
+    r.encap_ingress = encap_ingress;
+    r.drop_reason = drop_reason;
+    r.encap_subnet = encap_subnet;
+    r.decap_len = decap_len;
+    r.set_src = set_src;
+    r.set_dst = set_dst;
+  }
   // Everything but stamp, refs and the resolved pointers: what interning compares.
   bool sameAs(const FlowActions& o) const {
     return dep_in == o.dep_in && dep_out == o.dep_out && ops == o.ops && out_port == o.out_port &&
