@@ -538,10 +538,7 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   if (evicted) remove(index);
 
   const uint32_t action = intern(want, valid, resolve);
-  if (action == 0) {
-    evicted = false;
-    return UINT32_MAX;
-  }
+  if (action == 0) return UINT32_MAX;  // an evicted flow stays evicted (and counted)
   bool is_long = false;
   FlowEntry& e = entries_[index];
   e.key = CompactKey::from(r.key, is_long);

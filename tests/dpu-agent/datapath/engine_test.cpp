@@ -877,23 +877,42 @@ TEST_CASE("engine: the flow cache keeps flows, action records and their index co
     r.key.l4_dst = 80;
     r.stamp = 1;
     r.ops = op::kOutput;
-    r.out_port = static_cast<uint16_t>(action);  // 200 different decisions
+    r.out_port = static_cast<uint16_t>(action);  // 400 different decisions
     r.encap_sport = static_cast<uint16_t>(flow * 7);
     return r;
   };
   uint32_t next_id = 0;
+  size_t uncached = 0, evictions = 0;
   for (int step = 0; step < 20000; ++step) {
-    if (live.size() < 150 && rnd() % 3 != 0) {
+    if (live.size() < 220 && rnd() % 3 != 0) {
       const uint32_t flow = next_id++;
-      FlowRecord r = makeRecord(flow, rnd() % 200);
+      FlowRecord r = makeRecord(flow, rnd() % 400);
       bool is_long = false;
       const CompactKey ck = CompactKey::from(r.key, is_long);
       REQUIRE_FALSE(is_long);
       const uint64_t hash = (uint64_t{rnd()} << 40) ^ (uint64_t{rnd()} << 16) ^ rnd();
       bool evicted = false;
       const uint32_t index = t.insert(hash, r, 1, evicted, valid, resolve);
-      if (index == UINT32_MAX) continue;  // every record in use
-      if (evicted) live.erase(index);
+      if (index == UINT32_MAX) {
+        // Every record in use: not cached. A flow evicted for it is gone all the same.
+        size_t gone = 0;
+        for (auto it = live.begin(); it != live.end();) {
+          FlowRecord back{};
+          if (t.read(it->first, back)) {
+            ++it;
+          } else {
+            it = live.erase(it);
+            ++gone;
+          }
+        }
+        REQUIRE(gone == (evicted ? 1u : 0u));
+        ++uncached;
+        continue;
+      }
+      if (evicted) {
+        live.erase(index);
+        ++evictions;
+      }
       live[index] = Live{hash, r};
       REQUIRE(t.lookup<false>(hash, ck, false, r.key, TunnelProbe{}) == index);
     } else if (!live.empty()) {
@@ -918,6 +937,9 @@ TEST_CASE("engine: the flow cache keeps flows, action records and their index co
     }
     REQUIRE(t.actionsInUse() == decisions.size());
   }
+  // Both limits were reached: full buckets and every record in use.
+  CHECK(evictions > 0);
+  CHECK(uncached > 0);
   for (const auto& [index, l] : live) t.remove(index);
   CHECK(t.actionsInUse() == 0);
 }
