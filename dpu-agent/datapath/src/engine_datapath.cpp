@@ -176,16 +176,25 @@ void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** pac
     return;
   }
   w.hits = 0;
-  const uint64_t rx_bytes = slot.role == PortRole::kUplink ? runBurst<true>(w, snap, rx_port, packets, count)
-                                                           : runBurst<false>(w, snap, rx_port, packets, count);
+  const bool uplink = slot.role == PortRole::kUplink;
+  uint64_t rx_bytes;
+  if (w.table.cacheResident()) {
+    rx_bytes = uplink ? runBurst<true, false>(w, snap, rx_port, packets, count)
+                      : runBurst<false, false>(w, snap, rx_port, packets, count);
+  } else {
+    rx_bytes = uplink ? runBurst<true, true>(w, snap, rx_port, packets, count)
+                      : runBurst<false, true>(w, snap, rx_port, packets, count);
+  }
   bump(port_counters.rx_bytes, rx_bytes);
   bump(w.counters.events[static_cast<size_t>(Event::kFlowHit)], w.hits);
 }
 
 // The burst loop, compiled once for the uplink (decapsulation, tunnel
 // matches) and once for the other ports, so that neither tests the port's
-// role per packet. Returns the bytes received.
-template <bool kUplink>
+// role per packet; and once each for a table that stays in the core's
+// caches and one that does not (kLagged: the second prefetch below).
+// Returns the bytes received.
+template <bool kUplink, bool kLagged>
 uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets,
                               uint16_t count) {
   // Three passes over at most kBurst packets, so that the memory each needs
@@ -193,26 +202,27 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
   // the same): parse + hash + prefetch the bucket and the preferred way's
   // entry; prefetch the other candidate entries (a flow not in its
   // preferred way: flow_cache.h); then look up and act.
-  uint64_t rx_bytes = 0;  // summed in the first pass, which reads the mbufs anyway
+  uint64_t rx_bytes = 0;
   const uint32_t stamp = snap.stamp;
   while (count > 0) {
     const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
+    // The frames, all at once (a NIC's DMA leaves them out of the core's
+    // caches), and the bytes, as the mbufs are read here anyway.
+    for (uint16_t i = 0; i < n; ++i) {
+      const rte_mbuf* m = packets[i];
+      rx_bytes += m->pkt_len;
+      rte_prefetch0(rte_pktmbuf_mtod(m, const void*));
+    }
     uint32_t alive = 0;  // bit i: packet i is still ours to look up
-    constexpr uint16_t kPrefetch = 4;
-    for (uint16_t i = 0; i < n && i < kPrefetch; ++i) rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
     // Ports other than the uplink: most packets take the fast lane
     // (LanePacket, laneParse, laneApply); the rest the general path.
     uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
     // Other ways are prefetched kLag packets behind their bucket, so the
-    // bucket line has arrived by then and the entry by the third pass (not
-    // for a cache-resident table: there it would only cost instructions).
+    // bucket line has arrived by then and the entry by the third pass.
     constexpr uint16_t kLag = 6;
-    const uint32_t lag_mask = w.table.cacheResident() ? 0 : ~0u;
     for (uint16_t i = 0; i < n; ++i) {
-      if (i + kPrefetch < n) rte_prefetch0(rte_pktmbuf_mtod(packets[i + kPrefetch], void*));
-      if (i >= kLag && (alive & lag_mask & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
+      if (kLagged && i >= kLag && ((alive | lane) & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
       rte_mbuf* m = packets[i];
-      rx_bytes += m->pkt_len;
       if constexpr (!kUplink) {
         LanePacket& lp = w.lane[i];
         if (m->nb_segs == 1 &&
@@ -221,7 +231,6 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           lp.hash = compactHash(lp.key, hash_keys_, 0);
           lp.slot = w.table.prefetchSlot(lp.hash);
           lane |= 1u << i;
-          alive |= 1u << i;
           continue;
         }
       }
@@ -231,16 +240,25 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       w.table.prefetchBucket(pc.hash, kUplink || pc.long_key);
       alive |= 1u << i;
     }
-    for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-      if (alive & lag_mask & (1u << i)) prefetchOthers(w, i, lane, kUplink);
+    alive |= lane;
+    if constexpr (kLagged) {
+      for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
+        if (alive & (1u << i)) prefetchOthers(w, i, lane, kUplink);
+      }
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
-    for (uint32_t m = alive; m != 0; m &= m - 1) {
-      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
-      if (!kUplink && (lane & (1u << i))) {
-        laneApply(w, snap, stamp, rx_port, i);
-      } else {
-        lookupAndApply<kUplink>(w, snap, w.burst[i]);
+    if (!kUplink && lane == alive) {
+      for (uint32_t m = lane; m != 0; m &= m - 1) {
+        laneApply(w, snap, stamp, rx_port, static_cast<unsigned>(__builtin_ctz(m)));
+      }
+    } else {
+      for (uint32_t m = alive; m != 0; m &= m - 1) {
+        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+        if (!kUplink && (lane & (1u << i))) {
+          laneApply(w, snap, stamp, rx_port, i);
+        } else {
+          lookupAndApply<kUplink>(w, snap, w.burst[i]);
+        }
       }
     }
     packets += n;
@@ -493,9 +511,11 @@ DPU_HOT_INLINE bool EngineImpl::route4(WorkerContext& w, FlowEntry& e, const Flo
 DPU_HOT_INLINE void EngineImpl::output(WorkerContext& w, uint16_t port, rte_mbuf* m) {
   TxBuffer& tb = w.tx[port];
   tb.bytes += m->pkt_len;
-  tb.packets[tb.count++] = m;
-  w.tx_pending_mask |= 1u << port;
-  if (tb.count == kBurst) txPort(w, port);
+  const uint16_t queued = tb.count;
+  tb.packets[queued] = m;
+  tb.count = static_cast<uint16_t>(queued + 1);
+  if (queued == 0) w.tx_pending_mask |= 1u << port;
+  if (queued + 1 == kBurst) txPort(w, port);
 }
 
 void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) { output(w, port, m); }

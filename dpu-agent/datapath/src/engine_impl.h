@@ -77,7 +77,7 @@ class EngineImpl final : public Engine {
  private:
   // --- lcore ---
   // prepare, lookupAndApply and applyFlow are defined inline in engine_datapath.cpp: call them from there only.
-  template <bool kUplink>
+  template <bool kUplink, bool kLagged>
   uint64_t runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets, uint16_t count);
   bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
   template <bool kUplink>

@@ -406,7 +406,8 @@ class FlowTable {
   // from prefetchSlot) first, then the bucket.
   uint32_t lookupCompact(uint64_t hash, uint32_t index, const CompactKey& key) const {
     const FlowEntry& e = entries_[index];
-    if (e.actionIndex() != 0 && !(e.actions & FlowEntry::kLongKey) && FlowEntry::keyEqual(e.key, key)) [[likely]] {
+    // A flow (action index not 0) with a compact key (no kLongKey): one compare.
+    if (e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key)) [[likely]] {
       return index;
     }
     static const overlay::FlowKey kNoKey{};
