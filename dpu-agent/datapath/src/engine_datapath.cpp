@@ -217,11 +217,13 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // Ports other than the uplink: most packets take the fast lane
     // (LanePacket, laneParse, laneApply); the rest the general path.
     uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
-    // Other ways are prefetched kLag packets behind their bucket, so the
-    // bucket line has arrived by then and the entry by the third pass.
+    // A large table's entries are prefetched kLag packets behind their
+    // bucket (flow_cache.h), so the bucket line has arrived by then and the
+    // entry by the third pass.
     constexpr uint16_t kLag = 6;
+    FlowTable& table = w.table;
     for (uint16_t i = 0; i < n; ++i) {
-      if (kLagged && i >= kLag && ((alive | lane) & (1u << (i - kLag)))) prefetchOthers(w, i - kLag, lane, kUplink);
+      if (kLagged && i >= kLag && ((alive | lane) & (1u << (i - kLag)))) prefetchEntries(w, i - kLag, lane, kUplink);
       rte_mbuf* m = packets[i];
       if constexpr (!kUplink) {
         LanePacket& lp = w.lane[i];
@@ -229,7 +231,11 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
             laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.l3_end)) [[likely]] {
           lp.mbuf = m;
           lp.hash = compactHash(lp.key, hash_keys_, 0);
-          lp.slot = w.table.prefetchSlot(lp.hash);
+          if constexpr (kLagged) {
+            table.prefetchBucketLine(lp.hash);
+          } else {
+            lp.slot = table.prefetchSlot(lp.hash);
+          }
           lane |= 1u << i;
           continue;
         }
@@ -237,13 +243,18 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       PacketContext& pc = w.burst[i];
       if (!prepare(w, snap, m, rx_port, kUplink, pc)) continue;
       pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
-      w.table.prefetchBucket(pc.hash, kUplink || pc.long_key);
+      if constexpr (kLagged) {
+        table.prefetchBucketLine(pc.hash);
+      } else {
+        pc.slot = table.prefetchSlot(pc.hash);
+        if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot);
+      }
       alive |= 1u << i;
     }
     alive |= lane;
     if constexpr (kLagged) {
       for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-        if (alive & (1u << i)) prefetchOthers(w, i, lane, kUplink);
+        if (alive & (1u << i)) prefetchEntries(w, i, lane, kUplink);
       }
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
@@ -371,12 +382,16 @@ bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t ind
   return false;
 }
 
-// The lagged prefetch of a burst's packet i: the ways other than the
-// preferred one whose signature matches.
-DPU_HOT_INLINE void EngineImpl::prefetchOthers(WorkerContext& w, unsigned i, uint32_t lane, bool uplink) {
-  if (lane & (1u << i)) return w.table.prefetchEntries(w.lane[i].hash, false);
-  const PacketContext& pc = w.burst[i];
-  w.table.prefetchEntries(pc.hash, uplink || pc.long_key);
+// The lagged prefetch of a burst's packet i (a large table): the entries
+// whose signature matches, and the one to check first.
+DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, uint32_t lane, bool uplink) {
+  if (lane & (1u << i)) {
+    LanePacket& lp = w.lane[i];
+    lp.slot = w.table.prefetchMatches(lp.hash, false);
+    return;
+  }
+  PacketContext& pc = w.burst[i];
+  pc.slot = w.table.prefetchMatches(pc.hash, uplink || pc.long_key);
 }
 
 // A lane packet as the general path has it (for its rarer actions, a miss,
@@ -386,6 +401,7 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
   PacketContext& pc = w.burst[i];
   pc.mbuf = lp.mbuf;
   pc.hash = lp.hash;
+  pc.slot = lp.slot;
   pc.ckey = lp.key;
   pc.long_key = false;
   pc.parsed_full = false;
@@ -423,7 +439,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   // No "same flow as the previous packet" shortcut: with many flows it never
   // pays for its compares, and with one flow the lookup below hits lines
   // already in L1.
-  const uint32_t index = table.lookup<kUplink>(pc.hash, pc.ckey, pc.long_key, pc.key, pc.probe);
+  const uint32_t index = table.lookupFrom<kUplink>(pc.hash, pc.slot, pc.ckey, pc.long_key, pc.key, pc.probe);
   if (index != UINT32_MAX) [[likely]] {
     FlowEntry& e = table.entry(index);
     FlowActions& a = table.actionsOf(e);

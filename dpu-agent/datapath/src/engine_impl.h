@@ -91,7 +91,7 @@ class EngineImpl final : public Engine {
   // The fast lane (ports other than the uplink).
   void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, unsigned i);
   PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, unsigned i);
-  void prefetchOthers(WorkerContext& w, unsigned i, uint32_t lane, bool uplink);
+  void prefetchEntries(WorkerContext& w, unsigned i, uint32_t lane, bool uplink);
   // Out of line, so the hit path that calls them stays small: a miss (slow
   // path, install, apply) and a flow whose stamp is older than the snapshot's.
   void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);

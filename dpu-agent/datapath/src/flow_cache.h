@@ -316,8 +316,7 @@ class FlowTable {
   uint32_t bucketCount() const { return (mask_ + 1) / FlowBucket::kWays; }
   uint32_t actionCapacity() const { return action_capacity_; }
   // Small enough (hit lines and buckets within 1 MiB) to stay in the core's
-  // caches under load: the lookup's second prefetch (prefetchEntries) would
-  // only cost instructions.
+  // caches under load: prefetchSlot, not prefetchBucketLine + prefetchMatches.
   bool cacheResident() const { return cache_resident_; }
   // Read by the control thread too.
   uint32_t actionsInUse() const { return __atomic_load_n(&actions_in_use_, __ATOMIC_RELAXED); }
@@ -344,13 +343,17 @@ class FlowTable {
   FlowActions& actionsOf(const FlowEntry& e) { return actions_[e.actionIndex()]; }
   const FlowExtra& extra(uint32_t index) const { return extras_[index]; }
 
-  // The preferred way's entry (the line a hit reads), the bucket, and for a
-  // tunnelled packet or a long key the cold part too.
-  void prefetchBucket(uint64_t hash, bool cold) const {
-    const uint32_t index = prefetchSlot(hash);
-    if (cold) prefetchCold(index);
-  }
-  // The same for a compact key: returns the preferred way's entry index.
+  // Two ways to fetch what a lookup reads before it runs (the engine's burst
+  // loop, engine_datapath.cpp):
+  // - a cache-resident table: the bucket and the preferred way's entry at
+  //   once (prefetchSlot); most flows are there, and the rest are a bucket
+  //   scan away in the core's caches;
+  // - a larger one: the bucket first (prefetchBucketLine), then, a few
+  //   packets later when it has arrived, exactly the entries whose signature
+  //   matches (prefetchMatches). Fetching the preferred way's entry blindly
+  //   would cost a memory access for nothing for every flow not in it (one
+  //   in six at the bench's load).
+  // Both return the entry the lookup should check first (lookupFrom).
   uint32_t prefetchSlot(uint64_t hash) const {
     const uint32_t b = bucketOf(hash);
     prefetchLine(&buckets_[b]);
@@ -358,18 +361,23 @@ class FlowTable {
     prefetchLine(&entries_[index]);
     return index;
   }
-  // After prefetchBucket: the entries whose signature matches, other than the preferred way.
-  void prefetchEntries(uint64_t hash, bool cold) const {
+  void prefetchBucketLine(uint64_t hash) const { prefetchLine(&buckets_[bucketOf(hash)]); }
+  // `cold`: the cold part of the matching entries too (a tunnelled packet
+  // or a long key). Without a match: the preferred way (a miss, or a flow
+  // in its second bucket).
+  uint32_t prefetchMatches(uint64_t hash, bool cold) const {
     const uint32_t b = bucketOf(hash);
-    const uint16_t sig = signature(hash);
-    const unsigned preferred = preferredWay(hash);
-    if (buckets_[b].sig[preferred] == sig) return;
-    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferred); m != 0; m &= m - 1) {
+    uint32_t m = matchMask(buckets_[b], signature(hash));
+    const uint32_t first = b * FlowBucket::kWays + (m != 0 ? static_cast<uint32_t>(__builtin_ctz(m)) : preferredWay(hash));
+    for (; m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
       prefetchLine(&entries_[index]);
       if (cold) prefetchCold(index);
     }
+    return first;
   }
+  // The cold part of a resident table's slot (a tunnelled packet or a long key).
+  void prefetchColdOf(uint32_t index) const { prefetchCold(index); }
 
   // Bit w set: way w of the bucket holds signature `sig`. Eight compares in
   // a few SSE2 instructions instead of a loop of eight branches.
@@ -391,28 +399,40 @@ class FlowTable {
   template <bool kTunnel>
   uint32_t lookup(uint64_t hash, const CompactKey& key, bool long_key, const overlay::FlowKey& full,
                   const TunnelProbe& probe) const {
-    const uint32_t b = bucketOf(hash);
-    // The preferred way first, without the bucket: where claim() put most flows.
-    const uint32_t first = b * FlowBucket::kWays + preferredWay(hash);
+    return lookupFrom<kTunnel>(hash, bucketOf(hash) * FlowBucket::kWays + preferredWay(hash), key, long_key, full,
+                               probe);
+  }
+  // The same, checking the entry `first` (a way of the hash's bucket: from
+  // prefetchSlot or prefetchMatches) before the bucket's other ways.
+  template <bool kTunnel>
+  uint32_t lookupFrom(uint64_t hash, uint32_t first, const CompactKey& key, bool long_key,
+                      const overlay::FlowKey& full, const TunnelProbe& probe) const {
     if (matches<kTunnel>(first, key, long_key, full, probe)) [[likely]] return first;
+    return scan<kTunnel>(hash, first, key, long_key, full, probe);
+  }
+  // A compact, untunnelled key, `first` as above: the common hit inline.
+  uint32_t lookupCompact(uint64_t hash, uint32_t first, const CompactKey& key) const {
+    const FlowEntry& e = entries_[first];
+    // A flow (action index not 0) with a compact key (no kLongKey): one compare.
+    if (e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key)) [[likely]] {
+      return first;
+    }
+    static const overlay::FlowKey kNoKey{};
+    static const TunnelProbe kNoTunnel{};
+    return scan<false>(hash, first, key, false, kNoKey, kNoTunnel);
+  }
+  // The bucket's ways other than `first` whose signature matches, then the
+  // second bucket.
+  template <bool kTunnel>
+  uint32_t scan(uint64_t hash, uint32_t first, const CompactKey& key, bool long_key, const overlay::FlowKey& full,
+                const TunnelProbe& probe) const {
+    const uint32_t b = bucketOf(hash);
     const uint16_t sig = signature(hash);
-    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << preferredWay(hash)); m != 0; m &= m - 1) {
+    for (uint32_t m = matchMask(buckets_[b], sig) & ~(1u << (first % FlowBucket::kWays)); m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
       if (matches<kTunnel>(index, key, long_key, full, probe)) return index;
     }
     return lookupSecond<kTunnel>(hash, sig, key, long_key, full, probe);
-  }
-  // A compact, untunnelled key: the entry at `index` (the preferred way,
-  // from prefetchSlot) first, then the bucket.
-  uint32_t lookupCompact(uint64_t hash, uint32_t index, const CompactKey& key) const {
-    const FlowEntry& e = entries_[index];
-    // A flow (action index not 0) with a compact key (no kLongKey): one compare.
-    if (e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key)) [[likely]] {
-      return index;
-    }
-    static const overlay::FlowKey kNoKey{};
-    static const TunnelProbe kNoTunnel{};
-    return lookup<false>(hash, key, false, kNoKey, kNoTunnel);
   }
   // The second bucket, for the flows a full first bucket sent there (and
   // for misses): out of line, so the hit path stays short.

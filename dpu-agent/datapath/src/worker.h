@@ -73,6 +73,7 @@ static_assert(sizeof(OffloadSlot) == 24);
 struct PacketContext {
   rte_mbuf* mbuf;
   uint64_t hash;
+  uint32_t slot;      // the entry the lookup checks first (flow_cache.h: prefetchSlot, prefetchMatches)
   CompactKey ckey;    // what the flow cache compares (flow_cache.h)
   overlay::ParsedPacket parsed;
   overlay::FlowKey key;
@@ -94,7 +95,7 @@ struct alignas(64) LanePacket {
   rte_mbuf* mbuf;
   uint64_t hash;
   CompactKey key;
-  uint32_t slot;    // the flow's preferred way (the entry prefetched)
+  uint32_t slot;    // the entry the lookup checks first (prefetched)
   uint16_t l3_end;  // the IPv4 header is at 14
   uint16_t reserved;
 };

@@ -760,6 +760,60 @@ TEST_CASE("engine: a resync keeps unaffected flows; removals invalidate theirs",
   CHECK(Fixture::drain(kSpare).size() == 1);
 }
 
+TEST_CASE("engine: a large flow cache (bucket first, then the matching entries) forwards as a small one", "[engine]") {
+  // 4,096 entries stay in the core's caches: a lookup's bucket and preferred
+  // way are prefetched together. 262,144 entries (16 MiB) do not: the
+  // bucket is prefetched first and the entries its signatures name a few
+  // packets later. Bursts mixing every kind of packet — lane (pod IPv4),
+  // general (IPv6, ARP), tunnelled (decap, with its cold part) — go through
+  // both, three times (misses, then hits), and must leave identically.
+  std::vector<Bytes> pod, uplink;
+  for (uint16_t i = 0; i < 24; ++i) {
+    pod.push_back(udp4(kRouterMac, kMacA, "10.244.1.5", i % 2 ? "10.244.1.6" : "10.244.2.7", 64,
+                       static_cast<uint16_t>(2000 + i)));
+  }
+  pod.push_back(tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9"));
+  pod.push_back(tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:1::6"));
+  pod.insert(pod.begin() + 7, pod[3]);  // the same flow twice in one burst
+  for (uint16_t i = 0; i < 20; ++i) {
+    uplink.push_back(fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", i % 2 ? "10.244.1.5" : "10.244.1.6",
+                                     63, static_cast<uint16_t>(3000 + i)),
+                                10, i % 2 ? 1 : 2));
+  }
+  struct Run {
+    std::vector<std::vector<Bytes>> out;  // per round and port
+    uint64_t hits;
+  };
+  auto run = [&](uint32_t entries) {
+    EngineConfig c;
+    c.flow_cache_entries = entries;
+    Fixture f(c);
+    REQUIRE(FlowTable(entries).cacheResident() == (entries <= 4096));
+    Run r;
+    for (int round = 0; round < 3; ++round) {
+      f.inject(kRepA, pod);
+      f.inject(kUplink, uplink);
+      for (unsigned p = 0; p < kPorts; ++p) r.out.push_back(Fixture::drain(p));
+    }
+    r.hits = f.stat("FlowHit");
+    CHECK(f.stat("FlowMiss") == f.flows().size());
+    return r;
+  };
+  const Run small = run(4096);
+  const Run large = run(262144);
+  // Every packet of the second and third rounds hit, and one of the first.
+  CHECK(small.hits == 2 * (pod.size() + uplink.size()) + 1);
+  CHECK(large.hits == small.hits);
+  REQUIRE(large.out.size() == small.out.size());
+  size_t forwarded = 0;
+  for (size_t i = 0; i < small.out.size(); ++i) {
+    INFO("round " << i / kPorts << ", port " << i % kPorts);
+    CHECK(large.out[i] == small.out[i]);
+    forwarded += small.out[i].size();
+  }
+  CHECK(forwarded == 3 * (pod.size() + uplink.size()));
+}
+
 TEST_CASE("engine: flows age out when idle and the LRU way is evicted when a bucket is full", "[engine]") {
   EngineConfig c;
   c.flow_cache_entries = 8;  // one bucket
