@@ -359,6 +359,7 @@ struct ActionsResolve {
     a.node = nullptr;
     a.encap = nullptr;
     a.hop_known = 0;
+    a.encap_sum = 0;
     a.kind = a.ops == kRouteOps ? kActionsRoute : kActionsGeneral;
     if (!(a.ops & op::kEncap)) return;
     const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
@@ -367,9 +368,11 @@ struct ActionsResolve {
     a.encap = &node->subnets[a.encap_subnet].encap;
     a.hop_known = node->next_hop_known;
     const SnapEncap& t = *a.encap;
-    if (a.ops == (kRouteOps | op::kEncap) && !t.ipv6 && t.length == kEncap4Length &&
+    // An unresolved next hop takes the general routine, which counts it.
+    if (a.ops == (kRouteOps | op::kEncap) && a.hop_known && !t.ipv6 && t.length == kEncap4Length &&
         t.udp_offset == kEncap4Udp && t.ovn_offset == kEncap4Ovn) {
       a.kind = kActionsEncap4;
+      a.encap_sum = static_cast<uint16_t>(t.ipv4_sum);
     }
   }
 };
@@ -568,11 +571,10 @@ DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, cons
   uint8_t* ip = p + overlay::eth::kHeaderLen;
   const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
   overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
-  // ipv4_sum is folded to 16 bits: with the length, one more fold suffices.
-  uint32_t sum = a.encap->ipv4_sum + ip_len;
+  // The sum is folded to 16 bits: with the length, one more fold suffices.
+  uint32_t sum = uint32_t{a.encap_sum} + ip_len;
   sum = (sum & 0xffff) + (sum >> 16);
   overlay::ipv4::setChecksum(ip, static_cast<uint16_t>(~sum));
-  if (!a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
   output(w, a.out_port, m);
   return true;
 }

@@ -218,7 +218,7 @@ struct alignas(64) FlowActions {
   // Resolved with the snapshot of `stamp` (the engine's ActionsResolve):
   uint8_t kind;                    // ActionKind: which of the hit path's routines applies them
   uint8_t hop_known;               // kEncap: the tunnel's next hop MAC is known
-  uint8_t reserved[2];
+  uint16_t encap_sum;              // kActionsEncap4: the template's folded IPv4 header sum (SnapEncap::ipv4_sum)
   const SnapEncap* encap;          // kEncap: the template
   const SnapRemoteNode* node;      // kEncap: the remote node
 
@@ -271,7 +271,7 @@ static_assert(offsetof(FlowActions, set_src) == offsetof(FlowActions, set_dst) +
 enum ActionKind : uint8_t {
   kActionsGeneral = 0,
   kActionsRoute,      // dec_ttl, set MACs, output: a pod on this node
-  kActionsEncap4,     // the same + Geneve over IPv4: a pod on another node
+  kActionsEncap4,     // the same + Geneve over IPv4 to a resolved next hop: a pod on another node
 };
 
 // The cold part of a flow.

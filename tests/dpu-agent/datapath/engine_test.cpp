@@ -687,6 +687,39 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
   CHECK(f.engine->program(empty).status() == dataplane::v1::INVALID);
 }
 
+TEST_CASE("engine: a tunnel peer without a next hop gets broadcast frames, counted, until it resolves", "[engine]") {
+  Fixture f;
+  auto m = baseModel();
+  auto* n3 = m.add_remote_nodes();
+  n3->set_name("node3");
+  n3->set_tunnel_ip("192.168.100.3");
+  auto* s3 = n3->add_subnets();
+  s3->set_cidr("10.244.3.0/24");
+  s3->set_datapath_key(30);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
+  const Bytes in = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.3.9");
+  const Bytes broadcast(6, 0xff);
+  // The slow path's packet, then two hits (the common encap routine is not
+  // theirs: it has no next hop to write).
+  f.inject(kRepA, {in, in, in});
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 3);
+  for (const auto& o : out) CHECK(Bytes(o.begin(), o.begin() + 6) == broadcast);
+  CHECK(f.stat("TunnelNextHopUnresolved") == 3);
+  CHECK(f.stat("FlowHit") == 2);
+  // Resolved: the peer's flows are decided again (once), then leave to the
+  // next hop, uncounted.
+  const MacAddress hop{{0x02, 0, 0, 0, 0x03, 0}};
+  REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse("192.168.100.3").value(), hop).ok());
+  f.inject(kRepA, {in, in});
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 2);
+  for (const auto& o : out) CHECK(Bytes(o.begin(), o.begin() + 6) == Bytes(hop.bytes.begin(), hop.bytes.end()));
+  CHECK(f.stat("TunnelNextHopUnresolved") == 3);
+  CHECK(f.stat("FlowMiss") == 2);
+  CHECK(f.stat("FlowHit") == 3);
+}
+
 TEST_CASE("engine: a resync keeps unaffected flows; removals invalidate theirs", "[engine]") {
   Fixture f;
   const Bytes local = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");
