@@ -421,19 +421,21 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
                                           unsigned i) {
   const LanePacket& lp = w.lane[i];
   FlowTable& table = w.table;
-  const uint32_t index = table.lookupCompact(lp.hash, lp.slot, lp.key);
-  if (index != UINT32_MAX) [[likely]] {
-    FlowEntry& e = table.entry(index);
-    FlowActions& a = table.actionsOf(e);
-    if (a.stamp == stamp || revalidate(w, snap, index, a)) [[likely]] {
-      FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
-      ++w.hits;
-      if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
-      if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
-      return applyFlow(w, snap, e, a, laneContext(w, rx_port, i));
-    }
+  uint32_t index = lp.slot;
+  if (!table.compactHit(index, lp.key)) [[unlikely]] {
+    index = table.scanCompact(lp.hash, index, lp.key);
+    if (index == UINT32_MAX) return missPath(w, snap, laneContext(w, rx_port, i));
   }
-  missPath(w, snap, laneContext(w, rx_port, i));
+  FlowEntry& e = table.entry(index);
+  FlowActions& a = table.actionsOf(e);
+  if (a.stamp != stamp && !revalidate(w, snap, index, a)) [[unlikely]] {
+    return missPath(w, snap, laneContext(w, rx_port, i));
+  }
+  FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
+  ++w.hits;
+  if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
+  if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
+  applyFlow(w, snap, e, a, laneContext(w, rx_port, i));
 }
 
 template <bool kUplink>

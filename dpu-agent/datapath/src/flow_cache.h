@@ -410,13 +410,14 @@ class FlowTable {
     if (matches<kTunnel>(first, key, long_key, full, probe)) [[likely]] return first;
     return scan<kTunnel>(hash, first, key, long_key, full, probe);
   }
-  // A compact, untunnelled key, `first` as above: the common hit inline.
-  uint32_t lookupCompact(uint64_t hash, uint32_t first, const CompactKey& key) const {
+  // A compact, untunnelled key, `first` as above: the common hit inline
+  // (compactHit), the rest out of line (scanCompact).
+  bool compactHit(uint32_t first, const CompactKey& key) const {
     const FlowEntry& e = entries_[first];
     // A flow (action index not 0) with a compact key (no kLongKey): one compare.
-    if (e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key)) [[likely]] {
-      return first;
-    }
+    return e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key);
+  }
+  uint32_t scanCompact(uint64_t hash, uint32_t first, const CompactKey& key) const {
     static const overlay::FlowKey kNoKey{};
     static const TunnelProbe kNoTunnel{};
     return scan<false>(hash, first, key, false, kNoKey, kNoTunnel);

@@ -101,11 +101,13 @@ struct alignas(64) LanePacket {
 };
 static_assert(sizeof(LanePacket) == 64);
 
-struct TxBuffer {
-  uint16_t count = 0;
-  uint32_t bytes = 0;  // of the queued packets, summed as they are queued
+// Five cache lines, packets first: queueing a packet is one scaled store.
+struct alignas(64) TxBuffer {
   rte_mbuf* packets[kBurst];
+  uint32_t bytes = 0;  // of the queued packets, summed as they are queued
+  uint16_t count = 0;
 };
+static_assert(sizeof(TxBuffer) == 320);
 
 class alignas(64) WorkerContext {
  public:
