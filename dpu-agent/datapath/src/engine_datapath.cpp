@@ -49,16 +49,21 @@ inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64
   return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ extra ^ k.seed);
 }
 
-// The same for a compact key (flow_cache.h): four multiplies for its 40
-// bytes. Every word goes through a multiply of its own before the last one
-// (the ports and addresses fed only to the last multiply would move the
-// bucket bits almost linearly: flows with neighbouring ports crowd buckets).
-// A long key is hashed whole (its compact form is a lossy fold).
+// The same for a compact key (flow_cache.h): three multiplies over the words
+// that tell flows apart — port and VNI, ethertype/protocol/IPv4 source, IPv4
+// destination and L4 ports. The MACs and VLAN (words 1 and 2) are compared
+// on a hit but not hashed: flows that differ only there (one pod's 5-tuple
+// sent with many MACs, which port security drops) share a bucket pair and
+// crowd only each other, while every other flow of that port or 5-tuple
+// still lands elsewhere. Every hashed word goes through a multiply of its
+// own before the last one (the ports and addresses fed only to the last
+// multiply would move the bucket bits almost linearly: flows with
+// neighbouring ports crowd buckets). A long key is hashed whole (its compact
+// form is a lossy fold).
 inline uint64_t compactHash(const CompactKey& c, const HashKeys& k, uint64_t extra) {
-  const uint64_t a = mum(c.w[0] ^ extra ^ k.word[0], c.w[1] ^ extra ^ k.word[1]);
-  const uint64_t b = mum(c.w[2] ^ extra ^ k.word[2], c.w[3] ^ extra ^ k.word[3]);
+  const uint64_t a = mum(c.w[0] ^ extra ^ k.word[0], c.w[3] ^ extra ^ k.word[3]);
   const uint64_t d = mum(c.w[4] ^ extra ^ k.word[4], k.word[5]);
-  return mum(a ^ d ^ 0x85ebca77c2b2ae63ull, b ^ extra ^ k.seed);
+  return mum(a ^ 0x85ebca77c2b2ae63ull, d ^ extra ^ k.seed);
 }
 
 inline uint64_t packetHash(const PacketContext& pc, const HashKeys& k, uint64_t extra) {

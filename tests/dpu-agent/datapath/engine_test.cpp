@@ -512,6 +512,27 @@ TEST_CASE("engine: ARP and ND for the gateway are answered on the pod's port", "
   CHECK(f.stat("NdNotForGateway") == 1);
 }
 
+TEST_CASE("engine: flows that differ only in their MACs stay apart in the flow cache", "[engine]") {
+  // The compact hash leaves the MACs out: such flows share a bucket pair,
+  // and the key compare must still tell them apart, however many there are.
+  Fixture f;
+  const Bytes legit = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, 4000);
+  f.inject(kRepA, legit);
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  std::vector<Bytes> burst{legit};
+  for (uint8_t i = 1; i <= 20; ++i) {
+    const overlay::MacAddress spoofed{0x0a, 0x58, 0x0a, 0xf4, 0x07, i};
+    burst.push_back(udp4(kRouterMac, spoofed, "10.244.1.5", "10.244.1.6", 64, 4000));
+    burst.push_back(legit);
+  }
+  for (int round = 0; round < 2; ++round) {
+    f.inject(kRepA, burst);
+    CHECK(Fixture::drain(kRepB).size() == 21);
+  }
+  CHECK(f.stat("PortSecurityMac") == 40);
+  CHECK(f.stat("FlowHit") >= 42);  // the legit flow, every time
+}
+
 TEST_CASE("engine: port security drops MAC, IP, ARP and ND spoofing", "[engine]") {
   Fixture f;
   f.inject(kRepA, udp4(kRouterMac, kMacB, "10.244.1.5", "10.244.1.6"));  // pod-a sends as pod-b's MAC
