@@ -18,10 +18,12 @@
 // ARP's): 40 bytes instead of 64. Other keys (IPv6) keep a lossy 40-byte
 // fold in the hit line, marked, and compare the full key on a hit.
 //
-// A flow usually sits in its preferred way (from the hash), so a lookup
-// checks that entry first, without the bucket; only when it does not match
-// are the bucket's signatures read (as DPDK's rte_hash signatures and OVS's
-// EMC do). A flow whose bucket is full goes to its second bucket (another
+// A flow usually sits in its preferred way (from the hash), so a lookup in a
+// cache-resident table checks that entry first, without the bucket; only
+// when it does not match are the bucket's signatures read (as DPDK's
+// rte_hash signatures and OVS's EMC do). A larger table reads the bucket
+// first and fetches only the entries it names (prefetchMatches). A flow
+// whose bucket is full goes to its second bucket (another
 // one, from other bits of the hash), and only when both are full is the
 // least recently used of their sixteen flows replaced. With one bucket, the
 // few buckets that draw more than eight of the live flows (about 1 % of
@@ -330,7 +332,7 @@ class FlowTable {
   uint32_t secondBucketOf(uint64_t hash) const {
     return (bucketOf(hash) ^ (static_cast<uint32_t>(hash >> 40) | 1u)) & bucket_mask_;
   }
-  // A flow's preferred way in its bucket, from the hash: claim() uses it when
+  // A flow's preferred way in its bucket, from the hash: insert() uses it when
   // free (most of the time below full load), and a lookup checks it first.
   static unsigned preferredWay(uint64_t hash) { return static_cast<unsigned>(hash >> 61); }
 
@@ -368,7 +370,8 @@ class FlowTable {
   uint32_t prefetchMatches(uint64_t hash, bool cold) const {
     const uint32_t b = bucketOf(hash);
     uint32_t m = matchMask(buckets_[b], signature(hash));
-    const uint32_t first = b * FlowBucket::kWays + (m != 0 ? static_cast<uint32_t>(__builtin_ctz(m)) : preferredWay(hash));
+    const unsigned way = m != 0 ? static_cast<unsigned>(__builtin_ctz(m)) : preferredWay(hash);
+    const uint32_t first = b * FlowBucket::kWays + way;
     for (; m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
       prefetchLine(&entries_[index]);
@@ -569,24 +572,22 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   const uint32_t first = bucketOf(hash);
   const uint32_t second = secondBucketOf(hash);
   const unsigned preferred = preferredWay(hash);
-  uint32_t index = UINT32_MAX;    // an empty way, else the least recently used one
+  uint32_t index = UINT32_MAX;  // an empty way, else the least recently used one
   uint32_t oldest_idle = 0;
+  bool empty = false;
   for (const uint32_t b : {first, second}) {
     const FlowBucket& bk = buckets_[b];
-    for (unsigned i = 0; i < FlowBucket::kWays; ++i) {
+    for (unsigned i = 0; i < FlowBucket::kWays && !empty; ++i) {
       const unsigned w = (preferred + i) % FlowBucket::kWays;
       const uint32_t slot = b * FlowBucket::kWays + w;
-      if (bk.sig[w] == 0) {
-        index = slot;
-        break;
-      }
       const uint32_t idle = now_ms - entries_[slot].used_ms;
-      if (index == UINT32_MAX || idle > oldest_idle) {
+      empty = bk.sig[w] == 0;
+      if (empty || index == UINT32_MAX || idle > oldest_idle) {
         index = slot;
         oldest_idle = idle;
       }
     }
-    if (bk.sig[index % FlowBucket::kWays] == 0 && index / FlowBucket::kWays == b) break;
+    if (empty) break;
   }
   FlowBucket& bk = buckets_[index / FlowBucket::kWays];
   const unsigned way = index % FlowBucket::kWays;
