@@ -111,6 +111,23 @@ const auto kUplinkMac = mac("02:00:00:00:00:01");
 const auto kNextHopMac = mac("02:00:00:00:00:02");
 const auto kRemotePodMac = mac("0a:58:0a:f4:02:07");
 
+// A remote node with one pod subnet (returned for more).
+dataplane::v1::RemoteNode* addRemoteNode(dataplane::v1::LogicalModel& m, const char* name, const char* tunnel_ip,
+                                         const char* cidr, uint32_t datapath_key) {
+  auto* r = m.add_remote_nodes();
+  r->set_name(name);
+  r->set_tunnel_ip(tunnel_ip);
+  auto* rs = r->add_subnets();
+  rs->set_cidr(cidr);
+  rs->set_datapath_key(datapath_key);
+  return r;
+}
+
+// The flow table's callbacks for tests that drive it directly: every
+// existing record is still valid, and nothing needs resolving.
+const auto kAlwaysValid = [](const FlowActions&) { return true; };
+const auto kNoResolve = [](FlowActions&) {};
+
 dataplane::v1::LogicalModel baseModel() {
   dataplane::v1::LogicalModel m;
   auto* n = m.mutable_node();
@@ -142,12 +159,7 @@ dataplane::v1::LogicalModel baseModel() {
   port("pod-a", 1, "pf0vf0", "0a:58:0a:f4:01:05", {"10.244.1.5", "fd00:10:244:1::5"});
   port("pod-b", 2, "pf0vf1", "0a:58:0a:f4:01:06", {"10.244.1.6", "fd00:10:244:1::6"});
   port("mgmt", 3, "pf0hpf", "0a:58:0a:f4:01:02", {"10.244.1.2"}, dataplane::v1::MANAGEMENT);
-  auto* r = m.add_remote_nodes();
-  r->set_name("node2");
-  r->set_tunnel_ip("192.168.100.2");
-  auto* rs = r->add_subnets();
-  rs->set_cidr("10.244.2.0/24");
-  rs->set_datapath_key(20);
+  auto* r = addRemoteNode(m, "node2", "192.168.100.2", "10.244.2.0/24", 20);
   auto* rs6 = r->add_subnets();
   rs6->set_cidr("fd00:10:244:2::/64");
   rs6->set_datapath_key(20);
@@ -711,12 +723,7 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
 TEST_CASE("engine: a tunnel peer without a next hop gets broadcast frames, counted, until it resolves", "[engine]") {
   Fixture f;
   auto m = baseModel();
-  auto* n3 = m.add_remote_nodes();
-  n3->set_name("node3");
-  n3->set_tunnel_ip("192.168.100.3");
-  auto* s3 = n3->add_subnets();
-  s3->set_cidr("10.244.3.0/24");
-  s3->set_datapath_key(30);
+  addRemoteNode(m, "node3", "192.168.100.3", "10.244.3.0/24", 30);
   REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
   const Bytes in = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.3.9");
   const Bytes broadcast(6, 0xff);
@@ -752,12 +759,7 @@ TEST_CASE("engine: a resync keeps unaffected flows; removals invalidate theirs",
 
   // The agent restarts and resyncs the same model with a new generation, plus a new node.
   auto m = baseModel();
-  auto* n3 = m.add_remote_nodes();
-  n3->set_name("node3");
-  n3->set_tunnel_ip("192.168.100.3");
-  auto* s3 = n3->add_subnets();
-  s3->set_cidr("10.244.3.0/24");
-  s3->set_datapath_key(30);
+  addRemoteNode(m, "node3", "192.168.100.3", "10.244.3.0/24", 30);
   auto r = fullSync(*f.engine, m, 7);
   REQUIRE(r.status() == dataplane::v1::OK);
   CHECK(r.flows_removed() == 0);
@@ -967,8 +969,6 @@ TEST_CASE("engine: the flow cache keeps flows, action records and their index co
     FlowRecord rec;
   };
   std::map<uint32_t, Live> live;  // by index
-  auto valid = [](const FlowActions&) { return true; };
-  auto resolve = [](FlowActions&) {};
   uint32_t seed = 12345;
   auto rnd = [&seed] {
     seed = seed * 1103515245u + 12345u;
@@ -1000,7 +1000,7 @@ TEST_CASE("engine: the flow cache keeps flows, action records and their index co
       REQUIRE_FALSE(is_long);
       const uint64_t hash = (uint64_t{rnd()} << 40) ^ (uint64_t{rnd()} << 16) ^ rnd();
       bool evicted = false;
-      const uint32_t index = t.insert(hash, r, 1, evicted, valid, resolve);
+      const uint32_t index = t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve);
       if (index == UINT32_MAX) {
         // Every record in use: not cached. A flow evicted for it is gone all the same.
         size_t gone = 0;
@@ -1054,8 +1054,6 @@ TEST_CASE("engine: the flow cache keeps flows, action records and their index co
 
 TEST_CASE("engine: a flow whose bucket is full goes to its second bucket; LRU only when both are full", "[engine]") {
   FlowTable t(256);  // 32 buckets of 8
-  auto valid = [](const FlowActions&) { return true; };
-  auto resolve = [](FlowActions&) {};
   auto record = [](uint32_t flow) {
     FlowRecord r{};
     r.key.in_port = 3;
@@ -1080,7 +1078,7 @@ TEST_CASE("engine: a flow whose bucket is full goes to its second bucket; LRU on
   std::vector<uint32_t> index;
   for (uint32_t flow = 0; flow < 16; ++flow) {
     bool evicted = true;
-    index.push_back(t.insert(hashOf(flow), record(flow), 1 + flow, evicted, valid, resolve));
+    index.push_back(t.insert(hashOf(flow), record(flow), 1 + flow, evicted, kAlwaysValid, kNoResolve));
     CHECK_FALSE(evicted);
     CHECK(index.back() / FlowBucket::kWays == (flow < 8 ? t.bucketOf(hashOf(0)) : t.secondBucketOf(hashOf(0))));
   }
@@ -1088,7 +1086,7 @@ TEST_CASE("engine: a flow whose bucket is full goes to its second bucket; LRU on
   // Both full: flow 0 was hit since, so flow 1 is the least recently used of the sixteen.
   FlowTable::touch(t.entry(index[0]), 100);
   bool evicted = false;
-  const uint32_t at = t.insert(hashOf(16), record(16), 101, evicted, valid, resolve);
+  const uint32_t at = t.insert(hashOf(16), record(16), 101, evicted, kAlwaysValid, kNoResolve);
   CHECK(evicted);
   CHECK(at == index[1]);
   CHECK(find(1) == UINT32_MAX);
@@ -1099,7 +1097,7 @@ TEST_CASE("engine: a flow whose bucket is full goes to its second bucket; LRU on
   // A way freed in the second bucket is taken by the next flow of the pair.
   t.remove(index[12]);
   CHECK(find(12) == UINT32_MAX);
-  CHECK(t.insert(hashOf(17), record(17), 102, evicted, valid, resolve) == index[12]);
+  CHECK(t.insert(hashOf(17), record(17), 102, evicted, kAlwaysValid, kNoResolve) == index[12]);
   CHECK_FALSE(evicted);
   CHECK(find(17) == index[12]);
 }
@@ -1110,8 +1108,6 @@ TEST_CASE("engine: 100,000 flows in 262,144 entries evict almost none", "[engine
   // all their flows: about 1 % of packets missing. With two, a full pair is
   // rare (this sequence: one).
   FlowTable t(262144);
-  auto valid = [](const FlowActions&) { return true; };
-  auto resolve = [](FlowActions&) {};
   FlowRecord r{};
   r.key.ethertype = overlay::eth::kTypeIpv4;
   r.stamp = 1;
@@ -1124,7 +1120,7 @@ TEST_CASE("engine: 100,000 flows in 262,144 entries evict almost none", "[engine
     r.key.l4_src = static_cast<uint16_t>(flow);
     r.key.l4_dst = static_cast<uint16_t>(flow >> 16);
     bool evicted = false;
-    REQUIRE(t.insert(hash, r, 1, evicted, valid, resolve) != UINT32_MAX);
+    REQUIRE(t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve) != UINT32_MAX);
     evictions += evicted;
   }
   CHECK(evictions <= 5);
@@ -1132,8 +1128,6 @@ TEST_CASE("engine: 100,000 flows in 262,144 entries evict almost none", "[engine
 
 TEST_CASE("engine: long keys whose compact folds collide are told apart by the full key", "[engine]") {
   FlowTable t(64);
-  auto valid = [](const FlowActions&) { return true; };
-  auto resolve = [](FlowActions&) {};
   FlowRecord a{};
   a.key.ethertype = overlay::eth::kTypeIpv6;
   // l3_src is key bytes 28..43: byte 8 of it is bit 32 of the key's word 4.
@@ -1152,10 +1146,10 @@ TEST_CASE("engine: long keys whose compact folds collide are told apart by the f
   REQUIRE(ca == cb);
   bool evicted = false;
   const uint64_t hash = 0x1234;
-  const uint32_t ia = t.insert(hash, a, 1, evicted, valid, resolve);
+  const uint32_t ia = t.insert(hash, a, 1, evicted, kAlwaysValid, kNoResolve);
   REQUIRE(ia != UINT32_MAX);
   CHECK(t.lookup<false>(hash, cb, true, b.key, TunnelProbe{}) == UINT32_MAX);
-  const uint32_t ib = t.insert(hash, b, 1, evicted, valid, resolve);
+  const uint32_t ib = t.insert(hash, b, 1, evicted, kAlwaysValid, kNoResolve);
   REQUIRE(ib != UINT32_MAX);
   CHECK(ib != ia);
   CHECK(t.lookup<false>(hash, ca, true, a.key, TunnelProbe{}) == ia);
@@ -1172,14 +1166,13 @@ TEST_CASE("engine: a stale action record is not shared with new flows", "[engine
   r.ops = op::kOutput;
   r.out_port = 4;
   bool evicted = false;
-  auto resolve = [](FlowActions&) {};
-  const uint32_t i1 = t.insert(1, r, 1, evicted, [](const FlowActions&) { return true; }, resolve);
+  const uint32_t i1 = t.insert(1, r, 1, evicted, kAlwaysValid, kNoResolve);
   REQUIRE(i1 != UINT32_MAX);
   // A newer snapshot under which the record's dependencies changed.
   FlowRecord r2 = r;
   r2.key.l4_src = 99;
   r2.stamp = 2;
-  const uint32_t i2 = t.insert(2, r2, 1, evicted, [](const FlowActions&) { return false; }, resolve);
+  const uint32_t i2 = t.insert(2, r2, 1, evicted, [](const FlowActions&) { return false; }, kNoResolve);
   REQUIRE(i2 != UINT32_MAX);
   CHECK(t.entry(i1).actionIndex() != t.entry(i2).actionIndex());
   CHECK(t.actionsInUse() == 2);
@@ -1188,7 +1181,7 @@ TEST_CASE("engine: a stale action record is not shared with new flows", "[engine
   // Still valid under the newer snapshot: shared, and its stamp moves on.
   FlowRecord r3 = r2;
   r3.key.l4_src = 100;
-  const uint32_t i3 = t.insert(3, r3, 1, evicted, [](const FlowActions&) { return true; }, resolve);
+  const uint32_t i3 = t.insert(3, r3, 1, evicted, kAlwaysValid, kNoResolve);
   CHECK(t.entry(i3).actionIndex() == t.entry(i2).actionIndex());
   t.remove(i1);
   CHECK(t.actionsInUse() == 1);
