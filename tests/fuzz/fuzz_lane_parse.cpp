@@ -5,7 +5,8 @@
 //    as extractFlowKey, and its compact key is that key's (lossless, and
 //    expanding back to it, exactly when it is not long);
 //  - laneParse takes it exactly when fastParse takes it as IPv4, with the
-//    same compact key and end of the IP packet.
+//    same compact key and end of the IP packet, in both its forms (byte
+//    shuffle and scalar).
 // Out-of-bounds reads trap under the fuzz build's sanitizers; a violated
 // property traps too, so libFuzzer reports both like a crash.
 #include <cstdint>
@@ -48,5 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool lane = dpu::datapath::laneParse(data, static_cast<uint32_t>(size), kPort, cl, l3_end);
   require(lane == (took && pf.l3 == L3Type::kIpv4));
   if (lane) require(cl == cf && l3_end == pf.l3_end);
+  // The scalar form (CPUs without a byte shuffle) agrees with it.
+  CompactKey cs;
+  uint16_t l3_end_s = 0;
+  require(dpu::datapath::laneParse<false>(data, static_cast<uint32_t>(size), kPort, cs, l3_end_s) == lane);
+  if (lane) require(cs == cf && l3_end_s == pf.l3_end);
   return 0;
 }

@@ -1394,10 +1394,16 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     const bool v4 = took && pf.l3 == overlay::L3Type::kIpv4;
     INFO(dpu::test::toHex(frame.data(), frame.size()));
     REQUIRE(laneParse(frame.data(), static_cast<uint32_t>(frame.size()), 7, cl, l3_end) == v4);
+    // The scalar form (CPUs without a byte shuffle) agrees with it.
+    CompactKey cs;
+    uint16_t l3_end_s = 0;
+    REQUIRE(laneParse<false>(frame.data(), static_cast<uint32_t>(frame.size()), 7, cs, l3_end_s) == v4);
     if (!v4) continue;
     ++lane;
     CHECK(cl == cf);
+    CHECK(cs == cf);
     CHECK(l3_end == pf.l3_end);
+    CHECK(l3_end_s == pf.l3_end);
     CHECK(pf.l3_offset == 14);
   }
   CHECK(lane > 10);
