@@ -218,17 +218,18 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       rx_bytes += m->pkt_len;
       rte_prefetch0(rte_pktmbuf_mtod(m, const void*));
     }
-    uint32_t alive = 0;  // bit i: packet i is still ours to look up
+    uint32_t alive = 0;  // bit i: packet i takes the general path and is still ours
     // Ports other than the uplink: most packets take the fast lane
-    // (LanePacket, laneParse, laneApply); the rest the general path.
-    uint32_t lane = 0;  // bit i: packet i is in the lane (and alive)
+    // (LanePacket, laneParse, laneApply); the rest the general path. A lane
+    // packet has its mbuf in w.lane[i], any other packet a null one there.
+    unsigned lanes = 0;
     // A large table's entries are prefetched kLag packets behind their
     // bucket (flow_cache.h), so the bucket line has arrived by then and the
     // entry by the third pass.
     constexpr uint16_t kLag = 6;
     FlowTable& table = w.table;
     for (uint16_t i = 0; i < n; ++i) {
-      if (kLagged && i >= kLag && ((alive | lane) & (1u << (i - kLag)))) prefetchEntries(w, i - kLag, lane, kUplink);
+      if (kLagged && i >= kLag) prefetchEntries<kUplink>(w, i - kLag, alive);
       rte_mbuf* m = packets[i];
       if constexpr (!kUplink) {
         LanePacket& lp = w.lane[i];
@@ -241,9 +242,10 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           } else {
             lp.slot = table.prefetchSlot(lp.hash);
           }
-          lane |= 1u << i;
+          ++lanes;
           continue;
         }
+        lp.mbuf = nullptr;
       }
       PacketContext& pc = w.burst[i];
       if (!prepare(w, snap, m, rx_port, kUplink, pc)) continue;
@@ -256,23 +258,19 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       }
       alive |= 1u << i;
     }
-    alive |= lane;
     if constexpr (kLagged) {
       for (uint16_t i = n > kLag ? static_cast<uint16_t>(n - kLag) : 0; i < n; ++i) {
-        if (alive & (1u << i)) prefetchEntries(w, i, lane, kUplink);
+        prefetchEntries<kUplink>(w, i, alive);
       }
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
-    if (!kUplink && lane == alive) {
-      for (uint32_t m = lane; m != 0; m &= m - 1) {
-        laneApply(w, snap, stamp, rx_port, static_cast<unsigned>(__builtin_ctz(m)));
-      }
+    if (!kUplink && lanes == n) {
+      for (LanePacket* lp = w.lane; lp != w.lane + n; ++lp) laneApply(w, snap, stamp, rx_port, *lp);
     } else {
-      for (uint32_t m = alive; m != 0; m &= m - 1) {
-        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
-        if (!kUplink && (lane & (1u << i))) {
-          laneApply(w, snap, stamp, rx_port, i);
-        } else {
+      for (unsigned i = 0; i < n; ++i) {
+        if (!kUplink && w.lane[i].mbuf != nullptr) {
+          laneApply(w, snap, stamp, rx_port, w.lane[i]);
+        } else if (alive & (1u << i)) {
           lookupAndApply<kUplink>(w, snap, w.burst[i]);
         }
       }
@@ -392,21 +390,24 @@ bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t ind
 
 // The lagged prefetch of a burst's packet i (a large table): the entries
 // whose signature matches, and the one to check first.
-DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, uint32_t lane, bool uplink) {
-  if (lane & (1u << i)) {
+template <bool kUplink>
+DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, uint32_t alive) {
+  if constexpr (!kUplink) {
     LanePacket& lp = w.lane[i];
-    lp.slot = w.table.prefetchMatches(lp.hash, false);
-    return;
+    if (lp.mbuf != nullptr) {
+      lp.slot = w.table.prefetchMatches(lp.hash, false);
+      return;
+    }
   }
+  if (!(alive & (1u << i))) return;
   PacketContext& pc = w.burst[i];
-  pc.slot = w.table.prefetchMatches(pc.hash, uplink || pc.long_key);
+  pc.slot = w.table.prefetchMatches(pc.hash, kUplink || pc.long_key);
 }
 
 // A lane packet as the general path has it (for its rarer actions, a miss,
 // or an ICMP reply): the fields fastParse<false> gives an IPv4 packet.
-PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsigned i) {
-  const LanePacket& lp = w.lane[i];
-  PacketContext& pc = w.burst[i];
+PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, const LanePacket& lp) {
+  PacketContext& pc = w.burst[&lp - w.lane];
   pc.mbuf = lp.mbuf;
   pc.hash = lp.hash;
   pc.slot = lp.slot;
@@ -423,24 +424,23 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
 }
 
 DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port,
-                                          unsigned i) {
-  const LanePacket& lp = w.lane[i];
+                                          const LanePacket& lp) {
   FlowTable& table = w.table;
   uint32_t index = lp.slot;
   if (!table.compactHit(index, lp.key)) [[unlikely]] {
     index = table.scanCompact(lp.hash, index, lp.key);
-    if (index == UINT32_MAX) return missPath(w, snap, laneContext(w, rx_port, i));
+    if (index == UINT32_MAX) return missPath(w, snap, laneContext(w, rx_port, lp));
   }
   FlowEntry& e = table.entry(index);
   FlowActions& a = table.actionsOf(e);
   if (a.stamp != stamp && !revalidate(w, snap, index, a)) [[unlikely]] {
-    return missPath(w, snap, laneContext(w, rx_port, i));
+    return missPath(w, snap, laneContext(w, rx_port, lp));
   }
   FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
   ++w.hits;
   if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
   if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
-  applyFlow(w, snap, e, a, laneContext(w, rx_port, i));
+  applyFlow(w, snap, e, a, laneContext(w, rx_port, lp));
 }
 
 template <bool kUplink>
@@ -528,8 +528,7 @@ DPU_HOT_INLINE bool EngineImpl::route4(WorkerContext& w, FlowEntry& e, const Flo
   e.packets_sport += uint64_t{1} << 16;
   bump(e.bytes, m->pkt_len);
   uint8_t* ip = frame + overlay::eth::kHeaderLen;
-  if (overlay::ipv4::ttl(ip) <= 1) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), false;
-  decrementIpv4Ttl(ip);
+  if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), false;
   std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
   return true;
 }

@@ -89,9 +89,10 @@ class EngineImpl final : public Engine {
   bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);
   void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
   // The fast lane (ports other than the uplink).
-  void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, unsigned i);
-  PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, unsigned i);
-  void prefetchEntries(WorkerContext& w, unsigned i, uint32_t lane, bool uplink);
+  void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, const LanePacket& lp);
+  PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, const LanePacket& lp);
+  template <bool kUplink>
+  void prefetchEntries(WorkerContext& w, unsigned i, uint32_t alive);
   // Out of line, so the hit path that calls them stays small: a miss (slow
   // path, install, apply) and a flow whose stamp is older than the snapshot's.
   void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);

@@ -25,4 +25,28 @@ inline void decrementIpv4Ttl(uint8_t* ip) {
   std::memcpy(ip + 10, &raw, 2);
 }
 
+// The same for a header whose TTL may be 0 or 1: false, nothing changed,
+// when it is. The TTL, protocol and checksum are one 32-bit word, and for
+// every checksum but 0xfffe and 0xffff (stored bytes, little-endian) the
+// update is one add to it: the TTL's -1 and the checksum's +1 carry into
+// nothing else. Those two take decrementIpv4Ttl's end-around carry.
+inline bool decrementLiveIpv4Ttl(uint8_t* ip) {
+  uint32_t word;
+  std::memcpy(&word, ip + 8, 4);
+  if constexpr (std::endian::native == std::endian::little) {
+    if ((word & 0xff) <= 1) return false;
+    if (word >= 0xfffe0000u) [[unlikely]] {
+      decrementIpv4Ttl(ip);
+      return true;
+    }
+    word += 0xffff;
+    std::memcpy(ip + 8, &word, 4);
+    return true;
+  } else {
+    if (ip[8] <= 1) return false;
+    decrementIpv4Ttl(ip);
+    return true;
+  }
+}
+
 }  // namespace dpu::datapath

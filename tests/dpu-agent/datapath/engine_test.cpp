@@ -1417,7 +1417,7 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
   CHECK(fast > 20);
 }
 
-TEST_CASE("engine: the TTL decrement's checksum update equals RFC 1624's for every checksum", "[engine]") {
+TEST_CASE("engine: the TTL decrement's checksum update equals RFC 1624's for every checksum, in both forms", "[engine]") {
   size_t mismatches = 0;
   for (uint32_t checksum = 0; checksum <= 0xffff; ++checksum) {
     for (uint8_t ttl : {2, 3, 64, 128, 255}) {
@@ -1429,12 +1429,29 @@ TEST_CASE("engine: the TTL decrement's checksum update equals RFC 1624's for eve
         const uint16_t old_word = overlay::load16(ip + 8);
         const uint16_t want =
             overlay::checksumUpdate16(static_cast<uint16_t>(checksum), old_word, static_cast<uint16_t>(old_word - 0x0100));
+        uint8_t live[20];
+        std::memcpy(live, ip, sizeof live);
         decrementIpv4Ttl(ip);
         if (ip[8] != ttl - 1 || overlay::load16(ip + 10) != want) ++mismatches;
+        // The hit path's form, one add for all but two checksums, agrees byte for byte.
+        if (!decrementLiveIpv4Ttl(live) || std::memcmp(live, ip, sizeof live) != 0) ++mismatches;
       }
     }
   }
   CHECK(mismatches == 0);
+  // A TTL of 0 or 1 is left alone, whatever the checksum.
+  for (uint32_t checksum : {0u, 0x1234u, 0xfffeu, 0xffffu}) {
+    for (uint8_t ttl : {0, 1}) {
+      uint8_t ip[20] = {0x45};
+      ip[8] = ttl;
+      ip[9] = 17;
+      overlay::store16(ip + 10, static_cast<uint16_t>(checksum));
+      uint8_t before[20];
+      std::memcpy(before, ip, sizeof ip);
+      CHECK_FALSE(decrementLiveIpv4Ttl(ip));
+      CHECK(std::memcmp(before, ip, sizeof ip) == 0);
+    }
+  }
 }
 
 TEST_CASE("engine: every path matches scapy's golden packets byte for byte", "[engine]") {
