@@ -181,17 +181,19 @@ inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey
   // Version 4 without options; neither more fragments nor an offset.
   if ((h0 & 0xff3f0000000000ffull) != 0x45) return false;
   const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
-  if (total < 20 || total > n - 14) return false;
-  const uint32_t l4_avail = total - 20;
+  if (total > n - 14) return false;
+  // Negative when the total length is below the header's 20 bytes: the
+  // checks below then fail for both protocols.
+  const int32_t l4_avail = static_cast<int32_t>(total) - 20;
   const uint8_t proto = p[23];
   if (proto == overlay::ipproto::kUdp) {
     uint16_t len;
     std::memcpy(&len, p + 38, 2);
     len = __builtin_bswap16(len);
-    if (l4_avail < 8 || len < 8 || len > l4_avail) return false;
+    if (len < 8 || len > l4_avail) return false;
   } else if (proto == overlay::ipproto::kTcp) {
     if (l4_avail < 20) return false;
-    const uint32_t hl = uint32_t{static_cast<uint8_t>(p[46] >> 4)} * 4;
+    const int32_t hl = (p[46] >> 4) * 4;
     if (hl < 20 || hl > l4_avail) return false;
   } else {
     return false;
