@@ -5,8 +5,8 @@
 //    as extractFlowKey, and its compact key is that key's (lossless, and
 //    expanding back to it, exactly when it is not long);
 //  - laneParse takes it exactly when fastParse takes it as IPv4, with the
-//    same compact key and end of the IP packet, in both its forms (byte
-//    shuffle and scalar).
+//    same compact key and end of the IP packet (14 + its IPv4 total
+//    length), in both its forms (byte shuffle and scalar).
 // Out-of-bounds reads trap under the fuzz build's sanitizers; a violated
 // property traps too, so libFuzzer reports both like a crash.
 #include <cstdint>
@@ -45,14 +45,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!long_g) require(cg.expand() == kg);
   }
   CompactKey cl;
-  uint16_t l3_end = 0;
-  const bool lane = dpu::datapath::laneParse(data, static_cast<uint32_t>(size), kPort, cl, l3_end);
+  uint16_t ip_len = 0;
+  const bool lane = dpu::datapath::laneParse(data, static_cast<uint32_t>(size), kPort, cl, ip_len);
   require(lane == (took && pf.l3 == L3Type::kIpv4));
-  if (lane) require(cl == cf && l3_end == pf.l3_end);
+  if (lane) require(cl == cf && 14u + ip_len == pf.l3_end);
   // The scalar form (CPUs without a byte shuffle) agrees with it.
   CompactKey cs;
-  uint16_t l3_end_s = 0;
-  require(dpu::datapath::laneParse<false>(data, static_cast<uint32_t>(size), kPort, cs, l3_end_s) == lane);
-  if (lane) require(cs == cf && l3_end_s == pf.l3_end);
+  uint16_t ip_len_s = 0;
+  require(dpu::datapath::laneParse<false>(data, static_cast<uint32_t>(size), kPort, cs, ip_len_s) == lane);
+  if (lane) require(cs == cf && 14u + ip_len_s == pf.l3_end);
   return 0;
 }

@@ -234,7 +234,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       if constexpr (!kUplink) {
         LanePacket& lp = w.lane[i];
         if (m->nb_segs == 1 &&
-            laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.l3_end)) [[likely]] {
+            laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.ip_len)) [[likely]] {
           lp.mbuf = m;
           lp.hash = compactHash(lp.key, hash_keys_, 0);
           if constexpr (kLagged) {
@@ -416,7 +416,7 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, const
   pc.parsed_full = false;
   pc.parsed.l3 = overlay::L3Type::kIpv4;
   pc.parsed.l3_offset = overlay::eth::kHeaderLen;
-  pc.parsed.l3_end = lp.l3_end;
+  pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + lp.ip_len);
   pc.probe.family = 0;
   pc.rx_port = rx_port;
   pc.decap_len = 0;
@@ -438,7 +438,7 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
   }
   FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
   ++w.hits;
-  if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.l3_end)) return;
+  if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.ip_len)) return;
   if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
   applyFlow(w, snap, e, a, laneContext(w, rx_port, lp));
 }
@@ -460,7 +460,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // An IPv4 packet the fast parse took (untagged, no options: its IP
       // header at 14) and one of the two common kinds: their own routines.
       if (!kUplink && !pc.parsed_full && !pc.long_key) {
-        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3_end)) return;
+        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3_end - overlay::eth::kHeaderLen)) return;
         if (a.kind == kActionsRoute) return applyRoute4(w, e, a, pc.mbuf, pc.rx_port);
       }
       return applyFlow(w, snap, e, a, pc);
@@ -508,7 +508,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
     ActionsResolve{snap}(a);
     FlowEntry& e = w.uncached;
     std::memset(static_cast<void*>(&e), 0, sizeof e);
-    e.packets_sport = candidate.encap_sport;
+    e.setPacketsSport(0, candidate.encap_sport);
     return applyFlow(w, snap, e, a, pc);
   }
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInstalled)]);
@@ -554,8 +554,8 @@ DPU_HOT_INLINE void EngineImpl::applyRoute4(WorkerContext& w, FlowEntry& e, cons
 // False when the packet is too big for the tunnel: nothing done, the
 // general path answers it.
 DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                            uint16_t rx_port, uint32_t l3_end) {
-  if (l3_end - overlay::eth::kHeaderLen > a.mtu) [[unlikely]] return false;
+                                            uint16_t rx_port, uint32_t inner_ip_len) {
+  if (inner_ip_len > a.mtu) [[unlikely]] return false;
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   if (!route4(w, e, a, m, rx_port, frame)) return true;
   // The template's layout was checked when the record was resolved.
@@ -568,10 +568,13 @@ DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, cons
   uint8_t* p = frame - kEncap4Length;
   std::memcpy(p, t, 32);
   std::memcpy(p + kEncap4Length - 32, t + kEncap4Length - 32, 32);
-  overlay::store16(p + kEncap4Ovn, a.encap_ingress & overlay::kOvnMaxIngressPortKey);
+  // Port keys are at most 15 bits (the model refuses others): no mask.
+  static_assert(kMaxPortKey == overlay::kOvnMaxIngressPortKey);
+  overlay::store16(p + kEncap4Ovn, a.encap_ingress);
   uint8_t* udp = p + kEncap4Udp;
   const uint32_t udp_len = kEncap4Length - kEncap4Udp + inner_len;
-  overlay::udp::setSrcPort(udp, e.sport());
+  const uint16_t sport = e.sportWire();
+  std::memcpy(udp, &sport, 2);
   overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
   // The header sum without the length was taken when the snapshot was built.
   uint8_t* ip = p + overlay::eth::kHeaderLen;

@@ -85,7 +85,7 @@ class EngineImpl final : public Engine {
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
   void applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   bool applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
-                   uint32_t l3_end);
+                   uint32_t inner_ip_len);
   bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);
   void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
   // The fast lane (ports other than the uplink).

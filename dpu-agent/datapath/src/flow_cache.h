@@ -42,6 +42,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -139,13 +140,21 @@ struct alignas(64) FlowEntry {
   static constexpr uint32_t kIndexMask = kLongKey - 1;
 
   CompactKey key;
-  uint64_t packets_sport;  // packets << 16 | outer UDP source port (encap; from the inner flow hash)
+  uint64_t packets_sport;  // packets << 16 | outer UDP source port as the header has it (network order;
+                           // encap; from the inner flow hash): setPacketsSport, sport, sportWire
   uint64_t bytes;
   uint32_t used_ms;        // engine clock at the last hit, ms (wraps; compared by difference)
   uint32_t actions;        // index of the FlowActions (0: no flow) | kLongKey
 
   uint64_t packets() const { return packets_sport >> 16; }
-  uint16_t sport() const { return static_cast<uint16_t>(packets_sport); }
+  uint16_t sport() const { return wire16(sportWire()); }
+  // The two bytes the outer UDP header carries, copied as they are.
+  uint16_t sportWire() const { return static_cast<uint16_t>(packets_sport); }
+  void setPacketsSport(uint64_t packets, uint16_t sport) { packets_sport = packets << 16 | wire16(sport); }
+  // Host to network order and back (the same swap).
+  static uint16_t wire16(uint16_t v) {
+    return std::endian::native == std::endian::little ? __builtin_bswap16(v) : v;
+  }
   uint32_t actionIndex() const { return actions & kIndexMask; }
 
   // 40 bytes compared inline: two 16-byte XORs and one 8-byte one folded
@@ -599,7 +608,7 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   bool is_long = false;
   FlowEntry& e = entries_[index];
   e.key = CompactKey::from(r.key, is_long);
-  e.packets_sport = r.encap_sport;
+  e.setPacketsSport(0, r.encap_sport);
   e.bytes = 0;
   e.used_ms = now_ms;
   e.actions = action | (is_long ? FlowEntry::kLongKey : 0u);

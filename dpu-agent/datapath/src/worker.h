@@ -96,7 +96,7 @@ struct alignas(64) LanePacket {
   uint64_t hash;
   CompactKey key;
   uint32_t slot;    // the entry the lookup checks first (prefetched)
-  uint16_t l3_end;  // the IPv4 header is at 14
+  uint16_t ip_len;  // the IPv4 total length: the header is at 14, the packet ends at 14 + ip_len
   uint16_t reserved;
 };
 static_assert(sizeof(LanePacket) == 64);

@@ -156,7 +156,8 @@ inline bool fastParse(std::span<const uint8_t> frame, overlay::ParsedPacket& pkt
 // fragment, TCP or UDP, read with a few wide loads straight into its compact
 // key (flow_cache.h). Contract: true exactly when fastParse takes the frame
 // as IPv4, with the same compact key (never long), l3_offset 14 and l3_end
-// (engine tests check this); false hands the packet to the general path.
+// 14 + ip_len (the IPv4 total length; engine tests check this); false hands
+// the packet to the general path.
 //
 // kShuffle (x86 with SSSE3, which the build's baseline has) builds the key's
 // last four words with two 16-byte loads, a byte shuffle and a mask instead
@@ -169,7 +170,7 @@ inline constexpr bool kLaneShuffle = false;
 #endif
 
 template <bool kShuffle = kLaneShuffle>
-inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey& key, uint16_t& l3_end) {
+inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey& key, uint16_t& ip_len) {
   if constexpr (std::endian::native != std::endian::little) return false;
   // Ethernet + IPv4 + 8 bytes: the least a UDP packet has (TCP's 20 are checked below).
   if (n < 14 + 20 + 8) return false;
@@ -212,7 +213,7 @@ inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey
                                                                                       0, 0, 0, 0, 0, 0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(&key.w[1]), macs);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(&key.w[3]), words);
-    l3_end = static_cast<uint16_t>(14 + total);
+    ip_len = static_cast<uint16_t>(total);
     return true;
   }
 #endif
@@ -229,7 +230,7 @@ inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey
   key.w[2] = eth1;
   key.w[3] = uint64_t{overlay::eth::kTypeIpv4} | uint64_t{proto} << 16 | (h1 & 0xffffffff00000000ull);
   key.w[4] = uint64_t{dst} | uint64_t{ports_host} << 32;
-  l3_end = static_cast<uint16_t>(14 + total);
+  ip_len = static_cast<uint16_t>(total);
   return true;
 }
 

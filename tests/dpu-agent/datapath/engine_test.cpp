@@ -1389,21 +1389,21 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     overlay::FlowKey kf;
     CompactKey cf, cl;
     bool long_f = false;
-    uint16_t l3_end = 0;
+    uint16_t ip_len = 0;
     const bool took = fastParse(frame, pf, kf, cf, long_f, 7, 0);
     const bool v4 = took && pf.l3 == overlay::L3Type::kIpv4;
     INFO(dpu::test::toHex(frame.data(), frame.size()));
-    REQUIRE(laneParse(frame.data(), static_cast<uint32_t>(frame.size()), 7, cl, l3_end) == v4);
+    REQUIRE(laneParse(frame.data(), static_cast<uint32_t>(frame.size()), 7, cl, ip_len) == v4);
     // The scalar form (CPUs without a byte shuffle) agrees with it.
     CompactKey cs;
-    uint16_t l3_end_s = 0;
-    REQUIRE(laneParse<false>(frame.data(), static_cast<uint32_t>(frame.size()), 7, cs, l3_end_s) == v4);
+    uint16_t ip_len_s = 0;
+    REQUIRE(laneParse<false>(frame.data(), static_cast<uint32_t>(frame.size()), 7, cs, ip_len_s) == v4);
     if (!v4) continue;
     ++lane;
     CHECK(cl == cf);
     CHECK(cs == cf);
-    CHECK(l3_end == pf.l3_end);
-    CHECK(l3_end_s == pf.l3_end);
+    CHECK(14u + ip_len == pf.l3_end);
+    CHECK(14u + ip_len_s == pf.l3_end);
     CHECK(pf.l3_offset == 14);
   }
   CHECK(lane > 10);
