@@ -432,7 +432,7 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
     if (index == UINT32_MAX) return missPath(w, snap, laneContext(w, rx_port, lp));
   }
   FlowEntry& e = table.entry(index);
-  FlowActions& a = table.actionsOf(e);
+  FlowActions& a = table.compactActionsOf(e);
   if (a.stamp != stamp && !revalidate(w, snap, index, a)) [[unlikely]] {
     return missPath(w, snap, laneContext(w, rx_port, lp));
   }

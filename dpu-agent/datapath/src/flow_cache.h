@@ -352,6 +352,8 @@ class FlowTable {
   FlowActions& actions(uint32_t action_index) { return actions_[action_index]; }
   const FlowActions& actionsOf(const FlowEntry& e) const { return actions_[e.actionIndex()]; }
   FlowActions& actionsOf(const FlowEntry& e) { return actions_[e.actionIndex()]; }
+  // The same for an entry compactHit or scanCompact found: no long-key mark to strip.
+  FlowActions& compactActionsOf(const FlowEntry& e) { return actions_[e.actions]; }
   const FlowExtra& extra(uint32_t index) const { return extras_[index]; }
 
   // Two ways to fetch what a lookup reads before it runs (the engine's burst
