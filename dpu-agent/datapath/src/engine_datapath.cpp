@@ -460,7 +460,8 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // An IPv4 packet the fast parse took (untagged, no options: its IP
       // header at 14) and one of the two common kinds: their own routines.
       if (!kUplink && !pc.parsed_full && !pc.long_key) {
-        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3_end - overlay::eth::kHeaderLen)) return;
+        const uint32_t ip_len = pc.parsed.l3_end - overlay::eth::kHeaderLen;
+        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, ip_len)) return;
         if (a.kind == kActionsRoute) return applyRoute4(w, e, a, pc.mbuf, pc.rx_port);
       }
       return applyFlow(w, snap, e, a, pc);

@@ -27,9 +27,10 @@ inline void decrementIpv4Ttl(uint8_t* ip) {
 
 // The same for a header whose TTL may be 0 or 1: false, nothing changed,
 // when it is. The TTL, protocol and checksum are one 32-bit word, and for
-// every checksum but 0xfffe and 0xffff (stored bytes, little-endian) the
-// update is one add to it: the TTL's -1 and the checksum's +1 carry into
-// nothing else. Those two take decrementIpv4Ttl's end-around carry.
+// every checksum but 0xfffe and 0xffff (its stored bytes read
+// little-endian) the update is one add to it: the TTL's -1 and the
+// checksum's +1 carry into nothing else. Those two take decrementIpv4Ttl's
+// end-around carry.
 inline bool decrementLiveIpv4Ttl(uint8_t* ip) {
   uint32_t word;
   std::memcpy(&word, ip + 8, 4);
