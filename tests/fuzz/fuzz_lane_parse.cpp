@@ -6,12 +6,19 @@
 //    expanding back to it, exactly when it is not long);
 //  - laneParse takes it exactly when fastParse takes it as IPv4, with the
 //    same compact key and end of the IP packet (14 + its IPv4 total
-//    length), in both its forms (byte shuffle and scalar).
+//    length), in both its forms (byte shuffle and scalar);
+//  - the uplink's lane (tunnelLaneParse) takes a frame only when the general
+//    decap and fast parse take it (lane_reference.h), with the same key,
+//    tunnel and lengths, for each way the NIC may have verified checksums.
 // Out-of-bounds reads trap under the fuzz build's sanitizers; a violated
 // property traps too, so libFuzzer reports both like a crash.
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <utility>
 
+#include "lane_reference.h"
 #include "overlay/flow_key.h"
 #include "overlay/parse.h"
 #include "worker_parse.h"
@@ -54,5 +61,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint16_t ip_len_s = 0;
   require(dpu::datapath::laneParse<false>(data, static_cast<uint32_t>(size), kPort, cs, ip_len_s) == lane);
   if (lane) require(cs == cf && 14u + ip_len_s == pf.l3_end);
+
+  static constexpr std::array<uint8_t, 16> kTunnelIp{192, 168, 100, 1};
+  uint32_t tunnel_ip;
+  std::memcpy(&tunnel_ip, kTunnelIp.data(), 4);
+  for (const auto& [ip_ok, udp_ok] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    CompactKey ct;
+    dpu::datapath::TunnelLanePacket t;
+    if (!dpu::datapath::tunnelLaneParse(data, static_cast<uint32_t>(size), tunnel_ip, ip_ok, udp_ok, kPort, ct, t)) {
+      continue;
+    }
+    const dpu::datapath::GeneralDecap g = dpu::datapath::generalDecap(frame, kTunnelIp, ip_ok, udp_ok, kPort);
+    require(g.took && g.inner_offset == dpu::datapath::kTunnelLaneOuterLen && ct == g.key &&
+            t.remote == g.lane.remote && t.ingress == g.lane.ingress &&
+            t.egress == g.lane.egress && t.inner_len == g.lane.inner_len && t.ip_len == g.lane.ip_len);
+  }
   return 0;
 }

@@ -291,6 +291,32 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   probe.family = 0;
   uint32_t vni = 0;
   if (uplink) {
+    // Most packets: the uplink's lane (worker_parse.h); the rest, the general decap.
+    if (snap.has_tunnel_ip && snap.tunnel_family == 4) {
+      uint32_t tunnel_ip;
+      std::memcpy(&tunnel_ip, snap.tunnel_ip.data(), 4);
+      TunnelLanePacket t;
+      if (tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
+                          (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                          (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
+                          pc.ckey, t)) [[likely]] {
+        probe.family = 4;
+        probe.remote = {};
+        std::memcpy(probe.remote.data(), &t.remote, 4);
+        probe.ingress = t.ingress;
+        probe.egress = t.egress;
+        pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
+        m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
+        m->data_len = t.inner_len;
+        m->pkt_len = t.inner_len;
+        pc.parsed.l3 = overlay::L3Type::kIpv4;
+        pc.parsed.l3_offset = overlay::eth::kHeaderLen;
+        pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + t.ip_len);
+        pc.long_key = false;
+        pc.parsed_full = false;
+        return true;
+      }
+    }
     overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off, m->data_len);
     overlay::GeneveDecapConfig cfg;
     cfg.ipv4_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
@@ -363,7 +389,8 @@ struct ActionsResolve {
     a.encap = nullptr;
     a.hop_known = 0;
     a.encap_sum = 0;
-    a.kind = a.ops == kRouteOps ? kActionsRoute : kActionsGeneral;
+    constexpr uint16_t kDecapOps = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
+    a.kind = a.ops == kRouteOps ? kActionsRoute : a.ops == kDecapOps ? kActionsDecap : kActionsGeneral;
     if (!(a.ops & op::kEncap)) return;
     const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
     if (node == nullptr || a.encap_subnet >= node->subnets.size()) return;
@@ -459,6 +486,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       ++w.hits;  // summed into the counter once per burst
       // An IPv4 packet the fast parse took (untagged, no options: its IP
       // header at 14) and one of the two common kinds: their own routines.
+      if (kUplink && a.kind == kActionsDecap) return applyDecap(w, e, a, pc.mbuf);
       if (!kUplink && !pc.parsed_full && !pc.long_key) {
         const uint32_t ip_len = pc.parsed.l3_end - overlay::eth::kHeaderLen;
         if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, ip_len)) return;
@@ -549,6 +577,16 @@ void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) { outpu
 DPU_HOT_INLINE void EngineImpl::applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
                                             uint16_t rx_port) {
   if (!route4(w, e, a, m, rx_port, rte_pktmbuf_mtod(m, uint8_t*))) return;
+  output(w, a.out_port, m);
+}
+
+// A decapsulated packet (prepare stripped the outer headers) to a pod here:
+// what applyFlow does for these ops, without testing each.
+DPU_HOT_INLINE void EngineImpl::applyDecap(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m) {
+  e.packets_sport += uint64_t{1} << 16;
+  bump(e.bytes, m->pkt_len);
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst),
+              12);
   output(w, a.out_port, m);
 }
 

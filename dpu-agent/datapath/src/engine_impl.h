@@ -84,6 +84,7 @@ class EngineImpl final : public Engine {
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
   void applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
+  void applyDecap(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m);
   bool applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
                    uint32_t inner_ip_len);
   bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);

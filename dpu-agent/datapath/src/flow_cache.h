@@ -283,6 +283,7 @@ enum ActionKind : uint8_t {
   kActionsGeneral = 0,
   kActionsRoute,      // dec_ttl, set MACs, output: a pod on this node
   kActionsEncap4,     // the same + Geneve over IPv4 to a resolved next hop: a pod on another node
+  kActionsDecap,      // decap (done before the lookup), set MACs, output: from another node to a pod here
 };
 
 // The cold part of a flow.

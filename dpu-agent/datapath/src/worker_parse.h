@@ -22,7 +22,9 @@
 #include <span>
 
 #include "flow_cache.h"
+#include "overlay/checksum.h"
 #include "overlay/flow_key.h"
+#include "overlay/geneve.h"
 #include "overlay/headers.h"
 #include "overlay/parse.h"
 
@@ -231,6 +233,65 @@ inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey
   key.w[3] = uint64_t{overlay::eth::kTypeIpv4} | uint64_t{proto} << 16 | (h1 & 0xffffffff00000000ull);
   key.w[4] = uint64_t{dst} | uint64_t{ports_host} << 32;
   ip_len = static_cast<uint16_t>(total);
+  return true;
+}
+
+// The uplink's lane: a Geneve packet as our peers send it (outer IPv4
+// without options or VLAN, not a fragment, UDP to 6081 without a checksum to
+// verify, Geneve version 0 carrying exactly the OVN option and an Ethernet
+// frame, not OAM) around an inner packet laneParse takes. Contract: true only
+// when parseGeneve (the OVN option understood; the checksum flags as given)
+// accepts the frame as IPv4 to `tunnel_ip` (its 4 bytes as stored), without
+// OAM, with the OVN option and the inner frame at 58, and fastParse takes
+// that inner frame (to the end of the outer IP packet) as IPv4 with port
+// `in_port` and the VNI: the same compact key, remote, OVN keys and lengths
+// (engine tests and the lane-parse fuzz target check this). False hands the
+// packet to the general decap, which decides it.
+struct TunnelLanePacket {
+  uint32_t remote;     // outer IPv4 source, as stored
+  uint16_t ingress;    // OVN option keys
+  uint16_t egress;
+  uint16_t inner_len;  // bytes of the inner frame
+  uint16_t ip_len;     // its IPv4 total length
+};
+
+inline constexpr uint32_t kTunnelLaneOuterLen = 14 + 20 + 8 + 8 + 8;
+
+inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bool ipv4_checksum_verified,
+                            bool udp_checksum_verified, uint32_t in_port, CompactKey& key, TunnelLanePacket& t) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  namespace ov = overlay;
+  if (n < kTunnelLaneOuterLen + 14 + 20 + 8) return false;
+  uint16_t type;
+  std::memcpy(&type, p + 12, 2);
+  if (type != 0x0008) return false;  // IPv4, untagged
+  uint64_t h0;
+  std::memcpy(&h0, p + 14, 8);
+  // Version 4 without options; neither more fragments nor an offset.
+  if ((h0 & 0xff3f0000000000ffull) != 0x45 || p[23] != ov::ipproto::kUdp) return false;
+  const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
+  if (total > n - 14 || total < kTunnelLaneOuterLen) return false;
+  if (!ipv4_checksum_verified && ov::ipv4HeaderChecksum(p + 14, 20) != 0) return false;
+  uint32_t dst;
+  std::memcpy(&dst, p + 30, 4);
+  if (dst != tunnel_ip) return false;
+  const uint8_t* udp = p + 34;
+  if (ov::load16(udp + 2) != ov::kGeneveUdpPort || ov::load16(udp + 4) != total - 20) return false;
+  if (ov::load16(udp + 6) != 0 && !udp_checksum_verified) return false;
+  // Geneve: version 0 with 8 bytes of options, not OAM (the C and reserved
+  // bits are ignored, as parseGeneve ignores them), carrying Ethernet.
+  const uint8_t* g = p + 42;
+  if (g[0] != 0x02 || (g[1] & 0x80) != 0 || ov::load16(g + 2) != ov::kGeneveProtocolEthernet) return false;
+  // The OVN option with 4 bytes of data (its three R bits are ignored on receipt).
+  const uint8_t* o = g + 8;
+  if (ov::load16(o) != ov::kOvnOptionClass || o[2] != ov::kOvnOptionType || (o[3] & 0x1f) != 1) return false;
+  const uint32_t inner_len = 14 + total - kTunnelLaneOuterLen;
+  if (!laneParse(p + kTunnelLaneOuterLen, inner_len, in_port, key, t.ip_len)) return false;
+  key.w[0] = uint64_t{in_port} | uint64_t{ov::load32(g + 4) >> 8} << 32;
+  std::memcpy(&t.remote, p + 26, 4);
+  t.ingress = ov::load16(o + 4) & ov::kOvnMaxIngressPortKey;
+  t.egress = ov::load16(o + 6);
+  t.inner_len = static_cast<uint16_t>(inner_len);
   return true;
 }
 

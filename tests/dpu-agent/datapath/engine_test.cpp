@@ -24,6 +24,7 @@
 #include "datapath/engine.h"
 #include "fake_eswitch.h"
 #include "golden.h"
+#include "lane_reference.h"
 #include "offload/none_backend.h"
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
@@ -1415,6 +1416,83 @@ TEST_CASE("engine: the lcore's fast parse agrees with parsePacket + extractFlowK
     CHECK(fastParse<false>(frame, p1, k1, c1, l1, 7, 99) == fastParse<true>(frame, p2, k2, c2, l2, 7, 99));
   }
   CHECK(fast > 20);
+}
+
+TEST_CASE("engine: the uplink's lane takes only what the general decap takes, with the same key", "[engine]") {
+  const Bytes inner4 = udp4(kRouterMac, kMacA, "10.244.2.7", "10.244.1.5");
+  const Bytes tcp_inner =
+      PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2}).tcp({.src_port = 5, .dst_port = 6}).build();
+  // A second, non-critical option (class 0x0103, type 1, no data) before
+  // the OVN one: the general decap takes it, the lane leaves it.
+  Bytes two_options = fromRemote(inner4);
+  two_options.insert(two_options.begin() + 50, {0x01, 0x03, 0x01, 0x00});
+  two_options[42] = 0x03;
+  overlay::store16(two_options.data() + 16, static_cast<uint16_t>(overlay::load16(two_options.data() + 16) + 4));
+  overlay::store16(two_options.data() + 38, static_cast<uint16_t>(overlay::load16(two_options.data() + 38) + 4));
+  overlay::store16(two_options.data() + 24, 0);
+  overlay::store16(two_options.data() + 24, overlay::ipv4HeaderChecksum(two_options.data() + 14, 20));
+  std::vector<Bytes> packets = {
+      fromRemote(inner4),
+      fromRemote(tcp_inner, 0xabcdef, 0x7fff, 0xffff),
+      two_options,
+      fromRemote(tcp6(kRouterMac, kMacA, "fd00:10:244:2::9", "fd00:10:244:1::5")),
+      fromRemote(PacketBuilder().ethernet(kRouterMac, kMacA).ipv4({.src = 1, .dst = 2, .options = {1, 1, 1, 0}})
+                     .udp(1, 2)
+                     .build()),
+      fromRemote(inner4, 10, 9, 0x8000, "192.168.100.2", "192.168.100.9"),
+      geneve(inner4, kNextHopMac, kUplinkMac, "fd00::2", "fd00::1", 10, 9, 1, 77),
+  };
+  std::vector<Bytes> all;
+  for (const auto& p : packets) {
+    all.push_back(p);
+    for (size_t len = 0; len < p.size(); ++len) all.emplace_back(p.begin(), p.begin() + len);
+    // Every header byte, flipped three ways.
+    for (size_t at = 0; at < std::min<size_t>(p.size(), kTunnelLaneOuterLen + 42); ++at) {
+      for (uint8_t x : {0x01, 0x40, 0xff}) {
+        Bytes c = p;
+        c[at] ^= x;
+        all.push_back(c);
+      }
+    }
+    Bytes padded = p;  // Ethernet padding after the outer IP packet
+    padded.resize(p.size() + 10, 0xee);
+    all.push_back(padded);
+    Bytes with_csum = p;  // a UDP checksum to verify
+    if (with_csum.size() > 41) with_csum[41] = 1;
+    all.push_back(with_csum);
+  }
+  const std::array<uint8_t, 16> tunnel_ip{192, 168, 100, 1};
+  uint32_t tunnel_ip4;
+  std::memcpy(&tunnel_ip4, tunnel_ip.data(), 4);
+  size_t taken = 0, left = 0;
+  for (const auto& frame : all) {
+    for (const auto& [ip_ok, udp_ok] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+      INFO(dpu::test::toHex(frame.data(), frame.size()) << " ip_ok " << ip_ok << " udp_ok " << udp_ok);
+      CompactKey key{};
+      TunnelLanePacket t{};
+      const bool lane = tunnelLaneParse(frame.data(), static_cast<uint32_t>(frame.size()), tunnel_ip4, ip_ok, udp_ok,
+                                        7, key, t);
+      const GeneralDecap g = generalDecap(frame, tunnel_ip, ip_ok, udp_ok, 7);
+      if (!lane) {
+        left += g.took;
+        continue;
+      }
+      ++taken;
+      REQUIRE(g.took);
+      CHECK(g.inner_offset == kTunnelLaneOuterLen);
+      CHECK(key == g.key);
+      CHECK(t.remote == g.lane.remote);
+      CHECK(t.ingress == g.lane.ingress);
+      CHECK(t.egress == g.lane.egress);
+      CHECK(t.inner_len == g.lane.inner_len);
+      CHECK(t.ip_len == g.lane.ip_len);
+    }
+  }
+  // The lane takes the common packets (and the flips that change only what
+  // it carries); it may leave others to the general decap (the two-option
+  // packet), never take more.
+  CHECK(taken > 300);
+  CHECK(left > 0);
 }
 
 TEST_CASE("engine: both TTL decrements update the checksum as RFC 1624 does, for every checksum", "[engine]") {
