@@ -95,6 +95,19 @@ inline void copyTemplate(uint8_t* dst, const uint8_t* src, uint32_t len) {
   std::memcpy(dst + len - 32, src + len - 32, 32);
 }
 
+// A hit's statistics in the flow's hit line: packets (above the source
+// port) and bytes.
+inline void countHit(FlowEntry& e, const rte_mbuf* m) {
+  e.packets_sport += uint64_t{1} << 16;
+  bump(e.bytes, m->pkt_len);
+}
+
+// Both MACs from the record with one 12-byte copy (it keeps them as the
+// frame has them, destination first).
+inline void writeMacs(uint8_t* frame, const FlowActions& a) {
+  std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
+}
+
 }  // namespace
 
 // prepare, lookupAndApply and applyFlow are called only from processBurst and
@@ -484,8 +497,9 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // In the line the statistics below write anyway.
       FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;  // summed into the counter once per burst
-      // An IPv4 packet the fast parse took (untagged, no options: its IP
-      // header at 14) and one of the two common kinds: their own routines.
+      // A decapsulated packet to a pod here, and an IPv4 packet the fast
+      // parse took (untagged, no options: its IP header at 14) of one of
+      // the two common kinds: their own routines.
       if (kUplink && a.kind == kActionsDecap) return applyDecap(w, e, a, pc.mbuf);
       if (!kUplink && !pc.parsed_full && !pc.long_key) {
         const uint32_t ip_len = pc.parsed.l3_end - overlay::eth::kHeaderLen;
@@ -554,11 +568,10 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 // statistics, TTL (false: expired, dropped) and both MACs in one copy.
 DPU_HOT_INLINE bool EngineImpl::route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
                                        uint16_t rx_port, uint8_t* frame) {
-  e.packets_sport += uint64_t{1} << 16;
-  bump(e.bytes, m->pkt_len);
+  countHit(e, m);
   uint8_t* ip = frame + overlay::eth::kHeaderLen;
   if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), false;
-  std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
+  writeMacs(frame, a);
   return true;
 }
 
@@ -583,10 +596,8 @@ DPU_HOT_INLINE void EngineImpl::applyRoute4(WorkerContext& w, FlowEntry& e, cons
 // A decapsulated packet (prepare stripped the outer headers) to a pod here:
 // what applyFlow does for these ops, without testing each.
 DPU_HOT_INLINE void EngineImpl::applyDecap(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m) {
-  e.packets_sport += uint64_t{1} << 16;
-  bump(e.bytes, m->pkt_len);
-  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst),
-              12);
+  countHit(e, m);
+  writeMacs(rte_pktmbuf_mtod(m, uint8_t*), a);
   output(w, a.out_port, m);
 }
 
@@ -630,8 +641,7 @@ DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, cons
 DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
                                           const FlowActions& a, PacketContext& pc) {
   rte_mbuf* m = pc.mbuf;
-  e.packets_sport += uint64_t{1} << 16;  // packets above the source port
-  bump(e.bytes, m->pkt_len);
+  countHit(e, m);
   const uint16_t ops = a.ops;
   if (ops & op::kDrop) return drop(w, m, pc.rx_port, static_cast<DropReason>(a.drop_reason));
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
