@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 
 #include "common/atomic_file.h"
@@ -89,11 +90,63 @@ Result<json> parseConfigText(std::string_view text, std::string_view origin) {
   }
 }
 
+namespace {
+
+// ${NAME} in a string value becomes the environment variable NAME ($$ is a
+// literal $). Values only, after parsing: an environment variable cannot add
+// keys or change the document's structure.
+Result<void> expandEnvironment(json& v, const std::string& where) {
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (auto r = expandEnvironment(it.value(), where.empty() ? it.key() : where + "." + it.key()); !r) return r;
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (auto r = expandEnvironment(v[i], where + "[" + std::to_string(i) + "]"); !r) return r;
+  } else if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s.find('$') == std::string::npos) return {};
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '$' && i + 1 < s.size() && s[i + 1] == '$') {
+        out += '$';
+        ++i;
+      } else if (s[i] == '$' && i + 1 < s.size() && s[i + 1] == '{') {
+        size_t end = s.find('}', i);
+        std::string name = end == std::string::npos ? "" : s.substr(i + 2, end - i - 2);
+        static const std::regex kName("^[A-Za-z_][A-Za-z0-9_]*$");
+        if (!std::regex_match(name, kName))
+          return Error{"config." + where + ": '" + s + "' has a malformed ${NAME} reference", ErrorCode::kInvalid};
+        const char* value = std::getenv(name.c_str());
+        if (value == nullptr)
+          return Error{"config." + where + ": the environment variable " + name + " is not set (the value is '" + s +
+                           "'; in a pod, set it from the downward API)",
+                       ErrorCode::kInvalid};
+        out += value;
+        i = end;
+      } else {
+        out += s[i];
+      }
+    }
+    v = out;
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<json> loadConfigFile(const std::string& path) {
   auto text = readFile(path);
   if (!text) return std::move(text).takeError();
-  return parseConfigText(*text, path);
+  auto doc = parseConfigText(*text, path);
+  if (!doc) return doc;
+  if (auto r = expandEnvironment(*doc, ""); !r) return Error{path + ": " + r.error(), ErrorCode::kInvalid};
+  return doc;
 }
+
+namespace {
+// A value in a message: invalid UTF-8 in a config string is shown replaced, never thrown.
+std::string shown(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+}  // namespace
 
 const json FieldReader::kEmpty = json::object();
 
@@ -146,7 +199,7 @@ uint64_t FieldReader::uint(std::string_view key, uint64_t min, uint64_t max, std
   if (!v) return fallback.value_or(min);
   if (!v->is_number_integer() || (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)) {
     fail(key, std::string("must be an integer between ") + std::to_string(min) + " and " + std::to_string(max) +
-                  ", not " + (v->is_number() ? v->dump() : typeName(*v)));
+                  ", not " + (v->is_number() ? shown(*v) : typeName(*v)));
     return fallback.value_or(min);
   }
   uint64_t x = v->get<uint64_t>();
@@ -169,7 +222,7 @@ int64_t FieldReader::integer(std::string_view key, int64_t min, int64_t max, std
                   ? INT64_MAX
                   : v->get<int64_t>();
   if (x < min || x > max) {
-    fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", not " + v->dump());
+    fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", not " + shown(*v));
     return fallback.value_or(min);
   }
   return x;
@@ -184,7 +237,7 @@ double FieldReader::number(std::string_view key, double min, double max, std::op
   }
   double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max) {
-    fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", not " + v->dump());
+    fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", not " + shown(*v));
     return fallback.value_or(min);
   }
   return x;
@@ -194,7 +247,7 @@ bool FieldReader::boolean(std::string_view key, std::optional<bool> fallback) {
   const json* v = lookup(key, !fallback.has_value());
   if (!v) return fallback.value_or(false);
   if (!v->is_boolean()) {
-    fail(key, std::string("must be true or false, not ") + (v->is_primitive() ? v->dump() : typeName(*v)));
+    fail(key, std::string("must be true or false, not ") + (v->is_primitive() ? shown(*v) : typeName(*v)));
     return fallback.value_or(false);
   }
   return v->get<bool>();

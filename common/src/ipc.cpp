@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -102,10 +103,28 @@ Result<Socket> listenUnix(const std::string& path, unsigned mode, int backlog) {
   }
   Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) return Error{"socket(): " + errnoText()};
-  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+  // The socket appears at `path` with its mode, never more open: it is bound
+  // under a temporary name (bind gives the file the socket inode's mode less
+  // the umask, so fchmod first: never more than `mode`), set to exactly
+  // `mode` there, then renamed into place, which connect() follows.
+  // A path too long for a temporary name beside it is bound in place: still
+  // never more open than `mode`, and chmod'ed to it at once.
+  static std::atomic<unsigned> serial{0};
+  const std::string dir = slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
+  std::string tmp = dir + "/.sock" + std::to_string(::getpid()) + "." + std::to_string(serial++);
+  auto tmp_addr = addressOf(tmp);
+  if (!tmp_addr) tmp = path;
+  auto bind_addr = tmp == path ? addr : tmp_addr;
+  if (tmp != path) ::unlink(tmp.c_str());
+  if (::fchmod(s.fd(), mode) != 0) return Error{"cannot set the mode of the socket for " + path + ": " + errnoText()};
+  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&*bind_addr), sizeof *bind_addr) != 0) {
     return Error{"cannot bind " + path + ": " + errnoText()};
   }
-  ::chmod(path.c_str(), mode);
+  if (::chmod(tmp.c_str(), mode) != 0 || (tmp != path && ::rename(tmp.c_str(), path.c_str()) != 0)) {
+    Error e{"cannot put the socket in place at " + path + ": " + errnoText()};
+    ::unlink(tmp.c_str());
+    return e;
+  }
   if (::listen(s.fd(), backlog) != 0) return Error{"cannot listen on " + path + ": " + errnoText()};
   return s;
 }

@@ -30,6 +30,10 @@ namespace dpu {
 // integers, floats, null; everything else is a string). `origin` names the source
 // in messages (a path, "stdin").
 Result<nlohmann::json> parseConfigText(std::string_view text, std::string_view origin);
+// A daemon's config file: as parseConfigText, then ${NAME} in string values
+// replaced by the environment variable NAME ($$ for a literal $; an unset
+// variable is an error naming the field), so one file serves every node of a
+// DaemonSet with per-node values from the downward API.
 Result<nlohmann::json> loadConfigFile(const std::string& path);
 
 class FieldReader {

@@ -56,7 +56,8 @@ struct Frame {
 Result<Socket> connectUnix(const std::string& path, Deadline deadline);
 // Binds and listens; replaces a stale socket file left by a dead process, but
 // refuses when another process is still listening on it. Creates the parent
-// directory. `mode` is applied to the socket file.
+// directory. The socket file appears with `mode` (bound under a temporary
+// name, then renamed into place): there is no moment it is more open.
 Result<Socket> listenUnix(const std::string& path, unsigned mode = 0660, int backlog = 128);
 // Waits for a connection until the deadline; an invalid Socket on timeout.
 Result<Socket> acceptUnix(const Socket& listener, Deadline deadline);
