@@ -1,0 +1,134 @@
+// The logical model of one node (proto dpu.dataplane.v1.LogicalModel) as the
+// parts that must agree on it check it: its validation, object by object, and
+// the Delta arithmetic. No DPDK, no I/O: the dataplane's engine, the fake
+// dataplane and the agent (for early, clear attach errors) link the same code,
+// so a fake never accepts what the real dataplane refuses.
+//
+// What is refused, and how:
+//  - The request as a whole (validate() fails, ErrorCode kInvalid; the
+//    dataplane answers INVALID and changes nothing) only when nothing could
+//    work: node settings that are unusable (tunnel IP, router MAC, MTUs, CIDRs)
+//    or objects without an identity (an empty or repeated name or CIDR).
+//  - Otherwise object by object. An object that fails its own checks, or
+//    claims something another object in force holds, is left out of the model
+//    in force and listed in Verdict::problems (REFUSED, with the reason); every
+//    other object is in force. A port on a refused local subnet is refused too.
+//
+// Conflicts between objects are settled by claims: a port claims its key,
+// representor, MAC, addresses (and, for MANAGEMENT, the one management slot);
+// a local subnet its prefix and (datapath key, family); a remote node its
+// tunnel IP and its subnets' prefixes. Objects are taken in this order and
+// each is granted its claims only if none is held already:
+//   1. local subnets, then ports, then remote nodes (a remote node overlapping
+//      our own subnet is the one refused);
+//   2. within a kind: objects in force before with unchanged content, then
+//      objects in force before whose content changed, then new objects;
+//   3. within each of those, by name (CIDR for subnets).
+// So the outcome depends on the requested model and on what was in force
+// before, never on the order of a request's repeated fields: an established
+// object keeps what it holds when a newcomer (or a changed object) asks for
+// the same thing, and among newcomers the lowest name wins. When the holder
+// goes, the next request grants the refused object its claim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/net_address.h"
+#include "common/result.h"
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+namespace dpu::model {
+
+namespace dpv1 = ::dpu::dataplane::v1;
+
+// The OVN option's egress key a sender writes when it does not know the
+// destination port (the remote node published no key for that address): our
+// receivers read it as "the distributed router, route by the inner
+// destination". It is OVN's _MC_flood group, so it is never sent when the
+// destination port's key is known. Outside the 15-bit range of port keys, so
+// it never names a port.
+inline constexpr uint16_t kRouterEgressPortKey = 0x8000;
+inline constexpr uint32_t kMaxPortKey = 0x7fff;        // 15-bit OVN port key
+inline constexpr uint32_t kMaxDatapathKey = 0xffffff;  // 24-bit VNI
+inline constexpr size_t kMaxRemoteSubnets = 255;       // a flow names its remote subnet in one byte
+
+struct ModelSubnet {
+  IpPrefix prefix;
+  IpAddress gateway;
+  bool has_gateway = false;
+  uint32_t datapath_key = 0;
+  std::string cidr;     // the text it was requested as (its name)
+  std::string content;  // serialized Subnet: equal content, unchanged subnet
+};
+
+struct ModelPort {
+  std::string name;
+  uint16_t key = 0;
+  dpv1::PortKind kind = dpv1::POD;
+  std::string representor;
+  MacAddress mac;
+  std::vector<IpAddress> ips;
+  uint32_t datapath_key = 0;
+  std::string content;  // serialized LogicalPort: equal content, unchanged port
+};
+
+struct RemotePortKey {
+  IpAddress ip;
+  uint16_t key = 0;
+};
+
+struct ModelRemoteNode {
+  std::string name;
+  IpAddress tunnel_ip;
+  std::vector<ModelSubnet> subnets;
+  std::vector<RemotePortKey> port_keys;  // sorted by address
+  std::string content;
+};
+
+// The model in force: only objects that passed.
+struct Model {
+  bool programmed = false;
+  std::string node_name;
+  IpAddress tunnel_ip;
+  bool has_tunnel_ip = false;
+  uint32_t underlay_mtu = 0;
+  uint32_t pod_mtu = 1500;
+  MacAddress router_mac;
+  std::vector<ModelSubnet> local_subnets;  // by CIDR
+  std::vector<ModelPort> ports;            // by name
+  std::vector<ModelRemoteNode> remote_nodes;  // by name
+  std::string node_content;  // serialized NodeSettings and the local subnets in force
+};
+
+struct Verdict {
+  Model model;
+  // Every requested object left out, sorted by (kind, name); state REFUSED.
+  std::vector<dpv1::ObjectProblem> problems;
+};
+
+// Checks the whole request, then every object (see the top of this file).
+// `previous`: the model in force before (nullptr: none), whose objects keep
+// their claims. Fails (kInvalid, nothing in force changes) only for node
+// settings or identities; the error names the field to fix.
+Result<Verdict> validate(const dpv1::LogicalModel& requested, const Model* previous);
+
+// The node settings alone (the first thing validate() checks).
+Result<void> validateNodeSettings(const dpv1::NodeSettings& node);
+
+// Applies a Delta to a copy of the requested model (refused objects
+// included: the agent's view of the model is what Deltas refer to). Fails with
+// kNotFound when the Delta deletes something the model lacks, which means the
+// agent and the dataplane disagree about the base: a FullSync repairs it.
+Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1::Delta& delta);
+
+// Why `mac` cannot be a port's MAC on a node whose router MAC is `router_mac`
+// ("" when it can): zero, multicast (broadcast included) or the router's. The
+// same sentence validate() gives; the agent refuses an attach with it.
+std::string portMacProblem(const MacAddress& mac, const MacAddress& router_mac);
+
+// "port", "remote node", "local subnet": how problems name their kind.
+std::string kindName(dpv1::ObjectProblem::Kind kind);
+
+}  // namespace dpu::model

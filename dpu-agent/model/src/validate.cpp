@@ -1,0 +1,447 @@
+// Validation of a requested logical model, object by object, with claims
+// settling conflicts between objects (model.h says in which order).
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "model/model.h"
+
+namespace dpu::model {
+namespace {
+
+using dpv1::ObjectProblem;
+
+// What the previous model in force held, by name, and the content it held it with.
+struct Incumbents {
+  std::map<std::string, std::string> subnets, ports, remotes;
+  explicit Incumbents(const Model* previous) {
+    if (previous == nullptr) return;
+    for (const auto& s : previous->local_subnets) subnets[s.cidr] = s.content;
+    for (const auto& p : previous->ports) ports[p.name] = p.content;
+    for (const auto& r : previous->remote_nodes) remotes[r.name] = r.content;
+  }
+};
+
+// The order objects of one kind are taken in: unchanged incumbents, changed
+// incumbents, newcomers; by name within each.
+template <typename T, typename NameOf>
+std::vector<const T*> byPriority(const google::protobuf::RepeatedPtrField<T>& items, NameOf nameOf,
+                                 const std::map<std::string, std::string>& incumbents) {
+  struct Ranked {
+    int rank;
+    std::string name;
+    const T* item;
+  };
+  std::vector<Ranked> ranked;
+  ranked.reserve(items.size());
+  for (const auto& item : items) {
+    const std::string name = nameOf(item);
+    auto it = incumbents.find(name);
+    const int rank = it == incumbents.end() ? 2 : it->second == item.SerializeAsString() ? 0 : 1;
+    ranked.push_back({rank, name, &item});
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [](const Ranked& a, const Ranked& b) { return a.rank != b.rank ? a.rank < b.rank : a.name < b.name; });
+  std::vector<const T*> out;
+  out.reserve(ranked.size());
+  for (const auto& r : ranked) out.push_back(r.item);
+  return out;
+}
+
+ObjectProblem refused(ObjectProblem::Kind kind, const std::string& name, std::string reason) {
+  ObjectProblem p;
+  p.set_kind(kind);
+  p.set_name(name);
+  p.set_state(ObjectProblem::REFUSED);
+  p.set_reason(std::move(reason));
+  return p;
+}
+
+// A subnet's own fields (local or remote); the error says which is wrong.
+Result<ModelSubnet> parseSubnet(const dpv1::Subnet& s, bool need_gateway) {
+  ModelSubnet out;
+  out.cidr = s.cidr();
+  auto prefix = IpPrefix::parse(s.cidr());
+  if (!prefix) return Error{"cidr \"" + s.cidr() + "\": " + prefix.error()};
+  out.prefix = *prefix;
+  if (!s.gateway_ip().empty()) {
+    auto gw = IpAddress::parse(s.gateway_ip());
+    if (!gw) return Error{"gateway_ip \"" + s.gateway_ip() + "\": " + gw.error()};
+    if (!out.prefix.contains(*gw)) return Error{"gateway_ip " + gw->str() + " is outside the subnet " + s.cidr()};
+    if (gw->bytes == out.prefix.address.bytes) {
+      return Error{"gateway_ip " + gw->str() + " is the subnet address of " + s.cidr()};
+    }
+    out.gateway = *gw;
+    out.has_gateway = true;
+  } else if (need_gateway) {
+    return Error{"gateway_ip is required (the router port on this switch)"};
+  }
+  if (s.datapath_key() == 0 || s.datapath_key() > kMaxDatapathKey) {
+    return Error{"datapath_key " + std::to_string(s.datapath_key()) + " must be 1..16777215 (it is the 24-bit VNI)"};
+  }
+  out.datapath_key = s.datapath_key();
+  s.SerializeToString(&out.content);
+  return out;
+}
+
+std::string family(const IpAddress& a) { return a.isV4() ? "IPv4" : "IPv6"; }
+
+// Every prefix granted so far, local and remote, with who holds it.
+class PrefixClaims {
+ public:
+  // The holder of a prefix overlapping `p`, if any.
+  std::optional<std::string> holderOf(const IpPrefix& p) const {
+    for (const auto& [q, holder] : held_) {
+      if (p.overlaps(q)) return holder + " subnet " + q.str();
+    }
+    return std::nullopt;
+  }
+  void grant(const IpPrefix& p, const std::string& holder) { held_.emplace_back(p, holder); }
+
+ private:
+  std::vector<std::pair<IpPrefix, std::string>> held_;
+};
+
+// Identities: every object has a name, each name once. A request that breaks
+// this cannot be answered object by object.
+Result<void> checkIdentities(const dpv1::LogicalModel& in) {
+  std::set<std::string> seen;
+  for (const auto& s : in.local_subnets()) {
+    if (s.cidr().empty()) return Error{"a local subnet has an empty cidr: the cidr is its name", ErrorCode::kInvalid};
+    if (!seen.insert(s.cidr()).second) {
+      return Error{"local subnet " + s.cidr() + " is listed twice (duplicate cidr)", ErrorCode::kInvalid};
+    }
+  }
+  seen.clear();
+  for (const auto& p : in.ports()) {
+    if (p.name().empty()) {
+      return Error{"a port has an empty name: every port needs its attachment id", ErrorCode::kInvalid};
+    }
+    if (!seen.insert(p.name()).second) {
+      return Error{"port " + p.name() + " is listed twice (duplicate port name)", ErrorCode::kInvalid};
+    }
+  }
+  seen.clear();
+  for (const auto& r : in.remote_nodes()) {
+    if (r.name().empty()) return Error{"a remote node has an empty name", ErrorCode::kInvalid};
+    if (!seen.insert(r.name()).second) {
+      return Error{"remote node " + r.name() + " is listed twice (duplicate remote node name)", ErrorCode::kInvalid};
+    }
+  }
+  return {};
+}
+
+class Validator {
+ public:
+  Validator(const dpv1::LogicalModel& in, const Model* previous) : in_(in), incumbents_(previous) {}
+
+  Result<Verdict> run() {
+    if (auto r = validateNodeSettings(in_.node()); !r) return std::move(r).takeError();
+    if (auto r = checkIdentities(in_); !r) return std::move(r).takeError();
+    Model& m = out_.model;
+    const auto& node = in_.node();
+    m.programmed = true;
+    m.node_name = node.name();
+    m.tunnel_ip = *IpAddress::parse(node.tunnel_ip());
+    m.has_tunnel_ip = true;
+    m.router_mac = *MacAddress::parse(node.router_mac());
+    m.pod_mtu = node.pod_mtu();
+    m.underlay_mtu = node.underlay_mtu();
+
+    localSubnets();
+    ports();
+    remoteNodes();
+
+    auto byName = [](const auto& a, const auto& b) { return a.name < b.name; };
+    std::sort(m.local_subnets.begin(), m.local_subnets.end(),
+              [](const ModelSubnet& a, const ModelSubnet& b) { return a.cidr < b.cidr; });
+    std::sort(m.ports.begin(), m.ports.end(), byName);
+    std::sort(m.remote_nodes.begin(), m.remote_nodes.end(), byName);
+    node.SerializeToString(&m.node_content);
+    for (const auto& s : m.local_subnets) m.node_content += s.content;
+    std::sort(out_.problems.begin(), out_.problems.end(), [](const ObjectProblem& a, const ObjectProblem& b) {
+      return a.kind() != b.kind() ? a.kind() < b.kind() : a.name() < b.name();
+    });
+    return std::move(out_);
+  }
+
+ private:
+  void localSubnets() {
+    std::map<std::pair<uint32_t, bool>, std::string> keys;  // a switch has at most one subnet per family
+    for (const auto* s : byPriority(in_.local_subnets(), [](const dpv1::Subnet& x) { return x.cidr(); },
+                                    incumbents_.subnets)) {
+      auto sub = parseSubnet(*s, true);
+      if (!sub) {
+        refuse(ObjectProblem::LOCAL_SUBNET, s->cidr(), sub.error());
+        continue;
+      }
+      if (auto holder = prefixes_.holderOf(sub->prefix)) {
+        refuse(ObjectProblem::LOCAL_SUBNET, s->cidr(), "overlaps " + *holder + ", which is in force");
+        continue;
+      }
+      const std::pair<uint32_t, bool> key{sub->datapath_key, sub->prefix.address.isV4()};
+      if (auto it = keys.find(key); it != keys.end()) {
+        refuse(ObjectProblem::LOCAL_SUBNET, s->cidr(),
+               "datapath_key " + std::to_string(sub->datapath_key) + " already has the " +
+                   family(sub->prefix.address) + " subnet " + it->second + " (a logical switch has one per family)");
+        continue;
+      }
+      keys.emplace(key, s->cidr());
+      prefixes_.grant(sub->prefix, "local");
+      out_.model.local_subnets.push_back(std::move(*sub));
+    }
+  }
+
+  // The local subnets in force of one logical switch, and if there is none,
+  // why (a refused subnet with that key is named).
+  struct Switch {
+    const ModelSubnet* v4 = nullptr;
+    const ModelSubnet* v6 = nullptr;
+  };
+  Result<Switch> switchOf(uint32_t datapath_key) const {
+    Switch sw;
+    for (const auto& s : out_.model.local_subnets) {
+      if (s.datapath_key != datapath_key) continue;
+      (s.prefix.address.isV4() ? sw.v4 : sw.v6) = &s;
+    }
+    if (sw.v4 != nullptr || sw.v6 != nullptr) return sw;
+    for (const auto& s : in_.local_subnets()) {
+      if (s.datapath_key() != datapath_key) continue;
+      for (const auto& p : out_.problems) {
+        if (p.kind() == ObjectProblem::LOCAL_SUBNET && p.name() == s.cidr()) {
+          return Error{"its local subnet " + s.cidr() + " (datapath_key " + std::to_string(datapath_key) +
+                       ") is refused: " + p.reason()};
+        }
+      }
+    }
+    return Error{"datapath_key " + std::to_string(datapath_key) +
+                 " names no local subnet; add the subnet first or fix the key"};
+  }
+
+  // A port's own fields, with nothing else considered.
+  Result<ModelPort> parsePort(const dpv1::LogicalPort& p) const {
+    ModelPort port;
+    port.name = p.name();
+    if (p.key() == 0 || p.key() > kMaxPortKey) {
+      return Error{"key " + std::to_string(p.key()) + " must be 1..32767 (15-bit OVN port key)"};
+    }
+    port.key = static_cast<uint16_t>(p.key());
+    if (p.kind() != dpv1::POD && p.kind() != dpv1::MANAGEMENT) return Error{"kind must be POD or MANAGEMENT"};
+    port.kind = p.kind();
+    if (p.representor().empty()) return Error{"representor is empty: name the VF representor it is bound to"};
+    port.representor = p.representor();
+    auto mac = MacAddress::parse(p.mac());
+    if (!mac) return Error{"mac \"" + p.mac() + "\": " + mac.error()};
+    if (auto why = portMacProblem(*mac, out_.model.router_mac); !why.empty()) return Error{why};
+    port.mac = *mac;
+    auto sw = switchOf(p.datapath_key());
+    if (!sw) return std::move(sw).takeError();
+    port.datapath_key = p.datapath_key();
+    if (p.ips().empty()) return Error{"no ips; a port needs at least one address"};
+    for (const auto& text : p.ips()) {
+      auto ip = IpAddress::parse(text);
+      if (!ip) return Error{"ip \"" + text + "\": " + ip.error() + " (give an address without prefix length)"};
+      const ModelSubnet* s = ip->isV4() ? sw->v4 : sw->v6;
+      if (s == nullptr || !s->prefix.contains(*ip)) {
+        return Error{"ip " + ip->str() + " is not inside its logical switch's subnet" +
+                     (s == nullptr ? " (the switch has no " + family(*ip) + " subnet)" : " " + s->cidr)};
+      }
+      if (s->has_gateway && s->gateway == *ip) return Error{"ip " + ip->str() + " is the gateway address"};
+      if (ip->bytes == s->prefix.address.bytes) return Error{"ip " + ip->str() + " is the subnet address"};
+      if (std::find(port.ips.begin(), port.ips.end(), *ip) != port.ips.end()) {
+        return Error{"ip " + ip->str() + " is listed twice"};
+      }
+      port.ips.push_back(*ip);
+    }
+    p.SerializeToString(&port.content);
+    return port;
+  }
+
+  void ports() {
+    std::map<uint32_t, std::string> keys;
+    std::map<std::string, std::string> representors;
+    std::map<MacAddress, std::string> macs;
+    std::map<IpAddress, std::string> ips;
+    std::string management;
+    for (const auto* p : byPriority(in_.ports(), [](const dpv1::LogicalPort& x) { return x.name(); },
+                                    incumbents_.ports)) {
+      auto port = parsePort(*p);
+      if (!port) {
+        refuse(ObjectProblem::PORT, p->name(), port.error());
+        continue;
+      }
+      std::string clash;
+      if (auto it = keys.find(port->key); it != keys.end()) {
+        clash = "key " + std::to_string(port->key) + " is not unique: port " + it->second + " holds it";
+      } else if (auto r = representors.find(port->representor); r != representors.end()) {
+        clash = "representor " + port->representor + " is bound to port " + r->second;
+      } else if (auto mc = macs.find(port->mac); mc != macs.end()) {
+        clash = "mac " + port->mac.str() + " is used by port " + mc->second + " (ports of a node need distinct MACs)";
+      } else if (port->kind == dpv1::MANAGEMENT && !management.empty()) {
+        clash = "port " + management + " is the management port already; a node has one host management port";
+      } else {
+        for (const auto& ip : port->ips) {
+          if (auto it = ips.find(ip); it != ips.end()) {
+            clash = "ip " + ip.str() + " is used by another port, " + it->second;
+            break;
+          }
+        }
+      }
+      if (!clash.empty()) {
+        refuse(ObjectProblem::PORT, p->name(), clash + ", which is in force");
+        continue;
+      }
+      keys.emplace(port->key, port->name);
+      representors.emplace(port->representor, port->name);
+      macs.emplace(port->mac, port->name);
+      for (const auto& ip : port->ips) ips.emplace(ip, port->name);
+      if (port->kind == dpv1::MANAGEMENT) management = port->name;
+      out_.model.ports.push_back(std::move(*port));
+    }
+  }
+
+  // A remote node's own fields and subnets, with nothing else considered.
+  Result<ModelRemoteNode> parseRemote(const dpv1::RemoteNode& r) const {
+    ModelRemoteNode node;
+    node.name = r.name();
+    auto ip = IpAddress::parse(r.tunnel_ip());
+    if (!ip) return Error{"tunnel_ip \"" + r.tunnel_ip() + "\": " + ip.error()};
+    const IpAddress& ours = out_.model.tunnel_ip;
+    if (ip->family != ours.family) {
+      return Error{"tunnel_ip " + ip->str() + " is not of the same IP family as ours (" + ours.str() + ")"};
+    }
+    if (*ip == ours) return Error{"tunnel_ip " + ip->str() + " is our own tunnel IP"};
+    node.tunnel_ip = *ip;
+    if (static_cast<size_t>(r.subnets_size()) > kMaxRemoteSubnets) {
+      return Error{std::to_string(r.subnets_size()) + " subnets; at most " + std::to_string(kMaxRemoteSubnets)};
+    }
+    for (const auto& s : r.subnets()) {
+      auto sub = parseSubnet(s, false);
+      if (!sub) return Error{"subnet " + s.cidr() + ": " + sub.error()};
+      for (const auto& other : node.subnets) {
+        if (other.prefix.overlaps(sub->prefix)) {
+          return Error{"subnet " + s.cidr() + " overlaps its own subnet " + other.prefix.str()};
+        }
+      }
+      node.subnets.push_back(std::move(*sub));
+    }
+    // One key may be given to several addresses: a dual-stack port publishes
+    // each of its addresses with its one key.
+    for (const auto& rp : r.ports()) {
+      auto pip = IpAddress::parse(rp.ip());
+      if (!pip) return Error{"port key for \"" + rp.ip() + "\": " + pip.error()};
+      bool inside = false;
+      for (const auto& s : node.subnets) inside = inside || s.prefix.contains(*pip);
+      if (!inside) return Error{"port key for " + pip->str() + ": the address is in none of its subnets"};
+      if (rp.key() == 0 || rp.key() > kMaxPortKey) {
+        return Error{"port key for " + pip->str() + ": " + std::to_string(rp.key()) +
+                     " must be 1..32767 (15-bit OVN port key)"};
+      }
+      for (const auto& k : node.port_keys) {
+        if (k.ip == *pip) return Error{"port key for " + pip->str() + " is listed twice"};
+      }
+      node.port_keys.push_back({*pip, static_cast<uint16_t>(rp.key())});
+    }
+    std::sort(node.port_keys.begin(), node.port_keys.end(),
+              [](const RemotePortKey& a, const RemotePortKey& b) { return a.ip < b.ip; });
+    r.SerializeToString(&node.content);
+    return node;
+  }
+
+  void remoteNodes() {
+    std::map<IpAddress, std::string> tunnel_ips;
+    for (const auto* r : byPriority(in_.remote_nodes(), [](const dpv1::RemoteNode& x) { return x.name(); },
+                                    incumbents_.remotes)) {
+      auto node = parseRemote(*r);
+      if (!node) {
+        refuse(ObjectProblem::REMOTE_NODE, r->name(), node.error());
+        continue;
+      }
+      std::string clash;
+      if (auto it = tunnel_ips.find(node->tunnel_ip); it != tunnel_ips.end()) {
+        clash = "tunnel_ip " + node->tunnel_ip.str() + " is used by remote node " + it->second;
+      } else {
+        for (const auto& s : node->subnets) {
+          if (auto holder = prefixes_.holderOf(s.prefix)) {
+            clash = "subnet " + s.prefix.str() + " overlaps " + *holder;
+            break;
+          }
+        }
+      }
+      if (!clash.empty()) {
+        refuse(ObjectProblem::REMOTE_NODE, r->name(), clash + ", which is in force");
+        continue;
+      }
+      tunnel_ips.emplace(node->tunnel_ip, node->name);
+      for (const auto& s : node->subnets) prefixes_.grant(s.prefix, "remote node " + node->name);
+      out_.model.remote_nodes.push_back(std::move(*node));
+    }
+  }
+
+  void refuse(ObjectProblem::Kind kind, const std::string& name, std::string reason) {
+    out_.problems.push_back(refused(kind, name, std::move(reason)));
+  }
+
+  const dpv1::LogicalModel& in_;
+  Incumbents incumbents_;
+  PrefixClaims prefixes_;
+  Verdict out_;
+};
+
+}  // namespace
+
+std::string portMacProblem(const MacAddress& mac, const MacAddress& router_mac) {
+  if (mac.isZero()) return "mac " + mac.str() + " is zero; a port needs a unicast MAC";
+  if (mac.bytes == std::array<uint8_t, 6>{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) {
+    return "mac " + mac.str() + " is the broadcast address; a port needs a unicast MAC";
+  }
+  if (mac.isMulticast()) {
+    return "mac " + mac.str() + " is a multicast address (its first byte is odd); a port needs a unicast MAC";
+  }
+  if (mac == router_mac) {
+    return "mac " + mac.str() + " is the router MAC (every pod's gateway answers with it); give the port another MAC";
+  }
+  return "";
+}
+
+std::string kindName(dpv1::ObjectProblem::Kind kind) {
+  switch (kind) {
+    case ObjectProblem::PORT: return "port";
+    case ObjectProblem::REMOTE_NODE: return "remote node";
+    case ObjectProblem::LOCAL_SUBNET: return "local subnet";
+    default: break;
+  }
+  return "object";
+}
+
+Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
+  auto invalid = [](std::string m) { return Error{std::move(m), ErrorCode::kInvalid}; };
+  if (node.tunnel_ip().empty()) return invalid("node.tunnel_ip is empty: set the DPU's underlay address");
+  auto tip = IpAddress::parse(node.tunnel_ip());
+  if (!tip) return invalid("node.tunnel_ip \"" + node.tunnel_ip() + "\": " + tip.error());
+  auto rmac = MacAddress::parse(node.router_mac());
+  if (!rmac) return invalid("node.router_mac \"" + node.router_mac() + "\": " + rmac.error());
+  if (rmac->isZero() || rmac->isMulticast()) {
+    return invalid("node.router_mac " + node.router_mac() + " must be a unicast, non-zero MAC");
+  }
+  if (node.pod_mtu() < 576 || node.pod_mtu() > 65535) {
+    return invalid("node.pod_mtu " + std::to_string(node.pod_mtu()) + " must be 576..65535");
+  }
+  if (node.underlay_mtu() != 0 && (node.underlay_mtu() < 576 || node.underlay_mtu() > 65535)) {
+    return invalid("node.underlay_mtu " + std::to_string(node.underlay_mtu()) + " must be 0 (unknown) or 576..65535");
+  }
+  for (const auto& c : node.cluster_cidrs()) {
+    if (auto p = IpPrefix::parse(c); !p) return invalid("node.cluster_cidrs \"" + c + "\": " + p.error());
+  }
+  for (const auto& c : node.service_cidrs()) {
+    if (auto p = IpPrefix::parse(c); !p) return invalid("node.service_cidrs \"" + c + "\": " + p.error());
+  }
+  return {};
+}
+
+Result<Verdict> validate(const dpv1::LogicalModel& requested, const Model* previous) {
+  return Validator(requested, previous).run();
+}
+
+}  // namespace dpu::model

@@ -1,0 +1,372 @@
+// The logical model's rules (dpu-agent/model): what refuses a request whole,
+// what refuses one object and leaves the rest in force, how conflicts between
+// objects are settled (established objects keep their claims, then the lowest
+// name; never the order of the request), and the Delta arithmetic.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "model/model.h"
+
+using namespace dpu;
+using namespace dpu::model;
+using dpv1::ObjectProblem;
+
+namespace {
+
+dpv1::LogicalPort* addPort(dpv1::LogicalModel& m, const std::string& name, uint32_t key, const std::string& rep,
+                           const std::string& mac, std::vector<std::string> ips,
+                           dpv1::PortKind kind = dpv1::POD) {
+  auto* p = m.add_ports();
+  p->set_name(name);
+  p->set_key(key);
+  p->set_kind(kind);
+  p->set_representor(rep);
+  p->set_mac(mac);
+  for (const auto& ip : ips) p->add_ips(ip);
+  p->set_datapath_key(10);
+  return p;
+}
+
+dpv1::RemoteNode* addRemote(dpv1::LogicalModel& m, const std::string& name, const std::string& tip,
+                            const std::string& cidr, uint32_t key) {
+  auto* r = m.add_remote_nodes();
+  r->set_name(name);
+  r->set_tunnel_ip(tip);
+  auto* s = r->add_subnets();
+  s->set_cidr(cidr);
+  s->set_datapath_key(key);
+  return r;
+}
+
+dpv1::LogicalModel baseModel() {
+  dpv1::LogicalModel m;
+  auto* n = m.mutable_node();
+  n->set_name("node1");
+  n->set_tunnel_ip("192.168.100.1");
+  n->set_underlay_mtu(1500);
+  n->set_pod_mtu(1400);
+  n->set_router_mac("0a:58:a9:fe:00:01");
+  n->add_cluster_cidrs("10.244.0.0/16");
+  auto* s4 = m.add_local_subnets();
+  s4->set_cidr("10.244.1.0/24");
+  s4->set_gateway_ip("10.244.1.1");
+  s4->set_datapath_key(10);
+  auto* s6 = m.add_local_subnets();
+  s6->set_cidr("fd00:10:244:1::/64");
+  s6->set_gateway_ip("fd00:10:244:1::1");
+  s6->set_datapath_key(10);
+  addPort(m, "pod-a", 1, "pf0vf0", "0a:58:0a:f4:01:05", {"10.244.1.5", "fd00:10:244:1::5"});
+  addPort(m, "pod-b", 2, "pf0vf1", "0a:58:0a:f4:01:06", {"10.244.1.6"});
+  addPort(m, "mgmt", 3, "pf0hpf", "0a:58:0a:f4:01:02", {"10.244.1.2"}, dpv1::MANAGEMENT);
+  auto* r = addRemote(m, "node2", "192.168.100.2", "10.244.2.0/24", 20);
+  auto* k = r->add_ports();
+  k->set_ip("10.244.2.7");
+  k->set_key(4);
+  return m;
+}
+
+std::vector<std::string> names(const Model& m) {
+  std::vector<std::string> out;
+  for (const auto& s : m.local_subnets) out.push_back("subnet:" + s.cidr);
+  for (const auto& p : m.ports) out.push_back("port:" + p.name);
+  for (const auto& r : m.remote_nodes) out.push_back("remote:" + r.name);
+  return out;
+}
+
+// "port pod-a: reason" for each problem.
+std::vector<std::string> problems(const Verdict& v) {
+  std::vector<std::string> out;
+  for (const auto& p : v.problems) {
+    CHECK(p.state() == ObjectProblem::REFUSED);
+    out.push_back(kindName(p.kind()) + " " + p.name() + ": " + p.reason());
+  }
+  return out;
+}
+
+Verdict check(const dpv1::LogicalModel& m, const Model* previous = nullptr) {
+  auto v = validate(m, previous);
+  INFO((v.ok() ? std::string() : v.error()));
+  REQUIRE(v.ok());
+  return std::move(*v);
+}
+
+}  // namespace
+
+TEST_CASE("model: a valid model is in force whole, sorted by name, with nothing refused", "[model]") {
+  Verdict v = check(baseModel());
+  CHECK(v.problems.empty());
+  CHECK(names(v.model) == std::vector<std::string>{"subnet:10.244.1.0/24", "subnet:fd00:10:244:1::/64", "port:mgmt",
+                                                   "port:pod-a", "port:pod-b", "remote:node2"});
+  CHECK(v.model.programmed);
+  CHECK(v.model.router_mac.str() == "0a:58:a9:fe:00:01");
+  REQUIRE(v.model.remote_nodes[0].port_keys.size() == 1);
+  CHECK(v.model.remote_nodes[0].port_keys[0].ip.str() == "10.244.2.7");
+  CHECK(v.model.remote_nodes[0].port_keys[0].key == 4);
+}
+
+TEST_CASE("model: unusable node settings and objects without an identity refuse the request whole", "[model]") {
+  struct Case {
+    const char* what;
+    std::function<void(dpv1::LogicalModel&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"node.router_mac", [](auto& m) { m.mutable_node()->set_router_mac("zz"); }},
+      {"node.router_mac 01:00:5e:00:00:01 must be a unicast",
+       [](auto& m) { m.mutable_node()->set_router_mac("01:00:5e:00:00:01"); }},
+      {"node.tunnel_ip is empty", [](auto& m) { m.mutable_node()->set_tunnel_ip(""); }},
+      {"node.tunnel_ip \"x\"", [](auto& m) { m.mutable_node()->set_tunnel_ip("x"); }},
+      {"node.pod_mtu 100", [](auto& m) { m.mutable_node()->set_pod_mtu(100); }},
+      {"node.underlay_mtu 70000", [](auto& m) { m.mutable_node()->set_underlay_mtu(70000); }},
+      {"node.cluster_cidrs", [](auto& m) { m.mutable_node()->add_cluster_cidrs("10.0.0.1/8"); }},
+      {"node.service_cidrs", [](auto& m) { m.mutable_node()->add_service_cidrs("nope"); }},
+      {"duplicate port name", [](auto& m) { m.mutable_ports(1)->set_name("pod-a"); }},
+      {"a port has an empty name", [](auto& m) { m.mutable_ports(1)->set_name(""); }},
+      {"duplicate cidr", [](auto& m) { *m.add_local_subnets() = m.local_subnets(0); }},
+      {"duplicate remote node name", [](auto& m) { *m.add_remote_nodes() = m.remote_nodes(0); }},
+      {"a remote node has an empty name", [](auto& m) { m.mutable_remote_nodes(0)->set_name(""); }},
+  };
+  for (const auto& c : cases) {
+    auto m = baseModel();
+    c.mutate(m);
+    auto v = validate(m, nullptr);
+    INFO(c.what);
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.code() == ErrorCode::kInvalid);
+    CHECK_THAT(v.error(), Catch::Contains(c.what));
+  }
+  // No node settings at all: nothing could forward.
+  dpv1::LogicalModel empty;
+  CHECK_FALSE(validate(empty, nullptr).ok());
+}
+
+TEST_CASE("model: a bad object is refused with the reason, everything else stays in force", "[model]") {
+  struct Case {
+    const char* object;  // "port pod-b", ...
+    const char* reason;
+    std::function<void(dpv1::LogicalModel&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"port pod-b", "key 40000 must be 1..32767", [](auto& m) { m.mutable_ports(1)->set_key(40000); }},
+      {"port pod-b", "key 0 must be", [](auto& m) { m.mutable_ports(1)->set_key(0); }},
+      {"port pod-b", "kind must be POD or MANAGEMENT",
+       [](auto& m) { m.mutable_ports(1)->set_kind(dpv1::PORT_KIND_UNSPECIFIED); }},
+      {"port pod-b", "representor is empty", [](auto& m) { m.mutable_ports(1)->set_representor(""); }},
+      {"port pod-b", "mac \"zz\"", [](auto& m) { m.mutable_ports(1)->set_mac("zz"); }},
+      {"port pod-b", "is the router MAC", [](auto& m) { m.mutable_ports(1)->set_mac("0a:58:a9:fe:00:01"); }},
+      {"port pod-b", "is zero", [](auto& m) { m.mutable_ports(1)->set_mac("00:00:00:00:00:00"); }},
+      {"port pod-b", "is the broadcast address", [](auto& m) { m.mutable_ports(1)->set_mac("ff:ff:ff:ff:ff:ff"); }},
+      {"port pod-b", "is a multicast address", [](auto& m) { m.mutable_ports(1)->set_mac("01:00:5e:00:00:01"); }},
+      {"port pod-b", "datapath_key 99 names no local subnet",
+       [](auto& m) { m.mutable_ports(1)->set_datapath_key(99); }},
+      {"port pod-b", "no ips", [](auto& m) { m.mutable_ports(1)->clear_ips(); }},
+      {"port pod-b", "ip \"10.244.1.6/24\"", [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.6/24"); }},
+      {"port pod-b", "is not inside its logical switch's subnet 10.244.1.0/24",
+       [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.9.9.9"); }},
+      {"port pod-b", "is the gateway address", [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.1"); }},
+      {"port pod-b", "is the subnet address", [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.0"); }},
+      {"port pod-b", "ip 10.244.1.6 is listed twice", [](auto& m) { m.mutable_ports(1)->add_ips("10.244.1.6"); }},
+      {"port pod-b", "key 1 is not unique: port pod-a holds it", [](auto& m) { m.mutable_ports(1)->set_key(1); }},
+      {"port pod-b", "representor pf0vf0 is bound to port pod-a",
+       [](auto& m) { m.mutable_ports(1)->set_representor("pf0vf0"); }},
+      {"port pod-b", "mac 0a:58:0a:f4:01:05 is used by port pod-a",
+       [](auto& m) { m.mutable_ports(1)->set_mac("0a:58:0a:f4:01:05"); }},
+      {"port pod-b", "ip 10.244.1.5 is used by another port, pod-a",
+       [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.5"); }},
+      {"port pod-b", "is the management port already",
+       [](auto& m) { m.mutable_ports(1)->set_kind(dpv1::MANAGEMENT); }},
+      {"local subnet fd00:10:244:1::/64", "gateway_ip is required",
+       [](auto& m) { m.mutable_local_subnets(1)->clear_gateway_ip(); }},
+      {"local subnet fd00:10:244:1::/64", "is outside the subnet",
+       [](auto& m) { m.mutable_local_subnets(1)->set_gateway_ip("fd00:9::1"); }},
+      {"local subnet fd00:10:244:1::/64", "must be 1..16777215",
+       [](auto& m) { m.mutable_local_subnets(1)->set_datapath_key(1 << 24); }},
+      {"remote node node2", "tunnel_ip \"bad\"", [](auto& m) { m.mutable_remote_nodes(0)->set_tunnel_ip("bad"); }},
+      {"remote node node2", "is our own tunnel IP",
+       [](auto& m) { m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.1"); }},
+      {"remote node node2", "is not of the same IP family as ours",
+       [](auto& m) { m.mutable_remote_nodes(0)->set_tunnel_ip("2001:db8::2"); }},
+      {"remote node node2", "overlaps local subnet 10.244.1.0/24",
+       [](auto& m) {
+         m.mutable_remote_nodes(0)->mutable_subnets(0)->set_cidr("10.244.1.0/25");
+         m.mutable_remote_nodes(0)->clear_ports();
+       }},
+      {"remote node node2", "must be 1..16777215",
+       [](auto& m) { m.mutable_remote_nodes(0)->mutable_subnets(0)->set_datapath_key(0); }},
+      {"remote node node2", "port key for 10.244.3.7: the address is in none of its subnets",
+       [](auto& m) { m.mutable_remote_nodes(0)->mutable_ports(0)->set_ip("10.244.3.7"); }},
+      {"remote node node2", "40000 must be 1..32767",
+       [](auto& m) { m.mutable_remote_nodes(0)->mutable_ports(0)->set_key(40000); }},
+      {"remote node node2", "is listed twice",
+       [](auto& m) { *m.mutable_remote_nodes(0)->add_ports() = m.remote_nodes(0).ports(0); }},
+      {"remote node node2", "overlaps its own subnet", [](auto& m) {
+         auto* s = m.mutable_remote_nodes(0)->add_subnets();
+         s->set_cidr("10.244.2.128/25");
+         s->set_datapath_key(21);
+       }},
+  };
+  const auto all = names(check(baseModel()).model);
+  for (const auto& c : cases) {
+    auto m = baseModel();
+    c.mutate(m);
+    // pod-a's second address is in the IPv6 subnet: it goes with it (the
+    // next test says why); then only the subnet is listed here.
+    if (std::string(c.object).rfind("local subnet", 0) == 0) m.mutable_ports(0)->mutable_ips()->RemoveLast();
+    Verdict v = check(m);
+    INFO(c.object << ": " << c.reason);
+    REQUIRE(v.problems.size() == 1);
+    const std::string got = problems(v)[0];
+    INFO(got);
+    CHECK_THAT(got, Catch::StartsWith(std::string(c.object) + ": "));
+    CHECK_THAT(got, Catch::Contains(c.reason));
+    // Everything but the refused object is in force.
+    auto expected = all;
+    std::string refused = c.object;
+    refused = refused.rfind("port ", 0) == 0           ? "port:" + refused.substr(5)
+              : refused.rfind("remote node ", 0) == 0  ? "remote:" + refused.substr(12)
+                                                       : "subnet:" + refused.substr(13);
+    expected.erase(std::remove(expected.begin(), expected.end(), refused), expected.end());
+    CHECK(names(v.model) == expected);
+  }
+}
+
+TEST_CASE("model: a port on a refused local subnet is refused too, naming the subnet and why", "[model]") {
+  auto m = baseModel();
+  m.mutable_local_subnets(0)->set_gateway_ip("10.9.9.1");  // the IPv4 subnet
+  Verdict v = check(m);
+  const auto p = problems(v);
+  REQUIRE(p.size() == 4);
+  CHECK_THAT(p[0], Catch::StartsWith("port mgmt: ip 10.244.1.2 is not inside its logical switch's subnet (the switch "
+                                     "has no IPv4 subnet)"));
+  CHECK_THAT(p[3], Catch::StartsWith("local subnet 10.244.1.0/24: gateway_ip 10.9.9.1 is outside"));
+  // With both subnets of the switch refused, the reason is the subnet's.
+  m.mutable_local_subnets(1)->set_datapath_key(0);
+  v = check(m);
+  CHECK_THAT(problems(v)[0], Catch::Contains("port mgmt: its local subnet 10.244.1.0/24 (datapath_key 10) is refused: "
+                                             "gateway_ip 10.9.9.1"));
+  CHECK(names(v.model) == std::vector<std::string>{"remote:node2"});
+}
+
+TEST_CASE("model: among newcomers the lowest name wins a claim, whatever the order of the request", "[model]") {
+  auto m = baseModel();
+  addPort(m, "pod-0", 7, "pf0vf7", "0a:58:0a:f4:01:06", {"10.244.1.70"});  // pod-b's MAC
+  addRemote(m, "node0", "192.168.100.2", "10.244.9.0/24", 90);               // node2's tunnel IP
+  std::mt19937 rng(7);
+  std::optional<std::vector<std::string>> first;
+  for (int round = 0; round < 10; ++round) {
+    std::shuffle(m.mutable_ports()->begin(), m.mutable_ports()->end(), rng);
+    std::shuffle(m.mutable_remote_nodes()->begin(), m.mutable_remote_nodes()->end(), rng);
+    std::shuffle(m.mutable_local_subnets()->begin(), m.mutable_local_subnets()->end(), rng);
+    Verdict v = check(m);
+    auto p = problems(v);
+    REQUIRE(p.size() == 2);
+    CHECK_THAT(p[0], Catch::StartsWith("port pod-b: mac 0a:58:0a:f4:01:06 is used by port pod-0"));
+    CHECK_THAT(p[1], Catch::StartsWith("remote node node2: tunnel_ip 192.168.100.2 is used by remote node node0"));
+    if (!first) first = names(v.model);
+    CHECK(names(v.model) == *first);
+  }
+}
+
+TEST_CASE("model: an established object keeps its claim; the newcomer or the changed object is refused", "[model]") {
+  Verdict before = check(baseModel());
+  // A newcomer named before the holder asks for pod-b's MAC: pod-b keeps it.
+  auto m = baseModel();
+  addPort(m, "pod-0", 7, "pf0vf7", "0a:58:0a:f4:01:06", {"10.244.1.70"});
+  Verdict v = check(m, &before.model);
+  REQUIRE(problems(v).size() == 1);
+  CHECK_THAT(problems(v)[0], Catch::StartsWith("port pod-0: mac 0a:58:0a:f4:01:06 is used by port pod-b"));
+  // Without the history the lowest name would have won.
+  CHECK_THAT(problems(check(m))[0], Catch::StartsWith("port pod-b:"));
+
+  // An established port that changes to take another's address is the one
+  // refused, even though its name comes first.
+  m = baseModel();
+  m.mutable_ports(0)->set_ips(0, "10.244.1.6");  // pod-a asks for pod-b's address
+  v = check(m, &before.model);
+  REQUIRE(problems(v).size() == 1);
+  CHECK_THAT(problems(v)[0], Catch::StartsWith("port pod-a: ip 10.244.1.6 is used by another port, pod-b"));
+
+  // The holder goes: the next request grants the refused object its claim,
+  // and the winner keeps it from then on.
+  m = baseModel();
+  addPort(m, "pod-0", 7, "pf0vf7", "0a:58:0a:f4:01:06", {"10.244.1.70"});
+  v = check(m, &before.model);
+  m.mutable_ports()->erase(std::find_if(m.mutable_ports()->begin(), m.mutable_ports()->end(),
+                                        [](const auto& p) { return p.name() == "pod-b"; }));
+  Verdict after = check(m, &v.model);
+  CHECK(after.problems.empty());
+  auto back = m;
+  addPort(back, "pod-b", 2, "pf0vf1", "0a:58:0a:f4:01:06", {"10.244.1.6"});
+  CHECK_THAT(problems(check(back, &after.model))[0], Catch::StartsWith("port pod-b: mac 0a:58:0a:f4:01:06 is used by "
+                                                                       "port pod-0"));
+
+  // A remote node claiming a subnet an established remote node holds.
+  m = baseModel();
+  addRemote(m, "node1a", "192.168.100.9", "10.244.2.0/25", 30);
+  v = check(m, &before.model);
+  REQUIRE(problems(v).size() == 1);
+  CHECK_THAT(problems(v)[0], Catch::StartsWith("remote node node1a: subnet 10.244.2.0/25 overlaps remote node node2 "
+                                               "subnet 10.244.2.0/24"));
+}
+
+TEST_CASE("model: objects refused for what they hold are the same for every order of arrival", "[model]") {
+  // Ports that all want one MAC, arriving one per request in every order:
+  // the first to arrive keeps it, the others are refused.
+  std::vector<std::string> order = {"pod-x", "pod-y", "pod-z"};
+  do {
+    auto m = baseModel();
+    std::optional<Verdict> last;
+    for (size_t i = 0; i < order.size(); ++i) {
+      addPort(m, order[i], 10 + static_cast<uint32_t>(i), "pf0vf" + std::to_string(10 + i), "0a:58:0a:f4:01:99",
+              {"10.244.1." + std::to_string(100 + i)});
+      last = check(m, last ? &last->model : nullptr);
+    }
+    std::set<std::string> refused;
+    for (const auto& p : last->problems) refused.insert(p.name());
+    std::set<std::string> expected(order.begin() + 1, order.end());
+    CHECK(refused == expected);
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+TEST_CASE("model: Delta arithmetic upserts and deletes by name; deleting the unknown needs a FullSync", "[model]") {
+  auto base = baseModel();
+  dpv1::Delta d;
+  d.add_delete_ports("pod-b");
+  auto* up = d.add_upsert_ports();
+  *up = base.ports(0);
+  up->set_key(9);
+  d.add_delete_remote_nodes("node2");
+  auto* s = d.add_upsert_local_subnets();
+  *s = base.local_subnets(0);
+  s->set_gateway_ip("10.244.1.254");
+  d.mutable_node()->set_pod_mtu(1300);
+  d.mutable_node()->set_tunnel_ip("192.168.100.1");
+  auto next = applyDelta(base, d);
+  REQUIRE(next.ok());
+  CHECK(next->ports_size() == 2);
+  CHECK(next->ports(0).key() == 9);
+  CHECK(next->remote_nodes_size() == 0);
+  CHECK(next->local_subnets(0).gateway_ip() == "10.244.1.254");
+  CHECK(next->node().pod_mtu() == 1300);
+  CHECK(next->node().router_mac().empty());  // the node settings are replaced whole
+
+  dpv1::Delta bad;
+  bad.add_delete_ports("nope");
+  auto r = applyDelta(base, bad);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == ErrorCode::kNotFound);
+  CHECK_THAT(r.error(), Catch::Contains("send a FullSync"));
+}
+
+TEST_CASE("model: a port MAC is refused when zero, multicast, broadcast or the router's", "[model]") {
+  const MacAddress router = *MacAddress::parse("0a:58:a9:fe:00:01");
+  CHECK(portMacProblem(*MacAddress::parse("0a:58:0a:f4:01:05"), router).empty());
+  CHECK_THAT(portMacProblem(*MacAddress::parse("00:00:00:00:00:00"), router), Catch::Contains("is zero"));
+  CHECK_THAT(portMacProblem(*MacAddress::parse("ff:ff:ff:ff:ff:ff"), router), Catch::Contains("broadcast"));
+  CHECK_THAT(portMacProblem(*MacAddress::parse("33:33:00:00:00:01"), router), Catch::Contains("multicast"));
+  CHECK_THAT(portMacProblem(router, router), Catch::Contains("router MAC"));
+}
