@@ -1,7 +1,7 @@
 // dpuctl: the operator's view of a running dpu-dataplane over its operator
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
-//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all]
+//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/ipc_proto.h"
+#include "common/version.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 #include "dpuctl_format.h"
 
@@ -27,8 +28,12 @@ void usage(FILE* out) {
                "commands:\n"
                "  dump-flows     every cached datapath flow: match, actions, packets, bytes, age,\n"
                "                 last use and where it runs (hw, or sw with the reason)\n"
-               "  ports          ports with role, state, counters and devargs\n"
+               "  ports          ports with role, state, counters, backend, mbufs budgeted, worker\n"
+               "                 and devargs; below them why a port is not on its first backend,\n"
+               "                 and the representors that could not be opened, with the reason\n"
                "  stats [--all]  drop reasons and events (non-zero ones unless --all)\n"
+               "  problems       model objects the dataplane does not forward for (refused, or\n"
+               "                 their port could not be opened), with the reason\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
@@ -52,6 +57,9 @@ int main(int argc, char** argv) {
       json = true;
     } else if (arg == "--all") {
       all = true;
+    } else if (arg == "--version") {
+      std::printf("dpuctl %s\n", DPU_VERSION);
+      return 0;
     } else if (arg == "-h" || arg == "--help" || arg == "help") {
       usage(stdout);
       return 0;
@@ -70,6 +78,8 @@ int main(int argc, char** argv) {
     request.mutable_ports();
   } else if (command == "stats") {
     request.mutable_stats();
+  } else if (command == "problems") {
+    request.mutable_problems();
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -96,6 +106,8 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatFlows(*reply);
   } else if (command == "ports") {
     out = dpu::dpuctl::formatPorts(*reply);
+  } else if (command == "problems") {
+    out = dpu::dpuctl::formatProblems(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

@@ -67,17 +67,35 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
 }
 
 std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
-  std::vector<std::vector<std::string>> rows{
-      {"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "TX_DROP", "LOGICAL", "DEVARGS"}};
+  std::vector<std::vector<std::string>> rows{{"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "TX_DROP",
+                                              "BACKEND", "MBUFS", "WORKER", "LOGICAL", "DEVARGS"}};
   std::vector<dataplane::v1::PortInfo> ports(reply.ports().begin(), reply.ports().end());
-  std::sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) { return a.dpdk_port() < b.dpdk_port(); });
+  // Open ports by DPDK port, then the ones that could not be opened (they have no port).
+  std::stable_sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) {
+    const bool fa = a.state() == "failed", fb = b.state() == "failed";
+    return fa != fb ? fb : (fa ? a.name() < b.name() : a.dpdk_port() < b.dpdk_port());
+  });
+  auto orDash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  std::vector<std::string> notes;
   for (const auto& p : ports) {
-    rows.push_back({std::to_string(p.dpdk_port()), p.name(), p.role(), p.state().empty() ? "-" : p.state(),
+    const bool failed = p.state() == "failed";
+    rows.push_back({failed ? "-" : std::to_string(p.dpdk_port()), p.name(), p.role(), orDash(p.state()),
                     std::to_string(p.rx_packets()), std::to_string(p.tx_packets()), std::to_string(p.rx_dropped()),
-                    std::to_string(p.tx_dropped()), p.logical_port().empty() ? "-" : p.logical_port(),
-                    p.devargs().empty() ? "-" : p.devargs()});
+                    std::to_string(p.tx_dropped()), orDash(p.backend()), std::to_string(p.mbufs()),
+                    p.worker() < 0 ? "-" : std::to_string(p.worker()), orDash(p.logical_port()), orDash(p.devargs())});
+    if (failed) {
+      notes.push_back(p.name() + ": not open: " + orDash(p.error()) + " (next attempt in " +
+                      formatDuration(p.retry_in_ms()) + ")");
+    } else if (!p.backend_reason().empty()) {
+      notes.push_back(p.name() + ": " + p.backend() + ", not the first choice: " + p.backend_reason());
+    }
   }
-  return table(rows);
+  std::string out = table(rows);
+  if (!notes.empty()) {
+    out += "\n";
+    for (const auto& n : notes) out += n + "\n";
+  }
+  return out;
 }
 
 std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_only) {
@@ -86,6 +104,31 @@ std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_
     if (nonzero_only && c.value() == 0) continue;
     rows.push_back({c.name(), std::to_string(c.value()), c.description()});
   }
+  return table(rows);
+}
+
+std::string formatProblems(const dataplane::v1::OperatorReply& reply) {
+  if (reply.problems().empty()) {
+    return "no problems: every object of the model in force (generation " + std::to_string(reply.generation()) +
+           ") is forwarding\n";
+  }
+  auto kind = [](dataplane::v1::ObjectProblem::Kind k) -> std::string {
+    switch (k) {
+      case dataplane::v1::ObjectProblem::PORT: return "port";
+      case dataplane::v1::ObjectProblem::REMOTE_NODE: return "remote-node";
+      case dataplane::v1::ObjectProblem::LOCAL_SUBNET: return "local-subnet";
+      default: return "?";
+    }
+  };
+  auto state = [](dataplane::v1::ObjectProblem::State s) -> std::string {
+    switch (s) {
+      case dataplane::v1::ObjectProblem::REFUSED: return "refused";
+      case dataplane::v1::ObjectProblem::PORT_UNAVAILABLE: return "port-unavailable";
+      default: return "?";
+    }
+  };
+  std::vector<std::vector<std::string>> rows{{"KIND", "NAME", "STATE", "REASON"}};
+  for (const auto& p : reply.problems()) rows.push_back({kind(p.kind()), p.name(), state(p.state()), p.reason()});
   return table(rows);
 }
 

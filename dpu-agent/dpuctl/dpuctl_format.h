@@ -16,6 +16,9 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply);
 std::string formatPorts(const dataplane::v1::OperatorReply& reply);
 // Every counter unless `nonzero_only`.
 std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_only);
+// One row per object not forwarding (kind, name, state, reason), or a line
+// saying every object forwards.
+std::string formatProblems(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

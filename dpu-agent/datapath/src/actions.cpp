@@ -1,7 +1,7 @@
 // A cached flow back in its portable form (flow::FlowSpec): what offload
 // translates into rte_flow rules and what dump-flows prints. The compiled
 // entry refers to the snapshot for its encap header (per remote subnet, with
-// the flow's ingress key patched in), so the snapshot it is valid in is given.
+// the flow's ingress and egress keys patched in), so the snapshot it is valid in is given.
 #include <cstring>
 
 #include "engine_impl.h"
@@ -42,6 +42,7 @@ flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e)
       flow::FlowAction& a = add(flow::ActionType::kGeneveEncap);
       a.encap_header.assign(t.bytes.begin(), t.bytes.begin() + t.length);
       overlay::store16(a.encap_header.data() + t.ovn_offset, e.encap_ingress & overlay::kOvnMaxIngressPortKey);
+      overlay::store16(a.encap_header.data() + t.ovn_offset + 2, e.encap_egress);
       a.encap_family = t.ipv6 ? 6 : 4;
     }
   }

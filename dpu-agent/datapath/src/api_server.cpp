@@ -20,8 +20,10 @@ using namespace std::chrono_literals;
 namespace v1 = dataplane::v1;
 
 constexpr auto kMaintainPeriod = 100ms;
+// Tunnel peers whose next hop did not answer (next-hop changes themselves
+// arrive as netlink events, polled below); representors that could not be
+// opened are retried on their own backoff (DataplanePorts::nextRetry).
 constexpr auto kReconcileRetry = 1s;
-constexpr auto kResolvingRetry = 20ms;  // while a tunnel peer's ARP is in flight
 // A FullSync of a large model may take a while to arrive once it has started.
 constexpr auto kRequestDeadline = 10s;
 constexpr auto kReplyDeadline = 5s;
@@ -99,13 +101,15 @@ void ApiServer::serveAgent() {
   if (reply.status() == v1::OK && (request.has_full_sync() || request.has_delta())) {
     ports_.reconcile();
     neighbours_.refresh();
-    if (neighbours_.resolving()) next_reconcile_ = std::chrono::steady_clock::now() + kResolvingRetry;
     if (!ports_.active() && reply.generation() > 0) ports_.activate();
   }
   if (reply.status() != v1::OK) {
     DPU_LOG(kWarn, "dataplane") << "program request refused (" << v1::ProgramStatus_Name(reply.status())
                                 << "): " << reply.message();
   }
+  // The engine does not open ports: the process adds its capacity (Hello) and
+  // the logical ports left without one.
+  ports_.annotate(request, reply);
   if (auto sent = ipc::sendMessage(agent_, reply, ipc::after(kReplyDeadline)); !sent) {
     DPU_LOG(kWarn, "dataplane") << "cannot answer the agent: " << sent.error();
     agent_.close();
@@ -122,10 +126,12 @@ void ApiServer::serveOperator() {
   if (request.has_ports()) ports_.describe(reply);
   if (request.has_stats()) {
     ports_.addCounters(reply);
+    neighbours_.addCounters(reply);
     auto* c = reply.add_counters();
     c->set_name("flow_bytes");
     c->set_value(engine_.bytesPerFlow());
     c->set_description("memory per cached flow in bytes (flow entry, bucket share, offload bookkeeping)");
+    c->set_kind(v1::COUNTER_GAUGE);
   }
   (void)ipc::sendMessage(*sock, reply, ipc::after(kReplyDeadline));
 }
@@ -134,15 +140,21 @@ void ApiServer::run(const std::atomic<bool>& stop) {
   auto next_maintain = std::chrono::steady_clock::now();
   next_reconcile_ = next_maintain + kReconcileRetry;
   while (!stop.load()) {
-    pollfd fds[3] = {{programming_.fd(), POLLIN, 0}, {operator_.fd(), POLLIN, 0}, {agent_.fd(), POLLIN, 0}};
-    nfds_t count = agent_.valid() ? 3 : 2;
+    // poll(2) skips a negative fd: no kernel next-hop lookup, or no agent.
+    pollfd fds[4] = {{programming_.fd(), POLLIN, 0},
+                     {operator_.fd(), POLLIN, 0},
+                     {neighbours_.eventFd(), POLLIN, 0},
+                     {agent_.valid() ? agent_.fd() : -1, POLLIN, 0}};
     auto now = std::chrono::steady_clock::now();
-    const auto wake = std::min(next_maintain, next_reconcile_);
+    auto wake = std::min(next_maintain, next_reconcile_);
+    if (auto retry = ports_.nextRetry(); retry) wake = std::min(wake, *retry);
     int timeout = wake > now ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1
                              : 0;
-    int ready = ::poll(fds, count, timeout);
+    int ready = ::poll(fds, 4, timeout);
     if (ready > 0) {
-      if (count == 3 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) serveAgent();
+      // POLLERR on the netlink socket is an overrun, which onEvents repairs.
+      if (fds[2].revents & (POLLIN | POLLERR)) neighbours_.onEvents();
+      if (fds[3].revents & (POLLIN | POLLHUP | POLLERR)) serveAgent();
       if (fds[0].revents & POLLIN) acceptAgent();
       if (fds[1].revents & POLLIN) serveOperator();
     }
@@ -151,10 +163,11 @@ void ApiServer::run(const std::atomic<bool>& stop) {
       engine_.maintain();
       next_maintain = now + kMaintainPeriod;
     }
+    // A representor that could not be opened is tried again when its backoff says so.
+    if (auto retry = ports_.nextRetry(); retry && now >= *retry) ports_.reconcile();
     if (now >= next_reconcile_) {
-      if (ports_.missing()) ports_.reconcile();
       neighbours_.refresh();
-      next_reconcile_ = now + (neighbours_.resolving() ? kResolvingRetry : kReconcileRetry);
+      next_reconcile_ = now + kReconcileRetry;
     }
   }
 }

@@ -12,10 +12,9 @@
 #include <string_view>
 
 #include "overlay/status.h"
+#include "port_limit.h"
 
 namespace dpu::datapath {
-
-inline constexpr unsigned kMaxPorts = 32;  // RTE_MAX_ETHPORTS of the Debian DPDK build; checked in engine.cpp
 
 enum class DropReason : uint8_t {
 #define X(name, text) k##name,

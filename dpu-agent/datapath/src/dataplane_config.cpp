@@ -192,6 +192,15 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
     finishInto(s, errors);
   }
   {
+    FieldReader m = r.object("metrics", true);
+    const std::string listen = m.str("listen", "");
+    if (m.ok() && !listen.empty()) {
+      if (auto parsed = parseMetricsListen(listen); parsed) c.metrics = *parsed;
+      else m.fail("listen", parsed.error());
+    }
+    finishInto(m, errors);
+  }
+  {
     FieldReader l = r.object("log", true);
     c.log_level = l.str("level", "info");
     c.log_file = l.str("file", "");
@@ -216,6 +225,38 @@ Result<DataplaneConfig> loadDataplaneConfig(const std::string& path) {
   auto doc = loadConfigFile(path);
   if (!doc) return std::move(doc).takeError();
   return fromDocument(*doc, path);
+}
+
+Result<MetricsConfig> parseMetricsListen(std::string_view text) {
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return Error{"\"" + std::string(text) + "\" is not [IPv6]:PORT", ErrorCode::kInvalid};
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon)
+      return Error{"\"" + std::string(text) + "\" is not ADDRESS:PORT (IPv6 as [::]:9476)", ErrorCode::kInvalid};
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  auto ip = IpAddress::parse(host);
+  if (!ip) return Error{"\"" + std::string(host) + "\" is not a numeric IPv4 or IPv6 address", ErrorCode::kInvalid};
+  unsigned value = 0;
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char ch : port) {
+    if (ch < '0' || ch > '9') digits = false;
+    else value = value * 10 + static_cast<unsigned>(ch - '0');
+  }
+  if (!digits || value == 0 || value > 65535)
+    return Error{"port \"" + std::string(port) + "\" is not a number from 1 to 65535", ErrorCode::kInvalid};
+  MetricsConfig m;
+  m.enabled = true;
+  m.address = std::string(host);
+  m.port = static_cast<uint16_t>(value);
+  return m;
 }
 
 std::string portKindName(PortKind kind) {

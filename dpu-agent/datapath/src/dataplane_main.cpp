@@ -4,7 +4,7 @@
 // forwarding with its last model while no agent is connected.
 //
 //   dpu-dataplane --config /etc/dpu/dataplane.yaml
-//   dpu-dataplane --config FILE --check     # validate the config and exit
+//   dpu-dataplane --config FILE --check-config   # validate the config and exit
 //
 // SIGTERM/SIGINT: stop the lcores, close the ports, remove the sockets, exit 0.
 // Exit codes: 0 clean stop, 1 start-up failure (the message names what to fix),
@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "datapath/api_server.h"
 #include "datapath/dataplane_config.h"
 #include "datapath/dataplane_neighbours.h"
@@ -31,6 +32,9 @@
 #include "datapath/eal.h"
 #include "datapath/engine.h"
 #include "datapath/lcore.h"
+#include "datapath/mbuf_budget.h"
+#include "datapath/mbuf_pool.h"
+#include "datapath/metrics.h"
 #include "datapath/port.h"
 #include "offload/none_backend.h"
 #include "offload/rte_flow_backend.h"
@@ -46,9 +50,10 @@ void onSignal(int) { g_stop.store(true); }
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: dpu-dataplane --config FILE [--check]\n"
-               "  --config FILE   the dataplane configuration (JSON or YAML)\n"
-               "  --check         validate the configuration and exit\n");
+               "usage: dpu-dataplane --config FILE [--check-config]\n"
+               "  --config FILE    the dataplane configuration (JSON or YAML)\n"
+               "  --check-config   validate the configuration and exit\n"
+               "  --version        print the version and exit\n");
 }
 
 int fail(const std::string& message) {
@@ -59,18 +64,30 @@ int fail(const std::string& message) {
 int run(const DataplaneConfig& config, const char* program) {
   if (auto init = initEal(config, program); !init) return fail(init.error());
 
-  rte_mempool* pool = rte_pktmbuf_pool_create("dpu_mbufs", config.mbuf_pool_size, config.mbuf_cache_size, 0,
-                                              RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
-  if (!pool) {
+  auto created_pool = createMbufPool(config);
+  if (!created_pool) {
     cleanupEal();
-    return fail(std::string("cannot create the mbuf pool of ") + std::to_string(config.mbuf_pool_size) +
-                " mbufs: " + rte_strerror(rte_errno) + "; lower mbuf_pool_size or raise eal.memory_mb");
+    return fail(created_pool.error());
   }
+  rte_mempool* pool = *created_pool;
 
   int status = 0;
   {
     auto backend = makePortBackend(config.representors);
-    PortSetup setup{pool, config.workers, config.rx_ring_size, config.tx_ring_size};
+    // Every port is charged its share of the pool (mbuf_budget.h); af_xdp only
+    // where the pool's layout lets its umem cover every mbuf (mbuf_pool.h).
+    MbufBudget budget(config.mbuf_pool_size, mbufPoolReserve(config.workers, config.mbuf_cache_size));
+    PortSetup setup;
+    setup.pool = pool;
+    setup.workers = config.workers;
+    setup.rx_ring_size = config.rx_ring_size;
+    setup.tx_ring_size = config.tx_ring_size;
+    setup.budget = &budget;
+    if (mayUseAfXdp(config)) setup.af_xdp_problem = afXdpUmemProblem(pool);
+    DPU_LOG(kInfo, "dataplane") << "mbuf pool: " << config.mbuf_pool_size << " mbufs of "
+                                << rte_pktmbuf_data_room_size(pool) << " bytes, " << budget.reserve()
+                                << " kept for lcore caches and bursts, the rest budgeted per port"
+                                << (setup.af_xdp_problem.empty() ? "" : "; no af_xdp: " + setup.af_xdp_problem);
     DataplanePorts ports(*backend, setup);
     if (auto opened = ports.openRolePorts(config); !opened) {
       rte_mempool_free(pool);
@@ -134,8 +151,13 @@ int run(const DataplaneConfig& config, const char* program) {
       std::string uplink_iface = config.resolve_next_hops ? ports.rolePort("uplink")->iface : "";
       TunnelNeighbours neighbours(**engine, uplink_iface, std::move(static_hops));
       ApiServer server(**engine, ports, neighbours, config.sockets);
-      if (auto open = server.open(); !open) {
+      MetricsEndpoint metrics(config.metrics, config.sockets.operator_api);
+      if (auto resolving = neighbours.open(); !resolving) {
+        status = fail(resolving.error());
+      } else if (auto open = server.open(); !open) {
         status = fail(open.error());
+      } else if (auto listening = config.metrics.enabled ? metrics.start() : Result<void>{}; !listening) {
+        status = fail(listening.error());
       } else if (auto started = workers.start(); !started) {
         status = fail(started.error());
       } else {
@@ -145,6 +167,7 @@ int run(const DataplaneConfig& config, const char* program) {
         server.run(g_stop);
         DPU_LOG(kInfo, "dataplane") << "stopping";
       }
+      metrics.stop();
       server.close();
     }
     workers.stop();
@@ -171,8 +194,11 @@ int main(int argc, char** argv) {
       config_path = argv[++i];
     } else if (arg.rfind("--config=", 0) == 0) {
       config_path = arg.substr(9);
-    } else if (arg == "--check") {
+    } else if (arg == "--check-config") {
       check = true;
+    } else if (arg == "--version") {
+      std::printf("dpu-dataplane %s\n", DPU_VERSION);
+      return 0;
     } else if (arg == "--help" || arg == "-h") {
       usage(stdout);
       return 0;
@@ -191,16 +217,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dpu-dataplane: %s\n", config.error().c_str());
     return 2;
   }
+  // Validation reads the document only, as the other daemons' --check-config:
+  // it creates no log file on the machine it runs on.
+  if (check) {
+    std::printf("%s: OK\n", config_path.c_str());
+    return 0;
+  }
   if (auto level = log::parseLevel(config->log_level); level) log::setLevel(*level);
   if (!config->log_file.empty()) {
     if (auto file = log::setFile(config->log_file); !file) {
       std::fprintf(stderr, "dpu-dataplane: log.file: %s\n", file.error().c_str());
       return 2;
     }
-  }
-  if (check) {
-    std::printf("%s: OK\n", config_path.c_str());
-    return 0;
   }
   struct sigaction sa {};
   sa.sa_handler = onSignal;

@@ -2,6 +2,9 @@
 #include "datapath/dataplane_ports.h"
 
 #include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+#include <cstdio>
 
 #include "common/log.h"
 #include "datapath/xdp.h"
@@ -16,6 +19,17 @@ const char* roleName(PortRole role) {
     case PortRole::kRepresentor: return "representor";
   }
   return "?";
+}
+
+uint64_t msUntil(DataplanePorts::Clock::time_point when, DataplanePorts::Clock::time_point now) {
+  if (when <= now) return 0;
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(when - now).count());
+}
+
+std::string seconds(uint64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
+  return text;
 }
 
 }  // namespace
@@ -119,33 +133,72 @@ void DataplanePorts::activate() {
   DPU_LOG(kInfo, "dataplane") << "polling " << ports_.size() << " ports";
 }
 
+uint32_t DataplanePorts::openRepresentors() const {
+  uint32_t open = 0;
+  for (const auto& [name, role] : roles_) open += role == PortRole::kRepresentor;
+  return open;
+}
+
+uint32_t DataplanePorts::portCapacity() const { return backend_.capacity(openRepresentors()); }
+
+PortSetup DataplanePorts::representorSetup() const {
+  PortSetup setup = setup_;
+  const uint32_t capacity = portCapacity();
+  const uint32_t after = capacity > openRepresentors() + 1 ? capacity - openRepresentors() - 1 : 0;
+  setup.mbufs_kept_for_others = after * afPacketDemand(setup_.shape(static_cast<uint16_t>(setup_.workers))).total();
+  return setup;
+}
+
 void DataplanePorts::reconcile() {
   if (!engine_) return;
+  const Clock::time_point now = clock_();
   std::vector<std::string> wanted_list = engine_->wantedRepresentors();
   std::set<std::string> wanted(wanted_list.begin(), wanted_list.end());
   std::vector<std::string> unwanted;
   for (const auto& [name, role] : roles_)
     if (role == PortRole::kRepresentor && !wanted.count(name)) unwanted.push_back(name);
   for (const auto& name : unwanted) remove(name);
-  std::set<std::string> failed;
-  for (const auto& name : wanted) {
+  // What a removed port held (an ethdev, mbufs) may be what another one lacked.
+  if (!unwanted.empty()) retries_.retryNow(ErrorCode::kExhausted, now);
+  retries_.keepOnly(wanted);
+  std::set<std::string> tried;
+  for (const auto& name : wanted_list) {  // in the engine's order (engine.h)
+    if (!tried.insert(name).second) continue;
     if (ports_.count(name) || name == "uplink" || name == "management") continue;
-    auto port = backend_.create(name, setup_);
-    if (!port) {
-      if (!failed_.count(name)) {
-        DPU_LOG(kWarn, "dataplane") << port.error() << " (will retry)";
+    if (!retries_.due(name, now)) continue;
+    auto port = backend_.create(name, representorSetup());
+    Result<void> opened = port ? add(std::move(*port), PortRole::kRepresentor) : Result<void>(std::move(port).takeError());
+    if (!opened) {
+      if (retries_.failed(name, opened.failure(), now)) {
+        const PortRetries::Failure* f = retries_.failure(name);
+        DPU_LOG(kWarn, "dataplane") << "representor " << name << " is not open: " << opened.error() << " (retrying in "
+                                    << seconds(msUntil(f->next, now)) << ", with backoff; logged again only if the reason changes)";
       }
-      failed.insert(name);
       continue;
     }
-    if (auto added = add(std::move(*port), PortRole::kRepresentor); !added) {
-      if (!failed_.count(name)) {
-        DPU_LOG(kWarn, "dataplane") << added.error() << " (will retry)";
-      }
-      failed.insert(name);
+    if (unsigned attempts = retries_.succeeded(name); attempts > 0) {
+      DPU_LOG(kInfo, "dataplane") << "representor " << name << " opened after " << attempts << " failed attempt(s)";
     }
   }
-  failed_ = std::move(failed);
+}
+
+void DataplanePorts::annotate(const dataplane::v1::ProgramRequest& request, dataplane::v1::ProgramReply& reply) const {
+  if (request.has_hello()) {
+    reply.mutable_hello()->set_port_capacity(portCapacity());
+    reply.mutable_hello()->set_max_ethports(RTE_MAX_ETHPORTS);
+  }
+  if (!engine_) return;
+  const Clock::time_point now = clock_();
+  for (const auto& [name, f] : retries_.failures()) {
+    for (const auto& logical : engine_->logicalPortsOf(name)) {
+      auto* problem = reply.add_problems();
+      problem->set_kind(dataplane::v1::ObjectProblem::PORT);
+      problem->set_name(logical);
+      problem->set_state(dataplane::v1::ObjectProblem::PORT_UNAVAILABLE);
+      problem->set_reason("representor " + name + " could not be opened: " + f.reason + " (attempt " +
+                          std::to_string(f.attempts) + ", next in " + seconds(msUntil(f.next, now)) + ")");
+    }
+  }
 }
 
 void DataplanePorts::remove(const std::string& name) {
@@ -195,25 +248,64 @@ void DataplanePorts::describe(dataplane::v1::OperatorReply& reply) const {
       info->set_tx_packets(stats.opackets);
       info->set_rx_dropped(stats.imissed + stats.ierrors + stats.rx_nombuf);
       info->set_tx_dropped(stats.oerrors);
+      info->set_rx_bytes(stats.ibytes);
+      info->set_tx_bytes(stats.obytes);
     }
     rte_eth_link link{};
     bool up = rte_eth_link_get_nowait(port.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
     std::string state = up ? "up" : "down";
-    if (!workers_ || workers_->workerOf(port.port_id) < 0) state += ", not polled";
+    const int worker = workers_ ? workers_->workerOf(port.port_id) : -1;
+    if (worker < 0) state += ", not polled";
     info->set_state(state);
+    info->set_backend(port.backend);
+    info->set_backend_reason(port.backend_reason);
+    info->set_mbufs(port.mbufs);
+    info->set_worker(worker);
+    info->set_rx_queues(1);
+  }
+  const Clock::time_point now = clock_();
+  for (const auto& [name, f] : retries_.failures()) {
+    auto* info = reply.add_ports();
+    info->set_name(name);
+    info->set_role(roleName(PortRole::kRepresentor));
+    info->set_state("failed");
+    info->set_error(f.reason);
+    info->set_retry_in_ms(msUntil(f.next, now));
+    info->set_worker(-1);
+    std::string logical;
+    if (engine_) {
+      for (const auto& l : engine_->logicalPortsOf(name)) logical += (logical.empty() ? "" : ",") + l;
+    }
+    info->set_logical_port(logical);
   }
 }
 
 void DataplanePorts::addCounters(dataplane::v1::OperatorReply& reply) const {
-  if (xdp_iface_.empty()) return;
-  auto counters = readAttachedCounters(xdp_iface_);
-  if (!counters) return;
-  auto add = [&](const char* name, uint64_t value, const char* description) {
+  auto add = [&](const char* name, uint64_t value, const char* description,
+                 dataplane::v1::CounterKind kind = dataplane::v1::COUNTER_EVENT) {
     auto* c = reply.add_counters();
     c->set_name(name);
     c->set_value(value);
     c->set_description(description);
+    c->set_kind(kind);
   };
+  constexpr auto kGauge = dataplane::v1::COUNTER_GAUGE;
+  add("port_capacity", portCapacity(),
+      "representor ports this dataplane can open (its DPDK's RTE_MAX_ETHPORTS less the ethdevs used otherwise)", kGauge);
+  add("ports_unavailable", retries_.failures().size(),
+      "representors the model wants that could not be opened (dpuctl ports: state failed)", kGauge);
+  add("port_open_failures", retries_.failedAttempts(), "failed attempts to open a representor (retried with backoff)");
+  if (setup_.budget != nullptr) {
+    add("mbuf_pool_size", setup_.budget->poolSize(), "mbufs in the pool (mbuf_pool_size)", kGauge);
+    add("mbufs_budgeted", setup_.budget->budgeted(), "mbufs budgeted to the open ports (dpuctl ports: MBUFS)", kGauge);
+    add("mbufs_reserved", setup_.budget->reserve(), "mbufs kept for the lcores' mempool caches and receive bursts",
+        kGauge);
+  }
+  if (setup_.pool != nullptr)
+    add("mbufs_free", rte_mempool_avail_count(setup_.pool), "mbufs in the pool now", kGauge);
+  if (xdp_iface_.empty()) return;
+  auto counters = readAttachedCounters(xdp_iface_);
+  if (!counters) return;
   add("xdp_steered", counters->redirected, "uplink XDP: overlay packets handed to the dataplane");
   add("xdp_to_kernel", counters->passed, "uplink XDP: other packets passed to the kernel");
   add("xdp_no_socket", counters->no_socket, "uplink XDP: overlay packets with no socket on their queue");

@@ -1,7 +1,9 @@
 // The control side of the Engine: create, port bindings, the programming API
 // (Hello, FullSync diffed against the current model, Delta with its base
-// check), snapshot publication with RCU, the operator API and maintain()
-// (reclaiming snapshots, driving offload). All of it runs on the one control
+// check, each validated object by object by the model library: refused
+// objects stay out of the model in force and are reported on every reply),
+// snapshot publication with RCU, the operator API and maintain() (reclaiming
+// snapshots, driving offload). All of it runs on the one control
 // thread; the lcores only see published snapshots.
 #include <rte_build_config.h>
 #include <rte_cycles.h>
@@ -10,13 +12,13 @@
 #include <algorithm>
 #include <new>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "engine_impl.h"
 #include "offload/offload.h"
 
 namespace dpu::datapath {
-
-static_assert(kMaxPorts == RTE_MAX_ETHPORTS, "counters.h kMaxPorts must follow the DPDK build");
 
 namespace {
 
@@ -30,15 +32,6 @@ std::string roleName(PortRole r) {
       return "representor";
   }
   return "unknown";
-}
-
-dataplane::v1::ProgramReply reply(dataplane::v1::ProgramStatus status, const std::string& message,
-                                  uint64_t generation) {
-  dataplane::v1::ProgramReply r;
-  r.set_status(status);
-  r.set_message(message);
-  r.set_generation(generation);
-  return r;
 }
 
 }  // namespace
@@ -129,8 +122,9 @@ Result<void> EngineImpl::republish() {
 Result<void> EngineImpl::bindPort(const std::string& name, uint16_t dpdk_port, PortRole role, MacAddress mac) {
   if (name.empty()) return Error{"bindPort: empty port name"};
   if (dpdk_port >= kMaxPorts) {
-    return Error{"bindPort " + name + ": DPDK port " + std::to_string(dpdk_port) + " is beyond RTE_MAX_ETHPORTS (" +
-                 std::to_string(kMaxPorts) + ")"};
+    return Error{"bindPort " + name + ": DPDK port " + std::to_string(dpdk_port) + " is beyond the engine's " +
+                     std::to_string(kMaxPorts) + " ports (RTE_MAX_ETHPORTS of its DPDK build)",
+                 ErrorCode::kExhausted};
   }
   for (const auto& [other, b] : bindings_) {
     if (other == name) continue;
@@ -163,8 +157,21 @@ void EngineImpl::unbindPort(const std::string& name) {
 }
 
 std::vector<std::string> EngineImpl::wantedRepresentors() const {
+  std::vector<const ModelPort*> ports;
+  for (const auto& p : model_.ports) ports.push_back(&p);
+  std::stable_sort(ports.begin(), ports.end(), [](const ModelPort* a, const ModelPort* b) {
+    const bool ma = a->kind == dataplane::v1::MANAGEMENT, mb = b->kind == dataplane::v1::MANAGEMENT;
+    return ma != mb ? ma : a->key < b->key;
+  });
   std::vector<std::string> out;
-  for (const auto& p : model_.ports) out.push_back(p.representor);
+  for (const auto* p : ports) out.push_back(p->representor);
+  return out;
+}
+
+std::vector<std::string> EngineImpl::logicalPortsOf(const std::string& representor) const {
+  std::vector<std::string> out;
+  for (const auto& p : model_.ports)
+    if (p.representor == representor) out.push_back(p.name);
   return out;
 }
 
@@ -206,20 +213,41 @@ uint32_t EngineImpl::countStale(const Snapshot& snap) const {
   return n;
 }
 
+dataplane::v1::ProgramReply EngineImpl::reply(dataplane::v1::ProgramStatus status, const std::string& message) const {
+  dataplane::v1::ProgramReply r;
+  r.set_status(status);
+  r.set_message(message);
+  r.set_generation(generation_);
+  for (const auto& p : problems_) *r.add_problems() = p;
+  return r;
+}
+
+void EngineImpl::countRefusals(const std::vector<dataplane::v1::ObjectProblem>& next) {
+  // An object refused again for the same reason (every FullSync repeats the
+  // model) is one refusal, not one per request.
+  std::set<std::tuple<int, std::string, std::string>> before;
+  for (const auto& p : problems_) before.emplace(p.kind(), p.name(), p.reason());
+  for (const auto& p : next) {
+    if (!before.count({p.kind(), p.name(), p.reason()})) ++control_events_[static_cast<size_t>(Event::kObjectRefused)];
+  }
+}
+
 dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalModel& model, uint64_t generation) {
-  auto parsed = validateModel(model);
-  if (!parsed) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + parsed.error(), generation_);
+  auto verdict = model::validate(model, model_.programmed ? &model_ : nullptr);
+  if (!verdict) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + verdict.error());
   Model saved_model = std::move(model_);
   const uint64_t saved_generation = generation_;
-  model_ = std::move(*parsed);
+  model_ = std::move(verdict->model);
   generation_ = generation;
   if (auto r = republish(); !r) {
     model_ = std::move(saved_model);
     generation_ = saved_generation;
-    return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error(), generation_);
+    return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
-  auto out = reply(dataplane::v1::OK, "", generation_);
+  countRefusals(verdict->problems);
+  problems_ = std::move(verdict->problems);
+  auto out = reply(dataplane::v1::OK, "");
   out.set_flows_removed(countStale(*current_.load(std::memory_order_relaxed)));
   return out;
 }
@@ -227,7 +255,7 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
 dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequest& request) {
   switch (request.body_case()) {
     case dataplane::v1::ProgramRequest::kHello: {
-      auto out = reply(dataplane::v1::OK, "", generation_);
+      auto out = reply(dataplane::v1::OK, "");
       out.mutable_hello()->set_instance_id(instance_id_);
       out.mutable_hello()->set_generation(generation_);
       return out;
@@ -235,37 +263,34 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
     case dataplane::v1::ProgramRequest::kFullSync: {
       const auto& fs = request.full_sync();
       if (fs.generation() == 0) {
-        return reply(dataplane::v1::INVALID, "FullSync generation must be non-zero (0 means never programmed)",
-                     generation_);
+        return reply(dataplane::v1::INVALID, "FullSync generation must be non-zero (0 means never programmed)");
       }
       return install(fs.model(), fs.generation());
     }
     case dataplane::v1::ProgramRequest::kDelta: {
       const auto& d = request.delta();
       if (generation_ == 0 || d.base_generation() != generation_) {
-        return reply(dataplane::v1::RESYNC_NEEDED,
-                     "Delta base generation " + std::to_string(d.base_generation()) +
-                         " is not the dataplane's current generation " + std::to_string(generation_) +
-                         ": send a FullSync",
-                     generation_);
+        return reply(dataplane::v1::RESYNC_NEEDED, "Delta base generation " + std::to_string(d.base_generation()) +
+                                                       " is not the dataplane's current generation " +
+                                                       std::to_string(generation_) + ": send a FullSync");
       }
       if (d.generation() <= d.base_generation()) {
-        return reply(dataplane::v1::INVALID,
-                     "Delta generation " + std::to_string(d.generation()) + " must be above its base " +
-                         std::to_string(d.base_generation()),
-                     generation_);
+        return reply(dataplane::v1::INVALID, "Delta generation " + std::to_string(d.generation()) +
+                                                 " must be above its base " + std::to_string(d.base_generation()));
       }
-      bool resync = false;
-      auto next = applyDelta(model_proto_, d, resync);
+      auto next = model::applyDelta(model_proto_, d);
       if (!next) {
-        return reply(resync ? dataplane::v1::RESYNC_NEEDED : dataplane::v1::INVALID, next.error(), generation_);
+        return reply(next.code() == ErrorCode::kNotFound ? dataplane::v1::RESYNC_NEEDED : dataplane::v1::INVALID,
+                     next.error());
       }
       return install(*next, d.generation());
     }
+    case dataplane::v1::ProgramRequest::kStatus:
+      return reply(dataplane::v1::OK, "");
     case dataplane::v1::ProgramRequest::BODY_NOT_SET:
       break;
   }
-  return reply(dataplane::v1::INVALID, "empty ProgramRequest: send Hello, FullSync or Delta", generation_);
+  return reply(dataplane::v1::INVALID, "empty ProgramRequest: send Hello, FullSync, Delta or Status");
 }
 
 uint16_t EngineImpl::internReason(const std::string& text) {
@@ -439,7 +464,8 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         p->set_rx_dropped(sum.rx_dropped);
         p->set_tx_dropped(sum.tx_dropped);
         rte_eth_link link{};
-        const bool up = rte_eth_dev_is_valid_port(b.port) && rte_eth_link_get_nowait(b.port, &link) == 0 &&
+        const uint16_t ethdev = ethdevOf(b.port);
+        const bool up = rte_eth_dev_is_valid_port(ethdev) && rte_eth_link_get_nowait(ethdev, &link) == 0 &&
                         link.link_status == RTE_ETH_LINK_UP;
         p->set_state(up ? "up" : "down");
       }
@@ -453,25 +479,48 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         c->set_name(std::string(dropReasonName(static_cast<DropReason>(r))));
         c->set_value(v);
         c->set_description(std::string(dropReasonText(static_cast<DropReason>(r))));
+        c->set_kind(dataplane::v1::COUNTER_DROP);
       }
       for (size_t ev = 0; ev < kEventCount; ++ev) {
-        uint64_t v = 0;
+        uint64_t v = control_events_[ev];
         for (const auto& w : workers_) v += readCounter(w->counters.events[ev]);
         auto* c = out.add_counters();
         c->set_name(std::string(eventName(static_cast<Event>(ev))));
         c->set_value(v);
         c->set_description(std::string(eventText(static_cast<Event>(ev))));
+        c->set_kind(dataplane::v1::COUNTER_EVENT);
       }
+      auto gauge = [&out](const char* name, uint64_t value, const char* description) {
+        auto* c = out.add_counters();
+        c->set_name(name);
+        c->set_value(value);
+        c->set_description(description);
+        c->set_kind(dataplane::v1::COUNTER_GAUGE);
+      };
       uint64_t records = 0;
       for (const auto& w : workers_) records += w->table.actionsInUse();
-      auto* c = out.add_counters();
-      c->set_name("flow_action_records");
-      c->set_value(records);
-      c->set_description("action records in use (cached flows that act alike share one)");
+      gauge("flow_action_records", records, "action records in use (cached flows that act alike share one)");
+      // Where the cached flows run: the same walk as dump_flows, without
+      // building its text (a monitoring scrape asks for this every few seconds).
+      uint64_t in_hw = 0, in_sw = 0;
+      FlowRecord e;
+      for (const auto& w : workers_) {
+        for (uint32_t i = 0; i < w->table.capacity(); ++i) {
+          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+          const bool hw = config_.offload != nullptr && w->offload[i].flow_id == e.flow_id &&
+                          w->offload[i].state == OffloadSlot::kInHw;
+          ++(hw ? in_hw : in_sw);
+        }
+      }
+      gauge("flows_in_hw", in_hw, "cached flows offloaded to the NIC");
+      gauge("flows_in_sw", in_sw, "cached flows forwarded by the DPU's cores");
       break;
     }
+    case dataplane::v1::OperatorRequest::kProblems:
+      for (const auto& p : problems_) *out.add_problems() = p;
+      break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
-      out.set_error("empty OperatorRequest: ask for dump_flows, ports or stats");
+      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats or problems");
       break;
   }
   return out;

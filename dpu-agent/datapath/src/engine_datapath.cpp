@@ -142,7 +142,7 @@ void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
   uint64_t bytes = tb.bytes;
   // After tx_burst the sent mbufs belong to the driver: their bytes were
   // summed as they were queued.
-  const uint16_t sent = rte_eth_tx_burst(port, static_cast<uint16_t>(w.index_), tb.packets, tb.count);
+  const uint16_t sent = rte_eth_tx_burst(ethdevOf(port), static_cast<uint16_t>(w.index_), tb.packets, tb.count);
   for (uint16_t i = sent; i < tb.count; ++i) {
     bytes -= tb.packets[i]->pkt_len;
     rte_pktmbuf_free(tb.packets[i]);
@@ -156,16 +156,18 @@ void EngineImpl::txPort(WorkerContext& w, uint16_t port) {
   }
   tb.count = 0;
   tb.bytes = 0;
-  w.tx_pending_mask &= ~(1u << port);
+  w.tx_pending[port >> 6] &= ~(uint64_t{1} << (port & 63));
 }
 
 
 void EngineImpl::flush(WorkerContext& w) {
-  uint32_t mask = w.tx_pending_mask;
-  while (mask != 0) {
-    const unsigned port = static_cast<unsigned>(__builtin_ctz(mask));
-    mask &= mask - 1;
-    txPort(w, static_cast<uint16_t>(port));
+  for (unsigned word = 0; word < kPortWords; ++word) {
+    uint64_t bits = w.tx_pending[word];
+    while (bits != 0) {
+      const unsigned port = word * 64 + static_cast<unsigned>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      txPort(w, static_cast<uint16_t>(port));
+    }
   }
 }
 
@@ -398,7 +400,6 @@ struct ActionsResolve {
   const Snapshot& snap;
   void operator()(FlowActions& a) const {
     constexpr uint16_t kRouteOps = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
-    a.node = nullptr;
     a.encap = nullptr;
     a.hop_known = 0;
     a.encap_sum = 0;
@@ -407,7 +408,6 @@ struct ActionsResolve {
     if (!(a.ops & op::kEncap)) return;
     const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
     if (node == nullptr || a.encap_subnet >= node->subnets.size()) return;
-    a.node = node;
     a.encap = &node->subnets[a.encap_subnet].encap;
     a.hop_known = node->next_hop_known;
     const SnapEncap& t = *a.encap;
@@ -581,7 +581,7 @@ DPU_HOT_INLINE void EngineImpl::output(WorkerContext& w, uint16_t port, rte_mbuf
   const uint16_t queued = tb.count;
   tb.packets[queued] = m;
   tb.count = static_cast<uint16_t>(queued + 1);
-  if (queued == 0) w.tx_pending_mask |= 1u << port;
+  if (queued == 0) w.tx_pending[port >> 6] |= uint64_t{1} << (port & 63);
   if (queued + 1 == kBurst) txPort(w, port);
 }
 
@@ -621,6 +621,7 @@ DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, cons
   // Port keys are at most 15 bits (the model refuses others): no mask.
   static_assert(kMaxPortKey == overlay::kOvnMaxIngressPortKey);
   overlay::store16(p + kEncap4Ovn, a.encap_ingress);
+  overlay::store16(p + kEncap4Ovn + 2, a.encap_egress);
   uint8_t* udp = p + kEncap4Udp;
   const uint32_t udp_len = kEncap4Length - kEncap4Udp + inner_len;
   const uint16_t sport = e.sportWire();
@@ -681,6 +682,7 @@ DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap
     static_assert(sizeof t.bytes <= 96, "copyTemplate copies at most 96 bytes inline");
     copyTemplate(p, t.bytes.data(), t.length);
     overlay::store16(p + t.ovn_offset, a.encap_ingress & overlay::kOvnMaxIngressPortKey);
+    overlay::store16(p + t.ovn_offset + 2, a.encap_egress);
     uint8_t* udp = p + t.udp_offset;
     const uint32_t udp_len = t.length - t.udp_offset + inner_len;
     overlay::udp::setSrcPort(udp, e.sport());

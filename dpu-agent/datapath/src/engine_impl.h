@@ -14,7 +14,6 @@
 #include "datapath/engine.h"
 #include "flow/flow.h"
 #include "flow_cache.h"
-#include "model.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
 #include "snapshot.h"
@@ -58,6 +57,7 @@ class EngineImpl final : public Engine {
   Result<void> bindPort(const std::string& name, uint16_t dpdk_port, PortRole role, MacAddress mac) override;
   void unbindPort(const std::string& name) override;
   std::vector<std::string> wantedRepresentors() const override;
+  std::vector<std::string> logicalPortsOf(const std::string& representor) const override;
   dataplane::v1::ProgramReply program(const dataplane::v1::ProgramRequest& request) override;
   dataplane::v1::OperatorReply operate(const dataplane::v1::OperatorRequest& request) override;
   void maintain() override;
@@ -103,7 +103,7 @@ class EngineImpl final : public Engine {
   Decision slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
                             FlowRecord& out);
-  Decision slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowRecord& out);
+  Decision slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
   void tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& a, PacketContext& pc);
   void drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason);
@@ -114,7 +114,11 @@ class EngineImpl final : public Engine {
   static uint64_t steadyMs();
 
   // --- control ---
+  // Validates `model` object by object and puts what passes in force.
   dataplane::v1::ProgramReply install(const dataplane::v1::LogicalModel& model, uint64_t generation);
+  // A reply with the current generation and problems.
+  dataplane::v1::ProgramReply reply(dataplane::v1::ProgramStatus status, const std::string& message) const;
+  void countRefusals(const std::vector<dataplane::v1::ObjectProblem>& next);
   Result<void> republish();
   uint32_t countStale(const Snapshot& snap) const;
   void drainOffload();
@@ -130,8 +134,10 @@ class EngineImpl final : public Engine {
   HashKeys hash_keys_{};  // from hash_seed_
   std::string instance_id_;
   uint64_t generation_ = 0;
-  dataplane::v1::LogicalModel model_proto_;
-  Model model_;
+  dataplane::v1::LogicalModel model_proto_;  // as requested, refused objects included (Deltas apply to it)
+  Model model_;                               // in force
+  std::vector<dataplane::v1::ObjectProblem> problems_;  // the requested objects not in force, and why
+  uint64_t control_events_[kEventCount] = {};  // events counted on the control thread (ObjectRefused)
   std::map<std::string, Binding> bindings_;
   std::map<IpAddress, MacAddress> next_hops_;
   DepRegistry deps_;

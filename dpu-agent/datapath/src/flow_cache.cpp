@@ -66,6 +66,7 @@ uint32_t FlowTable::identityHash(const FlowActions& a) {
   h ^= (uint64_t{a.drop_reason} | uint64_t{a.encap_subnet} << 8 | uint64_t{a.decap_len} << 16 | m[1] << 24) *
        0x165667b19e3779f9ull;
   h ^= m[0] * 0x85ebca77c2b2ae63ull;
+  h ^= uint64_t{a.encap_egress} * 0x27d4eb2f165667c5ull;
   return static_cast<uint32_t>(h ^ h >> 29 ^ h >> 47);
 }
 

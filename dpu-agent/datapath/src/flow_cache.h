@@ -62,7 +62,6 @@
 namespace dpu::datapath {
 
 struct SnapEncap;
-struct SnapRemoteNode;
 
 // A prefetch the compiler keeps: GCC 12 dropped __builtin_prefetch of the
 // bucket and the hit line from the burst loop (the loads that follow a
@@ -192,6 +191,7 @@ struct FlowRecord {
   uint16_t mtu;
   uint16_t encap_sport;
   uint16_t encap_ingress;
+  uint16_t encap_egress;
   uint8_t drop_reason;
   uint8_t encap_subnet;
   overlay::MacAddress set_src;
@@ -231,7 +231,11 @@ struct alignas(64) FlowActions {
   uint8_t hop_known;               // kEncap: the tunnel's next hop MAC is known
   uint16_t encap_sum;              // kActionsEncap4: the template's folded IPv4 header sum (SnapEncap::ipv4_sum)
   const SnapEncap* encap;          // kEncap: the template
-  const SnapRemoteNode* node;      // kEncap: the remote node
+  // Decided by the slow path, like the fields above `refs`; kept here, where
+  // the record had room: the OVN egress key (the destination port's key, or
+  // the router's 0x8000 when the remote node published none for it).
+  uint16_t encap_egress;
+  uint8_t reserved[6];
 
   // The record a slow-path decision asks for (refs, pointers and hash unset).
   static FlowActions from(const FlowRecord& r) {
@@ -243,6 +247,7 @@ struct alignas(64) FlowActions {
     a.out_port = r.out_port;
     a.mtu = r.mtu;
     a.encap_ingress = r.encap_ingress;
+    a.encap_egress = r.encap_egress;
     a.drop_reason = r.drop_reason;
     a.encap_subnet = r.encap_subnet;
     a.decap_len = r.decap_len;
@@ -259,6 +264,7 @@ struct alignas(64) FlowActions {
     r.out_port = out_port;
     r.mtu = mtu;
     r.encap_ingress = encap_ingress;
+    r.encap_egress = encap_egress;
     r.drop_reason = drop_reason;
     r.encap_subnet = encap_subnet;
     r.decap_len = decap_len;
@@ -268,7 +274,8 @@ struct alignas(64) FlowActions {
   // Everything but stamp, refs and the resolved pointers: what interning compares.
   bool sameAs(const FlowActions& o) const {
     return dep_in == o.dep_in && dep_out == o.dep_out && ops == o.ops && out_port == o.out_port &&
-           mtu == o.mtu && encap_ingress == o.encap_ingress && drop_reason == o.drop_reason &&
+           mtu == o.mtu && encap_ingress == o.encap_ingress && encap_egress == o.encap_egress &&
+           drop_reason == o.drop_reason &&
            encap_subnet == o.encap_subnet && decap_len == o.decap_len && set_src == o.set_src &&
            set_dst == o.set_dst;
   }

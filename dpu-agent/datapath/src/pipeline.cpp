@@ -54,7 +54,7 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
 
 Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const PortSlot& slot = snap.slots[pc.rx_port];
-  if (slot.role == PortRole::kUplink) return slowPathFromTunnel(snap, pc, f);
+  if (slot.role == PortRole::kUplink) return slowPathFromTunnel(w, snap, pc, f);
   return slowPathFromPort(w, snap, pc, slot, f);
 }
 
@@ -176,13 +176,18 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   f.mtu = v6 ? snap.tunnel_mtu_v6 : snap.tunnel_mtu_v4;
   f.encap_subnet = route.subnet;
   f.encap_ingress = lp->key;
+  // As OVN does, the egress key names the destination port, so the receiver
+  // (ours or an OVN chassis) is told where the packet goes; 0x8000 (the
+  // router: route by the inner destination) only when the remote node
+  // published no key for the address.
+  f.encap_egress = route.node->egressKey(dst, v6);
   // RFC 8926 §3.3: the source port from the inner flow hash (fixed seed, so
   // it does not change when the process restarts).
   f.encap_sport = overlay::geneveSourcePort(overlay::flowHash32(k));
   return {Decision::kFlow, DropReason::kOk};
 }
 
-Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
+Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const TunnelProbe& t = pc.probe;
   auto peer_it = snap.peer_by_ip.find(t.remote);
   if (peer_it == snap.peer_by_ip.end()) {
@@ -222,11 +227,16 @@ Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc,
   }
   f.dep_out = dp->dep;
   // The egress check: the VNI is the destination's logical switch, and the
-  // egress key names the destination port or the distributed router.
+  // egress key names the destination port, as senders that know our port
+  // keys send it. The router's key 0x8000 ("route by the inner destination")
+  // is accepted too: it comes from senders that did not have our key for the
+  // address (an older version, or the moments before our keys reach them);
+  // such flows are counted, so an operator sees whether any remain.
   if (dp->datapath_key != vni || (t.egress != kRouterEgressPortKey && t.egress != dp->key)) {
     return cacheDrop(f, DropReason::kWrongEgressPort);
   }
   if (dp->dpdk_port < 0) return cacheDrop(f, DropReason::kNoOutputPort);
+  if (t.egress == kRouterEgressPortKey) bump(w.counters.events[static_cast<size_t>(Event::kTunnelRouterEgressKey)]);
   f.ops = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
   f.set_src = snap.router_mac;
   f.set_dst = dp->mac;
@@ -234,21 +244,22 @@ Decision EngineImpl::slowPathFromTunnel(const Snapshot& snap, PacketContext& pc,
   return {Decision::kFlow, DropReason::kOk};
 }
 
+// A packet too big for its path is dropped and counted as MtuExceeded every
+// time; when the sender can learn the path MTU from it (IPv4 with DF, or
+// IPv6, and a gateway address to answer from), the ICMP error sent back is
+// counted too (IcmpFragNeeded, Icmp6PacketTooBig), as an event beside the drop.
 void EngineImpl::tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& e, PacketContext& pc) {
   const SnapPort* lp = snap.portByDep(e.dep_in);
   rte_mbuf* m = pc.mbuf;
-  if (pc.parsed.l3 == overlay::L3Type::kIpv4) {
-    const uint8_t* l3 = rte_pktmbuf_mtod(m, const uint8_t*) + pc.parsed.l3_offset;
-    if (!overlay::ipv4::dontFragment(l3) || lp == nullptr || !lp->has_gw4) {
-      return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
-    }
-    if (!sendReply(w, snap, pc, kReplyFragNeeded, *lp, e.mtu)) return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
-  } else {
-    if (lp == nullptr || !lp->has_gw6 || !sendReply(w, snap, pc, kReplyPacketTooBig, *lp, e.mtu)) {
-      return drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
+  if (lp != nullptr) {
+    if (pc.parsed.l3 == overlay::L3Type::kIpv4) {
+      const uint8_t* l3 = rte_pktmbuf_mtod(m, const uint8_t*) + pc.parsed.l3_offset;
+      if (overlay::ipv4::dontFragment(l3) && lp->has_gw4) sendReply(w, snap, pc, kReplyFragNeeded, *lp, e.mtu);
+    } else if (lp->has_gw6) {
+      sendReply(w, snap, pc, kReplyPacketTooBig, *lp, e.mtu);
     }
   }
-  rte_pktmbuf_free(m);
+  drop(w, m, pc.rx_port, DropReason::kMtuExceeded);
 }
 
 // Builds a reply in a new mbuf from the request's pool and queues it on the

@@ -6,8 +6,12 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mempool.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -20,6 +24,63 @@ std::string dpdkError(int ret) { return rte_strerror(ret < 0 ? -ret : ret); }
 
 // "net_pcap_r1,rx_pcap=..." → "net_pcap_r1"; a PCI address stays as it is.
 std::string deviceName(const std::string& devargs) { return devargs.substr(0, devargs.find(',')); }
+
+// A vdev's PMD (pcap, ring, null, af_packet) hands a transmitted mbuf back at
+// once; a device's transmit ring keeps it until its completion.
+bool isVdev(const std::string& devargs) { return devargs.rfind("net_", 0) == 0 || devargs.rfind("eth_", 0) == 0; }
+
+// DPDK's own log lines while a port is probed and set up. A PMD says why it
+// refused only there: rte_dev_probe returns -1 whatever the cause, which reads
+// "Operation not permitted" as an errno. Captured, they become part of the
+// error, which the caller logs once per change of reason instead of DPDK
+// printing them on every retry.
+class DpdkLogCapture {
+ public:
+  DpdkLogCapture() : previous_(rte_log_get_stream()) {
+    stream_ = open_memstream(&buffer_, &size_);
+    if (stream_ != nullptr) rte_openlog_stream(stream_);
+  }
+  ~DpdkLogCapture() {
+    finish();
+    std::free(buffer_);
+  }
+  DpdkLogCapture(const DpdkLogCapture&) = delete;
+  DpdkLogCapture& operator=(const DpdkLogCapture&) = delete;
+
+  // The lines logged so far, joined with "; " (capture ends).
+  std::string text() {
+    finish();
+    std::string out;
+    std::string all = buffer_ != nullptr ? std::string(buffer_, size_) : std::string();
+    size_t start = 0;
+    while (start < all.size()) {
+      size_t end = all.find('\n', start);
+      if (end == std::string::npos) end = all.size();
+      std::string line = all.substr(start, end - start);
+      start = end + 1;
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+      if (line.empty()) continue;
+      out += (out.empty() ? "" : "; ") + line;
+    }
+    return out;
+  }
+
+ private:
+  void finish() {
+    if (stream_ == nullptr) return;
+    rte_openlog_stream(previous_);
+    std::fclose(stream_);
+    stream_ = nullptr;
+  }
+  FILE* previous_;
+  FILE* stream_ = nullptr;
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+};
+
+std::string withDpdkLog(std::string message, const std::string& logged) {
+  return logged.empty() ? message : message + " (DPDK: " + logged + ")";
+}
 
 Result<void> startPort(uint16_t port_id, const PortSetup& setup, uint16_t& tx_queues) {
   rte_eth_dev_info info{};
@@ -67,7 +128,58 @@ void removeDevice(uint16_t port_id, const std::string& devargs) {
   }
 }
 
+unsigned availableMbufs(const PortSetup& setup) {
+  return setup.pool != nullptr ? rte_mempool_avail_count(setup.pool) : 0;
+}
+
+// Charges `port` `demand`; false (and the port destroyed) when it does not fit.
+Result<Port> charged(Port port, const PortSetup& setup, const MbufDemand& demand) {
+  if (setup.budget == nullptr) return port;
+  if (!setup.budget->fits(demand.total())) {
+    Error e{setup.budget->shortfall("port " + port.name, demand), ErrorCode::kExhausted};
+    destroyPort(port);
+    return e;
+  }
+  setup.budget->charge(port.name, demand.total());
+  port.mbufs = demand.total();
+  port.budget = setup.budget;
+  return port;
+}
+
+// What an opened port held on to while it was set up (a NIC's receive
+// descriptors; nothing for the vdevs that allocate per packet).
+uint32_t stockSince(unsigned before, const PortSetup& setup) {
+  const unsigned after = availableMbufs(setup);
+  return before > after ? before - after : 0;
+}
+
+// Why af_xdp is passed over for port `name` ("" when it may be used).
+std::string afXdpRefusal(const std::string& name, const PortSetup& setup, const MbufDemand& demand) {
+  if (!setup.af_xdp_problem.empty()) return "the mbuf pool does not suit it: " + setup.af_xdp_problem;
+  if (setup.budget == nullptr) return "";
+  MbufDemand with_others = demand;
+  with_others.in_flight += setup.mbufs_kept_for_others;
+  if (setup.budget->fits(with_others.total())) return "";
+  std::string why = setup.budget->shortfall(name + " on af_xdp", demand);
+  if (why.empty()) {
+    why = name + " on af_xdp needs " + demand.describe() + " mbufs and " + std::to_string(setup.mbufs_kept_for_others) +
+          " stay for the ports that may open after it; " + std::to_string(setup.budget->unbudgeted()) +
+          " of the pool's " + std::to_string(setup.budget->poolSize()) + " are unbudgeted; raise mbuf_pool_size by " +
+          std::to_string(with_others.total() - setup.budget->unbudgeted());
+  }
+  return "mbuf budget: " + why;
+}
+
 }  // namespace
+
+Result<void> ethdevAvailable(const std::string& for_port) {
+  if (rte_eth_dev_count_total() < RTE_MAX_ETHPORTS) return {};
+  const std::string max = std::to_string(RTE_MAX_ETHPORTS);
+  return Error{"RTE_MAX_ETHPORTS (" + max + ") ports are in use: this dpu-dataplane's DPDK can create no ethdev for " +
+                   for_port + "; a node with more ports needs dpu-dataplane built against a DPDK configured with "
+                   "-Dmax_ethports=N (N > " + max + ")",
+               ErrorCode::kExhausted};
+}
 
 Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetup& setup) {
   Port port;
@@ -80,19 +192,29 @@ Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetu
 }
 
 Result<Port> createPort(const std::string& name, const std::string& devargs, const PortSetup& setup) {
-  if (int ret = rte_dev_probe(devargs.c_str()); ret != 0)
-    return Error{"cannot probe " + devargs + " for port " + name + ": " + dpdkError(ret)};
+  if (auto free = ethdevAvailable("port " + name); !free) return std::move(free).takeError();
+  DpdkLogCapture dpdk_log;
+  if (int ret = rte_dev_probe(devargs.c_str()); ret != 0) {
+    // Probing -1 carries no errno; what the driver logged says why.
+    std::string why = ret == -1 ? "the driver refused it" : dpdkError(ret);
+    return Error{withDpdkLog("cannot probe " + devargs + " for port " + name + ": " + why, dpdk_log.text()),
+                 ErrorCode::kUnavailable};
+  }
   uint16_t port_id = 0;
   std::string dev = deviceName(devargs);
   if (int ret = rte_eth_dev_get_port_by_name(dev.c_str(), &port_id); ret != 0) {
     (void)rte_eal_hotplug_remove("vdev", dev.c_str());
-    return Error{"probed " + devargs + " but it created no ethdev named " + dev};
+    return Error{withDpdkLog("probed " + devargs + " but it created no ethdev named " + dev, dpdk_log.text()),
+                 ErrorCode::kUnavailable};
   }
   auto port = adoptPort(name, port_id, setup);
   if (!port) {
     (void)rte_eth_dev_close(port_id);
     removeDevice(port_id, devargs);
-    return Error{port.error() + " (devargs " + devargs + ")"};
+    return Error{withDpdkLog(port.error() + " (devargs " + devargs + ")", dpdk_log.text()), ErrorCode::kUnavailable};
+  }
+  if (std::string logged = dpdk_log.text(); !logged.empty()) {
+    DPU_LOG(kInfo, "dataplane") << "port " << name << ": DPDK: " << logged;
   }
   port->devargs = devargs;
   port->hotplugged = true;
@@ -106,6 +228,7 @@ void destroyPort(const Port& port) {
   }
   (void)rte_eth_dev_close(port.port_id);
   if (port.hotplugged) removeDevice(port.port_id, port.devargs);
+  if (port.budget != nullptr) port.budget->release(port.name);
 }
 
 namespace {
@@ -120,51 +243,110 @@ void detachStale(const std::string& iface) {
   }
 }
 
+// A vdev that opens with a demand known in advance: refused before probing
+// when the budget cannot take it.
+Result<Port> createBudgeted(const std::string& name, const std::string& devargs, const PortSetup& setup,
+                            const MbufDemand& demand) {
+  if (setup.budget != nullptr && !setup.budget->fits(demand.total()))
+    return Error{setup.budget->shortfall("port " + name, demand), ErrorCode::kExhausted};
+  auto port = createPort(name, devargs, setup);
+  if (!port) return port;
+  return charged(std::move(*port), setup, demand);
+}
+
+// A device whose stock is known only once it is open (a NIC, pcap, ring).
+Result<Port> createMeasured(const std::string& name, const std::string& devargs, const PortSetup& setup) {
+  const unsigned before = availableMbufs(setup);
+  auto port = createPort(name, devargs, setup);
+  if (!port) return port;
+  const MbufDemand demand = measuredDemand(setup.shape(port->tx_queues), stockSince(before, setup), !isVdev(devargs));
+  return charged(std::move(*port), setup, demand);
+}
+
+Result<Port> adoptMeasured(const std::string& name, uint16_t port_id, const PortSetup& setup) {
+  const unsigned before = availableMbufs(setup);
+  auto port = adoptPort(name, port_id, setup);
+  if (!port) return port;
+  port->backend = "preprobed";
+  const MbufDemand demand = measuredDemand(setup.shape(port->tx_queues), stockSince(before, setup), true);
+  return charged(std::move(*port), setup, demand);
+}
+
+// net_af_xdp on `iface` with `program`, then net_af_packet when allowed: af_xdp
+// only when the pool suits it and its budget fits.
+Result<Port> createOnNetdev(const std::string& name, const std::string& iface, const std::string& program,
+                            const std::vector<PortKind>& backends, const PortSetup& setup) {
+  if (auto free = ethdevAvailable("port " + name); !free) return std::move(free).takeError();
+  const PortShape shape = setup.shape(static_cast<uint16_t>(setup.workers));
+  std::string passed;  // why earlier backends were not used
+  Error last{"no backend to open " + name + " with"};
+  for (PortKind kind : backends) {
+    Result<Port> port = Error{""};
+    if (kind == PortKind::kAfXdp) {
+      const MbufDemand demand = afXdpDemand(shape);
+      if (std::string why = afXdpRefusal(name, setup, demand); !why.empty()) {
+        passed += (passed.empty() ? "" : "; ") + std::string("af_xdp: ") + why;
+        last = Error{why, ErrorCode::kExhausted};
+        continue;
+      }
+      detachStale(iface);
+      port = createBudgeted(name, afXdpDevargs(name, iface, program), setup, demand);
+      // A failed AF_XDP set-up can leave its program attached, redirecting
+      // every packet to a socket that does not exist: the next backend would
+      // receive nothing.
+      if (!port) detachStale(iface);
+    } else {
+      port = createBudgeted(name, afPacketDevargs(name, iface), setup, afPacketDemand(shape));
+    }
+    if (port) {
+      port->backend = portKindName(kind);
+      port->backend_reason = passed;
+      port->iface = iface;
+      return port;
+    }
+    passed += (passed.empty() ? "" : "; ") + portKindName(kind) + ": " + port.error();
+    last = std::move(port).takeError();
+  }
+  // The last failure's kind (capacity or not) decides whether a closing port may help.
+  last.message = "cannot open " + name + " on " + (backends.size() == 1 ? "its backend" : "any backend") + ": " +
+                 passed;
+  return last;
+}
+
 }  // namespace
 
 Result<Port> createRolePort(const std::string& name, const PortConfig& config, const PortSetup& setup,
                             const std::string& xdp_program) {
   switch (config.kind) {
-    case PortKind::kDevargs: return createPort(name, config.devargs, setup);
-    case PortKind::kAfPacket: {
-      auto port = createPort(name, afPacketDevargs(name, config.iface), setup);
-      if (port) {
-        port->backend = "af_packet";
-        port->iface = config.iface;
+    case PortKind::kDevargs: return createMeasured(name, config.devargs, setup);
+    case PortKind::kAfPacket: return createOnNetdev(name, config.iface, "", {PortKind::kAfPacket}, setup);
+    case PortKind::kAfXdp: {
+      std::vector<PortKind> backends{PortKind::kAfXdp};
+      if (config.fallback) backends.push_back(PortKind::kAfPacket);
+      auto port = createOnNetdev(name, config.iface, xdp_program, backends, setup);
+      if (port && !port->backend_reason.empty()) {
+        DPU_LOG(kWarn, "dataplane") << name << " on " << config.iface << " runs on " << port->backend << ": "
+                                    << port->backend_reason;
       }
       return port;
-    }
-    case PortKind::kAfXdp: {
-      detachStale(config.iface);
-      auto port = createPort(name, afXdpDevargs(name, config.iface, xdp_program), setup);
-      if (port) {
-        port->backend = "af_xdp";
-        port->iface = config.iface;
-        return port;
-      }
-      if (!config.fallback) return port;
-      DPU_LOG(kWarn, "dataplane") << "af_xdp on " << config.iface << " failed (" << port.error()
-                                  << "); falling back to af_packet";
-      detachStale(config.iface);  // what the failed attempt loaded would take af_packet's packets
-      auto fallback = createPort(name, afPacketDevargs(name, config.iface), setup);
-      if (fallback) {
-        fallback->backend = "af_packet";
-        fallback->iface = config.iface;
-        return fallback;
-      }
-      return Error{port.error() + "; fallback: " + fallback.error()};
     }
     case PortKind::kPreprobed: {
       uint16_t port_id = 0;
       if (rte_eth_dev_get_port_by_name(config.ethdev_name.c_str(), &port_id) != 0)
         return Error{"no probed ethdev named " + config.ethdev_name + " for port " + name +
                      "; list the device under eal.allow"};
-      auto port = adoptPort(name, port_id, setup);
-      if (port) port->backend = "preprobed";
-      return port;
+      return adoptMeasured(name, port_id, setup);
     }
   }
   return Error{"unknown port kind"};
+}
+
+uint32_t PortBackend::capacity(uint32_t open) const {
+  // Every ethdev that is not one of our representors is in use otherwise
+  // (the role ports, eal.vdevs, devices EAL probed).
+  const uint32_t total = rte_eth_dev_count_total();
+  const uint32_t others = total > open ? total - open : 0;
+  return others >= RTE_MAX_ETHPORTS ? 0 : RTE_MAX_ETHPORTS - others;
 }
 
 namespace {
@@ -174,26 +356,9 @@ class HotplugBackend final : public PortBackend {
   explicit HotplugBackend(std::vector<PortKind> backends) : backends_(std::move(backends)) {}
   std::string kind() const override { return "hotplug"; }
   Result<Port> create(const std::string& name, const PortSetup& setup) override {
-    std::string errors;
-    for (PortKind kind : backends_) {
-      // Representors get representor_redirect (everything to the socket), loaded
-      // and detached by DPDK itself, so the netdev can be opened again later.
-      std::string devargs = kind == PortKind::kAfXdp ? afXdpDevargs(name, name, builtinRepresentorXdpProgramPath())
-                                                     : afPacketDevargs(name, name);
-      if (kind == PortKind::kAfXdp) detachStale(name);
-      auto port = createPort(name, devargs, setup);
-      if (port) {
-        port->backend = portKindName(kind);
-        port->iface = name;
-        return port;
-      }
-      errors += (errors.empty() ? "" : "; ") + port.error();
-      // A failed AF_XDP set-up can leave its program attached, redirecting
-      // every packet to a socket that does not exist: the next backend would
-      // receive nothing.
-      if (kind == PortKind::kAfXdp) detachStale(name);
-    }
-    return Error{"no backend could open representor " + name + ": " + errors};
+    // Representors get representor_redirect (everything to the socket), loaded
+    // and detached by DPDK itself, so the netdev can be opened again later.
+    return createOnNetdev(name, name, builtinRepresentorXdpProgramPath(), backends_, setup);
   }
   void destroy(const Port& port) override { destroyPort(port); }
 
@@ -208,9 +373,9 @@ class TemplateBackend final : public PortBackend {
   std::string kind() const override { return "template"; }
   Result<Port> create(const std::string& name, const PortSetup& setup) override {
     for (const auto& [n, devargs] : by_name_)
-      if (n == name) return createPort(name, devargs, setup);
+      if (n == name) return createMeasured(name, devargs, setup);
     if (template_.empty()) return Error{"no devargs for representor " + name + " in representors.ports"};
-    return createPort(name, expandTemplate(template_, name), setup);
+    return createMeasured(name, expandTemplate(template_, name), setup);
   }
   void destroy(const Port& port) override { destroyPort(port); }
 
@@ -236,17 +401,30 @@ class PreprobedBackend final : public PortBackend {
       if (rte_eth_dev_get_name_by_port(id, dev_name) != 0) continue;
       std::string n(dev_name);
       std::string want = suffix_ + index;
-      if (n.size() > want.size() && n.compare(n.size() - want.size(), want.size(), want) == 0) {
-        auto port = adoptPort(name, id, setup);
-        if (port) port->backend = "preprobed";
-        return port;
-      }
+      if (n.size() > want.size() && n.compare(n.size() - want.size(), want.size(), want) == 0)
+        return adoptMeasured(name, id, setup);
     }
     return Error{"no probed ethdev ends in " + suffix_ + index + " for representor " + name +
                  "; is the PF allowed with representor=[...] covering VF " + index + "?"};
   }
   void destroy(const Port& port) override {
     (void)rte_eth_dev_stop(port.port_id);
+    if (port.budget != nullptr) port.budget->release(port.name);
+  }
+  uint32_t capacity(uint32_t) const override {
+    // The representors EAL probed with the PF are all there will be.
+    uint32_t count = 0;
+    uint16_t id = 0;
+    RTE_ETH_FOREACH_DEV(id) {
+      char dev_name[RTE_ETH_NAME_MAX_LEN] = {};
+      if (rte_eth_dev_get_name_by_port(id, dev_name) != 0) continue;
+      const std::string n(dev_name);
+      const size_t at = n.rfind(suffix_);
+      if (at != std::string::npos && at + suffix_.size() < n.size() &&
+          n.find_first_not_of("0123456789", at + suffix_.size()) == std::string::npos)
+        ++count;
+    }
+    return count;
   }
 
  private:

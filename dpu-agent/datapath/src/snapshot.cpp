@@ -198,6 +198,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     SnapRemoteNode rn;
     rn.name = r.name;
     rn.tunnel_ip = r.tunnel_ip;
+    for (const auto& k : r.port_keys) rn.port_keys.emplace(toIp16(k.ip), k.key);
     auto hop = in.next_hops->find(r.tunnel_ip);
     MacAddress next_hop;
     if (hop != in.next_hops->end()) {

@@ -24,10 +24,19 @@
 #include "common/result.h"
 #include "counters.h"
 #include "datapath/engine.h"
-#include "model.h"
+#include "model/model.h"
 #include "overlay/headers.h"
 
 namespace dpu::datapath {
+
+// The validated model in force (dpu-agent/model): what a snapshot is built from.
+using model::kMaxDatapathKey;
+using model::kMaxPortKey;
+using model::kRouterEgressPortKey;
+using model::Model;
+using model::ModelPort;
+using model::ModelRemoteNode;
+using model::ModelSubnet;
 
 inline constexpr uint32_t kDepNode = 0;     // node settings, local subnets, the uplink binding
 inline constexpr uint32_t kDepRouting = 1;  // which destinations exist: for "no route" style drops
@@ -97,8 +106,9 @@ struct SnapPort {
 };
 
 // The outer headers towards one remote subnet (VNI = its datapath key), OVN
-// option with ingress key 0 (patched per packet) and the router egress key;
-// per-packet fields zero, as GeneveEncapTemplate::bytes() gives them.
+// option with ingress key 0 and the router egress key (both patched per
+// packet with the flow's keys); per-packet fields zero, as
+// GeneveEncapTemplate::bytes() gives them.
 struct SnapEncap {
   std::array<uint8_t, 80> bytes{};
   uint8_t length = 0;
@@ -120,6 +130,18 @@ struct SnapRemoteNode {
   IpAddress tunnel_ip;
   std::vector<SnapRemoteSubnet> subnets;
   bool next_hop_known = false;
+  // Its published port keys (RemoteNode.ports), by address.
+  std::unordered_map<Ip16, uint16_t, Ip16Hash> port_keys;
+
+  // The OVN egress key for a destination address on this node: its port's
+  // key, or the router's when the node published none for it.
+  uint16_t egressKey(const uint8_t* addr, bool v6) const {
+    if (port_keys.empty()) return kRouterEgressPortKey;
+    Ip16 a{};
+    __builtin_memcpy(a.data(), addr, v6 ? 16 : 4);
+    auto it = port_keys.find(a);
+    return it == port_keys.end() ? kRouterEgressPortKey : it->second;
+  }
 };
 
 struct PortSlot {

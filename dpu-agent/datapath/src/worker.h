@@ -121,7 +121,7 @@ class alignas(64) WorkerContext {
   FlowTable table;
   WorkerCounters counters;
   TxBuffer tx[kMaxPorts];
-  uint32_t tx_pending_mask = 0;  // ports with buffered packets
+  uint64_t tx_pending[kPortWords] = {};  // bitset: ports with buffered packets
   uint64_t now_ms = 0;
   uint32_t sweep_cursor = 0;
   uint64_t last_sweep_ms = 0;

@@ -147,7 +147,29 @@ Result<bool> detachStaleXdpProgram(const std::string& ifname) {
   return detached;
 }
 
-std::string builtinXdpProgramPath() { return DPU_XDP_PROGRAM_PATH; }
-std::string builtinRepresentorXdpProgramPath() { return DPU_XDP_REPRESENTOR_PROGRAM_PATH; }
+namespace {
+
+// An installed dpu-dataplane (the image: /usr/bin) finds its programs in
+// ../lib/dpu-cni/ next to it; a build tree's binary finds them where the
+// build compiled them.
+std::string programPath(const char* built) {
+  if (*built == '\0') return built;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir.resize(dir.rfind('/') + 1);
+    const std::string name = std::string(built).substr(std::string(built).rfind('/') + 1);
+    const std::string installed = dir + "../lib/dpu-cni/" + name;
+    if (::access(installed.c_str(), R_OK) == 0) return installed;
+  }
+  return built;
+}
+
+}  // namespace
+
+std::string builtinXdpProgramPath() { return programPath(DPU_XDP_PROGRAM_PATH); }
+std::string builtinRepresentorXdpProgramPath() { return programPath(DPU_XDP_REPRESENTOR_PROGRAM_PATH); }
 
 }  // namespace dpu::datapath

@@ -50,10 +50,72 @@ TEST_CASE("dpuctl: ports and stats tables, JSON", "[dpuctl]") {
   c->set_description("spoofed source");
   auto* z = reply.add_counters();
   z->set_name("ttl_expired");
+  p->set_backend("af_xdp");
+  p->set_mbufs(3104);
+  p->set_worker(0);
   std::string ports = formatPorts(reply);
-  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  TX_DROP  LOGICAL  DEVARGS\n"));
-  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   0        0        -        net_af_xdp_pf0vf1"));
+  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  TX_DROP  BACKEND  MBUFS  WORKER  "
+                                      "LOGICAL  DEVARGS\n"));
+  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   0        0        af_xdp   3104   0       "
+                                    "-        net_af_xdp_pf0vf1"));
+  CHECK_THAT(ports, !Catch::Contains("\n\n"));  // no notes
   CHECK(formatStats(reply, true) == "COUNTER        VALUE  DESCRIPTION\nport_security  3      spoofed source\n");
   CHECK_THAT(formatStats(reply, false), Catch::Contains("ttl_expired"));
   CHECK_THAT(formatJson(reply), Catch::Contains("\"name\": \"pf0vf1\""));
+}
+
+TEST_CASE("dpuctl: ports that are not on their first backend or not open say why below the table", "[dpuctl]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  auto* fallback = reply.add_ports();
+  fallback->set_name("pf0vf2");
+  fallback->set_role("representor");
+  fallback->set_dpdk_port(3);
+  fallback->set_state("up");
+  fallback->set_backend("af_packet");
+  fallback->set_backend_reason("af_xdp: mbuf budget: pf0vf2 on af_xdp needs 3104 mbufs");
+  fallback->set_mbufs(32);
+  fallback->set_worker(0);
+  auto* failed = reply.add_ports();
+  failed->set_name("pf0vf31");
+  failed->set_role("representor");
+  failed->set_state("failed");
+  failed->set_error("RTE_MAX_ETHPORTS (32) ports are in use");
+  failed->set_retry_in_ms(4000);
+  failed->set_logical_port("att-1");
+  failed->set_worker(-1);
+  auto* uplink = reply.add_ports();
+  uplink->set_name("uplink");
+  uplink->set_role("uplink");
+  uplink->set_dpdk_port(0);
+  uplink->set_state("up");
+  uplink->set_backend("af_xdp");
+  const std::string text = formatPorts(reply);
+  INFO(text);
+  // The open ports by port, the failed one last, with no port and no worker.
+  CHECK(text.find("uplink") < text.find("pf0vf2"));
+  CHECK_THAT(text, Catch::Contains("-     pf0vf31  representor  failed  0   0   0        0        -          0      -       att-1"));
+  CHECK_THAT(text, Catch::EndsWith(
+                       "\n\npf0vf2: af_packet, not the first choice: af_xdp: mbuf budget: pf0vf2 on af_xdp needs 3104 mbufs\n"
+                       "pf0vf31: not open: RTE_MAX_ETHPORTS (32) ports are in use (next attempt in 4.0s)\n"));
+}
+
+TEST_CASE("dpuctl: problems, one row per object not forwarding, or a line saying none", "[dpuctl]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  reply.set_generation(7);
+  CHECK(formatProblems(reply) == "no problems: every object of the model in force (generation 7) is forwarding\n");
+  auto* p = reply.add_problems();
+  p->set_kind(dpu::dataplane::v1::ObjectProblem::PORT);
+  p->set_name("att-1");
+  p->set_state(dpu::dataplane::v1::ObjectProblem::REFUSED);
+  p->set_reason("mac 0a:58:a9:fe:00:01 is the router MAC");
+  auto* q = reply.add_problems();
+  q->set_kind(dpu::dataplane::v1::ObjectProblem::REMOTE_NODE);
+  q->set_name("node3");
+  q->set_state(dpu::dataplane::v1::ObjectProblem::PORT_UNAVAILABLE);
+  q->set_reason("x");
+  CHECK(formatProblems(reply) ==
+        "KIND         NAME   STATE             REASON\n"
+        "port         att-1  refused           mac 0a:58:a9:fe:00:01 is the router MAC\n"
+        "remote-node  node3  port-unavailable  x\n");
+  CHECK_THAT(formatJson(reply), Catch::Contains("\"state\": \"REFUSED\""));
 }

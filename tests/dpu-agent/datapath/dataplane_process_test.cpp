@@ -25,15 +25,7 @@
 #include "datapath/eal.h"
 #include "datapath/engine.h"
 #include "datapath/lcore.h"
-
-namespace dpu::datapath {
-// The stub's per-worker state (the real one lives in the engine library, not linked here).
-class WorkerContext {
- public:
-  std::atomic<uint64_t> packets{0};
-  std::atomic<uint64_t> iterations{0};
-};
-}  // namespace dpu::datapath
+#include "stub_engine.h"
 
 namespace {
 
@@ -42,87 +34,7 @@ using namespace dpu::datapath;
 using namespace std::chrono_literals;
 namespace v1 = dpu::dataplane::v1;
 
-class StubEngine final : public Engine {
- public:
-  Result<void> bindPort(const std::string& name, uint16_t dpdk_port, PortRole, MacAddress) override {
-    std::lock_guard lock(mu_);
-    bound_[name] = dpdk_port;
-    return {};
-  }
-  void unbindPort(const std::string& name) override {
-    std::lock_guard lock(mu_);
-    bound_.erase(name);
-  }
-  std::vector<std::string> wantedRepresentors() const override {
-    std::lock_guard lock(mu_);
-    return {wanted_.begin(), wanted_.end()};
-  }
-  v1::ProgramReply program(const v1::ProgramRequest& request) override {
-    v1::ProgramReply reply;
-    reply.set_status(v1::OK);
-    std::lock_guard lock(mu_);
-    if (request.has_full_sync()) {
-      wanted_.clear();
-      for (const auto& p : request.full_sync().model().ports()) wanted_.insert(p.representor());
-      generation_ = request.full_sync().generation();
-    } else if (request.has_delta()) {
-      if (request.delta().base_generation() != generation_) {
-        reply.set_status(v1::RESYNC_NEEDED);
-        reply.set_generation(generation_);
-        return reply;
-      }
-      for (const auto& name : request.delta().delete_ports()) wanted_.erase(name);
-      for (const auto& p : request.delta().upsert_ports()) wanted_.insert(p.representor());
-      generation_ = request.delta().generation();
-    } else if (request.has_hello()) {
-      reply.mutable_hello()->set_instance_id("stub");
-      reply.mutable_hello()->set_generation(generation_);
-    }
-    reply.set_generation(generation_);
-    return reply;
-  }
-  v1::OperatorReply operate(const v1::OperatorRequest& request) override {
-    v1::OperatorReply reply;
-    std::lock_guard lock(mu_);
-    reply.set_generation(generation_);
-    if (request.has_ports()) {
-      for (const auto& [name, port] : bound_) {
-        auto* p = reply.add_ports();
-        p->set_name(name);
-        p->set_dpdk_port(port);
-        p->set_role("stub");
-      }
-    }
-    return reply;
-  }
-  void maintain() override { maintained_.fetch_add(1); }
-  Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
-  std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
-  size_t bytesPerFlow() const override { return 0; }
-  WorkerContext& worker(unsigned) override { return worker_; }
-  void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override {
-    worker.packets.fetch_add(count);
-    per_port_[rx_port].fetch_add(count);
-    rte_pktmbuf_free_bulk(packets, count);
-  }
-  void flush(WorkerContext&) override {}
-  void quiescent(WorkerContext& worker) override { worker.iterations.fetch_add(1); }
-
-  uint64_t received(uint16_t port) { return per_port_[port].load(); }
-  std::map<std::string, uint16_t> bound() {
-    std::lock_guard lock(mu_);
-    return bound_;
-  }
-  std::atomic<uint64_t> maintained_{0};
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::string, uint16_t> bound_;
-  std::set<std::string> wanted_;
-  uint64_t generation_ = 0;
-  WorkerContext worker_;
-  std::atomic<uint64_t> per_port_[RTE_MAX_ETHPORTS] = {};
-};
+using dpu::datapath::testing::StubEngine;
 
 template <typename Pred>
 bool waitFor(Pred pred, std::chrono::milliseconds limit = 5s) {
@@ -189,7 +101,10 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
   {
     StubEngine engine;
     auto backend = makePortBackend(config.representors);
-    DataplanePorts ports(*backend, PortSetup{pool, 1, 256, 256});
+    PortSetup setup;
+    setup.pool = pool;
+    setup.rx_ring_size = setup.tx_ring_size = 256;
+    DataplanePorts ports(*backend, setup);
     REQUIRE(ports.openRolePorts(config).ok());
     WorkerSet workers(engine, 1, config.idle_sleep_us);
     REQUIRE(ports.attach(engine, workers).ok());
@@ -211,7 +126,11 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     REQUIRE(agent.ok());
     v1::ProgramRequest hello;
     hello.mutable_hello()->set_agent_id("test");
-    CHECK(send(*agent, hello).hello().instance_id() == "stub");
+    auto greeted = send(*agent, hello);
+    CHECK(greeted.hello().instance_id() == "stub");
+    // Every ethdev but the uplink is left to representors.
+    CHECK(greeted.hello().max_ethports() == RTE_MAX_ETHPORTS);
+    CHECK(greeted.hello().port_capacity() == RTE_MAX_ETHPORTS - 1);
 
     // A second agent is refused while the first is connected.
     {

@@ -33,6 +33,7 @@
 #include "overlay/packet_builder.h"
 #include "overlay/parse.h"
 #include "flow_cache.h"
+#include "port_limit.h"
 #include "worker_actions.h"
 #include "worker_parse.h"
 
@@ -51,9 +52,24 @@ enum : uint16_t { kUplink = 0, kMgmt = 1, kRepA = 2, kRepB = 3, kSpare = 4 };
 constexpr unsigned kQueues = 2;
 struct Env {
   rte_mempool* pool = nullptr;
-  uint16_t port[kPorts] = {};
+  uint16_t ethdev[kPorts] = {};  // the ring ports
+  uint16_t port[kPorts] = {};    // the ids the tests bind them under (engineId)
   rte_ring* tx[kPorts][kQueues] = {};
 };
+
+// The engine port id test port `i` (ring ethdev `ethdev`) is bound under.
+// Built with more ports than this DPDK has (DPU_MAX_PORTS=256 over
+// RTE_MAX_ETHPORTS 32), the management port, pod B and the spare port take
+// ids far beyond RTE_MAX_ETHPORTS, each in another 64-bit word of the
+// engine's port bitset; the engine transmits on them through the ethdev they
+// stand for (port_limit.h). The uplink and pod A keep their own ids, which the
+// golden packets depend on. With the default limit every id is the ethdev's.
+uint16_t engineId(uint16_t ethdev, unsigned i) {
+  constexpr unsigned kLift[kPorts] = {0, 2, 0, 4, 7};
+  unsigned id = ethdev + kLift[i] * RTE_MAX_ETHPORTS;
+  while (id >= kMaxPorts) id -= RTE_MAX_ETHPORTS;
+  return static_cast<uint16_t>(id);
+}
 
 Env& env() {
   static Env e = [] {
@@ -76,16 +92,17 @@ Env& env() {
       }
       const int id = rte_eth_from_rings(("net_ring_" + n).c_str(), rx, kQueues, out.tx[i], kQueues, SOCKET_ID_ANY);
       if (id < 0) throw std::runtime_error("rte_eth_from_rings");
-      out.port[i] = static_cast<uint16_t>(id);
+      out.ethdev[i] = static_cast<uint16_t>(id);
+      out.port[i] = engineId(out.ethdev[i], i);
       rte_eth_conf conf{};
-      if (rte_eth_dev_configure(out.port[i], kQueues, kQueues, &conf) != 0) throw std::runtime_error("configure");
+      if (rte_eth_dev_configure(out.ethdev[i], kQueues, kQueues, &conf) != 0) throw std::runtime_error("configure");
       for (uint16_t q = 0; q < kQueues; ++q) {
-        if (rte_eth_rx_queue_setup(out.port[i], q, 64, SOCKET_ID_ANY, nullptr, out.pool) != 0 ||
-            rte_eth_tx_queue_setup(out.port[i], q, 64, SOCKET_ID_ANY, nullptr) != 0) {
+        if (rte_eth_rx_queue_setup(out.ethdev[i], q, 64, SOCKET_ID_ANY, nullptr, out.pool) != 0 ||
+            rte_eth_tx_queue_setup(out.ethdev[i], q, 64, SOCKET_ID_ANY, nullptr) != 0) {
           throw std::runtime_error("ring port queue set-up");
         }
       }
-      if (rte_eth_dev_start(out.port[i]) != 0) throw std::runtime_error("ring port start");
+      if (rte_eth_dev_start(out.ethdev[i]) != 0) throw std::runtime_error("ring port start");
     }
     return out;
   }();
@@ -608,12 +625,17 @@ TEST_CASE("engine: too big for the tunnel gets frag-needed / packet-too-big with
   CHECK(overlay::ipv4::src(icmp[0].data() + p.l3_offset) == ip4("10.244.1.1"));
   CHECK(overlay::ipv4::dst(icmp[0].data() + p.l3_offset) == ip4("10.244.1.5"));
   CHECK(f.stat("IcmpFragNeeded") == 1);
+  // Answered or not, the packet was dropped for its size: counted as such.
+  CHECK(f.stat("MtuExceeded") == 1);
   // Exactly the MTU passes.
   f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1234, 1400 - 28, true));
   CHECK(Fixture::drain(kUplink).size() == 1);
-  // Without DF: dropped and counted.
-  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1235, 1401 - 28, false));
   CHECK(f.stat("MtuExceeded") == 1);
+  // Without DF: dropped and counted, no ICMP.
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1235, 1401 - 28, false));
+  CHECK(f.stat("MtuExceeded") == 2);
+  CHECK(f.stat("IcmpFragNeeded") == 1);
+  CHECK(Fixture::drain(kRepA).empty());
   // IPv6: packet too big.
   f.inject(kRepA, tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9", 64, 1401 - 60));
   auto ptb = Fixture::drain(kRepA);
@@ -622,6 +644,7 @@ TEST_CASE("engine: too big for the tunnel gets frag-needed / packet-too-big with
   CHECK(ptb[0][p.l4_offset] == overlay::icmp6::kTypePacketTooBig);
   CHECK(overlay::load32(ptb[0].data() + p.l4_offset + 4) == 1400);
   CHECK(f.stat("Icmp6PacketTooBig") == 1);
+  CHECK(f.stat("MtuExceeded") == 3);
 }
 
 TEST_CASE("engine: malformed packets are dropped with the right reason", "[engine]") {
@@ -654,7 +677,7 @@ TEST_CASE("engine: malformed packets are dropped with the right reason", "[engin
   for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
 }
 
-TEST_CASE("engine: programming validates the model and refuses it whole", "[engine]") {
+TEST_CASE("engine: programming refuses a request whole only when nothing in it could work", "[engine]") {
   Fixture f(EngineConfig{}, false);
   dataplane::v1::ProgramRequest hello;
   hello.mutable_hello()->set_agent_id("test");
@@ -666,6 +689,7 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
   f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
   CHECK(f.stat("NotProgrammed") == 1);
 
+  // Node settings and identities (the model library's tests have every case).
   struct Case {
     const char* what;
     std::function<void(dataplane::v1::LogicalModel&)> mutate;
@@ -673,17 +697,8 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
   std::vector<Case> cases = {
       {"router_mac", [](auto& m) { m.mutable_node()->set_router_mac("zz"); }},
       {"tunnel_ip", [](auto& m) { m.mutable_node()->set_tunnel_ip(""); }},
+      {"pod_mtu", [](auto& m) { m.mutable_node()->set_pod_mtu(0); }},
       {"duplicate port name", [](auto& m) { m.mutable_ports(1)->set_name("pod-a"); }},
-      {"not unique", [](auto& m) { m.mutable_ports(1)->set_key(1); }},
-      {"names no local subnet", [](auto& m) { m.mutable_ports(0)->set_datapath_key(99); }},
-      {"not inside", [](auto& m) { m.mutable_ports(0)->set_ips(0, "10.9.9.9"); }},
-      {"used by another port", [](auto& m) { m.mutable_ports(1)->set_ips(0, "10.244.1.5"); }},
-      {"unicast", [](auto& m) { m.mutable_ports(0)->set_mac("01:00:5e:00:00:01"); }},
-      {"overlaps", [](auto& m) { m.mutable_remote_nodes(0)->mutable_subnets(0)->set_cidr("10.244.1.0/25"); }},
-      {"gateway_ip", [](auto& m) { m.mutable_local_subnets(0)->set_gateway_ip("10.9.9.1"); }},
-      {"key", [](auto& m) { m.mutable_ports(0)->set_key(40000); }},
-      {"datapath_key", [](auto& m) { m.mutable_remote_nodes(0)->mutable_subnets(0)->set_datapath_key(1 << 24); }},
-      {"our own tunnel IP", [](auto& m) { m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.1"); }},
   };
   for (const auto& c : cases) {
     auto m = baseModel();
@@ -694,9 +709,13 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
     CHECK(r.message().find(c.what) != std::string::npos);
     CHECK(r.generation() == 0);
   }
-  REQUIRE(fullSync(*f.engine, baseModel(), 5).status() == dataplane::v1::OK);
-  auto names = f.engine->wantedRepresentors();
-  CHECK(names == std::vector<std::string>{"pf0vf0", "pf0vf1", "pf0hpf"});
+  CHECK(fullSync(*f.engine, baseModel(), 0).status() == dataplane::v1::INVALID);
+  auto ok = fullSync(*f.engine, baseModel(), 5);
+  REQUIRE(ok.status() == dataplane::v1::OK);
+  CHECK(ok.problems().empty());
+  auto names = f.engine->wantedRepresentors();  // the model in force
+  // In the order to open them: the management port (key 3) first, then by key.
+  CHECK(names == std::vector<std::string>{"pf0hpf", "pf0vf0", "pf0vf1"});
   REQUIRE(f.engine->wantedTunnelPeers().size() == 1);
 
   // Delta on a stale base: resync; deleting what does not exist: resync.
@@ -707,18 +726,171 @@ TEST_CASE("engine: programming validates the model and refuses it whole", "[engi
   d.mutable_delta()->set_base_generation(5);
   d.mutable_delta()->add_delete_ports("nope");
   CHECK(f.engine->program(d).status() == dataplane::v1::RESYNC_NEEDED);
-  // A Delta that would make the model invalid changes nothing.
+  // A Delta that makes the node settings unusable changes nothing.
   dataplane::v1::ProgramRequest bad;
   bad.mutable_delta()->set_base_generation(5);
   bad.mutable_delta()->set_generation(6);
-  auto* p = bad.mutable_delta()->add_upsert_ports();
-  *p = baseModel().ports(0);
-  p->set_name("pod-c");
+  *bad.mutable_delta()->mutable_node() = baseModel().node();
+  bad.mutable_delta()->mutable_node()->set_tunnel_ip("x");
   auto r = f.engine->program(bad);
   CHECK(r.status() == dataplane::v1::INVALID);
   CHECK(r.generation() == 5);
+  bad.mutable_delta()->set_generation(5);
+  bad.mutable_delta()->clear_node();
+  CHECK(f.engine->program(bad).status() == dataplane::v1::INVALID);  // generation not above its base
   dataplane::v1::ProgramRequest empty;
   CHECK(f.engine->program(empty).status() == dataplane::v1::INVALID);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+}
+
+TEST_CASE("engine: a refused object is left out and reported; everything else is programmed", "[engine]") {
+  Fixture f;
+  auto problemsOf = [](const dataplane::v1::ProgramReply& r) {
+    std::vector<std::string> out;
+    for (const auto& p : r.problems()) {
+      CHECK(p.state() == dataplane::v1::ObjectProblem::REFUSED);
+      out.push_back(dataplane::v1::ObjectProblem::Kind_Name(p.kind()) + " " + p.name() + ": " + p.reason());
+    }
+    return out;
+  };
+  const Bytes a_to_b = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");
+  const Bytes a_to_remote = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+  const Bytes b_to_a = udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5");
+  f.inject(kRepA, {a_to_b, a_to_remote});
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+
+  // A new pod asking for the router's MAC, and a remote node claiming our own
+  // subnet: both refused, the request is OK and moves the generation.
+  auto m = baseModel();
+  auto* c = m.add_ports();
+  *c = m.ports(0);
+  c->set_name("pod-c");
+  c->set_key(7);
+  c->set_representor("pf0vf7");
+  c->set_mac("0a:58:a9:fe:00:01");
+  c->clear_ips();
+  c->add_ips("10.244.1.7");
+  addRemoteNode(m, "node9", "192.168.100.9", "10.244.1.128/25", 90);
+  auto r = fullSync(*f.engine, m, 2);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.generation() == 2);
+  auto p = problemsOf(r);
+  REQUIRE(p.size() == 2);
+  CHECK_THAT(p[0], Catch::StartsWith("PORT pod-c: mac 0a:58:a9:fe:00:01 is the router MAC"));
+  CHECK_THAT(p[1], Catch::StartsWith("REMOTE_NODE node9: subnet 10.244.1.128/25 overlaps local subnet 10.244.1.0/24"));
+  CHECK(r.flows_removed() == 0);  // nothing in force changed for the flows there are
+  CHECK(f.stat("ObjectRefused") == 2);
+  // Not in force: its representor is not wanted, nor is the node's tunnel.
+  CHECK(f.engine->wantedRepresentors() == std::vector<std::string>{"pf0hpf", "pf0vf0", "pf0vf1"});
+  CHECK(f.engine->wantedTunnelPeers().size() == 1);
+  f.inject(kRepA, {a_to_b, a_to_remote});
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+
+  // Every reply carries them, Status and Hello included, and so does dpuctl's
+  // problems; the same model again is not counted twice.
+  dataplane::v1::ProgramRequest status;
+  status.mutable_status();
+  CHECK(problemsOf(f.engine->program(status)) == p);
+  dataplane::v1::ProgramRequest hello;
+  hello.mutable_hello();
+  CHECK(problemsOf(f.engine->program(hello)) == p);
+  dataplane::v1::OperatorRequest op;
+  op.mutable_problems();
+  CHECK(f.engine->operate(op).problems_size() == 2);
+  REQUIRE(fullSync(*f.engine, m, 3).problems_size() == 2);
+  CHECK(f.stat("ObjectRefused") == 2);
+
+  // A Delta changing pod-b to pod-a's MAC refuses pod-b alone (pod-a holds
+  // it); pod-b's traffic stops, pod-a's flows to the tunnel stay.
+  dataplane::v1::ProgramRequest clash;
+  clash.mutable_delta()->set_base_generation(3);
+  clash.mutable_delta()->set_generation(4);
+  auto* b = clash.mutable_delta()->add_upsert_ports();
+  *b = baseModel().ports(1);
+  b->set_mac("0a:58:0a:f4:01:05");
+  r = f.engine->program(clash);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  p = problemsOf(r);
+  REQUIRE(p.size() == 3);
+  CHECK_THAT(p[0], Catch::StartsWith("PORT pod-b: mac 0a:58:0a:f4:01:05 is used by port pod-a"));
+  CHECK(f.stat("ObjectRefused") == 3);
+  f.inject(kRepB, b_to_a);
+  CHECK(f.stat("UnboundPort") == 1);
+  f.inject(kRepA, {a_to_b, a_to_remote});
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(f.stat("UnknownDestination") == 1);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+
+  // Fixed by the next Delta: in force again, forwarding, nothing left refused
+  // but the two others.
+  clash.mutable_delta()->set_base_generation(4);
+  clash.mutable_delta()->set_generation(5);
+  *clash.mutable_delta()->mutable_upsert_ports(0) = baseModel().ports(1);
+  clash.mutable_delta()->add_delete_ports("pod-c");
+  clash.mutable_delta()->add_delete_remote_nodes("node9");
+  r = f.engine->program(clash);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  CHECK(r.problems().empty());
+  f.inject(kRepB, b_to_a);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+}
+
+TEST_CASE("engine: the OVN egress key is the destination port's key when its node published it", "[engine]") {
+  Fixture f;
+  auto m = baseModel();
+  auto* key = m.mutable_remote_nodes(0)->add_ports();
+  key->set_ip("10.244.2.7");
+  key->set_key(44);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
+  const Bytes known = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+  const Bytes unknown = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.8");
+  auto expect = [&](const Bytes& in, const char* dst, uint16_t egress) {
+    const Bytes inner = udp4(kRouterMac, kRouterMac, "10.244.1.5", dst, 63);
+    return geneve(inner, kUplinkMac, kNextHopMac, "192.168.100.1", "192.168.100.2", 20, 1, egress,
+                  innerHash(in, env().port[kRepA]));
+  };
+  for (int round = 0; round < 2; ++round) {  // the slow path, then the cached flow (the common encap routine)
+    f.inject(kRepA, {known, unknown});
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 2);
+    CHECK(dpu::test::toHex(out[0]) == dpu::test::toHex(expect(known, "10.244.2.7", 44)));
+    CHECK(dpu::test::toHex(out[1]) == dpu::test::toHex(expect(unknown, "10.244.2.8", 0x8000)));
+  }
+  // What dump-flows (and offload) see: the same keys in the encap header.
+  std::set<std::string> keys;
+  for (const auto& fl : f.flows()) {
+    const auto at = fl.actions().find("ingress=");
+    if (at != std::string::npos) keys.insert(fl.actions().substr(at, fl.actions().find(",next_hop", at) - at));
+  }
+  CHECK(keys == std::set<std::string>{"ingress=1,egress=44", "ingress=1,egress=32768"});
+  // The node publishes a key for the second address and moves the first:
+  // its flows are decided again, with the new keys.
+  m.mutable_remote_nodes(0)->mutable_ports(0)->set_key(45);
+  key = m.mutable_remote_nodes(0)->add_ports();
+  key->set_ip("10.244.2.8");
+  key->set_key(46);
+  REQUIRE(fullSync(*f.engine, m, 3).status() == dataplane::v1::OK);
+  f.inject(kRepA, {known, unknown});
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 2);
+  CHECK(dpu::test::toHex(out[0]) == dpu::test::toHex(expect(known, "10.244.2.7", 45)));
+  CHECK(dpu::test::toHex(out[1]) == dpu::test::toHex(expect(unknown, "10.244.2.8", 46)));
+
+  // Receiving: our port's key is what senders that know it send; the
+  // router's 0x8000 (a sender without our key) is delivered too, counted.
+  const Bytes inner = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 1));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("TunnelRouterEgressKey") == 0);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 0x8000));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("TunnelRouterEgressKey") == 1);
+  f.inject(kUplink, fromRemote(inner, 10, 9, 0x8001));  // any other key: not ours
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("WrongEgressPort") == 1);
 }
 
 TEST_CASE("engine: a tunnel peer without a next hop gets broadcast frames, counted, until it resolves", "[engine]") {
@@ -1539,7 +1711,7 @@ TEST_CASE("engine: every path matches scapy's golden packets byte for byte", "[e
     unsigned in_port;
     unsigned out_port;
   };
-  // The generator assumes the ring ports' DPDK ids.
+  // The generator assumes these ports' ids.
   REQUIRE(env().port[kUplink] == 0);
   REQUIRE(env().port[kRepA] == 2);
   const Case cases[] = {{"local", kRepA, kRepB},         {"encap", kRepA, kUplink},
@@ -1657,7 +1829,125 @@ TEST_CASE("engine: an IPv6 underlay encapsulates with the UDP checksum and decap
   auto delivered = Fixture::drain(kRepA);
   REQUIRE(delivered.size() == 1);
   CHECK(delivered[0] == udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63));
-  // A mixed-family remote node is refused.
+  // A mixed-family remote node is refused, the rest stays programmed.
   m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.2");
-  CHECK(fullSync(*f.engine, m, 4).status() == dataplane::v1::INVALID);
+  r = fullSync(*f.engine, m, 4);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  REQUIRE(r.problems_size() == 1);
+  CHECK_THAT(r.problems(0).reason(), Catch::Contains("is not of the same IP family as ours"));
+  CHECK(f.engine->wantedTunnelPeers().empty());
+}
+
+// The port limit: every table the engine indexes by port id follows kMaxPorts
+// (RTE_MAX_ETHPORTS, or DPU_MAX_PORTS in the build of these tests with 256).
+
+TEST_CASE("engine: port ids up to the engine's limit bind, beyond it they are refused", "[engine][ports]") {
+  EngineConfig config;
+  config.clock_ms = testClock;
+  auto created = Engine::create(config);
+  REQUIRE(created.ok());
+  Engine& engine = **created;
+  if constexpr (kMaxPorts < 65536) {
+    auto refused = engine.bindPort("pf0vf9", static_cast<uint16_t>(kMaxPorts), PortRole::kRepresentor, MacAddress{kMacA});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.code() == ErrorCode::kExhausted);
+    CHECK_THAT(refused.error(), Catch::Contains("beyond the engine's " + std::to_string(kMaxPorts) + " ports"));
+  }
+  CHECK(engine.bindPort("pf0vf9", static_cast<uint16_t>(kMaxPorts - 1), PortRole::kRepresentor, MacAddress{kMacA}).ok());
+  dataplane::v1::OperatorRequest ports;
+  ports.mutable_ports();
+  auto listed = engine.operate(ports);
+  REQUIRE(listed.ports_size() == 1);
+  CHECK(listed.ports(0).dpdk_port() == kMaxPorts - 1);
+}
+
+TEST_CASE("engine: pods on ports across the whole port range each receive and send", "[engine][ports]") {
+  // One pod per engine port id that stands for a ring port: the five ring
+  // ports themselves with Debian's 32 ports; 40 ids spread over all four
+  // words of the port bitset when built with 256.
+  struct Pod {
+    uint16_t id;
+    unsigned ring;
+    overlay::MacAddress mac;
+    std::string ip;
+  };
+  std::vector<Pod> pods;
+  for (unsigned id = 0; id < kMaxPorts && pods.size() < 64; ++id) {
+    for (unsigned ring = 0; ring < kPorts; ++ring) {
+      if (env().ethdev[ring] != ethdevOf(static_cast<uint16_t>(id))) continue;
+      const unsigned n = static_cast<unsigned>(pods.size());
+      overlay::MacAddress m = mac("0a:58:0a:f4:01:00");
+      m[5] = static_cast<uint8_t>(10 + n);
+      pods.push_back({static_cast<uint16_t>(id), ring, m, "10.244.1." + std::to_string(10 + n)});
+    }
+  }
+  if (kMaxPorts > RTE_MAX_ETHPORTS) {
+    CHECK(pods.size() == 40);
+    CHECK(pods.back().id >= 192);  // the last word of the bitset
+  }
+  Fixture::drainAll();
+  EngineConfig config;
+  config.clock_ms = testClock;
+  auto created = Engine::create(config);
+  REQUIRE(created.ok());
+  Engine& engine = **created;
+  dataplane::v1::LogicalModel m = baseModel();
+  m.clear_ports();
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const std::string rep = "rep" + std::to_string(i);
+    REQUIRE(engine.bindPort(rep, pods[i].id, PortRole::kRepresentor, MacAddress{pods[i].mac}).ok());
+    auto* p = m.add_ports();
+    p->set_name("pod" + std::to_string(i));
+    p->set_key(static_cast<uint32_t>(i + 1));
+    p->set_kind(dataplane::v1::POD);
+    p->set_representor(rep);
+    p->set_mac(MacAddress{pods[i].mac}.str());
+    p->add_ips(pods[i].ip);
+    p->set_datapath_key(10);
+  }
+  auto programmed = fullSync(engine, m, 1);
+  INFO(programmed.message());
+  REQUIRE(programmed.status() == dataplane::v1::OK);
+
+  WorkerContext& w = engine.worker(0);
+  for (int round = 0; round < 2; ++round) {  // the slow path, then the cached flows
+    INFO("round " << round);
+    // Every pod sends to the next one before a single flush: every port has a
+    // packet pending at once.
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const Pod& to = pods[(i + 1) % pods.size()];
+      const Bytes frame = udp4(kRouterMac, pods[i].mac, pods[i].ip.c_str(), to.ip.c_str());
+      rte_mbuf* mbuf = rte_pktmbuf_alloc(env().pool);
+      REQUIRE(mbuf != nullptr);
+      std::memcpy(rte_pktmbuf_append(mbuf, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+      engine.processBurst(w, pods[i].id, &mbuf, 1);
+    }
+    engine.flush(w);
+    engine.quiescent(w);
+    std::map<unsigned, std::multiset<std::string>> got;  // hex frames by ring port
+    for (unsigned ring = 0; ring < kPorts; ++ring) {
+      for (auto& frame : Fixture::drain(ring)) got[ring].insert(dpu::test::toHex(frame));
+    }
+    size_t delivered = 0;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const Pod& to = pods[(i + 1) % pods.size()];
+      const std::string expected = dpu::test::toHex(udp4(to.mac, kRouterMac, pods[i].ip.c_str(), to.ip.c_str(), 63));
+      INFO("pod " << i << " (port " << pods[i].id << ") to port " << to.id);
+      CHECK(got[to.ring].count(expected) == 1);
+      delivered += got[to.ring].count(expected);
+    }
+    CHECK(delivered == pods.size());
+  }
+  // Each port's counters are its own, whatever ethdev carries it.
+  dataplane::v1::OperatorRequest ports;
+  ports.mutable_ports();
+  auto listed = engine.operate(ports);
+  REQUIRE(listed.ports_size() == static_cast<int>(pods.size()));
+  for (const auto& p : listed.ports()) {
+    INFO(p.name() << " on port " << p.dpdk_port());
+    CHECK(p.rx_packets() == 2);
+    CHECK(p.tx_packets() == 2);
+    CHECK(p.state() == "up");
+  }
+  engine.maintain();
 }

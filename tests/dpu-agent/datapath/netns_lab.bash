@@ -9,15 +9,12 @@
 # shellcheck source=../../support/shell.bash
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../support/shell.bash"
 
-# lab_require_root_and_tools TOOL... — exits 0 with a visible SKIP when the test cannot run here.
+# lab_require_root_and_tools TOOL... — skips the test (skip_test) when it cannot run here.
 lab_require_root_and_tools() {
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: needs root (network namespaces, XDP)"
-    exit 0
-  fi
+  [ "$(id -u)" = 0 ] || skip_test "needs root (network namespaces, XDP)"
   local tool
   for tool in "$@"; do
-    command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed"; exit 0; }
+    command -v "$tool" >/dev/null || skip_test "$tool is not installed"
   done
   mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 }
@@ -66,10 +63,12 @@ lab_dataplane_config() {
   # representor falls back to af_packet, as the default config does.
   local reps=$backend
   [ "$backend" = af_xdp ] && reps="af_xdp, af_packet"
+  # 16383 mbufs: af_xdp for the uplink and the first three representors (3,104
+  # each: mbuf_budget.h), af_packet for the rest, room for a node's 31.
   cat <<YAML
 eal: {memory_mb: 256, file_prefix: $prefix, log_level: "*:warning"}
 workers: 1
-mbuf_pool_size: 8191
+mbuf_pool_size: 16383
 mbuf_cache_size: 128
 idle_sleep_us: 20
 uplink: {kind: $backend, iface: uplink0}

@@ -112,7 +112,8 @@ if [ "$backend" = af_xdp ]; then
 import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('192.168.100.2', 2222)); s.listen(1); s.settimeout(10); c,_=s.accept(); c.sendall(b'SSH-2.0-test\r\n'); c.close()" &
   srv=$!
-  sleep 0.3
+  listening() { [ -n "$(ip netns exec $ns_dpu2 ss -Hltn 'sport = :2222')" ]; }
+  wait_for 10 listening || fail "the management test server did not listen on 192.168.100.2:2222"
   banner=$(ip netns exec $ns_dpu1 "$py" -c "
 import socket; s=socket.create_connection(('192.168.100.2', 2222), timeout=5); print(s.recv(100).decode().strip())")
   wait $srv
@@ -124,10 +125,17 @@ fi
 # 3. Restart the programming client mid-traffic: no packet lost.
 ip netns exec $ns_pod1 ping -i 0.01 -c 400 -W 1 10.244.2.5 > "$dir/flood.log" 2>&1 &
 flood=$!
-sleep 1
+replies() { grep -c 'bytes from' "$dir/flood.log" || true; }
+replies_at_least() { [ "$(replies)" -ge "$1" ]; }
+# The flood is under way through the programmed dataplanes ...
+wait_for 10 replies_at_least 20 || fail "the ping flood got no replies before the client restart"
 kill "$client1"; wait "$client1" 2>/dev/null || true
 client1=
-sleep 0.5
+# ... dataplane 1 saw its client leave, and forwards on with no client at all ...
+wait_for 10 matches "disconnected; forwarding on" "$dir/dataplane1.log" ||
+  fail "dataplane 1 did not notice its programming client left"
+wait_for 10 replies_at_least $(( $(replies) + 20 )) || fail "no ping replies while no client was connected"
+# ... and the new client resyncs it while the flood goes on.
 client1=$(start_client 1 2)
 for _ in $(seq 100); do [ "$(grep -c holding "$dir/client1.log")" -ge 2 ] && break; sleep 0.05; done
 [ "$(grep -c holding "$dir/client1.log")" -ge 2 ] || fail "the restarted client did not resync"

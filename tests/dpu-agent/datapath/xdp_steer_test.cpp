@@ -16,6 +16,7 @@
 
 #include "datapath/xdp.h"
 #include "overlay/packet_builder.h"
+#include "skip.h"
 
 using dpu::datapath::XdpSteerCounters;
 using dpu::overlay::PacketBuilder;
@@ -106,10 +107,7 @@ void load(Loaded& l) {
 }  // namespace
 
 TEST_CASE("overlay_steer: only overlay traffic to our tunnel address is steered", "[xdp]") {
-  if (geteuid() != 0) {
-    WARN("SKIP: loading BPF programs needs root");
-    return;
-  }
+  if (geteuid() != 0) dpu::test::skipTest("loading BPF programs needs root");
   Loaded l;
   load(l);
 

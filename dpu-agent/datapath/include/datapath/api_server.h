@@ -1,14 +1,20 @@
 // The two local APIs of dpu-dataplane on unix sockets (proto/dpu/dataplane/v1):
-//  - programming: one agent at a time; Hello, FullSync, Delta → Engine::program,
-//    one ProgramReply each. After each accepted change the representor ports
-//    are reconciled with the model; the first accepted model starts polling.
+//  - programming: one agent at a time; Hello, FullSync, Delta, Status →
+//    Engine::program, one ProgramReply each. After each accepted change the
+//    representor ports are reconciled with the model; the first accepted model
+//    starts polling. Every reply also carries the logical ports whose
+//    representor could not be opened (PORT_UNAVAILABLE), and the answer to
+//    Hello the port capacity (DataplanePorts::annotate).
 //    A second agent is refused while one is connected (two writers would undo
 //    each other); when the agent goes away the dataplane keeps forwarding.
 //  - operator (dpuctl): one request per connection → Engine::operate, with the
 //    process's own knowledge (devargs, DPDK counters, XDP counters) added.
-// The loop runs on the control thread (the main lcore), sleeps in poll(2) and
-// calls Engine::maintain about every 100 ms and refreshes the underlay next
-// hops (dataplane_neighbours.h) after each change and every second.
+// The loop runs on the control thread (the main lcore), sleeps in poll(2) on
+// the sockets and the netlink events of the underlay next hops
+// (dataplane_neighbours.h), calls Engine::maintain about every 100 ms, gives
+// the next hops the engine's peers after each change and every second (when a
+// peer that did not answer is asked again), and retries representors that
+// could not be opened when their backoff is due.
 #pragma once
 
 #include <atomic>
@@ -48,7 +54,7 @@ class ApiServer {
   ipc::Socket programming_;
   ipc::Socket operator_;
   ipc::Socket agent_;
-  std::chrono::steady_clock::time_point next_reconcile_{};  // ports and tunnel next hops
+  std::chrono::steady_clock::time_point next_reconcile_{};  // tunnel next hops
   int agent_pid_ = -1;
 };
 

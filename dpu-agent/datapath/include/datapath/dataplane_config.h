@@ -12,6 +12,7 @@
 //   representors: {mode: hotplug, backends: [af_xdp, af_packet]}
 //   tunnel_ip: 192.168.100.1
 //   sockets: {programming: /run/dpu/dataplane.sock, operator: /run/dpu/dpuctl.sock}
+//   metrics: {listen: "0.0.0.0:9476"}                # Prometheus text on GET /metrics
 //
 // On a BlueField: eal {hugepages, allow: ["0000:03:00.0,representor=pf0vf[0-127]"]},
 // uplink {devargs: the PF}, representors {mode: preprobed}.
@@ -79,10 +80,22 @@ struct SocketConfig {
   std::string operator_api = "/run/dpu/dpuctl.sock";
 };
 
+// The Prometheus endpoint (datapath/metrics.h), `metrics: {listen: "ADDR:PORT"}`
+// with an IPv4 or a bracketed IPv6 literal ("[::]:9476"). Off when absent.
+struct MetricsConfig {
+  bool enabled = false;
+  std::string address;   // numeric IPv4 or IPv6
+  uint16_t port = 0;
+};
+// "ADDR:PORT" → MetricsConfig, or what is wrong with it.
+Result<MetricsConfig> parseMetricsListen(std::string_view text);
+
 struct DataplaneConfig {
   EalConfig eal;
   unsigned workers = 1;
-  uint32_t mbuf_pool_size = 8191;   // mbufs in the pool (2^n - 1 is optimal for the ring)
+  // Mbufs in the one pool (2^n - 1 is optimal for the ring), budgeted per port
+  // (mbuf_budget.h): an af_xdp port takes 3,104 with the default rings.
+  uint32_t mbuf_pool_size = 8191;
   uint32_t mbuf_cache_size = 256;
   uint16_t rx_ring_size = 1024;
   uint16_t tx_ring_size = 1024;
@@ -101,7 +114,8 @@ struct DataplaneConfig {
   // ARP for it, and its neighbour table gives us the underlay next hops.
   bool xdp_steer_arp = false;
   // Underlay next hops: static entries (the tests, a static underlay) and/or
-  // the kernel's neighbour table of the uplink netdev (af_xdp/af_packet).
+  // the kernel's routes and neighbours of the uplink netdev (af_xdp/af_packet),
+  // IPv4 and IPv6, followed by rtnetlink events (dataplane_neighbours.h).
   struct NextHop {
     std::string peer;  // a remote node's tunnel IP
     std::string mac;   // the Ethernet destination towards it
@@ -112,6 +126,7 @@ struct DataplaneConfig {
   uint32_t flow_idle_timeout_ms = 10000;
   std::string offload = "none";          // "none" | "rte_flow"
   SocketConfig sockets;
+  MetricsConfig metrics;
   std::string log_level = "info";
   std::string log_file;
 };

@@ -7,11 +7,20 @@
 // Ports are polled only once the dataplane has a model (the first accepted
 // FullSync): before that every packet would be dropped for want of a model,
 // and a pcap or ring port keeps its packets until then.
+//
+// A wanted representor that cannot be opened is not forgotten: it is retried
+// with backoff (port_retry.h), its failure is logged once per reason, it is
+// listed by describe() as "failed" with the reason and the next attempt, and
+// every ProgramReply names the logical ports it leaves without a port
+// (ObjectProblem PORT_UNAVAILABLE), so the agent can fail CHECK for them. The
+// agent learns up front how many representors fit (portCapacity, in
+// HelloReply) and refuses attachments beyond it.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,13 +29,18 @@
 #include "datapath/dataplane_config.h"
 #include "datapath/engine.h"
 #include "datapath/lcore.h"
+#include "datapath/mbuf_budget.h"
 #include "datapath/port.h"
+#include "datapath/port_retry.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 namespace dpu::datapath {
 
 class DataplanePorts {
  public:
+  using Clock = PortRetries::Clock;
+
+  // `setup.budget`, when set, is charged for every port (it must outlive this).
   DataplanePorts(PortBackend& backend, PortSetup setup);
   ~DataplanePorts();
 
@@ -40,18 +54,27 @@ class DataplanePorts {
   // Starts polling every bound port (after the first model).
   void activate();
   bool active() const { return active_; }
-  // Creates representors the model wants and lacks, removes those it no
-  // longer wants. Failures are logged and retried on the next call.
+  // Creates representors the model wants and lacks (those that failed before
+  // only when their retry is due), removes those it no longer wants.
   void reconcile();
-  // Whether a wanted representor is still missing (reconcile again later).
-  bool missing() const { return !failed_.empty(); }
+  // Whether a wanted representor is still missing, and when to reconcile for it.
+  bool missing() const { return !retries_.failures().empty(); }
+  std::optional<Clock::time_point> nextRetry() const { return retries_.nextDue(); }
   // Unassigns, unbinds and closes every port.
   void closeAll();
 
-  // Fills devargs, DPDK counters and link state into the engine's port list
-  // (adding ports the engine does not list).
+  // Representor ports this dataplane can open in all (HelloReply.port_capacity).
+  uint32_t portCapacity() const;
+  // HelloReply's capacity fields (in the answer to Hello) and a PORT_UNAVAILABLE
+  // problem per logical port whose representor could not be opened.
+  void annotate(const dataplane::v1::ProgramRequest& request, dataplane::v1::ProgramReply& reply) const;
+
+  // Fills devargs, backends, budgets, workers, DPDK counters and link state
+  // into the engine's port list (adding ports the engine does not list, and
+  // the representors that failed).
   void describe(dataplane::v1::OperatorReply& reply) const;
-  // XDP steering counters of the uplink, when it runs our program.
+  // XDP steering counters of the uplink, when it runs our program; port and
+  // mbuf pool figures.
   void addCounters(dataplane::v1::OperatorReply& reply) const;
   const std::map<std::string, Port>& ports() const { return ports_; }
   // A role port by name ("uplink", "management"), bound or not yet; nullptr if none.
@@ -60,23 +83,30 @@ class DataplanePorts {
   // (removed): the rte_flow offload backend tracks the eswitch's ports.
   using PortObserver = std::function<void(const Port& port, PortRole role, bool added)>;
   void setObserver(PortObserver observer) { observer_ = std::move(observer); }
+  // The clock the retries follow (tests).
+  void setClock(std::function<Clock::time_point()> clock) { clock_ = std::move(clock); }
+  const PortRetries& retries() const { return retries_; }
 
  private:
   Result<void> add(Port port, PortRole role);
   void closeUnbound();
-  std::vector<std::pair<Port, PortRole>> pending_;  // role ports before attach()
   void remove(const std::string& name);
+  uint32_t openRepresentors() const;
+  // A representor's setup: af_xdp only with room left for the ports that may open after it.
+  PortSetup representorSetup() const;
 
+  std::vector<std::pair<Port, PortRole>> pending_;  // role ports before attach()
   Engine* engine_ = nullptr;
   WorkerSet* workers_ = nullptr;
   PortBackend& backend_;
   PortSetup setup_;
   std::map<std::string, Port> ports_;           // by model name
   std::map<std::string, PortRole> roles_;
-  std::set<std::string> failed_;                // wanted representors we could not create
+  PortRetries retries_;                          // wanted representors we could not create
+  std::function<Clock::time_point()> clock_ = [] { return Clock::now(); };
   bool active_ = false;
-  std::string xdp_iface_;
-  PortObserver observer_;                        // uplink netdev running overlay_steer
+  std::string xdp_iface_;                        // uplink netdev running overlay_steer
+  PortObserver observer_;
 };
 
 }  // namespace dpu::datapath

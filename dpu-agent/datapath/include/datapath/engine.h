@@ -76,12 +76,22 @@ class Engine {
   // the representor netdev name (LogicalPort.representor), "uplink" or "management".
   virtual Result<void> bindPort(const std::string& name, uint16_t dpdk_port, PortRole role, MacAddress mac) = 0;
   virtual void unbindPort(const std::string& name) = 0;
-  // Representor names the current model refers to, so the process can hot-plug
-  // ports for those it lacks (and remove those no longer wanted).
+  // Representor names the model in force refers to (refused ports are not in
+  // force), so the process can hot-plug ports for those it lacks (and remove
+  // those no longer wanted). In the order the process should open them: the
+  // management port first, then by port key (the order the agent attached
+  // them), so that a restarted dataplane gives each the backend it had when
+  // the mbuf budget leaves af_xdp to only some.
   virtual std::vector<std::string> wantedRepresentors() const = 0;
-  // The programming API (proto/dpu/dataplane/v1/dataplane.proto): Hello, FullSync, Delta.
+  // The logical ports (LogicalPort.name) of the model bound to representor
+  // `representor`, so the process can name them when it cannot open it.
+  virtual std::vector<std::string> logicalPortsOf(const std::string& representor) const = 0;
+  // The programming API (proto/dpu/dataplane/v1/dataplane.proto): Hello,
+  // FullSync, Delta, Status. The model is validated object by object
+  // (dpu-agent/model): a refused object is left out and listed in every
+  // reply's `problems`; INVALID only for a request refused as a whole.
   virtual dataplane::v1::ProgramReply program(const dataplane::v1::ProgramRequest& request) = 0;
-  // The operator API (dpuctl): dump-flows, ports, stats.
+  // The operator API (dpuctl): dump-flows, ports, stats, problems.
   virtual dataplane::v1::OperatorReply operate(const dataplane::v1::OperatorRequest& request) = 0;
   // Periodic work off the lcores (call every ~100 ms): reclaim retired
   // snapshots, age flows, drive offload installs/removals, merge hardware counters.

@@ -12,6 +12,13 @@
 //    "pf0vf<N>"; never removed, only unbound (unproven on hardware);
 //  - template: a vdev from a devargs template with {name} (net_pcap, net_ring
 //    for tests and benchmarks).
+//
+// Every port is charged its share of the mbuf pool (mbuf_budget.h) when it
+// opens and releases it when it is destroyed; af_xdp is chosen only when the
+// pool's layout suits it (mbuf_pool.h) and its budget fits. A port that cannot
+// be opened fails with the true reason: every ethdev of the DPDK build in use
+// (RTE_MAX_ETHPORTS, ErrorCode::kExhausted), the mbuf pool fully budgeted
+// (kExhausted), or what the PMD logged while it refused (kUnavailable).
 // All calls are control-thread only.
 #pragma once
 
@@ -22,6 +29,7 @@
 #include "common/net_address.h"
 #include "common/result.h"
 #include "datapath/dataplane_config.h"
+#include "datapath/mbuf_budget.h"
 
 struct rte_mempool;
 
@@ -32,6 +40,13 @@ struct PortSetup {
   unsigned workers = 1;      // transmit queues wanted (one per worker lcore)
   uint16_t rx_ring_size = 1024;
   uint16_t tx_ring_size = 1024;
+  MbufBudget* budget = nullptr;     // charged for every port opened; nullptr: no budget
+  std::string af_xdp_problem;       // why af_xdp cannot use `pool` ("" when it can)
+  // af_xdp only when this many mbufs stay unbudgeted after it: the share of
+  // the ports that may still open after this one, on af_packet.
+  uint32_t mbufs_kept_for_others = 0;
+
+  PortShape shape(uint16_t tx_queues) const { return {workers, rx_ring_size, tx_ring_size, tx_queues}; }
 };
 
 // A created, started ethdev.
@@ -40,17 +55,24 @@ struct Port {
   uint16_t port_id = 0;
   std::string devargs;       // what created it ("" for preprobed)
   std::string backend;       // af_xdp, af_packet, devargs, preprobed
+  std::string backend_reason;  // why this backend and not the one preferred ("" when it was the first choice)
   std::string iface;         // the netdev, for af_xdp/af_packet
   MacAddress mac;
   uint16_t tx_queues = 1;
+  uint32_t mbufs = 0;        // budgeted to it from the pool
+  MbufBudget* budget = nullptr;  // what it is charged to (released by destroyPort)
   bool hotplugged = false;   // we probed it: remove it on close
 };
+
+// Why another ethdev cannot be created: every one of RTE_MAX_ETHPORTS is in
+// use (kExhausted, with the remedy). Success when one is free.
+Result<void> ethdevAvailable(const std::string& for_port);
 
 // Probes `devargs` (rte_dev_probe), configures and starts the port.
 Result<Port> createPort(const std::string& name, const std::string& devargs, const PortSetup& setup);
 // Configures and starts an ethdev EAL already probed.
 Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetup& setup);
-// Stops and closes the port; removes the device when we probed it.
+// Stops and closes the port; removes the device when we probed it; releases its mbufs.
 void destroyPort(const Port& port);
 
 // A role port from its config (uplink, management). The uplink on af_xdp gets
@@ -66,6 +88,10 @@ class PortBackend {
   virtual Result<Port> create(const std::string& name, const PortSetup& setup) = 0;
   // Undoes create(); preprobed ports are stopped but stay probed.
   virtual void destroy(const Port& port) = 0;
+  // Representor ports it can have open at once, `open` of them open now:
+  // hotplug and template, the ethdevs RTE_MAX_ETHPORTS leaves to
+  // representors; preprobed, the representor ethdevs EAL probed.
+  virtual uint32_t capacity(uint32_t open) const;
 };
 
 std::unique_ptr<PortBackend> makePortBackend(const RepresentorConfig& config);

@@ -55,8 +55,9 @@ Result<bool> detachStaleXdpProgram(const std::string& ifname);
 Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config);
 Result<XdpSteerCounters> readSteerCounters(int map_fd);
 
-// The objects built with this tree (CMake passes their paths): the uplink's
-// overlay_steer and the representors' representor_redirect.
+// The uplink's overlay_steer and the representors' representor_redirect:
+// installed in ../lib/dpu-cni/ beside the binary (the image), else the
+// objects built with this tree (CMake passes their paths).
 std::string builtinXdpProgramPath();
 std::string builtinRepresentorXdpProgramPath();
 

@@ -1,0 +1,182 @@
+// The operator API's counters as Prometheus metric families (metrics.h).
+// One table names the families the dataplane's events feed; a counter the
+// table does not know still appears, under a generic family with its name as
+// a label, so a new drop reason or event is never missing from monitoring.
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <vector>
+
+#include "common/prometheus.h"
+#include "datapath/metrics.h"
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+namespace dpu::datapath {
+namespace {
+
+namespace v1 = dataplane::v1;
+
+// Families in the order they are first used, so the text reads as the tables below.
+class Families {
+ public:
+  void add(const std::string& name, const char* type, const char* help, prom::Labels labels, double value) {
+    auto it = std::find_if(list_.begin(), list_.end(), [&](const Family& f) { return f.name == name; });
+    if (it == list_.end()) {
+      list_.push_back(Family{name, type, help, {}});
+      it = list_.end() - 1;
+    }
+    it->samples.emplace_back(std::move(labels), value);
+  }
+  std::string text() const {
+    prom::Writer w;
+    for (const auto& f : list_) w.family(f.name, f.type, f.help, f.samples);
+    return w.text();
+  }
+
+ private:
+  struct Family {
+    std::string name;
+    const char* type;
+    const char* help;
+    std::vector<std::pair<prom::Labels, double>> samples;
+  };
+  std::vector<Family> list_;
+};
+
+// Where each event and gauge of the stats answer goes: family, type, help, and one label.
+struct Mapping {
+  std::string_view counter;  // the operator API's name
+  const char* family;
+  const char* type;
+  const char* help;
+  const char* label;  // nullptr: no label
+  const char* value;
+};
+
+constexpr const char* kLookupsHelp = "Packets looked up in the flow cache, by result (a miss runs the slow path).";
+constexpr const char* kRemovedHelp = "Cached flows removed, by cause.";
+constexpr const char* kRepliesHelp = "Replies the dataplane generated itself, by kind.";
+constexpr const char* kXdpHelp = "Packets the uplink's XDP program saw, by verdict (steered to the dataplane or passed to the kernel).";
+constexpr const char* kMbufsHelp =
+    "Mbufs of the pool, by share: budgeted to the open ports, reserved for lcore caches and bursts, free now.";
+constexpr const char* kFlowsHelp = "Cached flows, by where they run: hw (offloaded to the NIC) or sw (the DPU's cores).";
+constexpr const char* kPeersHelp =
+    "Remote nodes by whether their underlay next-hop MAC is known (static, or the uplink's kernel tables).";
+
+constexpr Mapping kMappings[] = {
+    {"FlowHit", "dpu_dataplane_flow_cache_lookups_total", "counter", kLookupsHelp, "result", "hit"},
+    {"FlowMiss", "dpu_dataplane_flow_cache_lookups_total", "counter", kLookupsHelp, "result", "miss"},
+    {"FlowInstalled", "dpu_dataplane_flow_setups_total", "counter",
+     "Flows the slow path set up and installed in the flow cache.", nullptr, nullptr},
+    {"FlowNotCached", "dpu_dataplane_slow_path_uncached_packets_total", "counter",
+     "Packets the slow path forwarded without caching a flow (every action record in use).", nullptr, nullptr},
+    {"FlowEvicted", "dpu_dataplane_flows_removed_total", "counter", kRemovedHelp, "cause", "evicted"},
+    {"FlowAged", "dpu_dataplane_flows_removed_total", "counter", kRemovedHelp, "cause", "aged"},
+    {"FlowInvalidated", "dpu_dataplane_flows_removed_total", "counter", kRemovedHelp, "cause", "invalidated"},
+    {"OffloadQueueFull", "dpu_dataplane_offload_queue_dropped_total", "counter",
+     "New flows not queued for offload because the queue was full (they stay in software).", nullptr, nullptr},
+    {"ArpReply", "dpu_dataplane_replies_sent_total", "counter", kRepliesHelp, "kind", "arp"},
+    {"NdReply", "dpu_dataplane_replies_sent_total", "counter", kRepliesHelp, "kind", "nd"},
+    {"IcmpFragNeeded", "dpu_dataplane_replies_sent_total", "counter", kRepliesHelp, "kind", "icmp_frag_needed"},
+    {"Icmp6PacketTooBig", "dpu_dataplane_replies_sent_total", "counter", kRepliesHelp, "kind",
+     "icmpv6_packet_too_big"},
+    {"TunnelNextHopUnresolved", "dpu_dataplane_tunnel_next_hop_unresolved_packets_total", "counter",
+     "Tunnel packets sent to the broadcast MAC because the underlay next hop was unknown.", nullptr, nullptr},
+    {"xdp_steered", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "steered"},
+    {"xdp_to_kernel", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "to_kernel"},
+    {"xdp_no_socket", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "no_socket"},
+    {"tunnel_peers_resolved", "dpu_dataplane_tunnel_peers", "gauge", kPeersHelp, "next_hop", "resolved"},
+    {"tunnel_peers_unresolved", "dpu_dataplane_tunnel_peers", "gauge", kPeersHelp, "next_hop", "unresolved"},
+    {"neighbour_events", "dpu_dataplane_underlay_netlink_events_total", "counter",
+     "Route and neighbour notifications of the uplink's kernel tables the dataplane read.", nullptr, nullptr},
+    {"neighbour_resyncs", "dpu_dataplane_underlay_netlink_resyncs_total", "counter",
+     "Full re-reads of the uplink's routes and neighbours after rtnetlink events were lost.", nullptr, nullptr},
+    {"neighbour_probes", "dpu_dataplane_underlay_next_hop_probes_total", "counter",
+     "Datagrams sent to make the kernel resolve an underlay next hop.", nullptr, nullptr},
+    {"port_capacity", "dpu_dataplane_port_capacity", "gauge",
+     "Representor ports the dataplane can open (RTE_MAX_ETHPORTS of its DPDK less the ports used otherwise).",
+     nullptr, nullptr},
+    {"ports_unavailable", "dpu_dataplane_ports_unavailable", "gauge",
+     "Representors the model wants that could not be opened (retried with backoff; dpuctl ports says why).", nullptr,
+     nullptr},
+    {"port_open_failures", "dpu_dataplane_port_open_failures_total", "counter",
+     "Failed attempts to open a representor port.", nullptr, nullptr},
+    {"mbuf_pool_size", "dpu_dataplane_mbuf_pool_size", "gauge", "Mbufs in the pool.", nullptr, nullptr},
+    {"mbufs_budgeted", "dpu_dataplane_mbufs", "gauge", kMbufsHelp, "share", "budgeted"},
+    {"mbufs_reserved", "dpu_dataplane_mbufs", "gauge", kMbufsHelp, "share", "reserved"},
+    {"mbufs_free", "dpu_dataplane_mbufs", "gauge", kMbufsHelp, "share", "free"},
+    {"flows_in_hw", "dpu_dataplane_flows", "gauge", kFlowsHelp, "where", "hw"},
+    {"flows_in_sw", "dpu_dataplane_flows", "gauge", kFlowsHelp, "where", "sw"},
+    {"flow_action_records", "dpu_dataplane_flow_action_records", "gauge",
+     "Action records in use (cached flows that act alike share one).", nullptr, nullptr},
+    {"flow_bytes", "dpu_dataplane_flow_cache_entry_bytes", "gauge",
+     "Memory per cached flow in bytes (entry, bucket share, offload bookkeeping).", nullptr, nullptr},
+};
+
+const Mapping* mappingOf(std::string_view name) {
+  for (const auto& m : kMappings)
+    if (m.counter == name) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorReply& stats) {
+  Families out;
+  out.add("dpu_dataplane_info", "gauge", "The running dataplane instance (1), by instance id.",
+          {{"instance_id", stats.instance_id()}}, 1);
+  out.add("dpu_dataplane_model_generation", "gauge", "Generation of the logical model the dataplane forwards with.",
+          {}, static_cast<double>(stats.generation()));
+
+  for (const auto& p : ports.ports()) {
+    const prom::Labels id{{"port", p.name()}, {"role", p.role()}};
+    auto with = [&id](const char* key, const char* value) {
+      prom::Labels l = id;
+      l.emplace_back(key, value);
+      return l;
+    };
+    out.add("dpu_dataplane_port_up", "gauge", "1 while the port's link is up (0: down, or it could not be opened).",
+            id, p.state().rfind("up", 0) == 0 ? 1 : 0);
+    prom::Labels info = id;
+    info.emplace_back("backend", p.backend());
+    info.emplace_back("logical_port", p.logical_port());
+    out.add("dpu_dataplane_port_info", "gauge", "The port's backend and bound logical port (1).", info, 1);
+    out.add("dpu_dataplane_port_mbufs", "gauge", "Mbufs of the pool budgeted to the port (0: not open).", id,
+            static_cast<double>(p.mbufs()));
+    out.add("dpu_dataplane_port_receive_packets_total", "counter", "Packets received on the port.", id,
+            static_cast<double>(p.rx_packets()));
+    out.add("dpu_dataplane_port_transmit_packets_total", "counter", "Packets transmitted on the port.", id,
+            static_cast<double>(p.tx_packets()));
+    out.add("dpu_dataplane_port_receive_bytes_total", "counter", "Bytes received on the port.", id,
+            static_cast<double>(p.rx_bytes()));
+    out.add("dpu_dataplane_port_transmit_bytes_total", "counter", "Bytes transmitted on the port.", id,
+            static_cast<double>(p.tx_bytes()));
+    out.add("dpu_dataplane_port_dropped_packets_total", "counter",
+            "Packets the port dropped, by direction (rx: missed, errors, no mbuf; tx: queue full, errors).",
+            with("direction", "rx"), static_cast<double>(p.rx_dropped()));
+    out.add("dpu_dataplane_port_dropped_packets_total", "counter",
+            "Packets the port dropped, by direction (rx: missed, errors, no mbuf; tx: queue full, errors).",
+            with("direction", "tx"), static_cast<double>(p.tx_dropped()));
+  }
+
+  for (const auto& c : stats.counters()) {
+    const double v = static_cast<double>(c.value());
+    if (c.kind() == v1::COUNTER_DROP) {
+      out.add("dpu_dataplane_dropped_packets_total", "counter",
+              "Packets the dataplane dropped, by reason (the names dpuctl stats prints).", {{"reason", c.name()}}, v);
+    } else if (const Mapping* m = mappingOf(c.name())) {
+      prom::Labels l;
+      if (m->label) l.emplace_back(m->label, m->value);
+      out.add(m->family, m->type, m->help, std::move(l), v);
+    } else if (c.kind() == v1::COUNTER_GAUGE) {
+      out.add("dpu_dataplane_gauge", "gauge", "Other quantities the dataplane reports, by name.",
+              {{"name", c.name()}}, v);
+    } else {
+      out.add("dpu_dataplane_events_total", "counter", "Other events the dataplane counts, by name.",
+              {{"event", c.name()}}, v);
+    }
+  }
+  return out.text();
+}
+
+}  // namespace dpu::datapath

@@ -1,0 +1,328 @@
+// dpu-dataplane's Prometheus export: the operator API's answers rendered as
+// Prometheus text (names, types, labels, every counter accounted for), and
+// the HTTP endpoint against a stand-in operator socket served on a thread
+// (status codes, the 503 when the dataplane does not answer, slow clients).
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "common/ipc_proto.h"
+#include "datapath/dataplane_config.h"
+#include "datapath/metrics.h"
+#include "dpu/dataplane/v1/dataplane.pb.h"
+
+using namespace dpu::datapath;
+namespace v1 = dpu::dataplane::v1;
+
+namespace {
+
+v1::OperatorReply portsReply() {
+  v1::OperatorReply r;
+  auto* up = r.add_ports();
+  up->set_name("uplink");
+  up->set_role("uplink");
+  up->set_state("up");
+  up->set_backend("af_xdp");
+  up->set_rx_packets(10);
+  up->set_tx_packets(20);
+  up->set_rx_bytes(1500);
+  up->set_tx_bytes(3000);
+  up->set_rx_dropped(1);
+  up->set_tx_dropped(2);
+  auto* vf = r.add_ports();
+  vf->set_name("pf0vf\"1");  // a name that needs escaping
+  vf->set_role("representor");
+  vf->set_state("down, not polled");
+  vf->set_logical_port("default/pod-a");
+  return r;
+}
+
+v1::OperatorReply statsReply() {
+  v1::OperatorReply r;
+  r.set_generation(7);
+  r.set_instance_id("abc");
+  auto add = [&r](const char* name, uint64_t value, v1::CounterKind kind) {
+    auto* c = r.add_counters();
+    c->set_name(name);
+    c->set_value(value);
+    c->set_kind(kind);
+  };
+  add("PortSecurityMac", 3, v1::COUNTER_DROP);
+  add("NoRoute", 0, v1::COUNTER_DROP);
+  add("FlowHit", 100, v1::COUNTER_EVENT);
+  add("FlowMiss", 4, v1::COUNTER_EVENT);
+  add("FlowInstalled", 4, v1::COUNTER_EVENT);
+  add("FlowAged", 1, v1::COUNTER_EVENT);
+  add("OffloadQueueFull", 2, v1::COUNTER_EVENT);
+  add("SomethingNew", 5, v1::COUNTER_EVENT);
+  add("flows_in_hw", 0, v1::COUNTER_GAUGE);
+  add("flows_in_sw", 3, v1::COUNTER_GAUGE);
+  add("flow_bytes", 88, v1::COUNTER_GAUGE);
+  add("xdp_steered", 9, v1::COUNTER_EVENT);
+  add("tunnel_peers_resolved", 2, v1::COUNTER_GAUGE);
+  add("tunnel_peers_unresolved", 1, v1::COUNTER_GAUGE);
+  add("neighbour_events", 12, v1::COUNTER_EVENT);
+  add("neighbour_resyncs", 0, v1::COUNTER_EVENT);
+  add("neighbour_probes", 3, v1::COUNTER_EVENT);
+  return r;
+}
+
+// "name{labels}" → value, and each family's TYPE.
+struct Parsed {
+  std::map<std::string, std::string> samples;
+  std::map<std::string, std::string> types;
+};
+
+Parsed parse(const std::string& text) {
+  Parsed p;
+  std::istringstream lines(text);
+  const std::regex sample(R"(^([a-z_:][a-z0-9_:]*)(\{.*\})? (\S+)$)");
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      auto rest = line.substr(7);
+      auto sp = rest.find(' ');
+      CHECK(p.types.count(rest.substr(0, sp)) == 0);  // one TYPE per family
+      p.types[rest.substr(0, sp)] = rest.substr(sp + 1);
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    std::smatch m;
+    INFO(line);
+    REQUIRE(std::regex_match(line, m, sample));
+    p.samples[m[1].str() + m[2].str()] = m[3].str();
+  }
+  return p;
+}
+
+// Sends `request` to 127.0.0.1:port, returns the whole answer.
+std::string httpExchange(uint16_t port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  if (!request.empty()) REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size()));
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// A stand-in for the dataplane's operator socket: answers ports and stats.
+class OperatorStandIn {
+ public:
+  explicit OperatorStandIn(std::string path) : path_(std::move(path)) {
+    auto l = dpu::ipc::listenUnix(path_);
+    REQUIRE(l.ok());
+    listener_ = std::move(*l);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        auto s = dpu::ipc::acceptUnix(listener_, dpu::ipc::after(std::chrono::milliseconds(50)));
+        if (!s || !s->valid()) continue;
+        v1::OperatorRequest req;
+        if (!dpu::ipc::recvMessage(*s, req, dpu::ipc::after(std::chrono::seconds(1))).ok()) continue;
+        ++requests;
+        v1::OperatorReply reply = req.has_ports() ? portsReply() : statsReply();
+        (void)dpu::ipc::sendMessage(*s, reply, dpu::ipc::after(std::chrono::seconds(1)));
+      }
+    });
+  }
+  ~OperatorStandIn() {
+    stop_ = true;
+    thread_.join();
+    ::unlink(path_.c_str());
+  }
+  std::atomic<int> requests{0};
+
+ private:
+  std::string path_;
+  dpu::ipc::Socket listener_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+MetricsConfig loopback() {
+  MetricsConfig c;
+  c.enabled = true;
+  c.address = "127.0.0.1";
+  c.port = 0;  // the kernel picks
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: every counter of the operator API becomes a typed, labelled series") {
+  const std::string text = renderMetrics(portsReply(), statsReply());
+  Parsed p = parse(text);
+  CHECK(p.samples.at("dpu_dataplane_info{instance_id=\"abc\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_model_generation") == "7");
+  CHECK(p.samples.at("dpu_dataplane_port_receive_packets_total{port=\"uplink\",role=\"uplink\"}") == "10");
+  CHECK(p.samples.at("dpu_dataplane_port_transmit_packets_total{port=\"uplink\",role=\"uplink\"}") == "20");
+  CHECK(p.samples.at("dpu_dataplane_port_receive_bytes_total{port=\"uplink\",role=\"uplink\"}") == "1500");
+  CHECK(p.samples.at("dpu_dataplane_port_transmit_bytes_total{port=\"uplink\",role=\"uplink\"}") == "3000");
+  CHECK(p.samples.at("dpu_dataplane_port_dropped_packets_total{port=\"uplink\",role=\"uplink\",direction=\"rx\"}") ==
+        "1");
+  CHECK(p.samples.at("dpu_dataplane_port_dropped_packets_total{port=\"uplink\",role=\"uplink\",direction=\"tx\"}") ==
+        "2");
+  CHECK(p.samples.at("dpu_dataplane_port_up{port=\"uplink\",role=\"uplink\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_port_up{port=\"pf0vf\\\"1\",role=\"representor\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_port_info{port=\"pf0vf\\\"1\",role=\"representor\",backend=\"\","
+                     "logical_port=\"default/pod-a\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"PortSecurityMac\"}") == "3");
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"NoRoute\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_flow_cache_lookups_total{result=\"hit\"}") == "100");
+  CHECK(p.samples.at("dpu_dataplane_flow_cache_lookups_total{result=\"miss\"}") == "4");
+  CHECK(p.samples.at("dpu_dataplane_flow_setups_total") == "4");
+  CHECK(p.samples.at("dpu_dataplane_flows_removed_total{cause=\"aged\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_offload_queue_dropped_total") == "2");
+  CHECK(p.samples.at("dpu_dataplane_flows{where=\"hw\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_flows{where=\"sw\"}") == "3");
+  CHECK(p.samples.at("dpu_dataplane_flow_cache_entry_bytes") == "88");
+  CHECK(p.samples.at("dpu_dataplane_uplink_xdp_packets_total{verdict=\"steered\"}") == "9");
+  CHECK(p.samples.at("dpu_dataplane_tunnel_peers{next_hop=\"resolved\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_tunnel_peers{next_hop=\"unresolved\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_underlay_netlink_events_total") == "12");
+  CHECK(p.samples.at("dpu_dataplane_underlay_netlink_resyncs_total") == "0");
+  CHECK(p.samples.at("dpu_dataplane_underlay_next_hop_probes_total") == "3");
+  // A counter no table names still reaches monitoring.
+  CHECK(p.samples.at("dpu_dataplane_events_total{event=\"SomethingNew\"}") == "5");
+  // Conventions: counters end in _total, gauges do not; every family is typed.
+  for (const auto& [family, type] : p.types) {
+    INFO(family);
+    CHECK(family.rfind("dpu_dataplane_", 0) == 0);
+    CHECK((type == "counter") == (family.size() > 6 && family.compare(family.size() - 6, 6, "_total") == 0));
+  }
+  for (const auto& [series, value] : p.samples) {
+    const std::string family = series.substr(0, series.find('{'));
+    INFO(series);
+    CHECK(p.types.count(family) == 1);
+  }
+}
+
+TEST_CASE("metrics: the port limit, a representor that could not be opened and the mbuf budget") {
+  v1::OperatorReply ports;
+  auto* open = ports.add_ports();
+  open->set_name("pf0vf0");
+  open->set_role("representor");
+  open->set_state("up");
+  open->set_backend("af_xdp");
+  open->set_mbufs(3104);
+  auto* failed = ports.add_ports();
+  failed->set_name("pf0vf31");
+  failed->set_role("representor");
+  failed->set_state("failed");
+  failed->set_error("RTE_MAX_ETHPORTS (32) ports are in use");
+  v1::OperatorReply stats;
+  auto add = [&stats](const char* name, uint64_t value, v1::CounterKind kind) {
+    auto* c = stats.add_counters();
+    c->set_name(name);
+    c->set_value(value);
+    c->set_kind(kind);
+  };
+  add("port_capacity", 31, v1::COUNTER_GAUGE);
+  add("ports_unavailable", 1, v1::COUNTER_GAUGE);
+  add("port_open_failures", 4, v1::COUNTER_EVENT);
+  add("mbuf_pool_size", 16383, v1::COUNTER_GAUGE);
+  add("mbufs_budgeted", 3136, v1::COUNTER_GAUGE);
+  add("mbufs_reserved", 416, v1::COUNTER_GAUGE);
+  add("mbufs_free", 12000, v1::COUNTER_GAUGE);
+  Parsed p = parse(renderMetrics(ports, stats));
+  CHECK(p.samples.at("dpu_dataplane_port_capacity") == "31");
+  CHECK(p.samples.at("dpu_dataplane_ports_unavailable") == "1");
+  CHECK(p.samples.at("dpu_dataplane_port_open_failures_total") == "4");
+  CHECK(p.types.at("dpu_dataplane_port_open_failures_total") == "counter");
+  CHECK(p.samples.at("dpu_dataplane_mbuf_pool_size") == "16383");
+  CHECK(p.samples.at("dpu_dataplane_mbufs{share=\"budgeted\"}") == "3136");
+  CHECK(p.samples.at("dpu_dataplane_mbufs{share=\"reserved\"}") == "416");
+  CHECK(p.samples.at("dpu_dataplane_mbufs{share=\"free\"}") == "12000");
+  CHECK(p.samples.at("dpu_dataplane_port_mbufs{port=\"pf0vf0\",role=\"representor\"}") == "3104");
+  CHECK(p.samples.at("dpu_dataplane_port_up{port=\"pf0vf31\",role=\"representor\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_port_mbufs{port=\"pf0vf31\",role=\"representor\"}") == "0");
+}
+
+TEST_CASE("metrics: the listen address is checked when the config is read") {
+  auto v4 = parseMetricsListen("169.254.0.2:9476");
+  REQUIRE(v4.ok());
+  CHECK(v4->address == "169.254.0.2");
+  CHECK(v4->port == 9476);
+  auto v6 = parseMetricsListen("[::]:9476");
+  REQUIRE(v6.ok());
+  CHECK(v6->address == "::");
+  for (const char* bad : {"localhost:9476", "0.0.0.0", "0.0.0.0:0", "0.0.0.0:70000", ":::9476", "[::]9476", "1.2.3.4:x"}) {
+    INFO(bad);
+    auto r = parseMetricsListen(bad);
+    CHECK_FALSE(r.ok());
+    CHECK(r.code() == dpu::ErrorCode::kInvalid);
+  }
+  auto doc = parseDataplaneConfig("tunnel_ip: 192.168.0.1\nuplink: {devargs: net_null0}\nmetrics: {listen: nowhere}\n",
+                                  "test");
+  REQUIRE_FALSE(doc.ok());
+  CHECK_THAT(doc.error(), Catch::Contains("metrics.listen"));
+  auto good = parseDataplaneConfig("tunnel_ip: 192.168.0.1\nuplink: {devargs: net_null0}\n"
+                                   "metrics: {listen: \"127.0.0.1:9476\"}\n",
+                                   "test");
+  INFO((good.ok() ? "" : good.error()));
+  REQUIRE(good.ok());
+  CHECK(good->metrics.enabled);
+  CHECK(good->metrics.port == 9476);
+}
+
+TEST_CASE("metrics endpoint: GET /metrics scrapes the operator socket; other requests get clear errors") {
+  const std::string sock = "/tmp/dpu-metrics-test-" + std::to_string(getpid()) + ".sock";
+  OperatorStandIn op(sock);
+  MetricsEndpoint endpoint(loopback(), sock);
+  auto started = endpoint.start();
+  INFO((started.ok() ? "" : started.error()));
+  REQUIRE(started.ok());
+  REQUIRE(endpoint.port() != 0);
+
+  std::string ok = httpExchange(endpoint.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+  CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK_THAT(ok, Catch::Contains("Content-Type: text/plain; version=0.0.4"));
+  CHECK_THAT(ok, Catch::Contains("dpu_dataplane_flows{where=\"sw\"} 3\n"));
+  const size_t body = ok.find("\r\n\r\n") + 4;
+  CHECK_THAT(ok, Catch::Contains("Content-Length: " + std::to_string(ok.size() - body) + "\r\n"));
+  CHECK(op.requests == 2);  // ports and stats
+
+  CHECK(httpExchange(endpoint.port(), "GET /healthz HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(httpExchange(endpoint.port(), "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(httpExchange(endpoint.port(), "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(httpExchange(endpoint.port(), "nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(httpExchange(endpoint.port(), "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a')).rfind("HTTP/1.1 400", 0) ==
+        0);
+  // A client that connects and says nothing is cut off; the next one is served.
+  CHECK(httpExchange(endpoint.port(), "").empty());
+  CHECK(httpExchange(endpoint.port(), "GET /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+  endpoint.stop();
+}
+
+TEST_CASE("metrics endpoint: 503 with the reason while the dataplane does not answer; a taken port fails start") {
+  const std::string sock = "/tmp/dpu-metrics-test-none-" + std::to_string(getpid()) + ".sock";
+  MetricsEndpoint endpoint(loopback(), sock);
+  REQUIRE(endpoint.start().ok());
+  std::string answer = httpExchange(endpoint.port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  CHECK(answer.rfind("HTTP/1.1 503", 0) == 0);
+  CHECK_THAT(answer, Catch::Contains(sock));
+
+  MetricsConfig same = loopback();
+  same.port = endpoint.port();
+  MetricsEndpoint second(same, sock);
+  auto r = second.start();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == dpu::ErrorCode::kConflict);
+  CHECK_THAT(r.error(), Catch::Contains("127.0.0.1:" + std::to_string(endpoint.port())));
+}
