@@ -9,6 +9,7 @@ add_library(dpu_control_kube STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/kube_objects.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/kube_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/kube_source.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/kube_node_label.cpp
 )
 target_include_directories(dpu_control_kube PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
 target_link_libraries(dpu_control_kube

@@ -1,6 +1,7 @@
 // The agent's attachments, cluster view and model derivation (see agent.h).
 #include "control/agent.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -8,12 +9,13 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "control/checkpoint.h"
+#include "model/model.h"
 
 namespace dpu::control {
 namespace {
 
 constexpr const char* kLog = "dpu-agent";
-constexpr uint32_t kMaxPortKey = 32767;  // 15-bit port key in the OVN option
+using model::kMaxPortKey;  // 15-bit port key in the OVN option
 
 std::string randomHex(size_t bytes) {
   std::random_device rd;
@@ -116,6 +118,26 @@ std::optional<dpv1::RemoteNode> Agent::remoteNodeOf(const NodeInfo& node) const 
     s->set_datapath_key(key);
   }
   if (rn.subnets_size() == 0) return std::nullopt;
+  // Its published port keys, as the model accepts them: a bad entry is left
+  // out (that address gets the router key) rather than the whole node refused.
+  std::vector<std::pair<IpAddress, uint32_t>> keys;
+  for (const auto& [text, k] : node.port_keys) {
+    auto ip = IpAddress::parse(text);
+    bool inside = false;
+    for (const auto& s : rn.subnets()) inside = inside || (ip && IpPrefix::parse(s.cidr())->contains(*ip));
+    if (!ip || !inside || k == 0 || k > kMaxPortKey) {
+      DPU_LOG(kWarn, kLog) << "node " << node.name << " publishes port key " << k << " for '" << text
+                           << "', which is not one of its pod addresses with a 15-bit key: ignored";
+      continue;
+    }
+    keys.emplace_back(*ip, k);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (const auto& [ip, k] : keys) {
+    auto* p = rn.add_ports();
+    p->set_ip(ip.str());
+    p->set_key(k);
+  }
   return rn;
 }
 
@@ -149,7 +171,7 @@ Result<void> Agent::restore() {
       if (key != cp.port_keys().end()) r.port_key = key->second;
       attachments_[a.id()] = r;
       by_vf_[{a.pf_index(), a.vf_index()}] = a.id();
-      if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = a.id();
+      if (a.kind() == attv1::POD) by_sandbox_[sandboxKeyOf(a)] = a.id();
     }
     // Attachments from an older checkpoint without port keys get fresh ones.
     for (auto& [id, r] : attachments_) {
@@ -163,6 +185,7 @@ Result<void> Agent::restore() {
   }
   if (!config_.pod_cidrs.empty()) setPodCidrsLocked(config_.pod_cidrs);
   for (const auto& [id, r] : attachments_) model_.upsertPort(portOf(r));
+  ++port_keys_version_;
   return checkpointLocked();
 }
 
@@ -235,8 +258,8 @@ std::optional<std::string> Agent::findHolderLocked(uint32_t pf, uint32_t vf) con
   return it->second;
 }
 
-std::optional<std::string> Agent::findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const {
-  auto it = by_sandbox_.find({sandbox, ifname});
+std::optional<std::string> Agent::findBySandboxLocked(const SandboxKey& key) const {
+  auto it = by_sandbox_.find(key);
   if (it == by_sandbox_.end()) return std::nullopt;
   return it->second;
 }
@@ -285,6 +308,8 @@ ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachReques
       if (!printableLabel(r.pod().namespace_())) return R::fail(400, "pod.namespace must be at most 253 printable characters");
       if (!printableLabel(r.pod().name())) return R::fail(400, "pod.name must be at most 253 printable characters");
     }
+    if (!printableLabel(r.network()))
+      return R::fail(400, "network must be the CNI network's name, at most 253 printable characters");
     if (r.sandbox_id().empty() || r.sandbox_id().size() > 256) {
       return R::fail(400, "sandbox_id must be the container (sandbox) id, 1-256 characters");
     }
@@ -304,7 +329,11 @@ ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachReques
   if (!r.requested_mac().empty()) {
     auto m = MacAddress::parse(r.requested_mac());
     if (!m) return R::fail(400, "requested_mac: " + m.error());
-    if (m->isZero() || m->isMulticast()) return R::fail(400, "requested_mac must be a unicast, non-zero MAC");
+    // The dataplane would refuse such a port and the pod would never get a
+    // network: refused here, with the same reason, before anything is held.
+    if (auto why = model::portMacProblem(*m, *MacAddress::parse(kRouterMac)); !why.empty()) {
+      return R::fail(400, "requested_mac (runtimeConfig.mac): " + why);
+    }
   }
   if (r.requested_ips_size() > 0 && r.kind() != attv1::POD) {
     return R::fail(400, "requested_ips is for POD attachments: the management port's address is fixed");
@@ -330,21 +359,43 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
   std::lock_guard lock(mu_);
   auto answer = [&](const Record& rec) {
     attv1::AttachResponse resp;
-    *resp.mutable_attachment() = rec.attachment;
+    *resp.mutable_attachment() = withState(rec);
     resp.set_boot_id(boot_id_);
     return R::success(std::move(resp));
   };
   const std::string vf = vfName(r.pf_index(), r.vf_index());
 
+  // An attach older than host-shim's last list that the list does not hold:
+  // host-shim gave up on it (the ADD timed out) before it got here.
+  if (r.kind() == attv1::POD && r.host_seq() != 0 && !reconciled_instance_.empty() &&
+      r.host_instance() == reconciled_instance_ && r.host_seq() <= reconciled_as_of_ &&
+      !reconciled_held_.count({r.network(), r.sandbox_id(), r.ifname(), r.pf_index(), r.vf_index()})) {
+    DPU_LOG(kWarn, kLog) << "refusing the attach of " << r.network() << "/" << r.sandbox_id() << "/" << r.ifname()
+                         << " (host-shim request " << r.host_seq() << "): host-shim gave up on it";
+    return R::fail(409, "host-shim gave up on this attach of " + r.network() + "/" + r.sandbox_id() + "/" +
+                            r.ifname() + " (request " + std::to_string(r.host_seq()) + "): its list as of request " +
+                            std::to_string(reconciled_as_of_) + " does not hold it");
+  }
+
   // Idempotency first: a retried ADD gets the same answer.
-  std::optional<std::string> same = r.kind() == attv1::POD ? findBySandboxLocked(r.sandbox_id(), r.ifname())
-                                                           : findManagementLocked();
+  std::optional<std::string> same = r.kind() == attv1::POD
+                                        ? findBySandboxLocked({r.network(), r.sandbox_id(), r.ifname()})
+                                        : findManagementLocked();
   if (same) {
-    const Record& rec = attachments_.at(*same);
-    const auto& a = rec.attachment;
+    Record& rec = attachments_.at(*same);
+    auto& a = rec.attachment;
     if (a.pf_index() == r.pf_index() && a.vf_index() == r.vf_index() &&
         (r.kind() == attv1::MANAGEMENT ||
          (a.pod().namespace_() == r.pod().namespace_() && a.pod().name() == r.pod().name()))) {
+      // The same answer; the attachment now belongs to this request's place
+      // in host-shim's order, so a reconcile taken before it keeps it.
+      if (r.kind() == attv1::POD && (a.host_instance() != r.host_instance() || a.host_seq() != r.host_seq())) {
+        a.set_host_instance(r.host_instance());
+        a.set_host_seq(r.host_seq());
+        if (auto saved = checkpointLocked(); !saved) {
+          DPU_LOG(kError, kLog) << saved.error();
+        }
+      }
       return answer(rec);
     }
     if (r.kind() == attv1::MANAGEMENT) {
@@ -352,7 +403,8 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
                               std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
                      *same);
     }
-    return R::fail(409, "sandbox " + r.sandbox_id() + " ifname " + r.ifname() + " is already attached as pod " +
+    return R::fail(409, "sandbox " + r.sandbox_id() + " ifname " + r.ifname() + " on network '" + r.network() +
+                            "' is already attached as pod " +
                             a.pod().namespace_() + "/" + a.pod().name() + " through pf" + std::to_string(a.pf_index()) + "vf" +
                             std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
                    *same);
@@ -363,6 +415,14 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
                                                     : "pod " + a.pod().namespace_() + "/" + a.pod().name() + " (sandbox " +
                                                           a.sandbox_id() + ", " + a.ifname() + ")";
     return R::fail(409, "VF " + vf + " is held by attachment " + *holder + " of " + who + "; detach it first", *holder);
+  }
+  if (const uint32_t capacity = port_capacity_.load(); capacity != 0 && attachments_.size() >= capacity) {
+    const std::string max = std::to_string(max_ethports_.load());
+    return R::fail(507, "this node's dataplane can open " + std::to_string(capacity) +
+                            " representor ports (its DPDK is built with RTE_MAX_ETHPORTS " + max +
+                            ", less the ports it uses otherwise) and all are held by attachments; delete an unused "
+                            "pod on this node, or run dpu-dataplane built against a DPDK configured with "
+                            "-Dmax_ethports=N (N > " + max + ")");
   }
   if (r.kind() == attv1::POD && pods_checked_) {
     if (!synced_.load()) return R::fail(503, "the Kubernetes view is not synced yet; retry shortly");
@@ -384,6 +444,12 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
     return R::fail(503, "this node's pod CIDR is not known yet: set podCIDR in the config or give Node " +
                             config_.node_name + " spec.podCIDR");
   }
+  if (!r.requested_mac().empty()) {
+    std::string holder;
+    if (auto why = macProblemLocked(*MacAddress::parse(r.requested_mac()), holder); !why.empty()) {
+      return R::fail(400, "requested_mac (runtimeConfig.mac): " + why, holder);
+    }
+  }
 
   for (const auto& text : r.requested_ips()) {
     auto w = IpAddress::parse(text);
@@ -399,6 +465,9 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
   *a.mutable_pod() = r.pod();
   a.set_sandbox_id(r.sandbox_id());
   a.set_ifname(r.ifname());
+  a.set_network(r.network());
+  a.set_host_instance(r.host_instance());
+  a.set_host_seq(r.host_seq());
   a.set_pf_index(r.pf_index());
   a.set_vf_index(r.vf_index());
   a.set_representor(config_.representorsOf(r.pf_index())->representorFor(r.vf_index()));
@@ -449,7 +518,7 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
       for (const auto& s : skipped) ipam.release(s);
       if (!got) {
         undo();
-        return R::fail(507, got.error());
+        return R::fail(507, got.error() + "; delete unused pods on this node or give it a larger pod CIDR");
       }
       ip = *got;
       taken.emplace_back(i, ip);
@@ -493,11 +562,12 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
 
   attachments_[a.id()] = rec;
   by_vf_[{a.pf_index(), a.vf_index()}] = a.id();
-  if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = a.id();
+  if (a.kind() == attv1::POD) by_sandbox_[sandboxKeyOf(a)] = a.id();
+  ++port_keys_version_;
   if (auto saved = checkpointLocked(); !saved) {
     attachments_.erase(a.id());
     by_vf_.erase({a.pf_index(), a.vf_index()});
-    by_sandbox_.erase({a.sandbox_id(), a.ifname()});
+    by_sandbox_.erase(sandboxKeyOf(a));
     undo();
     return R::fail(500, saved.error() + "; nothing was attached, fix the state directory and retry");
   }
@@ -521,8 +591,9 @@ void Agent::releaseLocked(const std::string& id) {
     }
   }
   by_vf_.erase({a.pf_index(), a.vf_index()});
-  if (a.kind() == attv1::POD) by_sandbox_.erase({a.sandbox_id(), a.ifname()});
+  if (a.kind() == attv1::POD) by_sandbox_.erase(sandboxKeyOf(a));
   model_.deletePort(id);
+  ++port_keys_version_;
   DPU_LOG(kInfo, kLog) << "detached " << id << " from pf" << a.pf_index() << "vf" << a.vf_index();
   attachments_.erase(it);
 }
@@ -546,7 +617,7 @@ ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
   } else if (r.by_vf()) {
     id = findHolderLocked(r.pf_index(), r.vf_index());
   } else {
-    id = findBySandboxLocked(r.sandbox_id(), r.ifname());
+    id = findBySandboxLocked({r.network(), r.sandbox_id(), r.ifname()});
   }
   attv1::DetachResponse resp;
   resp.set_boot_id(boot_id_);
@@ -561,7 +632,7 @@ ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
     attachments_[*id] = saved;
     const auto& a = saved.attachment;
     by_vf_[{a.pf_index(), a.vf_index()}] = *id;
-    if (a.kind() == attv1::POD) by_sandbox_[{a.sandbox_id(), a.ifname()}] = *id;
+    if (a.kind() == attv1::POD) by_sandbox_[sandboxKeyOf(a)] = *id;
     for (const auto& ip : a.ips()) {
       auto ifa = IpInterfaceAddress::parse(ip.address());
       for (auto& ipam : ipams_) {
@@ -569,18 +640,124 @@ ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
       }
     }
     model_.upsertPort(portOf(saved));
+    ++port_keys_version_;
     return R::fail(500, done.error() + "; the attachment is kept, retry the detach");
   }
   resp.set_found(true);
   return R::success(resp);
 }
 
+attv1::Attachment Agent::withState(const Record& r) const {
+  attv1::Attachment a = r.attachment;
+  a.set_dataplane_state(dataplane_view_ ? dataplane_view_(a.id()) : std::string("pending"));
+  return a;
+}
+
+ApiResult<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileRequest& r) {
+  using R = ApiResult<attv1::ReconcileResponse>;
+  if (r.host_instance().empty() || r.host_instance().size() > 64 || !printableLabel(r.host_instance()))
+    return R::fail(400, "host_instance must name the host-shim state the list is of (1-64 printable characters)");
+  std::set<HeldKey> held;
+  for (const auto& h : r.held()) held.insert({h.network(), h.sandbox_id(), h.ifname(), h.pf_index(), h.vf_index()});
+  std::lock_guard lock(mu_);
+  attv1::ReconcileResponse resp;
+  std::vector<std::string> gone;
+  for (const auto& [id, rec] : attachments_) {
+    const auto& a = rec.attachment;
+    if (a.kind() != attv1::POD) continue;
+    // Held, or made by a request of this host-shim newer than its list.
+    if (held.count({a.network(), a.sandbox_id(), a.ifname(), a.pf_index(), a.vf_index()}) ||
+        (a.host_instance() == r.host_instance() && a.host_seq() > r.as_of_seq())) {
+      resp.set_kept(resp.kept() + 1);
+      continue;
+    }
+    gone.push_back(id);
+  }
+  std::map<std::string, Record> saved;
+  for (const auto& id : gone) {
+    saved[id] = attachments_.at(id);
+    *resp.add_released() = attachments_.at(id).attachment;
+    releaseLocked(id);
+  }
+  if (!gone.empty()) {
+    if (auto done = checkpointLocked(); !done) {
+      // Nothing is released until the record says so: put them back.
+      for (const auto& [id, rec] : saved) {
+        attachments_[id] = rec;
+        const auto& a = rec.attachment;
+        by_vf_[{a.pf_index(), a.vf_index()}] = id;
+        by_sandbox_[sandboxKeyOf(a)] = id;
+        for (const auto& ip : a.ips()) {
+          auto ifa = IpInterfaceAddress::parse(ip.address());
+          for (auto& ipam : ipams_) {
+            if (ifa && ipam.pool().contains(ifa->address) && !ipam.isReserved(ifa->address)) (void)ipam.claim(ifa->address);
+          }
+        }
+        model_.upsertPort(portOf(rec));
+        ++port_keys_version_;
+      }
+      return R::fail(500, done.error() + "; nothing was released, fix the state directory");
+    }
+  }
+  for (const auto& a : resp.released()) {
+    DPU_LOG(kInfo, kLog) << "reconcile: released " << a.id() << " (" << a.network() << "/" << a.sandbox_id() << "/"
+                         << a.ifname() << " on " << vfName(a.pf_index(), a.vf_index())
+                         << "): host-shim does not hold it";
+  }
+  released_by_reconcile_.fetch_add(gone.size());
+  reconciled_instance_ = r.host_instance();
+  reconciled_as_of_ = r.as_of_seq();
+  reconciled_held_ = std::move(held);
+  resp.set_boot_id(boot_id_);
+  return R::success(std::move(resp));
+}
+
 attv1::AttachmentList Agent::list() const {
   std::lock_guard lock(mu_);
   attv1::AttachmentList l;
-  for (const auto& [id, r] : attachments_) *l.add_attachments() = r.attachment;
+  for (const auto& [id, r] : attachments_) *l.add_attachments() = withState(r);
   l.set_boot_id(boot_id_);
   return l;
+}
+
+ApiResult<attv1::AttachResponse> Agent::get(const std::string& id) const {
+  using R = ApiResult<attv1::AttachResponse>;
+  std::lock_guard lock(mu_);
+  auto it = attachments_.find(id);
+  if (it == attachments_.end()) {
+    return R::fail(404, "no attachment " + id + " on this DPU (boot id " + boot_id_ +
+                            "): it was detached, or the DPU lost its state; ADD the pod again");
+  }
+  attv1::AttachResponse resp;
+  *resp.mutable_attachment() = withState(it->second);
+  resp.set_boot_id(boot_id_);
+  return R::success(std::move(resp));
+}
+
+std::map<std::string, uint32_t> Agent::portKeys() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, uint32_t> out;
+  for (const auto& [id, r] : attachments_) {
+    for (const auto& ip : r.attachment.ips()) {
+      if (auto ifa = IpInterfaceAddress::parse(ip.address())) out[ifa->address.str()] = r.port_key;
+    }
+  }
+  return out;
+}
+
+std::string Agent::macProblemLocked(const MacAddress& mac, std::string& holder) const {
+  if (auto why = model::portMacProblem(mac, *MacAddress::parse(kRouterMac)); !why.empty()) return why;
+  for (const auto& [id, other] : attachments_) {
+    if (MacAddress::parse(other.attachment.mac()).value() == mac) {
+      holder = id;
+      const auto& a = other.attachment;
+      return "mac " + mac.str() + " is in use on this node by attachment " + id +
+             (a.kind() == attv1::MANAGEMENT ? std::string(" (the host management port)")
+                                            : " (pod " + a.pod().namespace_() + "/" + a.pod().name() + ")") +
+             "; every port of a node needs its own MAC";
+    }
+  }
+  return "";
 }
 
 std::string Agent::notReadyReason() const {
@@ -596,6 +773,20 @@ std::vector<Agent::IpamUsage> Agent::ipamUsage() const {
   std::vector<IpamUsage> out;
   for (const auto& ipam : ipams_) out.push_back({ipam.pool().str(), ipam.usedCount(), ipam.capacity()});
   return out;
+}
+
+void Agent::setPortCapacity(uint32_t capacity, uint32_t max_ethports) {
+  const uint32_t before = port_capacity_.exchange(capacity);
+  max_ethports_.store(max_ethports);
+  if (before == capacity) return;
+  const size_t held = attachmentCount();
+  if (held > capacity) {
+    DPU_LOG(kWarn, kLog) << "the dataplane can open " << capacity << " representor ports (RTE_MAX_ETHPORTS "
+                         << max_ethports << ") but " << held << " attachments hold one: those beyond have no port";
+  } else {
+    DPU_LOG(kInfo, kLog) << "the dataplane can open " << capacity << " representor ports (RTE_MAX_ETHPORTS "
+                         << max_ethports << "); " << held << " in use";
+  }
 }
 
 size_t Agent::attachmentCount() const {

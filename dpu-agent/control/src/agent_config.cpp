@@ -66,6 +66,42 @@ std::string AgentConfig::apiUri() const {
   return std::string(tls.enabled() ? "https" : "http") + "://" + host + ":" + std::to_string(api_port);
 }
 
+std::string AgentConfig::metricsUri() const {
+  if (!metrics.enabled) return "";
+  std::string host = metrics.address.find(':') != std::string::npos ? "[" + metrics.address + "]" : metrics.address;
+  return std::string(tls.enabled() ? "https" : "http") + "://" + host + ":" + std::to_string(metrics.port);
+}
+
+namespace {
+
+// "ADDR:PORT" with a numeric IPv4 or a bracketed IPv6 address; "" when fine.
+std::string parseListen(const std::string& text, MetricsListen& out) {
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    auto close = text.find("]:");
+    if (close == std::string::npos) return "must be \"[IPv6]:PORT\" for an IPv6 address, not \"" + text + "\"";
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || text.find(':') != colon)
+      return "must be \"ADDRESS:PORT\" (IPv6 in brackets), not \"" + text + "\"";
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  auto ip = IpAddress::parse(host);
+  if (!ip) return "\"" + host + "\" is not a numeric IP address: " + ip.error();
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535)
+    return "the port \"" + port + "\" must be 1..65535";
+  out.enabled = true;
+  out.address = ip->str();
+  out.port = static_cast<uint16_t>(std::stoul(port));
+  return "";
+}
+
+}  // namespace
+
 uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec) {
   overlay::OverlayEncap e;
   e.family = ipv6_underlay ? overlay::UnderlayFamily::kIpv6 : overlay::UnderlayFamily::kIpv4;
@@ -77,10 +113,27 @@ uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec) {
 Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
   AgentConfig c;
   FieldReader r(doc, "config");
-  c.node_name = r.str("nodeName");
-  if (r.ok() && (c.node_name.empty() || c.node_name.size() > 253 ||
-                 c.node_name.find_first_of("/ \t\n") != std::string::npos)) {
-    r.fail("nodeName", "must be the Kubernetes node name (1-253 characters, no '/' or spaces)");
+  // The host's node name, or where to read it: a label on the DPU's own Node
+  // (a DaemonSet's one file serves every DPU; the DPU knows only its own name).
+  if (const auto* n = doc.is_object() && doc.contains("nodeName") ? &doc["nodeName"] : nullptr; n && n->is_object()) {
+    FieldReader from = r.object("nodeName");
+    c.node_name_from.label = from.str("fromNodeLabel");
+    c.node_name_from.node = from.str("node");
+    c.node_name_from.in_cluster = from.boolean("inCluster", false);
+    c.node_name_from.kubeconfig = from.str("kubeconfig", "");
+    if (from.ok() && c.node_name_from.node.empty()) from.fail("node", "must name the DPU's own Node (e.g. \"${DPU_NODE_NAME}\")");
+    if (from.ok() && (c.node_name_from.label.empty() || c.node_name_from.label.find(' ') != std::string::npos))
+      from.fail("fromNodeLabel", "must be a label key, e.g. dpu-cni.io/host-node");
+    if (from.ok() && c.node_name_from.in_cluster && !c.node_name_from.kubeconfig.empty())
+      from.fail("inCluster", "give inCluster or kubeconfig, not both");
+    if (auto done = from.finish(); !done) return std::move(done).takeError();
+  } else {
+    c.node_name = r.str("nodeName");
+  }
+  if (r.ok() && c.node_name_from.label.empty() &&
+      (c.node_name.empty() || c.node_name.size() > 253 || c.node_name.find_first_of("/ \t\n") != std::string::npos)) {
+    r.fail("nodeName", "must be the Kubernetes node name (1-253 characters, no '/' or spaces), or "
+                       "{fromNodeLabel: LABEL, node: DPU_NODE}");
   }
   std::string tunnel = r.str("tunnelIP");
   if (r.ok()) {
@@ -133,6 +186,13 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
 
   c.underlay_mtu = static_cast<uint32_t>(r.uint("underlayMTU", 576, 9216, 1500));
   c.ipsec = r.boolean("ipsec", false);
+  // Accepting the flag would be worse than refusing it: nothing encrypts yet,
+  // so the traffic the operator asked to protect would cross the fabric as
+  // plaintext Geneve, inner packets readable.
+  if (r.ok() && c.ipsec) {
+    r.fail("ipsec", "IPsec is not implemented yet: with ipsec: true pod traffic would leave this DPU in plaintext "
+                    "Geneve, not encrypted; remove ipsec (or set it to false) until dpu-agent supports it");
+  }
   if (r.ok()) {
     c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec);
     if (c.pod_mtu < 576) {
@@ -168,6 +228,10 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     if (auto done = src.finish(); !done) return std::move(done).takeError();
   }
 
+  if (r.ok() && !c.node_name_from.label.empty() && c.cluster_source.kind != ClusterSourceKind::kKubernetes &&
+      !c.node_name_from.in_cluster && c.node_name_from.kubeconfig.empty())
+    r.fail("nodeName", "reading the node name from a label needs the Kubernetes cluster source, inCluster or kubeconfig");
+
   {
     FieldReader api = r.object("api", true);
     c.api_address = api.str("address", "127.0.0.1");
@@ -185,6 +249,17 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     }
     if (auto done = tls.finish(); !done) return std::move(done).takeError();
     if (auto done = api.finish(); !done) return std::move(done).takeError();
+  }
+
+  {
+    FieldReader m = r.object("metrics", true);
+    std::string listen = m.str("listen", "");
+    if (m.ok() && !listen.empty()) {
+      if (auto why = parseListen(listen, c.metrics); !why.empty()) m.fail("listen", why);
+    }
+    if (m.ok() && c.metrics.enabled && c.metrics.address == c.api_address && c.metrics.port == c.api_port)
+      m.fail("listen", "is the attach API's own address and port (api): give the metrics listener a port of its own");
+    if (auto done = m.finish(); !done) return std::move(done).takeError();
   }
 
   c.dataplane_socket = r.str("dataplaneSocket", c.dataplane_socket);

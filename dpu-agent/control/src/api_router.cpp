@@ -126,6 +126,14 @@ ApiAnswer ApiRouter::handle(const ApiRequest& req) {
   return a;
 }
 
+ApiAnswer ApiRouter::refuse(const ApiRequest& req, uint16_t status, const std::string& msg) {
+  std::optional<BodyFormat> fmt = bodyFormatOf(req.content_type);
+  ApiAnswer a = error(status, msg, fmt ? fmt : BodyFormat::kJson, req.accept);
+  std::lock_guard lock(mu_);
+  ++status_counts_[a.status];
+  return a;
+}
+
 ApiAnswer ApiRouter::route(const ApiRequest& req) {
   const std::string& p = req.path;
   const std::string& m = req.method;
@@ -180,10 +188,25 @@ ApiAnswer ApiRouter::route(const ApiRequest& req) {
     if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept);
     return message(200, *r.value, fmt, req.accept);
   }
+  if (p == "/v1/attachments:reconcile") {
+    if (m != "POST") return error(405, "use POST", fmt, req.accept);
+    attv1::ReconcileRequest rr;
+    if (auto bad = parseBody(req, rr)) return error(bad->http_status(), bad->message(), fmt, req.accept);
+    auto r = agent_.reconcile(rr);
+    if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept);
+    return message(200, *r.value, fmt, req.accept);
+  }
   if (p.rfind(kAttachmentsPrefix, 0) == 0) {
     std::string id = p.substr(kAttachmentsPrefix.size());
-    if (m != "DELETE") return error(405, "use DELETE /v1/attachments/{id} to detach", fmt, req.accept);
+    if (m != "DELETE" && m != "GET") {
+      return error(405, "use GET /v1/attachments/{id} to read it or DELETE to detach", fmt, req.accept);
+    }
     if (id.empty() || id.find('/') != std::string::npos) return error(404, "no such resource: " + p, fmt, req.accept);
+    if (m == "GET") {
+      auto r = agent_.get(id);
+      if (!r.ok()) return error(r.error.http_status(), r.error.message(), std::nullopt, req.accept);
+      return message(200, *r.value, std::nullopt, req.accept);
+    }
     attv1::DetachRequest dr;
     dr.set_id(id);
     auto r = agent_.detach(dr);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "common/ipc_proto.h"
 #include "common/log.h"
@@ -15,6 +16,13 @@ namespace {
 
 constexpr const char* kLog = "dataplane-client";
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
+// How often the problems are asked for while nothing else is sent.
+constexpr auto kStatusPeriod = std::chrono::seconds(1);
+
+std::string problemKey(const dpv1::ObjectProblem& p) {
+  return dpv1::ObjectProblem::Kind_Name(p.kind()) + " " + p.name() + " " +
+         dpv1::ObjectProblem::State_Name(p.state()) + ": " + p.reason();
+}
 
 }  // namespace
 
@@ -88,7 +96,65 @@ bool DataplaneClient::exchange(const ipc::Socket& s, const dpv1::ProgramRequest&
                                                     : "waiting for the dataplane: " + f.error);
     return false;
   }
+  takeProblems(reply);
   return true;
+}
+
+void DataplaneClient::takeProblems(const dpv1::ProgramReply& reply) {
+  std::vector<dpv1::ObjectProblem> next(reply.problems().begin(), reply.problems().end());
+  std::set<std::string> before, after;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& p : status_.problems) before.insert(problemKey(p));
+    status_.problems = next;
+    status_.ports_unavailable = 0;
+    for (const auto& p : next) status_.ports_unavailable += p.state() == dpv1::ObjectProblem::PORT_UNAVAILABLE;
+  }
+  // Said once when it appears and once when it goes, not on every reply.
+  for (const auto& p : next) {
+    const std::string k = problemKey(p);
+    after.insert(k);
+    if (!before.count(k)) {
+      DPU_LOG(kWarn, kLog) << "the dataplane does not forward for " << k;
+    }
+  }
+  for (const auto& k : before) {
+    if (!after.count(k)) {
+      DPU_LOG(kInfo, kLog) << "resolved: " << k;
+    }
+  }
+}
+
+bool DataplaneClient::pollStatus(const ipc::Socket& s) {
+  dpv1::ProgramRequest req;
+  req.mutable_status();
+  dpv1::ProgramReply reply;
+  if (!exchange(s, req, reply)) return false;
+  std::lock_guard lock(mu_);
+  ++status_.status_polls;
+  return true;
+}
+
+std::string DataplaneClient::portState(const std::string& name) const {
+  {
+    std::lock_guard lock(mu_);
+    if (!status_.connected) {
+      return "dataplane not connected" + (status_.last_error.empty() ? std::string() : ": " + status_.last_error);
+    }
+    if (!status_.programmed) {
+      return "dataplane not programmed" + (status_.last_error.empty() ? std::string() : ": " + status_.last_error);
+    }
+  }
+  // A problem is about the version the dataplane has: a newer one on its way
+  // is pending, whatever the old one's fate.
+  if (!model_.portAcknowledged(name)) return kPending;
+  std::lock_guard lock(mu_);
+  for (const auto& p : status_.problems) {
+    if (p.kind() != dpv1::ObjectProblem::PORT || p.name() != name) continue;
+    if (p.state() == dpv1::ObjectProblem::PORT_UNAVAILABLE) return "port unavailable: " + p.reason();
+    return "refused: " + p.reason();
+  }
+  return kProgrammed;
 }
 
 void DataplaneClient::acked(uint64_t generation, std::chrono::steady_clock::time_point since) {
@@ -100,7 +166,8 @@ void DataplaneClient::acked(uint64_t generation, std::chrono::steady_clock::time
 bool DataplaneClient::fullSync(const ipc::Socket& s) {
   dpv1::ProgramRequest req;
   auto* fs = req.mutable_full_sync();
-  *fs->mutable_model() = model_.snapshotAndClear();
+  uint64_t sequence = 0;
+  *fs->mutable_model() = model_.snapshotAndClear(nullptr, &sequence);
   auto started = std::chrono::steady_clock::now();
   fs->set_generation(++next_generation_);
   dpv1::ProgramReply reply;
@@ -121,12 +188,13 @@ bool DataplaneClient::fullSync(const ipc::Socket& s) {
     ++status_.full_syncs;
     status_.last_error.clear();
   }
+  model_.acknowledge(sequence);
   // Measured from the request: changes made while disconnected waited for the
   // connection, which the reconnect counter shows, not this histogram.
   acked(fs->generation(), started);
   DPU_LOG(kInfo, kLog) << "full sync generation " << fs->generation() << ": " << fs->model().ports_size() << " ports, "
                        << fs->model().remote_nodes_size() << " remote nodes (" << reply.flows_removed()
-                       << " flows invalidated)";
+                       << " flows invalidated, " << reply.problems_size() << " objects not forwarding)";
   return true;
 }
 
@@ -171,6 +239,7 @@ bool DataplaneClient::sendDelta(const ipc::Socket& s, ModelState::Pending& pendi
     status_.programmed = status_.refused == 0 || status_.programmed;
     status_.last_error.clear();
   }
+  model_.acknowledge(pending.sequence);
   acked(d->generation(), pending.oldest);
   return true;
 }
@@ -198,12 +267,18 @@ bool DataplaneClient::session() {
     if (status_.instance_id != reply.hello().instance_id()) {
       DPU_LOG(kInfo, kLog) << "connected to dataplane instance " << reply.hello().instance_id() << " at generation "
                            << reply.hello().generation();
+      // Another dataplane process: it has nothing of ours until the full sync.
+      model_.forgetAcknowledged();
     }
     status_.instance_id = reply.hello().instance_id();
     status_.generation = reply.hello().generation();
+    status_.port_capacity = reply.hello().port_capacity();
+    status_.max_ethports = reply.hello().max_ethports();
     next_generation_ = std::max(next_generation_, reply.hello().generation());
   }
+  if (on_capacity_) on_capacity_(reply.hello().port_capacity(), reply.hello().max_ethports());
   if (!fullSync(*sock)) return false;
+  auto last_exchange = std::chrono::steady_clock::now();
   while (running_.load()) {
     if (!model_.waitForChange(std::chrono::milliseconds(100))) {
       if (peerClosed(*sock)) {
@@ -211,8 +286,13 @@ bool DataplaneClient::session() {
         DPU_LOG(kWarn, kLog) << "dataplane connection closed; reconnecting";
         return false;
       }
+      if (std::chrono::steady_clock::now() - last_exchange >= kStatusPeriod) {
+        if (!pollStatus(*sock)) return false;
+        last_exchange = std::chrono::steady_clock::now();
+      }
       continue;
     }
+    last_exchange = std::chrono::steady_clock::now();
     auto pending = model_.takePending();
     if (!pending) continue;
     bool resync = false;

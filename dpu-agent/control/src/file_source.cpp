@@ -65,6 +65,30 @@ std::vector<std::string> readCidrs(FieldReader& r) {
   return texts;
 }
 
+// "portKeys": {"10.244.1.5": 3, ...}: pod addresses and their 15-bit logical port keys.
+std::map<std::string, uint32_t> readPortKeys(FieldReader& r) {
+  std::map<std::string, uint32_t> out;
+  const nlohmann::json* v = r.raw("portKeys");
+  if (!v) return out;
+  if (!v->is_object()) {
+    r.fail("portKeys", "must be an object of address: key");
+    return out;
+  }
+  for (const auto& [k, val] : v->items()) {
+    auto ip = IpAddress::parse(k);
+    if (!ip) {
+      r.fail("portKeys", "'" + k + "': " + ip.error());
+      return {};
+    }
+    if (!val.is_number_unsigned() || val.get<uint64_t>() < 1 || val.get<uint64_t>() > 32767) {
+      r.fail("portKeys", "the key of " + k + " must be a number 1..32767 (15-bit OVN port key)");
+      return {};
+    }
+    out[ip->str()] = static_cast<uint32_t>(val.get<uint64_t>());
+  }
+  return out;
+}
+
 uint16_t readPort(FieldReader& r, const std::string& field, bool required) {
   return static_cast<uint16_t>(r.uint(field, required ? 1 : 0, 65535, required ? std::nullopt : std::optional<uint64_t>(0)));
 }
@@ -88,6 +112,7 @@ NodeInfo readNode(FieldReader& n) {
   node.pod_cidrs = readCidrs(n);
   node.ipsec_public_key = n.str("ipsecPublicKey", "");
   node.labels = readLabels(n);
+  node.port_keys = readPortKeys(n);
   return node;
 }
 
@@ -211,6 +236,8 @@ void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& publishe
     if (!p.tunnel_ip.empty()) n.tunnel_ip = p.tunnel_ip;
     if (!p.ipsec_public_key.empty()) n.ipsec_public_key = p.ipsec_public_key;
     if (n.pod_cidrs.empty()) n.pod_cidrs = p.pod_cidrs;
+    // The node's own agent knows its ports: its publish file has the keys.
+    n.port_keys = p.port_keys;
     for (const auto& [k, v] : p.labels) n.labels.try_emplace(k, v);
   }
 }
@@ -238,16 +265,23 @@ size_t diffMaps(const Map& before, const Map& after, Upsert upsert, Delete del) 
 
 }  // namespace
 
-size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& after, ClusterListener& l) {
+size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& after, ClusterListener& l,
+                          std::array<uint64_t, kObjectKindCount>* by_kind) {
   size_t n = 0;
-  n += diffMaps(before.nodes, after.nodes, [&](const NodeInfo& v) { l.nodeUpserted(v); },
-                [&](const NodeInfo& v) { l.nodeDeleted(v.name); });
-  n += diffMaps(before.pods, after.pods, [&](const PodInfo& v) { l.podUpserted(v); },
-                [&](const PodInfo& v) { l.podDeleted(v.ns, v.name); });
-  n += diffMaps(before.services, after.services, [&](const ServiceInfo& v) { l.serviceUpserted(v); },
-                [&](const ServiceInfo& v) { l.serviceDeleted(v.ns, v.name); });
-  n += diffMaps(before.slices, after.slices, [&](const EndpointSliceInfo& v) { l.endpointSliceUpserted(v); },
-                [&](const EndpointSliceInfo& v) { l.endpointSliceDeleted(v.ns, v.name); });
+  auto count = [&](ObjectKind k, size_t changes) {
+    if (by_kind) (*by_kind)[static_cast<size_t>(k)] += changes;
+    n += changes;
+  };
+  count(ObjectKind::kNode, diffMaps(before.nodes, after.nodes, [&](const NodeInfo& v) { l.nodeUpserted(v); },
+                                    [&](const NodeInfo& v) { l.nodeDeleted(v.name); }));
+  count(ObjectKind::kPod, diffMaps(before.pods, after.pods, [&](const PodInfo& v) { l.podUpserted(v); },
+                                   [&](const PodInfo& v) { l.podDeleted(v.ns, v.name); }));
+  count(ObjectKind::kService,
+        diffMaps(before.services, after.services, [&](const ServiceInfo& v) { l.serviceUpserted(v); },
+                 [&](const ServiceInfo& v) { l.serviceDeleted(v.ns, v.name); }));
+  count(ObjectKind::kEndpointSlice,
+        diffMaps(before.slices, after.slices, [&](const EndpointSliceInfo& v) { l.endpointSliceUpserted(v); },
+                 [&](const EndpointSliceInfo& v) { l.endpointSliceDeleted(v.ns, v.name); }));
   return n;
 }
 
@@ -314,12 +348,14 @@ void FileClusterSource::reload(const std::map<std::string, FileId>& ids) {
   last_good_published_ = std::move(good);
   ClusterSnapshot next = std::move(*parsed);
   mergePublished(next, published);
-  size_t changes = deliverDifferences(current_, next, *listener_);
+  std::array<uint64_t, kObjectKindCount> by_kind{};
+  size_t changes = deliverDifferences(current_, next, *listener_, &by_kind);
   current_ = std::move(next);
   listener_->synced();
   {
     std::lock_guard lock(stats_mu_);
     stats_.events += changes;
+    for (size_t i = 0; i < kObjectKindCount; ++i) stats_.events_by_kind[i] += by_kind[i];
     if (delivered_once_) ++stats_.relists;
     stats_.synced = true;
     if (problem.empty()) stats_.last_error.clear();
@@ -380,10 +416,19 @@ Result<void> FileClusterSource::publishSelf(const SelfEntry& self) {
   if (!self.tunnel_ip.empty()) j["tunnelIP"] = self.tunnel_ip;
   if (!self.ipsec_public_key.empty()) j["ipsecPublicKey"] = self.ipsec_public_key;
   if (!published_pod_cidrs_.empty()) j["podCIDRs"] = published_pod_cidrs_;
+  j["portKeys"] = nlohmann::json::object();
+  for (const auto& [ip, key] : self.port_keys) j["portKeys"][ip] = key;
   std::string file = publishDir() + "/" + self.node_name + ".json";
   if (auto made = makeDirectories(publishDir(), 0755); !made) return prefixed("publishing this node", std::move(made).takeError());
   if (auto w = writeFileAtomic(file, j.dump(2) + "\n", 0644); !w) return prefixed("publishing this node", std::move(w).takeError());
-  DPU_LOG(kInfo, kLog) << "published node " << self.node_name << " to " << file;
+  // Said once; later publishes are port key changes, one per attach or detach.
+  if (published_) {
+    DPU_LOG(kDebug, kLog) << "published node " << self.node_name << " to " << file << " (" << self.port_keys.size()
+                          << " port keys)";
+  } else {
+    DPU_LOG(kInfo, kLog) << "published node " << self.node_name << " to " << file;
+  }
+  published_ = true;
   return {};
 }
 

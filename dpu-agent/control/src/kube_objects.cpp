@@ -249,6 +249,7 @@ class Decoder {
     slice_ = nullptr;
     netpol_ = nullptr;
     pod_cidr_.clear();
+    port_keys_text_.clear();
     pod_ip_.clear();
     cluster_ip_.clear();
     switch (kind_) {
@@ -332,7 +333,7 @@ class Decoder {
         fail("metadata.labels[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kAnnotations:
-        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation)
+        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kPortKeysAnnotation)
           fail("metadata.annotations[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kNodeSpec:
@@ -526,6 +527,8 @@ class Decoder {
           str(v, node_->tunnel_ip, "metadata.annotations[dpu-cni.io/tunnel-ip]");
         } else if (key == kIpsecPublicKeyAnnotation) {
           str(v, node_->ipsec_public_key, "metadata.annotations[dpu-cni.io/ipsec-public-key]");
+        } else if (key == kPortKeysAnnotation) {
+          str(v, port_keys_text_, "metadata.annotations[dpu-cni.io/port-keys]");
         }
         return;
       case S::kNodeSpec:
@@ -641,6 +644,11 @@ class Decoder {
   void finishObject() {
     in_object_ = false;
     if (node_ != nullptr && node_->pod_cidrs.empty() && !pod_cidr_.empty()) node_->pod_cidrs.push_back(pod_cidr_);
+    if (node_ != nullptr && !port_keys_text_.empty()) {
+      auto keys = parsePortKeysAnnotation(port_keys_text_);
+      if (!keys && object_.error.empty()) object_.error = "metadata.annotations[dpu-cni.io/port-keys]: " + keys.error();
+      if (keys) node_->port_keys = std::move(*keys);
+    }
     if (pod_ != nullptr && pod_->ips.empty() && !pod_ip_.empty()) pod_->ips.push_back(pod_ip_);
     if (svc_ != nullptr && svc_->cluster_ips.empty() && !cluster_ip_.empty()) svc_->cluster_ips.push_back(cluster_ip_);
     if (mode_ == Mode::kList) {
@@ -670,6 +678,7 @@ class Decoder {
   EndpointSliceInfo* slice_ = nullptr;
   NetworkPolicyInfo* netpol_ = nullptr;
   std::string pod_cidr_;
+  std::string port_keys_text_;
   std::string pod_ip_;
   std::string cluster_ip_;
 };
@@ -997,6 +1006,31 @@ class JsonReader {
 
 bool namespaced(ObjectKind kind) { return kind != ObjectKind::kNode; }
 
+}  // namespace
+
+std::string formatPortKeysAnnotation(const std::map<std::string, uint32_t>& keys) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [ip, key] : keys) j[ip] = key;
+  return j.dump();
+}
+
+Result<std::map<std::string, uint32_t>> parsePortKeysAnnotation(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return Error{"expected a JSON object of \"<pod address>\": <key>"};
+  std::map<std::string, uint32_t> out;
+  for (const auto& [k, v] : j.items()) {
+    auto ip = IpAddress::parse(k);
+    if (!ip) return Error{"'" + k + "' is not an IP address"};
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > 32767) {
+      return Error{"the key of " + k + " must be a number 1..32767 (15-bit OVN port key)"};
+    }
+    out[ip->str()] = static_cast<uint32_t>(v.get<uint64_t>());
+  }
+  return out;
+}
+
+namespace {
+
 std::string checkIp(const std::string& text, std::string_view field) {
   auto ip = IpAddress::parse(text);
   if (!ip.ok()) return std::string(field) + ": '" + text + "' is not an IP address";
@@ -1236,6 +1270,11 @@ uint64_t kubeFingerprint(const KubeObject& o) {
       f.strs(n.pod_cidrs);
       f.str(n.ipsec_public_key);
       f.map(n.labels);
+      f.num(n.port_keys.size());
+      for (const auto& [ip, key] : n.port_keys) {
+        f.str(ip);
+        f.num(key);
+      }
       break;
     }
     case ObjectKind::kPod: {

@@ -199,6 +199,9 @@ class KubeSource final : public ClusterSource {
       return Error{"publishSelf: tunnel IP '" + self.tunnel_ip + "' is not an IP address"};
     nlohmann::json annotations = {{kTunnelIpAnnotation, self.tunnel_ip}};
     if (!self.ipsec_public_key.empty()) annotations[kIpsecPublicKeyAnnotation] = self.ipsec_public_key;
+    // Always written, empty too: a node whose last pod went must not keep
+    // naming it to the others.
+    annotations[kPortKeysAnnotation] = formatPortKeysAnnotation(self.port_keys);
     nlohmann::json patch = {{"metadata", {{"annotations", annotations}}}};
     std::string path = std::string("/api/v1/nodes/") + web::uri::encode_data_string(node);
     auto resp = send(*client_, http::methods::PATCH, path, patch.dump(), "application/merge-patch+json");
@@ -212,7 +215,12 @@ class KubeSource final : public ClusterSource {
     if (code == http::status_codes::NotFound)
       return Error{"patching Node " + node + ": the API server has no such Node; check node_name"};
     if (code < 200 || code >= 300) return Error{"patching Node " + node + ": " + httpError(code, body)};
-    DPU_LOG(kInfo, kLog) << "published " << kTunnelIpAnnotation << "=" << self.tunnel_ip << " on Node " << node;
+    // Said once; later patches follow attaches and detaches (their port keys).
+    if (published_.exchange(true)) {
+      DPU_LOG(kDebug, kLog) << "published " << self.port_keys.size() << " port keys on Node " << node;
+    } else {
+      DPU_LOG(kInfo, kLog) << "published " << kTunnelIpAnnotation << "=" << self.tunnel_ip << " on Node " << node;
+    }
     return {};
   }
 
@@ -222,6 +230,7 @@ class KubeSource final : public ClusterSource {
     s.watch_restarts = watch_restarts_.load();
     s.relists = relists_.load();
     s.events = events_.load();
+    for (size_t i = 0; i < kObjectKindCount; ++i) s.events_by_kind[i] = events_by_kind_[i].load();
     s.synced = synced_.load();
     std::lock_guard<std::mutex> lock(error_mu_);
     s.last_error = last_error_;
@@ -393,6 +402,7 @@ class KubeSource final : public ClusterSource {
       return;
     }
     events_++;
+    events_by_kind_[static_cast<size_t>(d.kind)]++;
     if (d.op == Delivery::Op::kDelete) {
       switch (d.kind) {
         case ObjectKind::kNode: l.nodeDeleted(o.name); break;
@@ -705,7 +715,9 @@ class KubeSource final : public ClusterSource {
   std::atomic<uint64_t> watch_restarts_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> events_{0};
+  std::array<std::atomic<uint64_t>, kObjectKindCount> events_by_kind_{};
   std::atomic<bool> synced_{false};
+  std::atomic<bool> published_{false};
   mutable std::mutex error_mu_;
   std::string last_error_;
 };

@@ -3,6 +3,8 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
+
 namespace dpu::control {
 namespace {
 
@@ -52,6 +54,7 @@ uint32_t datapathKeyFor(const IpPrefix& subnet, const std::vector<IpPrefix>& clu
 
 void ModelState::markLocked() {
   if (!oldest_) oldest_ = Clock::now();
+  ++sequence_;
   cv_.notify_all();
 }
 
@@ -68,12 +71,14 @@ void ModelState::upsertPort(const dpv1::LogicalPort& port) {
   if (!upsertInto(ports_, port.name(), port)) return;
   dirty_ports_.insert(port.name());
   markLocked();
+  port_sequence_[port.name()] = sequence_;
 }
 
 void ModelState::deletePort(const std::string& name) {
   std::lock_guard lock(mu_);
   if (!ports_.erase(name)) return;
   dirty_ports_.insert(name);
+  port_sequence_.erase(name);
   markLocked();
 }
 
@@ -115,8 +120,10 @@ dpv1::LogicalModel ModelState::snapshot() const {
   return m;
 }
 
-dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>* oldest_pending) {
+dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>* oldest_pending,
+                                                uint64_t* sequence) {
   std::lock_guard lock(mu_);
+  if (sequence) *sequence = sequence_;
   dpv1::LogicalModel m;
   if (node_) *m.mutable_node() = *node_;
   for (const auto& [k, v] : local_subnets_) *m.add_local_subnets() = v;
@@ -136,6 +143,7 @@ std::optional<ModelState::Pending> ModelState::takePending() {
   if (!oldest_) return std::nullopt;
   Pending p;
   p.oldest = *oldest_;
+  p.sequence = sequence_;
   if (node_dirty_ && node_) {
     *p.delta.mutable_node() = *node_;
     ++p.changes;
@@ -185,6 +193,26 @@ size_t ModelState::portCount() const {
 size_t ModelState::remoteNodeCount() const {
   std::lock_guard lock(mu_);
   return remote_nodes_.size();
+}
+
+}  // namespace dpu::control
+
+namespace dpu::control {
+
+void ModelState::acknowledge(uint64_t sequence) {
+  std::lock_guard lock(mu_);
+  acknowledged_ = std::max(acknowledged_, sequence);
+}
+
+void ModelState::forgetAcknowledged() {
+  std::lock_guard lock(mu_);
+  acknowledged_ = 0;
+}
+
+bool ModelState::portAcknowledged(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = port_sequence_.find(name);
+  return it != port_sequence_.end() && it->second <= acknowledged_;
 }
 
 }  // namespace dpu::control

@@ -6,13 +6,17 @@
 //   dpu-agent --config /etc/dpu-agent/config.yaml [--check-config]
 #include <signal.h>
 
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "control/agent.h"
 #include "control/agent_config.h"
 #include "control/api_router.h"
@@ -21,6 +25,7 @@
 #include "control/file_source.h"
 #include "control/metrics.h"
 #if DPU_HAVE_KUBE_SOURCE
+#include "control/kube_node_label.h"
 #include "control/kube_source.h"
 #endif
 
@@ -28,7 +33,7 @@ namespace {
 
 using namespace dpu::control;
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = DPU_VERSION;
 constexpr const char* kLog = "dpu-agent";
 
 int usage(const char* argv0, int code) {
@@ -62,6 +67,41 @@ dpu::Result<std::unique_ptr<ClusterSource>> makeSource(const AgentConfig& config
 #endif
 }
 
+// The host's node name from the label on the DPU's own Node, retried until it
+// is there (an operator may label the node after the pod started): the agent
+// cannot serve anything before it knows which host it serves.
+dpu::Result<std::string> resolveNodeName(const AgentConfig& config, const sigset_t& stop_signals) {
+#if DPU_HAVE_KUBE_SOURCE
+  const NodeNameFrom& from = config.node_name_from;
+  const ClusterSourceConfig& cs = config.cluster_source;
+  std::string in_cluster_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  dpu::Result<KubeConnection> conn = dpu::Error{"no connection"};
+  if (from.in_cluster) conn = loadInClusterConfig(in_cluster_dir);
+  else if (!from.kubeconfig.empty()) conn = loadKubeconfig(from.kubeconfig);
+  else if (cs.in_cluster) conn = loadInClusterConfig(cs.in_cluster_dir.empty() ? in_cluster_dir : cs.in_cluster_dir, cs.api_server);
+  else conn = loadKubeconfig(cs.kubeconfig, cs.kube_context);
+  if (!conn) return dpu::prefixed("config.nodeName", std::move(conn).takeError());
+  std::string last;
+  while (true) {
+    auto name = readNodeLabel(*conn, from.node, from.label);
+    if (name) {
+      DPU_LOG(kInfo, kLog) << "this DPU serves node " << *name << " (label " << from.label << " of Node " << from.node << ")";
+      return name;
+    }
+    if (name.error() != last) {
+      DPU_LOG(kWarn, kLog) << name.error() << "; retrying";
+    }
+    last = name.error();
+    const timespec wait{2, 0};
+    if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) return dpu::Error{"stopped", dpu::ErrorCode::kClosed};
+  }
+#else
+  (void)stop_signals;
+  return dpu::Error{"config.nodeName: reading it from label " + config.node_name_from.label +
+                    " needs the Kubernetes client, which is not built into this dpu-agent"};
+#endif
+}
+
 std::string metricsText(const Agent& agent, const ClusterSource& source, const DataplaneClient& client,
                         const Histogram& programming, const ModelState& model) {
   PromWriter w;
@@ -85,10 +125,17 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
             src);
   w.counter("dpu_agent_cluster_malformed_objects_total", "Cluster objects (or files) skipped as malformed.",
             static_cast<double>(s.malformed), src);
-  w.counter("dpu_agent_cluster_events_total", "Cluster changes delivered.", static_cast<double>(s.events), src);
+  std::vector<std::pair<Labels, double>> by_kind;
+  for (size_t i = 0; i < kObjectKindCount; ++i)
+    by_kind.push_back({{{"source", source.kind()}, {"kind", objectKindName(static_cast<ObjectKind>(i))}},
+                       static_cast<double>(s.events_by_kind[i])});
+  w.family("dpu_agent_cluster_events_total", "counter", "Cluster changes delivered, by kind of object.", by_kind);
   w.gauge("dpu_agent_cluster_synced", "1 when the cluster source completed its first sync.", s.synced ? 1 : 0, src);
   w.counter("dpu_agent_released_orphan_attachments_total", "Attachments released because their pod is gone.",
             static_cast<double>(agent.releasedOrphans()));
+  w.counter("dpu_agent_reconcile_released_attachments_total",
+            "Pod attachments released because host-shim's list did not hold them.",
+            static_cast<double>(agent.releasedByReconcile()));
   auto d = client.status();
   w.gauge("dpu_agent_dataplane_connected", "1 while connected to dpu-dataplane.", d.connected ? 1 : 0);
   w.gauge("dpu_agent_dataplane_generation", "Model generation the dataplane acknowledged.", static_cast<double>(d.generation));
@@ -98,6 +145,56 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
   w.counter("dpu_agent_dataplane_reconnects_total", "Reconnects to the dataplane.", static_cast<double>(d.reconnects));
   w.counter("dpu_agent_dataplane_refused_total", "Programming requests the dataplane refused as invalid.",
             static_cast<double>(d.refused));
+  w.gauge("dpu_agent_dataplane_port_capacity",
+          "Representor ports the dataplane can open (attachments beyond it are refused); 0 until it says.",
+          static_cast<double>(d.port_capacity));
+  w.gauge("dpu_agent_dataplane_ports_unavailable",
+          "Attachments whose representor port the dataplane could not open (it retries; CHECK fails for them).",
+          static_cast<double>(d.ports_unavailable));
+  w.counter("dpu_agent_dataplane_status_polls_total", "Status requests the dataplane answered (its problems).",
+            static_cast<double>(d.status_polls));
+  // What the dataplane does not forward for, by kind and state (every pair,
+  // zeros too, so an alert has a series to watch), and one series per object.
+  std::map<std::pair<std::string, std::string>, double> counts;
+  auto kind = [](dpv1::ObjectProblem::Kind k) -> std::string {
+    switch (k) {
+      case dpv1::ObjectProblem::PORT: return "port";
+      case dpv1::ObjectProblem::REMOTE_NODE: return "remote_node";
+      case dpv1::ObjectProblem::LOCAL_SUBNET: return "local_subnet";
+      default: return "unknown";
+    }
+  };
+  auto state = [](dpv1::ObjectProblem::State st) -> std::string {
+    return st == dpv1::ObjectProblem::PORT_UNAVAILABLE ? "port_unavailable" : "refused";
+  };
+  for (const char* k : {"port", "remote_node", "local_subnet"}) {
+    for (const char* st : {"refused", "port_unavailable"}) counts[{k, st}] = 0;
+  }
+  std::vector<std::pair<Labels, double>> objects;
+  for (const auto& p : d.problems) {
+    ++counts[{kind(p.kind()), state(p.state())}];
+    objects.push_back({{{"kind", kind(p.kind())}, {"name", p.name()}, {"state", state(p.state())}}, 1});
+  }
+  std::vector<std::pair<Labels, double>> problems_by_kind;
+  for (const auto& [k, v] : counts) problems_by_kind.push_back({{{"kind", k.first}, {"state", k.second}}, v});
+  w.family("dpu_agent_dataplane_problems", "gauge",
+           "Model objects the dataplane does not forward for (refused, or their port could not be opened).", problems_by_kind);
+  w.family("dpu_agent_dataplane_object_problem", "gauge",
+           "1 for each model object the dataplane does not forward for (dpuctl problems says why).", objects);
+  std::map<std::string, double> states{{"programmed", 0}, {"pending", 0}, {"refused", 0}, {"port_unavailable", 0},
+                                       {"dataplane_down", 0}};
+  const auto attachments = agent.list();
+  for (const auto& a : attachments.attachments()) {
+    const std::string& st = a.dataplane_state();
+    if (st == kProgrammed || st == kPending) ++states[st];
+    else if (st.rfind("refused", 0) == 0) ++states["refused"];
+    else if (st.rfind("port unavailable", 0) == 0) ++states["port_unavailable"];
+    else ++states["dataplane_down"];
+  }
+  std::vector<std::pair<Labels, double>> by_state;
+  for (const auto& [st, v] : states) by_state.push_back({{{"state", st}}, v});
+  w.family("dpu_agent_attachments_by_dataplane_state", "gauge",
+           "Attachments by whether the dataplane forwards for them (Attachment.dataplane_state).", by_state);
   w.histogram("dpu_agent_datapath_programming_duration_seconds",
               "From a model change to the dataplane's acknowledgement of it.", programming.snapshot());
   return w.text();
@@ -131,7 +228,10 @@ int main(int argc, char** argv) {
   }
   AgentConfig config = std::move(*loaded);
   if (check_only) {
-    std::cout << "configuration OK: node " << config.node_name << ", pod MTU " << config.pod_mtu << "\n";
+    std::string node = config.node_name_from.label.empty()
+                           ? config.node_name
+                           : "from label " + config.node_name_from.label + " of Node " + config.node_name_from.node;
+    std::cout << "configuration OK: node " << node << ", pod MTU " << config.pod_mtu << "\n";
     return 0;
   }
   dpu::log::setLevel(*dpu::log::parseLevel(config.log_level));
@@ -148,6 +248,14 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  if (!config.node_name_from.label.empty()) {
+    auto name = resolveNodeName(config, stop_signals);
+    if (!name) {
+      DPU_LOG(kError, kLog) << name.error();
+      return name.code() == dpu::ErrorCode::kClosed ? 0 : 2;
+    }
+    config.node_name = *name;
+  }
   auto source = makeSource(config);
   if (!source) {
     DPU_LOG(kError, kLog) << source.error();
@@ -168,16 +276,41 @@ int main(int argc, char** argv) {
 
   DataplaneClient client(config.dataplane_socket, "dpu-agent/" + config.node_name, model, programming);
   client.onGeneration([&agent](uint64_t g) { agent.setDataplaneGeneration(g); });
+  client.onPortCapacity([&agent](uint32_t capacity, uint32_t max) { agent.setPortCapacity(capacity, max); });
+  agent.setDataplaneView([&client](const std::string& port) { return client.portState(port); });
 
   ClusterSource& src = **source;
   if (auto r = src.start(agent); !r) {
     DPU_LOG(kError, kLog) << "cluster source: " << r.error();
     return 1;
   }
-  SelfEntry self{config.node_name, config.tunnel_ip.str(), ""};
-  if (auto r = src.publishSelf(self); !r) {
-    DPU_LOG(kWarn, kLog) << "cannot publish this node yet: " << r.error();
-  }
+  // This node's entry, with its port keys: published now and again whenever
+  // an attach or detach changes them (retried while the source refuses).
+  uint64_t published_keys = 0;
+  bool published = false, warned = false;
+  auto last_publish = std::chrono::steady_clock::now();
+  auto publish = [&] {
+    const uint64_t version = agent.portKeysVersion();
+    SelfEntry self{config.node_name, config.tunnel_ip.str(), "", agent.portKeys()};
+    last_publish = std::chrono::steady_clock::now();
+    if (auto r = src.publishSelf(self); !r) {
+      // Said when it starts failing, not on every retry.
+      if (published || !warned) {
+        DPU_LOG(kWarn, kLog) << "cannot publish this node yet: " << r.error();
+      }
+      warned = true;
+      published = false;
+      return;
+    }
+    published = true;
+    published_keys = version;
+  };
+  publish();
+  auto publishIfChanged = [&] {
+    if (published && agent.portKeysVersion() == published_keys) return;
+    if (!published && std::chrono::steady_clock::now() - last_publish < std::chrono::seconds(2)) return;
+    publish();
+  };
 
   ApiRouter::Hooks hooks;
   hooks.version = kVersion;
@@ -190,12 +323,25 @@ int main(int argc, char** argv) {
   };
   hooks.metrics_text = [&]() { return metricsText(agent, src, client, programming, model); };
   ApiRouter router(agent, hooks);
-  ApiServer server(router, config.apiUri(), config.tls);
+  // The host's client certificate must name the node it runs on; the metrics
+  // scraper is not a host and needs only the client CA's signature.
+  ApiServer server(router, config.apiUri(), config.tls, ApiServer::Scope::kAll, config.node_name);
   if (auto r = server.start(); !r) {
     DPU_LOG(kError, kLog) << r.error();
     src.stop();
     client.stop();
     return 1;
+  }
+  std::optional<ApiServer> metrics_server;
+  if (config.metrics.enabled) {
+    metrics_server.emplace(router, config.metricsUri(), config.tls, ApiServer::Scope::kMetricsOnly);
+    if (auto r = metrics_server->start(); !r) {
+      DPU_LOG(kError, kLog) << r.error();
+      server.stop();
+      src.stop();
+      client.stop();
+      return 1;
+    }
   }
   DPU_LOG(kInfo, kLog) << "dpu-agent " << kVersion << " running: node " << config.node_name << ", boot id " << agent.bootId()
                        << ", cluster source " << src.kind() << ", pod MTU " << config.pod_mtu;
@@ -214,12 +360,15 @@ int main(int argc, char** argv) {
       stopping = true;
       break;
     }
+    publishIfChanged();
   }
   if (!stopping) {
     client.start(agent.dataplaneGeneration());
-    sigwait(&stop_signals, &sig);
+    const timespec tick{0, 100 * 1000 * 1000};
+    while ((sig = sigtimedwait(&stop_signals, nullptr, &tick)) <= 0) publishIfChanged();
   }
   DPU_LOG(kInfo, kLog) << "stopping on signal " << sig;
+  if (metrics_server) metrics_server->stop();
   server.stop();
   src.stop();
   client.stop();

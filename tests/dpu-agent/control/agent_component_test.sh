@@ -13,7 +13,7 @@ set -euo pipefail
 AGENT=$1 FAKE=$2 PROTO=$3
 source "$(dirname "$(readlink -f "$0")")/../../support/shell.bash"
 for tool in curl jq protoc; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool is not installed"; exit 0; }
+  command -v $tool >/dev/null || skip_test "$tool is not installed"
 done
 
 DIR=$(mktemp -d /tmp/dpu-agent-component.XXXXXX)
@@ -78,7 +78,7 @@ if "$AGENT" --config "$DIR/kube.yaml" 2>"$DIR/kube.log"; then fail "an agent wit
 grep -q "no-kubeconfig\|not built" "$DIR/kube.log" || fail "missing kubeconfig error: $(cat "$DIR/kube.log")"
 
 "$FAKE" --socket "$DIR/dp.sock" --dump "$DIR/dp.json" --restart-file "$DIR/dp.restart" \
-  --operator-socket "$DIR/op.sock" 2>"$DIR/fake.log" &
+  --operator-socket "$DIR/op.sock" --port-unavailable "$DIR/dp.unavailable" 2>"$DIR/fake.log" &
 FAKE_PID=$!
 
 start_agent() {
@@ -141,6 +141,35 @@ code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -H 'Content-Type: applicatio
 [ "$code" = 413 ] || fail "oversized body answered $code"
 code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-3"},"sandboxId":"sb3","ifname":"eth0","pfIndex":0,"vfIndex":99}')
 [ "$code" = 400 ] && grep -q "out of range" "$DIR/out.json" || fail "VF out of range answered $code"
+# A requested MAC the dataplane would refuse: 400 at attach, the reason named, nothing held.
+for mac in 0a:58:a9:fe:00:01 00:00:00:00:00:00 ff:ff:ff:ff:ff:ff 0a:58:0a:f4:01:03; do
+  code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-6"},"sandboxId":"sb6","ifname":"eth0","pfIndex":0,"vfIndex":6,"requestedMac":"'$mac'"}')
+  [ "$code" = 400 ] && grep -q "requested_mac (runtimeConfig.mac): mac $mac is" "$DIR/out.json" ||
+    fail "requested MAC $mac answered $code $(cat "$DIR/out.json")"
+done
+[ "$(ports)" = 2 ] || fail "a refused MAC reached the dataplane"
+
+# --- the dataplane's state of each attachment (what CHECK reads)
+state_of() { curl -s -H 'Accept: application/json' "$URL/v1/attachments/$1" | jq -r .attachment.dataplaneState; }
+eventually "web-1 is programmed" 'test "$(state_of "$ID1")" = programmed'
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/attachments/att-none")" = 404 ] || fail "GET of an unknown attachment"
+# The dataplane cannot open web-1's representor (PORT_UNAVAILABLE): the agent
+# learns it by polling Status, the attachment says why, the node stays ready.
+echo "$ID1 pf0vf3: no such netdev (retrying in 1s)" > "$DIR/dp.unavailable"
+eventually "web-1's port is unavailable" 'state_of "$ID1" | grep -q "^port unavailable: pf0vf3: no such netdev"'
+curl -sf "$URL/readyz" >/dev/null || fail "one unavailable port made the agent unready"
+curl -s "$URL/metrics" > "$DIR/metrics.txt"
+grep -q '^dpu_agent_dataplane_problems{kind="port",state="port_unavailable"} 1$' "$DIR/metrics.txt" ||
+  fail "problems metric: $(grep dpu_agent_dataplane_problems "$DIR/metrics.txt")"
+grep -q "^dpu_agent_dataplane_object_problem{kind=\"port\",name=\"$ID1\",state=\"port_unavailable\"} 1$" "$DIR/metrics.txt" ||
+  fail "per-object problem metric missing"
+grep -q '^dpu_agent_attachments_by_dataplane_state{state="port_unavailable"} 1$' "$DIR/metrics.txt" ||
+  fail "attachments by state: $(grep dpu_agent_attachments_by_dataplane_state "$DIR/metrics.txt")"
+: > "$DIR/dp.unavailable"
+eventually "web-1 is programmed again" 'test "$(state_of "$ID1")" = programmed'
+# This node's port keys are published for the others (the OVN egress key).
+published_keys() { jq -c .portKeys "$DIR/cluster.yaml.d/node-a.json" 2>/dev/null; }
+eventually "the port keys are published" 'test "$(published_keys)" = "{\"10.244.1.3\":1,\"10.244.1.4\":2}"'
 
 # --- a third pod, then detach it: its address is not reused
 code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"default","name":"web-5"},"sandboxId":"sb5","ifname":"eth0","pfIndex":0,"vfIndex":5}')
@@ -229,12 +258,19 @@ if command -v openssl >/dev/null; then
     newkey server 127.0.0.1 -out server.csr
     printf 'subjectAltName=IP:127.0.0.1\n' > san.ext
     openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile san.ext -out server.pem 2>/dev/null
-    newkey client host-shim -out client.csr
-    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out client.pem 2>/dev/null )
+    # The host's certificate names the node the agent serves (nodeName node-a);
+    # another node's, from the same CA, is refused.
+    newkey client node-a -out client.csr
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out client.pem 2>/dev/null
+    newkey other host-b -out other.csr
+    printf 'subjectAltName=DNS:node-b\n' > other.ext
+    openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile other.ext -out other.pem 2>/dev/null )
   TLS_PORT=$((PORT + 1000))
   sed -e "s|^api:.*|api: {address: 127.0.0.1, port: $TLS_PORT, tls: {cert: $DIR/server.pem, key: $DIR/server.key, clientCA: $DIR/ca.pem}}|" \
       -e "s|^stateDir:.*|stateDir: $DIR/state-tls|" -e "s|^dataplaneSocket:.*|dataplaneSocket: $DIR/none.sock|" \
       "$DIR/agent.yaml" > "$DIR/tls.yaml"
+  METRICS_PORT=$((TLS_PORT + 1))
+  echo "metrics: {listen: \"127.0.0.1:$METRICS_PORT\"}" >> "$DIR/tls.yaml"
   "$AGENT" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
   TLS_PID=$!
   tls_up() { curl -sf --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/healthz"; }
@@ -242,8 +278,28 @@ if command -v openssl >/dev/null; then
   if curl -sf --cacert "$DIR/ca.pem" "https://127.0.0.1:$TLS_PORT/healthz" >/dev/null 2>&1; then
     fail "the HTTPS API answered a client without a certificate"
   fi
+  if curl -sf --cacert "$DIR/ca.pem" --cert "$DIR/other.pem" --key "$DIR/other.key" "https://127.0.0.1:$TLS_PORT/healthz" >/dev/null 2>&1; then
+    fail "the HTTPS API answered a client whose certificate names another node"
+  fi
+  grep -q "expected one naming the host node 'node-a'.*presented CN=host-b, DNS:node-b" "$DIR/tls.log" ||
+    fail "no log line names the expected and the presented identity: $(grep 'client certificate' "$DIR/tls.log")"
   code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/readyz")
   [ "$code" = 503 ] || fail "readyz without a dataplane answered $code"
+  # The metrics listener (metrics.listen): the API's TLS, /metrics only.
+  mcurl() { curl -s --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "$@"; }
+  # It opens just after the API listener: wait for it the same way.
+  metrics_up() { mcurl "https://127.0.0.1:$METRICS_PORT/metrics" | grep -q '^dpu_agent_attachments '; }
+  eventually "the metrics listener serves /metrics over mTLS" metrics_up
+  if curl -sf --cacert "$DIR/ca.pem" "https://127.0.0.1:$METRICS_PORT/metrics" >/dev/null 2>&1; then
+    fail "the metrics listener answered a scraper without a client certificate"
+  fi
+  for path in /v1/attachments /v1/health; do
+    code=$(mcurl -o /dev/null -w '%{http_code}' "https://127.0.0.1:$METRICS_PORT$path")
+    [ "$code" = 404 ] || fail "the metrics listener answered $path with $code, not 404 (the attach API must not be there)"
+  done
+  code=$(mcurl -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d '{}' \
+         "https://127.0.0.1:$METRICS_PORT/v1/attachments")
+  [ "$code" = 404 ] || fail "the metrics listener took an attach (HTTP $code)"
   kill -TERM "$TLS_PID"; wait "$TLS_PID" || fail "TLS agent did not exit cleanly"
   TLS_PID=""
 else

@@ -32,9 +32,10 @@ podCIDR: 10.244.1.0/24
 clusterCIDRs: [10.244.0.0/16]
 serviceCIDRs: [10.96.0.0/12]
 underlayMTU: 9000
-ipsec: true
+ipsec: false
 clusterSource: {type: file, path: /etc/dpu/cluster.yaml}
 api: {address: 192.168.100.2, port: 8443, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}}
+metrics: {listen: "[fd00::5]:9444"}
 dataplaneSocket: /run/dpu/dp.sock
 stateDir: /var/lib/x
 log: {level: debug}
@@ -50,10 +51,12 @@ log: {level: debug}
   CHECK(c->representorsOf(1)->representorFor(1) == "rep-b");
   CHECK(c->representorsOf(2) == nullptr);
   CHECK(c->pod_cidrs.at(0).str() == "10.244.1.0/24");
-  CHECK(c->ipsec);
-  CHECK(c->pod_mtu == podMtu(9000, false, true));
+  CHECK_FALSE(c->ipsec);
+  CHECK(c->pod_mtu == podMtu(9000, false, false));
   CHECK(c->apiUri() == "https://192.168.100.2:8443");
   CHECK(c->tls.client_ca_file == "/ca.pem");
+  // The metrics listener uses the API's TLS settings.
+  CHECK(c->metricsUri() == "https://[fd00::5]:9444");
   CHECK(c->checkpointPath() == "/var/lib/x/agent-checkpoint.pb");
 }
 
@@ -65,6 +68,8 @@ TEST_CASE("the pod MTU follows the underlay, the tunnel family and IPsec") {
   REQUIRE(c.ok());
   CHECK(c->pod_mtu == 1442);
   CHECK(c->apiUri() == "http://127.0.0.1:9443");
+  CHECK_FALSE(c->metrics.enabled);
+  CHECK(c->metricsUri().empty());
 }
 
 TEST_CASE("each bad field is named") {
@@ -85,12 +90,21 @@ TEST_CASE("each bad field is named") {
       {[](auto& j) { j["underlayMTU"] = 100; }, "config.underlayMTU: must be between 576 and 9216"},
       {[](auto& j) { j["underlayMTU"] = "1500"; }, "config.underlayMTU: must be an integer"},
       {[](auto& j) { j["ipsec"] = "yes"; }, "config.ipsec: must be true or false"},
+      // Until IPsec exists, asking for it must not start an agent that sends plaintext.
+      {[](auto& j) { j["ipsec"] = true; }, "config.ipsec: IPsec is not implemented yet: with ipsec: true pod traffic "
+                                           "would leave this DPU in plaintext Geneve"},
       {[](auto& j) { j["clusterSource"]["type"] = "etcd"; }, "config.clusterSource.type: must be \"file\" or \"kubernetes\""},
       {[](auto& j) { j["clusterSource"] = {{"type", "kubernetes"}}; }, "config.clusterSource.kubernetes: give exactly one of kubeconfig"},
       {[](auto& j) { j["api"] = {{"tls", {{"cert", "/c.pem"}}}}; }, "config.api.tls.cert: cert and key go together"},
       {[](auto& j) { j["api"] = {{"port", 70000}}; }, "config.api.port"},
       {[](auto& j) { j["api"] = {{"address", "localhost"}}; }, "config.api.address"},
       {[](auto& j) { j["log"] = {{"level", "loud"}}; }, "config.log.level"},
+      {[](auto& j) { j["metrics"] = {{"listen", "9444"}}; }, "config.metrics.listen: must be \"ADDRESS:PORT\""},
+      {[](auto& j) { j["metrics"] = {{"listen", "node-a:9444"}}; }, "config.metrics.listen: \"node-a\" is not a numeric IP"},
+      {[](auto& j) { j["metrics"] = {{"listen", "10.0.0.1:0"}}; }, "config.metrics.listen: the port \"0\" must be 1..65535"},
+      {[](auto& j) { j["metrics"] = {{"listen", "fd00::5:9444"}}; }, "IPv6 in brackets"},
+      {[](auto& j) { j["metrics"] = {{"listen", "127.0.0.1:9443"}}; }, "is the attach API's own address and port"},
+      {[](auto& j) { j["metrics"] = {{"port", 9444}}; }, "config.metrics.port: unknown field"},
       {[](auto& j) { j["podCIDRs"] = {"10.244.2.0/24"}; }, "config.podCIDR: give either podCIDR or podCIDRs"},
       {[](auto& j) { j["tunnelIp"] = "1.2.3.4"; }, "config.tunnelIp: unknown field"},
       {[](auto& j) { j["clusterCIDRs"] = nlohmann::json::array(); }, "config.clusterCIDRs: must list"},

@@ -207,12 +207,84 @@ TEST_CASE("one VF, one attachment: the holder is named; a retry gets the same an
   CHECK(moved.error.http_status() == 409);
   CHECK(f.agent->attachmentCount() == 1);
 
-  // Requested MACs must not collide.
+  // Requested MACs must not collide: a request to fix (CNI code 7), naming the holder.
   auto mac = podRequest("web-3", 4);
   mac.set_requested_mac(first.value->attachment().mac());
   auto dup = f.agent->attach(mac);
   REQUIRE_FALSE(dup.ok());
-  CHECK(dup.error.http_status() == 409);
+  CHECK(dup.error.http_status() == 400);
+  CHECK(dup.error.holder() == first.value->attachment().id());
+}
+
+TEST_CASE("a requested MAC the dataplane would refuse is refused at attach, with the reason") {
+  Fixture f;
+  auto mgmt = attv1::AttachRequest();
+  mgmt.set_kind(attv1::MANAGEMENT);
+  mgmt.set_pf_index(0);
+  mgmt.set_vf_index(0);
+  auto m = f.agent->attach(mgmt);
+  REQUIRE(m.ok());
+  struct Case {
+    std::string mac, reason;
+  };
+  const std::vector<Case> cases = {
+      {kRouterMac, "is the router MAC"},
+      {"00:00:00:00:00:00", "is zero"},
+      {"ff:ff:ff:ff:ff:ff", "is the broadcast address"},
+      {"33:33:00:00:00:01", "is a multicast address"},
+      {m.value->attachment().mac(), "is in use on this node by attachment " + m.value->attachment().id() +
+                                        " (the host management port)"},
+  };
+  for (const auto& c : cases) {
+    auto r = podRequest("web-1", 2);
+    r.set_requested_mac(c.mac);
+    auto res = f.agent->attach(r);
+    INFO(c.mac);
+    REQUIRE_FALSE(res.ok());
+    CHECK(res.error.http_status() == 400);
+    CHECK_THAT(res.error.message(), Catch::StartsWith("requested_mac (runtimeConfig.mac): "));
+    CHECK_THAT(res.error.message(), Catch::Contains(c.reason));
+  }
+  // Nothing was held: no address, no attachment, no port in the model.
+  CHECK(f.agent->attachmentCount() == 1);
+  CHECK(f.model.snapshot().ports_size() == 1);
+  auto ok = podRequest("web-1", 2);
+  ok.set_requested_mac("0a:58:0a:f4:01:77");
+  auto good = f.agent->attach(ok);
+  REQUIRE(good.ok());
+  CHECK(good.value->attachment().ips(0).address() == "10.244.1.3/24");  // the first pod address, still free
+}
+
+TEST_CASE("attachments carry the dataplane's state; GET one; port keys for publishing") {
+  Fixture f;
+  CHECK(f.agent->portKeys().empty());
+  const uint64_t v0 = f.agent->portKeysVersion();
+  auto a = f.agent->attach(podRequest("web-1", 1));
+  REQUIRE(a.ok());
+  const std::string id = a.value->attachment().id();
+  CHECK(a.value->attachment().dataplane_state() == "pending");  // no view: nothing acknowledged
+  std::map<std::string, std::string> states{{id, "refused: mac is bad"}};
+  f.agent->setDataplaneView([&states](const std::string& port) { return states.count(port) ? states[port] : "?"; });
+  CHECK(f.agent->list().attachments(0).dataplane_state() == "refused: mac is bad");
+  auto one = f.agent->get(id);
+  REQUIRE(one.ok());
+  CHECK(one.value->attachment().id() == id);
+  CHECK(one.value->attachment().dataplane_state() == "refused: mac is bad");
+  CHECK(one.value->boot_id() == f.agent->bootId());
+  auto none = f.agent->get("att-nope");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error.http_status() == 404);
+
+  auto keys = f.agent->portKeys();
+  REQUIRE(keys.size() == 1);
+  CHECK(keys.at("10.244.1.3") == f.model.snapshot().ports(0).key());
+  CHECK(f.agent->portKeysVersion() != v0);
+  const uint64_t v1 = f.agent->portKeysVersion();
+  attv1::DetachRequest d;
+  d.set_id(id);
+  REQUIRE(f.agent->detach(d).ok());
+  CHECK(f.agent->portKeys().empty());
+  CHECK(f.agent->portKeysVersion() != v1);
 }
 
 TEST_CASE("the management port gets the reserved second address and cluster routes") {
@@ -265,6 +337,38 @@ TEST_CASE("detach by id, by VF, by sandbox; unknown is found=false") {
   d.set_id("x");
   d.set_sandbox_id("y");
   CHECK(f.agent->detach(d).error.http_status() == 400);
+}
+
+TEST_CASE("an attach beyond the dataplane's port capacity is refused at once, leaving nothing behind") {
+  Fixture f;
+  // Unknown capacity (no dataplane yet): nothing is refused for it.
+  REQUIRE(f.agent->attach(podRequest("a", 1)).ok());
+  f.agent->setPortCapacity(2, 32);
+  CHECK(f.agent->portCapacity() == 2);
+  REQUIRE(f.agent->attach(podRequest("b", 2)).ok());
+  const auto before = f.agent->ipamUsage();
+  const auto model_before = f.model.snapshot().ports_size();
+  auto refused = f.agent->attach(podRequest("c", 3));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error.http_status() == 507);
+  CHECK_THAT(refused.error.message(), Catch::Contains("can open 2 representor ports"));
+  CHECK_THAT(refused.error.message(), Catch::Contains("RTE_MAX_ETHPORTS 32"));
+  CHECK_THAT(refused.error.message(), Catch::Contains("-Dmax_ethports=N (N > 32)"));
+  // No address, VF, port key or model port was taken.
+  CHECK(f.agent->attachmentCount() == 2);
+  CHECK(f.agent->ipamUsage().front().used == before.front().used);
+  CHECK(f.model.snapshot().ports_size() == model_before);
+  CHECK(f.agent->list().attachments_size() == 2);
+  // A retried ADD of an existing attachment is still answered.
+  CHECK(f.agent->attach(podRequest("b", 2)).ok());
+  // A pod leaves: the next attach fits, and gets the address the refused one did not take.
+  attv1::DetachRequest d;
+  d.set_sandbox_id("sandbox-a");
+  d.set_ifname("eth0");
+  REQUIRE(f.agent->detach(d).value->found());
+  auto again = f.agent->attach(podRequest("c", 3));
+  REQUIRE(again.ok());
+  CHECK(again.value->attachment().representor() == "pf0vf3");
 }
 
 TEST_CASE("after a restart: same attachments, IPs, port keys and boot id; no IP handed out twice") {
@@ -400,6 +504,17 @@ TEST_CASE("the pod CIDR can come from this node's Node; remote nodes become tunn
   CHECK(m.remote_nodes(0).subnets(0).datapath_key() == 3);
   CHECK(m.remote_nodes(0).subnets(0).gateway_ip() == "10.244.2.1");
   CHECK(m.remote_nodes(0).ipsec_public_key() == "key");
+  CHECK(m.remote_nodes(0).ports_size() == 0);
+  // Its published port keys, sorted by address; an entry that is not one of
+  // its pod addresses (or not a 15-bit key) is left out, the node stays.
+  NodeInfo b{"node-b", "192.168.50.2", {"10.244.2.0/24"}, "key", {}};
+  b.port_keys = {{"10.244.2.9", 4}, {"10.244.2.10", 5}, {"10.244.9.9", 6}, {"10.244.2.11", 40000}};
+  agent.nodeUpserted(b);
+  m = model.snapshot();
+  REQUIRE(m.remote_nodes(0).ports_size() == 2);
+  CHECK(m.remote_nodes(0).ports(0).ip() == "10.244.2.9");
+  CHECK(m.remote_nodes(0).ports(0).key() == 4);
+  CHECK(m.remote_nodes(0).ports(1).ip() == "10.244.2.10");
   agent.nodeDeleted("node-b");
   CHECK(model.snapshot().remote_nodes_size() == 0);
 }

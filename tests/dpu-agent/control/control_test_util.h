@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "control/agent.h"
+#include "control/agent_config.h"
 #include "control/cluster_source.h"
 
 namespace dpu::control::testing {
@@ -43,6 +46,17 @@ inline nlohmann::json baseConfig(const std::string& state_dir) {
       {"clusterSource", {{"type", "file"}, {"path", "/nonexistent/cluster.yaml"}}},
       {"stateDir", state_dir},
   };
+}
+
+// An agent for baseConfig's node, restored from `state_dir` and synced, as it
+// serves after start; null if either step fails (the caller REQUIREs it).
+inline std::unique_ptr<Agent> readyAgent(const std::string& state_dir, ModelState& model) {
+  auto config = parseAgentConfig(baseConfig(state_dir));
+  if (!config.ok()) return nullptr;
+  auto agent = std::make_unique<Agent>(*config, model, false);
+  if (!agent->restore().ok()) return nullptr;
+  agent->synced();
+  return agent;
 }
 
 struct RecordingListener : ClusterListener {

@@ -87,9 +87,24 @@ dpv1::LogicalPort port(const std::string& name, uint32_t key) {
   p.set_kind(dpv1::POD);
   p.set_representor("pf0vf" + std::to_string(key));
   p.set_mac("0a:58:0a:f4:01:0" + std::to_string(key));
-  p.add_ips("10.244.1." + std::to_string(key));
+  p.add_ips("10.244.1." + std::to_string(10 + key));
   p.set_datapath_key(2);
   return p;
+}
+
+// Usable node settings and the local subnet the ports above are on.
+void addNode(ModelState& model) {
+  dpv1::NodeSettings n;
+  n.set_name("node-a");
+  n.set_tunnel_ip("192.168.50.1");
+  n.set_pod_mtu(1400);
+  n.set_router_mac("0a:58:a9:fe:00:01");
+  model.setNode(n);
+  dpv1::Subnet s;
+  s.set_cidr("10.244.1.0/24");
+  s.set_gateway_ip("10.244.1.1");
+  s.set_datapath_key(2);
+  model.upsertLocalSubnet(s);
 }
 
 dpv1::RemoteNode remote(const std::string& name, const std::string& tip) {
@@ -109,10 +124,7 @@ TEST_CASE("full sync on connect, then one Delta per change, restarts resync") {
   TempDir dir;
   Server server(dir / "dp.sock");
   ModelState model;
-  dpv1::NodeSettings n;
-  n.set_name("node-a");
-  n.set_tunnel_ip("192.168.50.1");
-  model.setNode(n);
+  addNode(model);
   model.upsertPort(port("a", 1));
   Histogram latency(Histogram::latencyBounds());
   DataplaneClient client(dir / "dp.sock", "test", model, latency);
@@ -140,7 +152,7 @@ TEST_CASE("full sync on connect, then one Delta per change, restarts resync") {
   auto h = server.with([](auto& m) { return m.history(); });
   REQUIRE(h.size() == 2);
   CHECK(h[1].request == "full_sync");
-  CHECK(h[1].added == 2);  // node settings and the one port
+  CHECK(h[1].added == 3);  // node settings, the subnet and the one port
   CHECK(client.status().generation > gen);  // generations never go back
   CHECK(latency.snapshot().count >= 4);
   client.stop();
@@ -150,6 +162,7 @@ TEST_CASE("a Delta on a stale base gets RESYNC_NEEDED and a full sync that chang
   TempDir dir;
   Server server(dir / "dp.sock");
   ModelState model;
+  addNode(model);
   model.upsertPort(port("a", 1));
   Histogram latency(Histogram::latencyBounds());
   DataplaneClient client(dir / "dp.sock", "test", model, latency);
@@ -171,24 +184,134 @@ TEST_CASE("a Delta on a stale base gets RESYNC_NEEDED and a full sync that chang
   client.stop();
 }
 
-TEST_CASE("the fake dataplane refuses invalid models whole") {
+TEST_CASE("the client tracks what the dataplane does not forward for: from replies, and by polling Status") {
+  TempDir dir;
+  Server server(dir / "dp.sock");
+  ModelState model;
+  addNode(model);
+  model.upsertPort(port("a", 1));
+  Histogram latency(Histogram::latencyBounds());
+  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+  CHECK_THAT(client.portState("a"), Catch::StartsWith("dataplane not connected"));
+  client.start(0);
+  REQUIRE(eventually([&] { return client.portState("a") == kProgrammed; }));
+  CHECK(client.status().problems.empty());
+
+  // A port the dataplane refuses (b asks for a's MAC): its state says why,
+  // a's does not change, and the node stays programmed.
+  auto b = port("b", 2);
+  b.set_mac(port("a", 1).mac());
+  model.upsertPort(b);
+  REQUIRE(eventually([&] { return client.portState("b") != kPending; }));
+  CHECK_THAT(client.portState("b"), Catch::StartsWith("refused: mac 0a:58:0a:f4:01:01 is used by port a"));
+  CHECK(client.portState("a") == kProgrammed);
+  CHECK(client.status().programmed);
+  REQUIRE(client.status().problems.size() == 1);
+  // Fixed: acknowledged and forwarding.
+  model.upsertPort(port("b", 2));
+  REQUIRE(eventually([&] { return client.portState("b") == kProgrammed; }));
+  CHECK(client.status().problems.empty());
+
+  // A problem the dataplane finds on its own (a representor it cannot open)
+  // reaches the agent with no change of ours: the client polls Status.
+  const uint64_t polls = client.status().status_polls;
+  server.with([](FakeDataplaneModel& m) {
+    dpv1::ObjectProblem p;
+    p.set_kind(dpv1::ObjectProblem::PORT);
+    p.set_name("a");
+    p.set_state(dpv1::ObjectProblem::PORT_UNAVAILABLE);
+    p.set_reason("pf0vf1: no such device; retrying in 2s");
+    m.setExtraProblems({p});
+    return 0;
+  });
+  REQUIRE(eventually([&] { return client.portState("a") != kProgrammed; }));
+  CHECK(client.portState("a") == "port unavailable: pf0vf1: no such device; retrying in 2s");
+  // The poll count is bumped after the answer is applied: wait for it too.
+  CHECK(eventually([&] { return client.status().status_polls > polls; }));
+  CHECK(client.portState("nope") == kPending);  // not in the model at all
+  client.stop();
+}
+
+TEST_CASE("the fake dataplane refuses what the engine refuses: whole requests and single objects") {
   FakeDataplaneModel m;
+  ModelState state;
+  addNode(state);
   dpv1::ProgramRequest r;
   auto* fs = r.mutable_full_sync();
   fs->set_generation(1);
-  *fs->mutable_model()->add_ports() = port("a", 1);
-  *fs->mutable_model()->add_ports() = port("b", 1);  // the same key twice
+  *fs->mutable_model() = state.snapshot();
+  fs->mutable_model()->mutable_node()->set_router_mac("");
   auto reply = m.apply(r);
-  CHECK(reply.status() == dpv1::INVALID);
-  CHECK_THAT(reply.message(), Catch::Contains("port key 1 is used twice"));
+  CHECK(reply.status() == dpv1::INVALID);  // node settings that make nothing work
+  CHECK_THAT(reply.message(), Catch::Contains("node.router_mac"));
   CHECK(m.generation() == 0);
-  CHECK(m.model().ports_size() == 0);
+  *fs->mutable_model() = state.snapshot();
+  *fs->mutable_model()->add_ports() = port("a", 1);
+  *fs->mutable_model()->add_ports() = port("b", 1);  // the same key twice: b is refused, a is in force
+  reply = m.apply(r);
+  REQUIRE(reply.status() == dpv1::OK);
+  REQUIRE(reply.problems_size() == 1);
+  CHECK(reply.problems(0).name() == "b");
+  CHECK(reply.problems(0).state() == dpv1::ObjectProblem::REFUSED);
+  CHECK_THAT(reply.problems(0).reason(), Catch::Contains("key 1 is not unique: port a holds it"));
+  CHECK(m.generation() == 1);
+  CHECK(m.model().ports_size() == 2);  // as programmed
+  REQUIRE(m.inForce().ports.size() == 1);
+  CHECK(m.inForce().ports[0].name == "a");
+  // Status answers the same problems, and changes nothing.
+  dpv1::ProgramRequest status;
+  status.mutable_status();
+  CHECK(m.apply(status).problems_size() == 1);
   fs->mutable_model()->mutable_ports(1)->set_key(2);
   fs->mutable_model()->mutable_ports(1)->set_mac("0a:58:0a:f4:01:09");
-  CHECK(m.apply(r).status() == dpv1::OK);
-  // The same full sync again changes nothing.
+  fs->mutable_model()->mutable_ports(1)->set_ips(0, "10.244.1.9");
+  fs->mutable_model()->mutable_ports(1)->set_representor("pf0vf9");
   fs->set_generation(2);
+  reply = m.apply(r);
+  CHECK(reply.status() == dpv1::OK);
+  CHECK(reply.problems().empty());
+  // The same full sync again changes nothing.
+  fs->set_generation(3);
   CHECK(m.apply(r).status() == dpv1::OK);
   CHECK(m.history().back().added + m.history().back().changed + m.history().back().removed == 0);
-  CHECK(m.dump()["generation"] == 2);
+  CHECK(m.dump()["generation"] == 3);
+  CHECK(m.dump()["counts"]["refused"] == 1);
+  // A Delta deleting what is not there needs a FullSync, as the engine says.
+  dpv1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(3);
+  d.mutable_delta()->set_generation(4);
+  d.mutable_delta()->add_delete_ports("nope");
+  CHECK(m.apply(d).status() == dpv1::RESYNC_NEEDED);
+  CHECK(m.generation() == 3);
+}
+
+TEST_CASE("the client learns the dataplane's port capacity and which ports it could not open") {
+  TempDir dir;
+  const std::string sock = dir / "dp.sock";
+  Server server(sock);
+  server.with([](FakeDataplaneModel& m) {
+    m.setPortCapacity(1, 32);
+    return 0;
+  });
+  ModelState model;
+  Histogram latency(Histogram::latencyBounds());
+  addNode(model);
+  model.upsertPort(port("att-1", 1));
+  model.upsertPort(port("att-2", 2));
+  DataplaneClient client(sock, "test", model, latency);
+  std::atomic<uint32_t> told{0}, told_max{0};
+  client.onPortCapacity([&](uint32_t capacity, uint32_t max) {
+    told_max = max;
+    told = capacity;
+  });
+  client.start();
+  REQUIRE(eventually([&] { return client.status().programmed; }));
+  CHECK(told.load() == 1);
+  CHECK(told_max.load() == 32);
+  CHECK(client.status().port_capacity == 1);
+  CHECK(client.status().max_ethports == 32);
+  CHECK(client.status().ports_unavailable == 1);  // att-2, beyond the capacity
+  model.deletePort("att-2");
+  REQUIRE(eventually([&] { return client.status().ports_unavailable == 0; }));
+  client.stop();
 }

@@ -90,6 +90,8 @@ TEST_CASE("reloads deliver differences only; a bad file keeps the last good stat
   CHECK(l.syncs == 1);
   CHECK(l.events.size() == 5);
   CHECK(src.stats().synced);
+  // Counted by kind for the metrics: 2 nodes, 1 pod, 1 service, 1 slice.
+  CHECK(src.stats().events_by_kind == std::array<uint64_t, kObjectKindCount>{2, 1, 1, 1, 0});
   l.events.clear();
 
   src.pollOnce();  // nothing changed: nothing delivered
@@ -153,6 +155,42 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
   CHECK(l.events.empty());
   CHECK_THAT(reader.stats().last_error, Catch::Contains("node-b.json"));
   CHECK(reader.stats().malformed == 1);
+}
+
+TEST_CASE("port keys: published with the node, replacing the main file's, checked") {
+  TempDir dir;
+  const std::string path = dir / "cluster.yaml";
+  write(path, "nodes: [{name: node-a, podCIDR: 10.244.1.0/24, portKeys: {10.244.1.9: 9}}]\n");
+  FileClusterSource reader(path);
+  RecordingListener l;
+  REQUIRE(reader.start(l).ok());
+  reader.stop();
+  reader.pollOnce();
+  REQUIRE(l.nodes.size() == 1);
+  CHECK(l.nodes[0].port_keys == std::map<std::string, uint32_t>{{"10.244.1.9", 9}});
+
+  FileClusterSource a(path);
+  REQUIRE(a.publishSelf(SelfEntry{"node-a", "192.168.50.1", "", {{"10.244.1.3", 1}, {"fd00::3", 1}}}).ok());
+  auto text = dpu::readFile(dir / "cluster.yaml.d/node-a.json");
+  REQUIRE(text.ok());
+  CHECK_THAT(*text, Catch::Contains("\"portKeys\""));
+  l.nodes.clear();
+  reader.pollOnce();
+  REQUIRE(l.nodes.size() == 1);
+  CHECK(l.nodes[0].port_keys == std::map<std::string, uint32_t>{{"10.244.1.3", 1}, {"fd00::3", 1}});
+  // The last pod goes: an empty list is published, not the old one kept.
+  REQUIRE(a.publishSelf(SelfEntry{"node-a", "192.168.50.1", "", {}}).ok());
+  l.nodes.clear();
+  reader.pollOnce();
+  REQUIRE(l.nodes.size() == 1);
+  CHECK(l.nodes[0].port_keys.empty());
+
+  for (const char* bad : {"portKeys: [1]", "portKeys: {x: 1}", "portKeys: {10.0.0.1: 0}", "portKeys: {10.0.0.1: 40000}"}) {
+    INFO(bad);
+    auto r = parseClusterFile(std::string("nodes: [{name: n, ") + bad + "}]\n", "c.yaml");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains("portKeys"));
+  }
 }
 
 TEST_CASE("a missing cluster file fails start() with what to do") {

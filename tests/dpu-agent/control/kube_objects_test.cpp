@@ -15,7 +15,8 @@ namespace {
 
 const char* kNode = R"({"kind":"Node","apiVersion":"v1","metadata":{"name":"node-a","resourceVersion":"42",
   "labels":{"kubernetes.io/hostname":"node-a"},"annotations":{"dpu-cni.io/tunnel-ip":"100.64.0.1",
-  "dpu-cni.io/ipsec-public-key":"AAAA","other":{"x":1}},"managedFields":[{"manager":"kubelet"}]},
+  "dpu-cni.io/ipsec-public-key":"AAAA","dpu-cni.io/port-keys":"{\"10.244.1.5\":3,\"fd00:10:244:1::5\":3}",
+  "other":{"x":1}},"managedFields":[{"manager":"kubelet"}]},
   "spec":{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24","fd00:10:244:1::/64"]},
   "status":{"addresses":[{"type":"InternalIP","address":"192.168.1.1"}]}})";
 
@@ -52,6 +53,7 @@ TEST_CASE("kube objects: a Node gives its name, pod CIDRs, tunnel IP, key and la
   CHECK(n.ipsec_public_key == "AAAA");
   CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24", "fd00:10:244:1::/64"});
   CHECK(n.labels.at("kubernetes.io/hostname") == "node-a");
+  CHECK(n.port_keys == std::map<std::string, uint32_t>{{"10.244.1.5", 3}, {"fd00:10:244:1::5", 3}});
 }
 
 TEST_CASE("kube objects: a Node without podCIDRs falls back to podCIDR", "[kube]") {
@@ -142,6 +144,10 @@ TEST_CASE("kube objects: malformed objects are refused with the object's name an
       {ObjectKind::kPod, R"({"metadata":{"name":"p","namespace":"d"},"spec":[]})", "spec: expected an object"},
       {ObjectKind::kNode, R"({"metadata":{"name":"n","annotations":{"dpu-cni.io/tunnel-ip":"banana"}}})",
        "tunnel-ip: 'banana' is not an IP address"},
+      {ObjectKind::kNode, R"({"metadata":{"name":"n","annotations":{"dpu-cni.io/port-keys":"{\"10.0.0.1\":0}"}}})",
+       "port-keys]: the key of 10.0.0.1 must be a number 1..32767"},
+      {ObjectKind::kNode, R"({"metadata":{"name":"n","annotations":{"dpu-cni.io/port-keys":{"10.0.0.1":1}}}})",
+       "dpu-cni.io/port-keys]: expected a string"},
       {ObjectKind::kNode, R"({"metadata":{"name":"n"},"spec":{"podCIDRs":["10.244.1.1/24"]}})",
        "'10.244.1.1/24' is not a CIDR"},
       {ObjectKind::kNode, R"({"metadata":{"name":"n"},"spec":{"podCIDRs":"10.244.1.0/24"}})",
@@ -211,6 +217,9 @@ TEST_CASE("kube lists: items stream out, malformed ones marked, continue and res
 }
 
 TEST_CASE("kube watch events: types, bookmarks, 410 errors and bad lines", "[kube]") {
+  auto node = parseKubeWatchEvent(ObjectKind::kNode, std::string(R"({"type":"MODIFIED","object":)") + kNode + "}");
+  REQUIRE(node.ok());
+  CHECK(std::get<NodeInfo>(node->object.info).port_keys.size() == 2);
   auto added = parseKubeWatchEvent(ObjectKind::kPod, std::string(R"({"type":"ADDED","object":)") + kPod + "}");
   REQUIRE(added.ok());
   CHECK(added->type == KubeWatchEvent::Type::kAdded);

@@ -11,15 +11,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "control/kube_objects.h"
+#include "control/kube_node_label.h"
 #include "control/kube_source.h"
 #include "fake_kube_apiserver.h"
 
 using namespace dpu::control;
-using dpu::fakes::FakeKubeApiServer;
 using dpu::fakes::FakeKubeApiServerOptions;
 using dpu::fakes::KubeResource;
 using nlohmann::json;
@@ -27,6 +29,37 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Every fake API server here authenticates the agent as the ServiceAccount of
+// manifests/base/agent-rbac and enforces that directory's ClusterRole and
+// binding: a verb the manifests lack fails the test that needs it (the request
+// is refused with 403 and listed in the denials), and the last test case
+// reports every grant no test used.
+struct RbacEvidence {
+  std::mutex mu;
+  std::vector<std::string> denials;
+  std::map<std::string, bool> grants;  // describe() -> used by some test
+};
+RbacEvidence& rbacEvidence() {
+  static RbacEvidence e;
+  return e;
+}
+
+class FakeKubeApiServer : public dpu::fakes::FakeKubeApiServer {
+ public:
+  ~FakeKubeApiServer() {
+    auto& e = rbacEvidence();
+    std::lock_guard<std::mutex> lock(e.mu);
+    for (auto& d : rbacDenials()) e.denials.push_back(d);
+    for (const auto& g : rbacGrants()) e.grants[g.describe()] = e.grants[g.describe()] || g.used;
+  }
+  dpu::Result<void> start(FakeKubeApiServerOptions options) {
+    std::string dir = std::string(DPU_SOURCE_DIR) + "/manifests/base/agent-rbac/";
+    options.rbac_files = {dir + "clusterrole.yaml", dir + "clusterrolebinding.yaml"};
+    options.user = {"system:serviceaccount:dpu-cni:dpu-agent", {"system:serviceaccounts", "system:serviceaccounts:dpu-cni"}};
+    return dpu::fakes::FakeKubeApiServer::start(options);
+  }
+};
 
 // A CA and a server certificate for 127.0.0.1, made once per test process.
 struct Pki {
@@ -244,11 +277,22 @@ TEST_CASE("kube source: HTTPS with a kubeconfig — paginated sync, then updates
   CHECK(l.since(mark).size() == 7);
   source.stop();
   auto after = l.mark();
+  // No callback after stop(), and no watch left: the server writes the next
+  // changes to every watch it holds, and a watch whose client is gone ends
+  // (the second write fails). Once none is open, nothing can come.
   REQUIRE(fake.apply(KubeResource::kPods, pod("default", "late", "10.244.1.50")).ok());
-  std::this_thread::sleep_for(100ms);
-  CHECK(l.mark() == after);  // no callback after stop()
+  REQUIRE(fake.apply(KubeResource::kPods, pod("default", "later", "10.244.1.51")).ok());
+  REQUIRE(eventually([&] { return fake.stats().open_watches == 0; }));
+  CHECK(l.mark() == after);
   CHECK(source.stats().malformed == 0);
   CHECK(source.stats().synced);
+  // Every delivered change is counted under its kind.
+  auto st = source.stats();
+  uint64_t sum = 0;
+  for (auto n : st.events_by_kind) sum += n;
+  CHECK(sum == st.events);
+  CHECK(st.events_by_kind[static_cast<size_t>(ObjectKind::kPod)] > 0);
+  CHECK(st.events_by_kind[static_cast<size_t>(ObjectKind::kNode)] > 0);
 }
 
 TEST_CASE("kube source: wrong CA — refused, reported, never synced", "[kube]") {
@@ -264,7 +308,10 @@ TEST_CASE("kube source: wrong CA — refused, reported, never synced", "[kube]")
   RecordingListener l;
   REQUIRE(source->start(l).ok());
   CHECK(eventually([&] { return !source->stats().last_error.empty(); }));
-  CHECK_FALSE(l.waitFor([&] { return l.syncs > 0; }, 300ms));
+  // It tried again and was refused again: no request ever got through.
+  REQUIRE(eventually([&] { return fake.stats().tls_handshake_failures >= 2; }));
+  CHECK(fake.stats().lists == 0);
+  CHECK(l.mark() == 0);
   source->stop();
 
   // insecure-skip-tls-verify: the same server is accepted without a CA.
@@ -308,10 +355,17 @@ TEST_CASE("kube source: in-cluster token refused (401), then rotated — backoff
   REQUIRE(eventually([&] { return source.stats().last_error.find("401") != std::string::npos; }));
   CHECK_THAT(source.stats().last_error, Catch::Contains("token"));
   CHECK(l.mark() == 0);
+  // Backoff, not a spin: after its k-th refusal (from 0) the source waits at
+  // least half of 20 ms * 2^k, at most 300 ms (testConfig, kube_source.cpp's
+  // jitter). The clock starts before the count is read, so the next two
+  // refusals both come after it, and the waits between the three that follow
+  // are a lower bound a loaded machine can only exceed.
+  auto t0 = std::chrono::steady_clock::now();
   uint64_t refused = fake.stats().unauthorized;
-  std::this_thread::sleep_for(400ms);
-  // Backoff: a handful of retries in 400 ms (20 ms doubling to 300 ms), not a spin.
-  CHECK(fake.stats().unauthorized - refused <= 8);
+  REQUIRE(eventually([&] { return fake.stats().unauthorized >= refused + 3; }));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  auto shortest = [](uint64_t k) { return std::chrono::milliseconds(std::min<uint64_t>(uint64_t{10} << std::min<uint64_t>(k, 8), 150)); };
+  CHECK(waited >= shortest(refused) + shortest(refused + 1));
 
   sa.write("token", "new-token\n");  // the kubelet rotates the token
   REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
@@ -319,9 +373,12 @@ TEST_CASE("kube source: in-cluster token refused (401), then rotated — backoff
   // Rotation again while watching: the old token stops working, the stream
   // breaks, and the source reconnects with the new file contents.
   fake.setToken("newer-token");
-  std::this_thread::sleep_for(20ms);
-  sa.write("token", "newer-token\n");
+  uint64_t before = fake.stats().unauthorized;
   fake.dropWatches();
+  // It comes back with the token it has and is refused, until the kubelet
+  // writes the new one.
+  REQUIRE(eventually([&] { return fake.stats().unauthorized > before; }));
+  sa.write("token", "newer-token\n");
   size_t mark = l.mark();
   REQUIRE(fake.apply(KubeResource::kPods, pod("kube-system", "a", "10.244.1.3")).ok());
   REQUIRE(l.waitFor([&] { return l.log.size() > mark; }));
@@ -373,7 +430,14 @@ TEST_CASE("kube source: bookmarks keep the watch's resourceVersion inside the hi
       // Only nodes change: the pod watch sees no events, only bookmarks.
       for (int i = 0; i < 5; ++i)
         REQUIRE(fake.apply(KubeResource::kNodes, node("n" + std::to_string(i), "10.0." + std::to_string(i) + ".0/24")).ok());
-      std::this_thread::sleep_for(300ms);
+      // The node watch has them all (else it, too, would be behind the compaction).
+      REQUIRE(l.waitFor([&] { return l.nodes.count("n4") == 1; }));
+      if (bookmarks) {
+        // A bookmark as new as the node changes went out on the pod watch; the
+        // drop below closes the stream after it, so the source reads it first.
+        uint64_t rv = fake.resourceVersion();
+        REQUIRE(eventually([&] { return fake.stats().last_bookmark_rv[static_cast<size_t>(KubeResource::kPods)] >= rv; }));
+      }
       fake.compact();
       fake.dropWatches();
       size_t mark = l.mark();
@@ -383,14 +447,14 @@ TEST_CASE("kube source: bookmarks keep the watch's resourceVersion inside the hi
         return std::find(l.log.begin() + static_cast<long>(mark), l.log.end(), "pod+ d/b 10.244.1.3") != l.log.end();
       }));
       // With bookmarks the pod watch resumes; without, its version is older
-      // than the compacted history and it must relist.
-      // (The relist's objects are delivered before it is counted as done.)
-      if (bookmarks) {
-        std::this_thread::sleep_for(100ms);
-        CHECK(source->stats().relists == 0);
-      } else {
-        CHECK(eventually([&] { return source->stats().relists == 1; }, 2s));
-      }
+      // than the compacted history and it must relist. A relist is counted
+      // before the watch after it starts: once a later change has come through
+      // the watch, the count is final.
+      REQUIRE(fake.apply(KubeResource::kPods, pod("d", "c", "10.244.1.4")).ok());
+      REQUIRE(l.waitFor([&] {
+        return std::find(l.log.begin() + static_cast<long>(mark), l.log.end(), "pod+ d/c 10.244.1.4") != l.log.end();
+      }));
+      CHECK(source->stats().relists == (bookmarks ? 0u : 1u));
       source->stop();
     }
   }
@@ -464,7 +528,11 @@ TEST_CASE("kube source: a dropped stream resumes from the last version without d
     want.push_back("pod+ d/x " + ip);
   }
   REQUIRE(l.waitFor([&] { return l.log.size() >= mark + want.size(); }));
-  std::this_thread::sleep_for(100ms);
+  // A duplicate would come before a later change on the same stream: once
+  // that change is in, the log is complete.
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "x", "10.244.1.99")).ok());
+  want.push_back("pod+ d/x 10.244.1.99");
+  REQUIRE(l.waitFor([&] { return l.log.size() >= mark + want.size(); }));
   CHECK(l.since(mark) == want);
   auto st = source->stats();
   CHECK(st.relists == 0);
@@ -518,6 +586,23 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   // The others see it through their watch.
   REQUIRE(l.waitFor([&] { return l.nodes["node-a"].tunnel_ip == "100.64.0.7"; }));
   CHECK(l.nodes["node-a"].ipsec_public_key == "cHVibGljLWtleQ==");
+  CHECK(l.nodes["node-a"].port_keys.empty());
+  CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/port-keys"] == "{}");
+
+  // The port keys, republished on every attach and detach, reach the others.
+  SelfEntry self{"", "100.64.0.7", "", {{"10.244.1.5", 3}, {"fd00::5", 3}, {"10.244.1.6", 9}}};
+  REQUIRE(source->publishSelf(self).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes["node-a"].port_keys.size() == 3; }));
+  CHECK(l.nodes["node-a"].port_keys == self.port_keys);
+  self.port_keys.erase("10.244.1.6");
+  REQUIRE(source->publishSelf(self).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes["node-a"].port_keys.size() == 2; }));
+  // A bad annotation makes the Node malformed (as a bad tunnel IP does), named.
+  auto bad = parsePortKeysAnnotation("{\"10.244.1.5\": 40000}");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error(), Catch::Contains("must be a number 1..32767"));
+  CHECK_FALSE(parsePortKeysAnnotation("[1]").ok());
+  CHECK_FALSE(parsePortKeysAnnotation("{\"x\": 1}").ok());
 
   auto bad_ip = source->publishSelf({"", "not-an-ip", ""});
   REQUIRE_FALSE(bad_ip.ok());
@@ -576,4 +661,41 @@ TEST_CASE("kube source: configuration is checked before anything is contacted", 
   auto r = makeKubernetesSource(in_cluster);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error(), Catch::Contains("/nonexistent/serviceaccount"));
+}
+
+TEST_CASE("kube source: the host's node name from the label on the DPU's own Node", "[kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  json dpu = node("node-a-dpu", "10.0.0.0/24");
+  REQUIRE(fake.apply(KubeResource::kNodes, dpu).ok());
+  KubeConnection k = plain(fake);
+  auto missing = readNodeLabel(k, "node-a-dpu", "dpu-cni.io/host-node");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.code() == dpu::ErrorCode::kNotFound);
+  CHECK_THAT(missing.error(), Catch::Contains("kubectl label node node-a-dpu dpu-cni.io/host-node=<host node name>"));
+  dpu["metadata"]["labels"] = {{"dpu-cni.io/host-node", "node-a"}};
+  REQUIRE(fake.apply(KubeResource::kNodes, dpu).ok());
+  auto name = readNodeLabel(k, "node-a-dpu", "dpu-cni.io/host-node");
+  REQUIRE(name.ok());
+  CHECK(*name == "node-a");
+  auto nobody = readNodeLabel(k, "no-such-dpu", "dpu-cni.io/host-node");
+  REQUIRE_FALSE(nobody.ok());
+  CHECK_THAT(nobody.error(), Catch::Contains("no Node no-such-dpu"));
+}
+
+// Declared last: Catch runs test cases in declaration order.
+TEST_CASE("kube source: the manifests' ClusterRole grants what the agent uses", "[kube]") {
+  auto& e = rbacEvidence();
+  std::lock_guard<std::mutex> lock(e.mu);
+  INFO("requests the manifests' RBAC refused: " << e.denials.size());
+  for (const auto& d : e.denials) UNSCOPED_INFO(d);
+  CHECK(e.denials.empty());
+  REQUIRE_FALSE(e.grants.empty());
+  size_t unused = 0;
+  for (const auto& [g, used] : e.grants) {
+    if (used) continue;
+    ++unused;
+    std::cout << "RBAC: grant not used by any Kubernetes-source test: " << g << "\n";
+  }
+  std::cout << "RBAC: " << e.grants.size() - unused << " of " << e.grants.size() << " grants used\n";
 }

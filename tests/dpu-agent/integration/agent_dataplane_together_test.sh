@@ -204,7 +204,7 @@ tail -n 2 "$dir/flood.txt" | sed 's/^/  /'
 grep -h "full sync" "$dir/agent1.log" | sed 's/^.* info dataplane-client: /  agent 1: /'
 # The resync after the restart carries the whole view (remote node included)
 # and changes nothing in the running dataplane.
-grep "full sync" "$dir/agent1.log" | tail -n 1 | matches "1 remote nodes (0 flows invalidated)" ||
+grep "full sync" "$dir/agent1.log" | tail -n 1 | matches "1 remote nodes (0 flows invalidated, 0 objects not forwarding)" ||
   fail "the resync after the agent restart changed the dataplane: $(grep "full sync" "$dir/agent1.log" | tail -n 1)"
 grep -q " 0% packet loss" "$dir/flood.txt" || fail "packets lost while the agent was killed and restarted"
 code=$(api 1 GET /v1/attachments)

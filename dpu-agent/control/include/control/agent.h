@@ -6,15 +6,24 @@
 // Every attach/detach is decided and checkpointed under one lock before it is
 // answered, so an answer a client got survives kill -9. The model is updated
 // one object at a time: an attachment is one port, a node is one remote node.
+//
+// A pod attachment is named by (network, sandbox, ifname), as CNI names one,
+// and held for one VF. host-shim, the only client that makes them, sends its
+// list of held ones (reconcile): the agent releases the rest, except an
+// attach newer than the list, and refuses an attach older than the last list
+// that did not hold it (an ADD host-shim gave up on; attach.proto says more).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "control/agent_config.h"
@@ -59,7 +68,24 @@ class Agent : public ClusterListener {
 
   ApiResult<attv1::AttachResponse> attach(const attv1::AttachRequest& request);
   ApiResult<attv1::DetachResponse> detach(const attv1::DetachRequest& request);
+  // Releases every POD attachment host-shim does not hold (attach.proto,
+  // ReconcileRequest), and remembers the list for refusing older attaches.
+  ApiResult<attv1::ReconcileResponse> reconcile(const attv1::ReconcileRequest& request);
   attv1::AttachmentList list() const;
+  // One attachment (404 when unknown), with its dataplane state: what CHECK asks.
+  ApiResult<attv1::AttachResponse> get(const std::string& id) const;
+
+  // Where Attachment.dataplane_state comes from: given a port name (the
+  // attachment id), "programmed", "pending" or why not (the dataplane
+  // client's portState). Unset: "pending". Called under the agent's lock, so
+  // it must not call back into the Agent.
+  void setDataplaneView(std::function<std::string(const std::string&)> view) { dataplane_view_ = std::move(view); }
+
+  // This node's port keys, address → key (every attachment's addresses), for
+  // the cluster source to publish so that other nodes name our ports in the
+  // OVN egress key; and a number that changes whenever they change.
+  std::map<std::string, uint32_t> portKeys() const;
+  uint64_t portKeysVersion() const { return port_keys_version_.load(); }
 
   std::string bootId() const;
   bool clusterSynced() const { return synced_.load(); }
@@ -75,6 +101,13 @@ class Agent : public ClusterListener {
   std::vector<IpamUsage> ipamUsage() const;
   size_t attachmentCount() const;
   uint64_t releasedOrphans() const { return released_orphans_.load(); }
+  uint64_t releasedByReconcile() const { return released_by_reconcile_.load(); }
+  // How many representor ports the dataplane can open (HelloReply.port_capacity;
+  // 0: not known) and its DPDK's RTE_MAX_ETHPORTS. Every attachment needs
+  // one: an attach beyond the capacity is refused (507) before anything is
+  // allocated, rather than answered with a pod the dataplane cannot open.
+  void setPortCapacity(uint32_t capacity, uint32_t max_ethports);
+  uint32_t portCapacity() const { return port_capacity_.load(); }
   // The dataplane generation last acknowledged, recorded in the checkpoint.
   void setDataplaneGeneration(uint64_t generation) { generation_.store(generation); }
   uint64_t dataplaneGeneration() const { return generation_.load(); }
@@ -104,7 +137,9 @@ class Agent : public ClusterListener {
 
   ApiResult<attv1::AttachResponse> validateAttach(const attv1::AttachRequest& r) const;
   std::optional<std::string> findHolderLocked(uint32_t pf, uint32_t vf) const;
-  std::optional<std::string> findBySandboxLocked(const std::string& sandbox, const std::string& ifname) const;
+  using SandboxKey = std::tuple<std::string, std::string, std::string>;  // network, sandbox, ifname
+  static SandboxKey sandboxKeyOf(const attv1::Attachment& a) { return {a.network(), a.sandbox_id(), a.ifname()}; }
+  std::optional<std::string> findBySandboxLocked(const SandboxKey& key) const;
   std::optional<std::string> findManagementLocked() const;
   bool macHeldLocked(const std::string& mac) const;
   std::string holderOfAddressLocked(const IpAddress& ip) const;  // attachment id, or why there is none
@@ -113,6 +148,10 @@ class Agent : public ClusterListener {
   void releaseLocked(const std::string& id);
   Result<void> checkpointLocked();
   dpv1::LogicalPort portOf(const Record& r) const;
+  attv1::Attachment withState(const Record& r) const;
+  // Why `mac` cannot be a new attachment's MAC ("" when it can): the model's
+  // rules (zero, multicast, the router's) and the attachments that hold it.
+  std::string macProblemLocked(const MacAddress& mac, std::string& holder) const;
   dpv1::NodeSettings nodeSettings() const;
   std::optional<dpv1::RemoteNode> remoteNodeOf(const NodeInfo& node) const;
   void releaseOrphansLocked();
@@ -125,7 +164,7 @@ class Agent : public ClusterListener {
   std::string boot_id_;
   std::map<std::string, Record> attachments_;  // by id
   std::map<std::pair<uint32_t, uint32_t>, std::string> by_vf_;
-  std::map<std::pair<std::string, std::string>, std::string> by_sandbox_;
+  std::map<SandboxKey, std::string> by_sandbox_;
   std::vector<IpPrefix> pod_cidrs_;
   std::vector<Ipam> ipams_;
   std::vector<std::string> pending_recent_;  // released list restored before the pod CIDR is known
@@ -135,7 +174,17 @@ class Agent : public ClusterListener {
   std::atomic<bool> synced_{false};
   bool first_sync_done_ = false;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint32_t> port_capacity_{0};
+  std::atomic<uint32_t> max_ethports_{0};
   std::atomic<uint64_t> released_orphans_{0};
+  std::atomic<uint64_t> port_keys_version_{0};
+  std::function<std::string(const std::string&)> dataplane_view_;
+  std::atomic<uint64_t> released_by_reconcile_{0};
+  // host-shim's last list (reconcile): its instance, its numbering and what it held.
+  using HeldKey = std::tuple<std::string, std::string, std::string, uint32_t, uint32_t>;  // + pf, vf
+  std::string reconciled_instance_;
+  uint64_t reconciled_as_of_ = 0;
+  std::set<HeldKey> reconciled_held_;
 };
 
 }  // namespace dpu::control

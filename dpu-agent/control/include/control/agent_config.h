@@ -46,8 +46,31 @@ struct TlsConfig {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// Where the host's node name comes from when the config does not give it: the
+// label `label` of the DPU's own Node `node`, read from the cluster source's
+// API server, or from another one (the DPU cluster of a separate-cluster
+// install: in_cluster or kubeconfig).
+struct NodeNameFrom {
+  std::string label;  // empty: nodeName is given
+  std::string node;
+  bool in_cluster = false;
+  std::string kubeconfig;
+};
+
+// A second listener for Prometheus, `metrics: {listen: "ADDR:PORT"}`: the
+// attach API binds only to the host<->DPU link, which a scraper on the
+// management network cannot reach. It serves GET /metrics, /healthz and
+// /readyz and nothing of the attach API, with the API's TLS settings (so with
+// api.tls.clientCA the scraper needs a client certificate signed by that CA).
+struct MetricsListen {
+  bool enabled = false;
+  std::string address;  // numeric IPv4 or IPv6
+  uint16_t port = 0;
+};
+
 struct AgentConfig {
-  std::string node_name;
+  std::string node_name;            // empty until resolved when node_name_from is set
+  NodeNameFrom node_name_from;
   IpAddress tunnel_ip;
   std::string uplink;
   std::vector<RepresentorMap> representors;
@@ -56,11 +79,12 @@ struct AgentConfig {
   std::vector<IpPrefix> service_cidrs;
   uint32_t underlay_mtu = 1500;
   uint32_t pod_mtu = 0;             // computed from underlay_mtu, tunnel family and ipsec
-  bool ipsec = false;
+  bool ipsec = false;              // refused when true until IPsec is implemented (agent_config.cpp)
   ClusterSourceConfig cluster_source;
   std::string api_address = "127.0.0.1";
   uint16_t api_port = 9443;
   TlsConfig tls;
+  MetricsListen metrics;
   std::string dataplane_socket = "/run/dpu/dataplane.sock";
   std::string state_dir = "/var/lib/dpu-agent";
   std::string log_level = "info";
@@ -68,6 +92,7 @@ struct AgentConfig {
 
   const RepresentorMap* representorsOf(uint32_t pf) const;
   std::string apiUri() const;       // "http(s)://address:port"
+  std::string metricsUri() const;   // the same for `metrics` (empty when off)
   std::string checkpointPath() const { return state_dir + "/agent-checkpoint.pb"; }
 };
 

@@ -63,6 +63,10 @@ class ApiRouter {
   ApiRouter(Agent& agent, Hooks hooks);
 
   ApiAnswer handle(const ApiRequest& req);
+  // An answer the listener gives without routing (a body over the limit, a
+  // client certificate of another node): an ApiError in the request's format,
+  // counted like every other answer.
+  ApiAnswer refuse(const ApiRequest& req, uint16_t status, const std::string& message);
   // Requests answered so far, by HTTP status, and how long they took.
   std::map<uint16_t, uint64_t> statusCounts() const;
   const Histogram& latency() const { return latency_; }

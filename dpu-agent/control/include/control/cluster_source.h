@@ -14,11 +14,14 @@
 //    stats().malformed and logged with the object's name and the reason.
 //  - stop() joins the threads; no callback runs after it returns.
 //  - publishSelf() makes this node's own entry visible to the others
-//    (Kubernetes: patch the Node's annotations dpu-cni.io/tunnel-ip and
-//    dpu-cni.io/ipsec-public-key; file source: write the node's entry into the
-//    node's publish file, which the lab merges).
+//    (Kubernetes: patch the Node's annotations dpu-cni.io/tunnel-ip,
+//    dpu-cni.io/ipsec-public-key and dpu-cni.io/port-keys; file source: write
+//    the node's entry into the node's publish file, which the lab merges). The
+//    agent calls it again whenever its port keys change.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,6 +39,9 @@ struct NodeInfo {
   std::vector<std::string> pod_cidrs;    // spec.podCIDRs / file "podCIDR(s)"
   std::string ipsec_public_key;          // base64 X25519; empty when not published
   std::map<std::string, std::string> labels;
+  // The node's logical port keys by pod address (annotation dpu-cni.io/port-keys
+  // / file "portKeys"): senders put the destination's key in the OVN egress key.
+  std::map<std::string, uint32_t> port_keys = {};
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -103,6 +109,18 @@ struct NetworkPolicyInfo {
 };
 
 enum class ObjectKind { kNode, kPod, kService, kEndpointSlice, kNetworkPolicy };
+inline constexpr size_t kObjectKindCount = 5;
+// "node", "pod", "service", "endpointslice", "networkpolicy": metric labels.
+inline const char* objectKindName(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kNode: return "node";
+    case ObjectKind::kPod: return "pod";
+    case ObjectKind::kService: return "service";
+    case ObjectKind::kEndpointSlice: return "endpointslice";
+    case ObjectKind::kNetworkPolicy: return "networkpolicy";
+  }
+  return "unknown";
+}
 
 class ClusterListener {
  public:
@@ -126,6 +144,9 @@ struct ClusterSourceStats {
   uint64_t watch_restarts = 0;           // streams resumed or relisted
   uint64_t relists = 0;                  // 410 Gone / file reloads
   uint64_t events = 0;
+  // `events` by kind (index: ObjectKind), so an operator sees that Services or
+  // NetworkPolicies arrive even while the agent does nothing with them yet.
+  std::array<uint64_t, kObjectKindCount> events_by_kind{};
   bool synced = false;
   std::string last_error;                // the last problem, for /readyz and logs
 };
@@ -135,6 +156,7 @@ struct SelfEntry {
   std::string node_name;
   std::string tunnel_ip;
   std::string ipsec_public_key;
+  std::map<std::string, uint32_t> port_keys = {};  // address → logical port key (Agent::portKeys)
 };
 
 class ClusterSource {

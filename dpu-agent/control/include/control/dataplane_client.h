@@ -7,6 +7,12 @@
 // touched. While the dataplane is down the client retries with exponential
 // backoff (100 ms .. 2 s, jittered) and the model keeps collecting changes.
 //
+// The dataplane reports, on every reply, the objects of the model it does not
+// forward for (refused by its validation, or a port it could not open). The
+// client keeps the latest list, asks for it with a Status request every
+// second while nothing else is sent (a port that could not be opened may
+// come up later), and answers portState() for the attach API and CHECK.
+//
 // Runs in its own thread; the model (logical_model.h) is the only input.
 #pragma once
 
@@ -16,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/ipc.h"
 #include "control/logical_model.h"
@@ -33,8 +40,18 @@ struct DataplaneStatus {
   uint64_t resyncs_requested = 0;  // RESYNC_NEEDED answers
   uint64_t reconnects = 0;
   uint64_t refused = 0;          // INVALID answers
+  uint64_t status_polls = 0;     // Status requests answered
   std::string last_error;
+  uint32_t port_capacity = 0;    // representor ports the dataplane can open (its Hello answer; 0: not told)
+  uint32_t max_ethports = 0;     // its DPDK's RTE_MAX_ETHPORTS
+  uint32_t ports_unavailable = 0;  // logical ports whose representor it could not open (last reply)
+  std::vector<dpv1::ObjectProblem> problems;  // from the last reply
 };
+
+// What Attachment.dataplane_state says of a port (attach.proto): the
+// dataplane forwards for it, or not yet, or why not.
+inline constexpr const char* kProgrammed = "programmed";
+inline constexpr const char* kPending = "pending";
 
 class DataplaneClient {
  public:
@@ -46,8 +63,14 @@ class DataplaneClient {
   void start(uint64_t generation_hint = 0);
   void stop();
   DataplaneStatus status() const;
+  // "programmed", "pending" (its latest version is not acknowledged yet), or
+  // why the dataplane does not forward for port `name` ("refused: <reason>",
+  // "port unavailable: <reason>", "dataplane not connected: <why>").
+  std::string portState(const std::string& name) const;
   // Called (on the client thread) after each acknowledged generation.
   void onGeneration(std::function<void(uint64_t)> fn) { on_generation_ = std::move(fn); }
+  // Called (on the client thread) with HelloReply.port_capacity and max_ethports on each connection.
+  void onPortCapacity(std::function<void(uint32_t, uint32_t)> fn) { on_capacity_ = std::move(fn); }
 
  private:
   void run();
@@ -55,6 +78,8 @@ class DataplaneClient {
   bool fullSync(const ipc::Socket& s);
   bool sendDelta(const ipc::Socket& s, ModelState::Pending& pending, bool& resync);
   bool exchange(const ipc::Socket& s, const dpv1::ProgramRequest& req, dpv1::ProgramReply& reply);
+  bool pollStatus(const ipc::Socket& s);
+  void takeProblems(const dpv1::ProgramReply& reply);
   bool peerClosed(const ipc::Socket& s) const;
   void setError(const std::string& e);
   void acked(uint64_t generation, std::chrono::steady_clock::time_point since);
@@ -64,6 +89,7 @@ class DataplaneClient {
   ModelState& model_;
   Histogram& latency_;
   std::function<void(uint64_t)> on_generation_;
+  std::function<void(uint32_t, uint32_t)> on_capacity_;
 
   std::thread thread_;
   std::atomic<bool> running_{false};

@@ -3,7 +3,8 @@
 // endpoint slices (and optionally pods):
 //
 //   nodes:
-//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", labels: {...}}
+//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", labels: {...},
+//        portKeys: {10.244.1.5: 3}}
 //   services:
 //     - {namespace: default, name: web, type: ClusterIP, clusterIPs: [10.96.0.10],
 //        ports: [{name: http, protocol: TCP, port: 80, targetPort: "8080"}]}
@@ -15,10 +16,11 @@
 //
 // Next to it, the directory "<file>.d/" holds one publish file per node
 // ("<node>.json", written by that node's agent through publishSelf, atomically):
-// {"name", "tunnelIP", "ipsecPublicKey", "podCIDRs"}. A published entry fills in
-// or overrides those fields of the node of that name (and adds the node when
-// the main file does not list it), so agents sharing a directory see each
-// other without a central writer.
+// {"name", "tunnelIP", "ipsecPublicKey", "podCIDRs", "portKeys"}. A published
+// entry fills in or overrides those fields of the node of that name (its
+// portKeys replace the main file's: the node's agent knows its ports), and
+// adds the node when the main file does not list it, so agents sharing a
+// directory see each other without a central writer.
 //
 // The source polls the files' identity (inode, size, mtime) every 200 ms; a
 // change reloads everything and delivers only the differences, then synced().
@@ -54,7 +56,9 @@ Result<NodeInfo> parsePublishFile(const std::string& text, const std::string& or
 // Publish entries merged into the main file's nodes.
 void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& published);
 // The differences from `before` to `after`, delivered to the listener; returns how many.
-size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& after, ClusterListener& listener);
+// Adds the changes per kind to `by_kind` when given.
+size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& after, ClusterListener& listener,
+                          std::array<uint64_t, kObjectKindCount>* by_kind = nullptr);
 
 class FileClusterSource : public ClusterSource {
  public:
@@ -95,6 +99,7 @@ class FileClusterSource : public ClusterSource {
   std::map<std::string, NodeInfo> last_good_published_;  // by file name
   bool delivered_once_ = false;
   std::vector<std::string> published_pod_cidrs_;
+  bool published_ = false;
 
   mutable std::mutex stats_mu_;
   ClusterSourceStats stats_;

@@ -28,6 +28,13 @@ const char* kubeKindName(ObjectKind kind);
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
 inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-public-key";
+// The node's logical port keys: a JSON object {"<pod address>": <key 1..32767>, ...}.
+inline constexpr const char* kPortKeysAnnotation = "dpu-cni.io/port-keys";
+
+// The port-keys annotation's value from the keys, and back (the error names
+// the entry that is wrong).
+std::string formatPortKeysAnnotation(const std::map<std::string, uint32_t>& keys);
+Result<std::map<std::string, uint32_t>> parsePortKeysAnnotation(const std::string& text);
 
 // One decoded object. `error` is empty when the object is usable; otherwise it
 // says what is wrong and `info` must not be used (ns/name are still filled in as

@@ -50,6 +50,7 @@ class ModelState {
     dpv1::Delta delta;            // generations left at 0: the client stamps them
     Clock::time_point oldest;     // when the oldest change in it was made
     size_t changes = 0;
+    uint64_t sequence = 0;        // the change sequence it brings the dataplane up to (acknowledge())
   };
 
   void setNode(const dpv1::NodeSettings& node);
@@ -60,9 +61,11 @@ class ModelState {
   void upsertRemoteNode(const dpv1::RemoteNode& node);
   void deleteRemoteNode(const std::string& name);
 
-  // The whole model, and (for a FullSync) the dirty set cleared atomically with it.
+  // The whole model, and (for a FullSync) the dirty set cleared atomically with it;
+  // `sequence`: the change sequence the model is at (for acknowledge()).
   dpv1::LogicalModel snapshot() const;
-  dpv1::LogicalModel snapshotAndClear(std::optional<Clock::time_point>* oldest_pending = nullptr);
+  dpv1::LogicalModel snapshotAndClear(std::optional<Clock::time_point>* oldest_pending = nullptr,
+                                      uint64_t* sequence = nullptr);
   std::optional<Pending> takePending();
   bool hasPending() const;
   // Waits until a change is pending or the timeout passes; true when one is.
@@ -72,6 +75,16 @@ class ModelState {
 
   size_t portCount() const;
   size_t remoteNodeCount() const;
+
+  // Every change takes the next number of one sequence. The dataplane client
+  // acknowledges the sequence of each request the dataplane accepted, so the
+  // agent can tell a port the dataplane has (in its latest version) from one
+  // still on its way. forgetAcknowledged() on a new dataplane instance: nothing is
+  // acknowledged until its first full sync.
+  void acknowledge(uint64_t sequence);
+  void forgetAcknowledged();
+  // The port exists and its latest version was acknowledged.
+  bool portAcknowledged(const std::string& name) const;
 
  private:
   void markLocked();
@@ -85,6 +98,8 @@ class ModelState {
   bool node_dirty_ = false;
   std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_;
   std::optional<Clock::time_point> oldest_;
+  uint64_t sequence_ = 0, acknowledged_ = 0;
+  std::map<std::string, uint64_t> port_sequence_;  // the change that made each port's latest version
 };
 
 }  // namespace dpu::control
