@@ -90,7 +90,52 @@ std::optional<Failure> checkPrevResult(const json& prev) {
   return std::nullopt;
 }
 
+// logFile and logLevel, read before anything else can refuse the
+// configuration, and only when valid; the strict read below checks them again.
+void readLogSettings(const json& doc, Invocation& out) {
+  if (auto f = doc.find("logFile"); f != doc.end() && f->is_string()) {
+    const auto& path = f->get_ref<const std::string&>();
+    if (!path.empty() && path[0] == '/') out.log_file = path;
+  }
+  if (auto l = doc.find("logLevel"); l != doc.end() && l->is_string()) {
+    const auto& level = l->get_ref<const std::string&>();
+    if (level == "debug" || level == "info" || level == "warn" || level == "error") out.log_level = level;
+  }
+}
+
 }  // namespace
+
+std::optional<Failure> checkConfigLimits(std::string_view text) {
+  if (text.size() > kMaxConfigBytes) {
+    return fail(ErrorCode::kDecodeFailure, "the network configuration is too large",
+                "stdin holds more than " + std::to_string(kMaxConfigBytes) +
+                    " bytes; dpu-cni reads network configurations of at most " + std::to_string(kMaxConfigBytes / 1024) +
+                    " KiB: pass the plugin's own configuration object, not a whole file or a stream");
+  }
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxConfigDepth) {
+        return fail(ErrorCode::kDecodeFailure, "the network configuration is nested too deeply",
+                    "stdin nests objects and arrays more than " + std::to_string(kMaxConfigDepth) +
+                        " levels deep (at byte " + std::to_string(i) +
+                        "); a network configuration is a few levels deep: fix whatever wrote it");
+      }
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
 
 std::string_view verbName(Verb v) {
   switch (v) {
@@ -205,6 +250,7 @@ std::optional<Failure> parseCniArgs(std::string_view text, PodArgs& out) {
 }
 
 std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text, Invocation& out) {
+  if (auto too_much = checkConfigLimits(stdin_text)) return too_much;
   json doc = json::parse(stdin_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return fail(ErrorCode::kDecodeFailure, "cannot decode the network configuration",
@@ -214,6 +260,7 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
     return fail(ErrorCode::kDecodeFailure, "cannot decode the network configuration",
                 "stdin must be a JSON object (the network configuration), not " + std::string(doc.type_name()));
   }
+  readLogSettings(doc, out);
 
   // Version first: the error JSON echoes it.
   auto ver = doc.find("cniVersion");
@@ -262,8 +309,9 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
   r.raw("cniVersions");
   out.socket = r.str("socket", std::string(kDefaultSocket));
   out.mtu = static_cast<uint32_t>(r.uint("mtu", 576, 9216, 0));
-  out.log_file = r.str("logFile", "");
-  out.log_level = r.str("logLevel", "warn");
+  // Into out only once checked (readLogSettings took the valid ones already).
+  std::string log_file = r.str("logFile", "");
+  std::string log_level = r.str("logLevel", "warn");
   out.timeout_seconds = r.number("timeout", 0.1, 600, kDefaultTimeoutSeconds);
   std::string top_device = readDeviceId(r, "deviceID");
   std::string top_pci = readDeviceId(r, "pciBusID");
@@ -285,12 +333,14 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
   if (out.socket.empty() || out.socket[0] != '/') {
     return invalidConfig("socket \"" + out.socket + "\" must be an absolute path to host-shim's unix socket");
   }
-  if (!out.log_file.empty() && out.log_file[0] != '/') {
-    return invalidConfig("logFile \"" + out.log_file + "\" must be an absolute path");
+  if (!log_file.empty() && log_file[0] != '/') {
+    return invalidConfig("logFile \"" + log_file + "\" must be an absolute path");
   }
-  if (out.log_level != "debug" && out.log_level != "info" && out.log_level != "warn" && out.log_level != "error") {
-    return invalidConfig("logLevel \"" + out.log_level + "\" must be debug, info, warn or error");
+  if (log_level != "debug" && log_level != "info" && log_level != "warn" && log_level != "error") {
+    return invalidConfig("logLevel \"" + log_level + "\" must be debug, info, warn or error");
   }
+  out.log_file = log_file;
+  out.log_level = log_level;
   if (!mac_text.empty()) {
     auto mac = MacAddress::parse(mac_text);
     if (!mac) return invalidConfig("runtimeConfig.mac: " + mac.error());
@@ -374,8 +424,9 @@ std::optional<Failure> parseInvocation(const EnvLookup& env, std::string_view st
   }
   out.verb = *verb;
   if (out.verb == Verb::kVersion) {
-    // The input's cniVersion is echoed back; anything unreadable is ignored, as skel does.
-    json doc = json::parse(stdin_text, nullptr, false);
+    // The input's cniVersion is echoed back; anything unreadable (or over the
+    // limits, so never parsed) is ignored, as skel does.
+    json doc = checkConfigLimits(stdin_text) ? json() : json::parse(stdin_text, nullptr, false);
     if (doc.is_object()) {
       if (auto v = doc.find("cniVersion"); v != doc.end() && v->is_string() && !v->get<std::string>().empty()) {
         out.cni_version = v->get<std::string>();
@@ -411,6 +462,8 @@ std::optional<Failure> parseInvocation(const EnvLookup& env, std::string_view st
   Invocation probe;
   auto config_failure = parseNetworkConfig(out.verb, stdin_text, probe);
   if (!probe.cni_version.empty()) out.cni_version = probe.cni_version;
+  out.log_file = probe.log_file;
+  out.log_level = probe.log_level;
   if (config_failure && config_failure->code == static_cast<uint32_t>(ErrorCode::kDecodeFailure)) {
     return config_failure;
   }

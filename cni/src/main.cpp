@@ -3,31 +3,34 @@
 // validate, forward to host-shim, print the answer (cni/plugin.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "cni/invocation.h"
 #include "cni/plugin.h"
 #include "cni/render.h"
 #include "cni/versions.h"
 
 namespace {
 
-// Reads all of stdin; false on an I/O error.
-bool readAll(int fd, std::string& out) {
+// Reads stdin to its end, or to one byte over the cap, which is enough for
+// the parser to refuse it (invocation.h): an endless stream is never
+// buffered. False on an I/O error.
+bool readConfig(int fd, std::string& out) {
   char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+  while (out.size() <= dpu::cni::kMaxConfigBytes) {
+    ssize_t n = ::read(fd, buf, std::min(sizeof buf, dpu::cni::kMaxConfigBytes + 1 - out.size()));
     if (n == 0) return true;
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
     }
     out.append(buf, static_cast<size_t>(n));
-    // A network config is a few KB; refuse to buffer an endless stream.
-    if (out.size() > (8u << 20)) return false;
   }
+  return true;
 }
 
 void writeAll(const std::string& text) {
@@ -47,7 +50,7 @@ void writeAll(const std::string& text) {
 int main() {
   using namespace dpu::cni;
   std::string input;
-  if (!readAll(STDIN_FILENO, input)) {
+  if (!readConfig(STDIN_FILENO, input)) {
     writeAll(renderError(kNewestVersion, fail(ErrorCode::kIoFailure, "cannot read the network configuration",
                                               std::string("reading stdin failed: ") + std::strerror(errno))));
     return 1;

@@ -86,13 +86,9 @@ v1::CniRequest buildRequest(const Invocation& inv) {
 
 Outcome run(const EnvLookup& env, std::string_view stdin_text, const Transport& transport) {
   Invocation inv;
-  if (auto bad = parseInvocation(env, stdin_text, inv)) {
-    DPU_LOG(kWarn, kLog) << "refused " << env("CNI_COMMAND").value_or("(no CNI_COMMAND)") << ": " << bad->msg << ": "
-                         << bad->details;
-    return failed(inv.cni_version, *bad);
-  }
-  if (inv.verb == Verb::kVersion) return Outcome{renderVersion(inv.cni_version), 0};
-
+  auto bad = parseInvocation(env, stdin_text, inv);
+  // The configuration's logFile and logLevel hold for a refusal too, whenever
+  // they could be read: the operator looks for it where they asked.
   if (!inv.log_file.empty()) {
     if (auto opened = log::setFile(inv.log_file); !opened) {
       // Logging is not worth failing a pod over: say so on stderr and go on.
@@ -100,6 +96,12 @@ Outcome run(const EnvLookup& env, std::string_view stdin_text, const Transport& 
     }
   }
   if (auto level = log::parseLevel(inv.log_level)) log::setLevel(*level);
+  if (bad) {
+    DPU_LOG(kWarn, kLog) << "refused " << env("CNI_COMMAND").value_or("(no CNI_COMMAND)") << " "
+                         << env("CNI_CONTAINERID").value_or("") << ": " << bad->msg << ": " << bad->details;
+    return failed(inv.cni_version, *bad);
+  }
+  if (inv.verb == Verb::kVersion) return Outcome{renderVersion(inv.cni_version), 0};
 
   double seconds = inv.timeout_seconds;
   if (inv.verb == Verb::kStatus) seconds = std::min(seconds, kStatusTimeoutSeconds);

@@ -80,4 +80,24 @@ Result<void> compareWithPrevResult(const std::string& prev_result_json, const st
   return {};
 }
 
+Result<void> checkDataplaneState(const std::string& id, const Result<attach::v1::AttachResponse>& answer) {
+  if (!answer) {
+    if (answer.code() == ErrorCode::kNotFound) {
+      return Error{"the DPU agent has no attachment " + id +
+                       " (it lost its state: host-shim replays the pod, retry; if it stays, DEL and ADD the pod)",
+                   ErrorCode::kUnavailable};
+    }
+    return Error{"cannot ask the DPU whether it forwards for attachment " + id + ": " + answer.error(),
+                 answer.code() == ErrorCode::kUnavailable || answer.code() == ErrorCode::kTimeout ? ErrorCode::kUnavailable
+                                                                                                 : ErrorCode::kFailed};
+  }
+  const std::string& state = answer->attachment().dataplane_state();
+  if (state == "programmed") return {};
+  if (state == "pending" || state.empty()) {
+    return Error{"the DPU's dataplane has not acknowledged attachment " + id + " yet (pending); retry",
+                 ErrorCode::kUnavailable};
+  }
+  return Error{"the DPU's dataplane does not forward for attachment " + id + ": " + state};
+}
+
 }  // namespace dpu::hostshim

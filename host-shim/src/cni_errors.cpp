@@ -1,4 +1,4 @@
-// Building CNI error answers (see cni_errors.h).
+// Building CNI answers (see cni_errors.h).
 #include "host-shim/cni_errors.h"
 
 namespace dpu::hostshim {
@@ -12,14 +12,40 @@ cni::v1::CniResponse cniError(CniCode code, std::string msg, std::string details
   return r;
 }
 
-CniCode codeFor(const DpuFailure& f) {
-  switch (f.kind) {
-    case DpuFailure::Kind::kUnreachable: return CniCode::kTryAgainLater;
-    case DpuFailure::Kind::kConflict: return CniCode::kVfUnavailable;
-    case DpuFailure::Kind::kRejected: return CniCode::kDpuRejected;
-    case DpuFailure::Kind::kNone: break;
+cni::v1::CniResponse cniResultOf(const checkpoint::v1::HostAttachment& a) {
+  cni::v1::CniResponse r;
+  auto* res = r.mutable_result();
+  auto* i = res->add_interfaces();
+  i->set_name(a.ifname());
+  i->set_mac(a.dpu().mac());
+  i->set_mtu(a.dpu().mtu());
+  i->set_sandbox(a.netns());
+  i->set_pci_id(a.pci_address());
+  for (const auto& ip : a.dpu().ips()) {
+    auto* c = res->add_ips();
+    c->set_address(ip.address());
+    c->set_gateway(ip.gateway());
+    c->set_interface(0);
   }
-  return CniCode::kIoFailure;
+  for (const auto& rt : a.dpu().routes()) {
+    auto* c = res->add_routes();
+    c->set_dst(rt.dst());
+    c->set_gw(rt.gw());
+    c->set_mtu(rt.mtu());
+  }
+  return r;
+}
+
+CniCode codeFor(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kTimeout:
+    case ErrorCode::kExhausted: return CniCode::kTryAgainLater;
+    case ErrorCode::kConflict: return CniCode::kVfUnavailable;
+    case ErrorCode::kInvalid: return CniCode::kInvalidConfig;
+    default: break;
+  }
+  return CniCode::kDpuRejected;
 }
 
 std::string ifnameProblem(const std::string& ifname) {

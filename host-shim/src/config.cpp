@@ -3,7 +3,10 @@
 // that parse) is checked here, before anything is touched.
 #include "host-shim/config.h"
 
+#include <grp.h>
+
 #include <charconv>
+#include <vector>
 
 #include "common/atomic_file.h"
 #include "common/config_doc.h"
@@ -74,17 +77,56 @@ void readCidrs(FieldReader& r, std::string_view key, std::vector<std::string>& o
 
 }  // namespace
 
-Result<Config> parseConfig(std::string_view text, std::string_view origin) {
-  auto doc = parseConfigText(text, origin);
-  if (!doc) return std::move(doc).takeError();
+namespace {
+
+Result<Config> configFromDocument(const nlohmann::json& doc) {
   Config c;
-  FieldReader r(*doc, "");
+  FieldReader r(doc, "");
   c.socket_path = r.str("socket", c.socket_path);
   c.state_dir = r.str("stateDir", c.state_dir);
   c.sysfs_root = r.str("sysfsRoot", c.sysfs_root);
   c.request_timeout_ms = static_cast<uint32_t>(r.uint("requestTimeoutMs", 100, 600000, c.request_timeout_ms));
   if (r.ok() && (c.socket_path.empty() || c.socket_path.size() > 107))
     r.fail("socket", "must be a unix socket path of 1 to 107 characters");
+  if (r.has("socketMode")) {
+    std::string mode = r.str("socketMode");
+    uint32_t m = 0;
+    auto [p, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), m, 8);
+    if (r.ok() && (mode.empty() || ec != std::errc() || p != mode.data() + mode.size() || m > 0777))
+      r.fail("socketMode", "must be an octal file mode like \"0660\", not '" + mode + "'");
+    else if (r.ok() && (m & 0600) != 0600)
+      r.fail("socketMode", "must let its owner (root) read and write: \"06xx\", not '" + mode + "'");
+    c.socket_mode = m;
+  }
+  if (const auto* g = r.raw("socketGroup")) {
+    if (g->is_number_unsigned() && g->get<uint64_t>() <= 4294967294u) {
+      c.socket_group = g->get<uint32_t>();
+    } else if (g->is_string() && !g->get<std::string>().empty()) {
+      // Resolved now, so a group missing on this host stops the start here
+      // rather than at the first chown.
+      const std::string name = g->get<std::string>();
+      struct group grp {};
+      struct group* found = nullptr;
+      std::vector<char> buf(16384);
+      if (::getgrnam_r(name.c_str(), &grp, buf.data(), buf.size(), &found) == 0 && found)
+        c.socket_group = found->gr_gid;
+      else
+        r.fail("socketGroup", "no group named '" + name + "' on this host; create it or give a gid");
+    } else {
+      r.fail("socketGroup", "must be a group name or a gid (a number)");
+    }
+  }
+  if (const auto* uids = r.raw("socketAllowedUids")) {
+    if (!uids->is_array()) r.fail("socketAllowedUids", "must be a list of user ids");
+    for (size_t i = 0; r.ok() && uids->is_array() && i < uids->size(); ++i) {
+      const auto& u = (*uids)[i];
+      if (!u.is_number_unsigned() || u.get<uint64_t>() > 4294967294u)
+        r.fail("socketAllowedUids", "entry " + std::to_string(i) + " must be a user id (a number)");
+      else
+        c.socket_allowed_uids.insert(u.get<uint32_t>());
+    }
+  }
+  c.max_connections = static_cast<uint32_t>(r.uint("maxConnections", 1, 4096, c.max_connections));
   if (r.ok() && c.state_dir.empty()) r.fail("stateDir", "must not be empty");
 
   auto pfs = r.objects("pfs", true);
@@ -139,6 +181,8 @@ Result<Config> parseConfig(std::string_view text, std::string_view origin) {
   c.dpu.key_file = dpu.str("keyFile", "");
   c.dpu.request_timeout_ms = static_cast<uint32_t>(dpu.uint("timeoutMs", 50, 60000, c.dpu.request_timeout_ms));
   c.dpu.health_interval_ms = static_cast<uint32_t>(dpu.uint("healthIntervalMs", 50, 60000, c.dpu.health_interval_ms));
+  c.dpu.reconcile_interval_ms =
+      static_cast<uint32_t>(dpu.uint("reconcileIntervalMs", 100, 3600000, c.dpu.reconcile_interval_ms));
   if (r.ok()) {
     bool https = c.dpu.url.rfind("https://", 0) == 0;
     if (!https && c.dpu.url.rfind("http://", 0) != 0)
@@ -184,10 +228,21 @@ Result<Config> parseConfig(std::string_view text, std::string_view origin) {
   return c;
 }
 
+}  // namespace
+
+Result<Config> parseConfig(std::string_view text, std::string_view origin) {
+  auto doc = parseConfigText(text, origin);
+  if (!doc) return std::move(doc).takeError();
+  return configFromDocument(*doc);
+}
+
+// The file as the other daemons read theirs (loadConfigFile): ${NAME} in a value
+// is the environment variable NAME, so one ConfigMap serves every host and each
+// names its own certificate (certFile: /etc/dpu-cni/tls/${NODE_NAME}.crt).
 Result<Config> loadConfig(const std::string& path) {
-  auto text = readFile(path);
-  if (!text) return std::move(text).takeError();
-  auto c = parseConfig(*text, path);
+  auto doc = loadConfigFile(path);
+  if (!doc) return std::move(doc).takeError();
+  auto c = configFromDocument(*doc);
   if (!c) return prefixed(path, std::move(c).takeError());
   return c;
 }

@@ -1,6 +1,6 @@
 // cpprestsdk client for the attach API. cpprestsdk reports transport failures
 // (refused, timeout, TLS) as exceptions; they stop here and become
-// DpuFailure::kUnreachable so nothing escapes the library.
+// ErrorCode::kUnavailable errors so nothing escapes the library.
 #include "host-shim/dpu_client.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -40,19 +40,32 @@ DpuClient::DpuClient(const DpuConfig& config) : url_(config.url), impl_(std::mak
 
 DpuClient::~DpuClient() = default;
 
+ErrorCode errorCodeForHttpStatus(unsigned status) {
+  switch (status) {
+    case 403: return ErrorCode::kForbidden;
+    case 404: return ErrorCode::kNotFound;
+    case 409: return ErrorCode::kConflict;
+    case 413: return ErrorCode::kTooLarge;
+    case 507: return ErrorCode::kExhausted;
+    default: break;
+  }
+  // 5xx (overloaded, not ready) is worth retrying later; 4xx is our request.
+  return status >= 500 ? ErrorCode::kUnavailable : ErrorCode::kInvalid;
+}
+
 namespace {
 
+// A failure with no answer from the agent (transport), as opposed to an
+// answer with a status: only those are retried on a fresh connection.
+struct Attempt {
+  bool answered = false;
+};
+
 template <typename Reply>
-DpuResult<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const http::method& method,
-                          const std::string& path, const google::protobuf::Message* body) {
-  DpuResult<Reply> out;
-  auto fail = [&](DpuFailure::Kind kind, unsigned status, std::string msg) {
-    out.failure.kind = kind;
-    out.failure.http_status = status;
-    out.failure.message = std::move(msg);
-    return out;
-  };
-  if (!impl.client) return fail(DpuFailure::Kind::kUnreachable, 0, impl.init_error);
+Result<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const http::method& method,
+                       const std::string& path, const google::protobuf::Message* body, Attempt& attempt) {
+  auto unreachable = [](std::string msg) { return Error{std::move(msg), ErrorCode::kUnavailable}; };
+  if (!impl.client) return unreachable(impl.init_error);
   try {
     http::http_request req(method);
     req.set_request_uri(utility::conversions::to_string_t(path));
@@ -64,6 +77,7 @@ DpuResult<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const h
     }
     req.headers().add(U("Accept"), U("application/x-protobuf"));
     http::http_response resp = impl.client->request(req).get();
+    attempt.answered = true;
     std::vector<unsigned char> data = resp.extract_vector().get();
     std::string bytes(data.begin(), data.end());
     bool json = resp.headers().content_type().find(U("json")) != utility::string_t::npos;
@@ -73,33 +87,26 @@ DpuResult<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const h
       bool parsed =
           json ? google::protobuf::util::JsonStringToMessage(bytes, &reply).ok() : reply.ParseFromString(bytes);
       if (!parsed)
-        return fail(
-            DpuFailure::Kind::kRejected, status,
-            "the DPU agent at " + url + " answered " + path + " with a body that is not a " + reply.GetTypeName());
-      out.value = std::move(reply);
-      return out;
+        return Error{
+            "the DPU agent at " + url + " answered " + path + " with a body that is not a " + reply.GetTypeName(),
+            ErrorCode::kInvalid};
+      return reply;
     }
     attach::v1::ApiError err;
     bool parsed = json ? google::protobuf::util::JsonStringToMessage(bytes, &err).ok() : err.ParseFromString(bytes);
     std::string msg = parsed && !err.message().empty() ? err.message() : bytes.substr(0, 200);
     std::string text = "the DPU agent at " + url + " answered " + std::to_string(status) + " to " +
                        std::string(method) + " " + path + ": " + msg;
-    if (status == 409) {
-      fail(DpuFailure::Kind::kConflict, status, text);
-      out.failure.holder = parsed ? err.holder() : "";
-      return out;
-    }
-    // 5xx (overloaded, not ready) is worth retrying later; 4xx is our request.
-    return fail(status >= 500 ? DpuFailure::Kind::kUnreachable : DpuFailure::Kind::kRejected, status, text);
+    ErrorCode code = errorCodeForHttpStatus(status);
+    return Error{std::move(text), code, code == ErrorCode::kConflict && parsed ? err.holder() : std::string()};
   } catch (const http::http_exception& e) {
-    return fail(DpuFailure::Kind::kUnreachable, 0,
-                "the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " + e.what() +
-                    // Codes past errno's range are OpenSSL's (a TLS failure), which strerror cannot name.
-                    (e.error_code().value() < 4096 ? ", " + e.error_code().message() : ", TLS error") + ")");
+    return unreachable("the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " +
+                       e.what() +
+                       // Codes past errno's range are OpenSSL's (a TLS failure), which strerror cannot name.
+                       (e.error_code().value() < 4096 ? ", " + e.error_code().message() : ", TLS error") + ")");
   } catch (const std::exception& e) {
-    return fail(
-        DpuFailure::Kind::kUnreachable, 0,
-        "the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " + e.what() + ")");
+    return unreachable("the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " +
+                       e.what() + ")");
   }
 }
 
@@ -110,33 +117,46 @@ DpuResult<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const h
 // that did arrive does no harm twice. A timeout is not retried: the caller's
 // bound (an ADD fails within a few seconds when the DPU hangs) stays.
 template <typename Reply>
-DpuResult<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::method& method,
-                      const std::string& path, const google::protobuf::Message* body) {
+Result<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::method& method,
+                   const std::string& path, const google::protobuf::Message* body) {
   const auto start = std::chrono::steady_clock::now();
-  DpuResult<Reply> out = callOnce<Reply>(impl, url, method, path, body);
-  const bool transport = !out.ok() && out.failure.kind == DpuFailure::Kind::kUnreachable && out.failure.http_status == 0;
-  if (transport && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500) && impl.client) {
-    out = callOnce<Reply>(impl, url, method, path, body);
+  Attempt attempt;
+  Result<Reply> out = callOnce<Reply>(impl, url, method, path, body, attempt);
+  if (!out && !attempt.answered && impl.client &&
+      std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500)) {
+    attempt = {};
+    out = callOnce<Reply>(impl, url, method, path, body, attempt);
   }
   return out;
 }
 
 }  // namespace
 
-DpuResult<attach::v1::AttachResponse> DpuClient::attach(const attach::v1::AttachRequest& r) {
+Result<attach::v1::AttachResponse> DpuClient::attach(const attach::v1::AttachRequest& r) {
   return call<attach::v1::AttachResponse>(*impl_, url_, http::methods::POST, "/v1/attachments", &r);
 }
 
-DpuResult<attach::v1::DetachResponse> DpuClient::detach(const attach::v1::DetachRequest& r) {
+Result<attach::v1::DetachResponse> DpuClient::detach(const attach::v1::DetachRequest& r) {
   return call<attach::v1::DetachResponse>(*impl_, url_, http::methods::POST, "/v1/attachments:detach", &r);
 }
 
-DpuResult<attach::v1::AttachmentList> DpuClient::list() {
+Result<attach::v1::AttachmentList> DpuClient::list() {
   return call<attach::v1::AttachmentList>(*impl_, url_, http::methods::GET, "/v1/attachments", nullptr);
 }
 
-DpuResult<attach::v1::Health> DpuClient::health() {
+Result<attach::v1::AttachResponse> DpuClient::get(const std::string& id) {
+  return call<attach::v1::AttachResponse>(*impl_, url_, http::methods::GET,
+                                          "/v1/attachments/" + utility::conversions::to_utf8string(
+                                                                   web::uri::encode_data_string(id)),
+                                          nullptr);
+}
+
+Result<attach::v1::Health> DpuClient::health() {
   return call<attach::v1::Health>(*impl_, url_, http::methods::GET, "/v1/health", nullptr);
+}
+
+Result<attach::v1::ReconcileResponse> DpuClient::reconcile(const attach::v1::ReconcileRequest& r) {
+  return call<attach::v1::ReconcileResponse>(*impl_, url_, http::methods::POST, "/v1/attachments:reconcile", &r);
 }
 
 }  // namespace dpu::hostshim

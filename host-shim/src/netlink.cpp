@@ -1,6 +1,8 @@
-// libnl-3 plumbing (see netlink.h). libnl objects are reference counted C
-// structs; the small RAII holders below put every one of them back on every
-// path, including errors.
+// libnl-3 plumbing: the real Netlink (see netlink.h). libnl objects are
+// reference counted C structs; the small RAII holders below put every one of
+// them back on every path, including errors. The free functions do one
+// netlink job each on a Socket; LibnlNamespace at the end binds them to a
+// namespace for the interface.
 #include "host-shim/netlink.h"
 
 #include <arpa/inet.h>
@@ -24,11 +26,58 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 namespace dpu::hostshim::nl {
 
 namespace {
+
+// An open network namespace (a file descriptor on /proc/.../ns/net or /run/netns/<name>).
+class Netns {
+ public:
+  Netns() = default;
+  Netns(Netns&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  Netns& operator=(Netns&& o) noexcept;
+  Netns(const Netns&) = delete;
+  Netns& operator=(const Netns&) = delete;
+  ~Netns();
+
+  // Fails when the path does not exist or is not a network namespace.
+  static Result<Netns> open(const std::string& path);
+  static Result<Netns> current();
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// A route netlink socket bound to one netns, with a datagram socket of the
+// same netns for the interface ioctls that read a link without rtnl.
+class Socket {
+ public:
+  Socket() = default;
+  Socket(Socket&& o) noexcept : sk_(o.sk_), ioctl_fd_(o.ioctl_fd_) {
+    o.sk_ = nullptr;
+    o.ioctl_fd_ = -1;
+  }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket();
+
+  static Result<Socket> open();                   // in the caller's netns
+  static Result<Socket> openIn(const Netns& ns);  // in ns
+  nl_sock* get() const { return sk_; }
+  int ioctlFd() const { return ioctl_fd_; }
+
+ private:
+  nl_sock* sk_ = nullptr;
+  int ioctl_fd_ = -1;
+};
 
 template <typename T, void (*Put)(T*)>
 struct Holder {
@@ -83,8 +132,6 @@ LinkInfo toInfo(rtnl_link* l) {
   i.up = rtnl_link_get_flags(l) & IFF_UP;
   return i;
 }
-
-}  // namespace
 
 Netns& Netns::operator=(Netns&& o) noexcept {
   if (this != &o) {
@@ -172,6 +219,8 @@ Result<Socket> Socket::openIn(const Netns& ns) {
   return out;
 }
 
+Result<std::optional<LinkInfo>> findLink(const Socket& s, int ifindex);
+
 Result<std::optional<LinkInfo>> findLink(const Socket& s, const std::string& name) {
   if (name.empty() || name.size() >= IFNAMSIZ) return std::optional<LinkInfo>{};
   auto ask = [&](unsigned long request, ifreq& r) {
@@ -203,18 +252,6 @@ Result<std::optional<LinkInfo>> findLink(const Socket& s, int ifindex) {
   return std::optional<LinkInfo>{toInfo(l.get())};
 }
 
-Result<std::vector<LinkInfo>> listLinks(const Socket& s) {
-  CacheHolder c;
-  if (int err = rtnl_link_alloc_cache(s.get(), AF_UNSPEC, c.out()); err < 0)
-    return Error{std::string("cannot list links: ") + nlError(err)};
-  std::vector<LinkInfo> out;
-  for (nl_object* o = nl_cache_get_first(c.get()); o; o = nl_cache_get_next(o))
-    out.push_back(toInfo(reinterpret_cast<rtnl_link*>(o)));
-  return out;
-}
-
-namespace {
-
 // MTU, MAC and up/down of `change` onto a change request (the name is the
 // caller's: a move names the link in the target netns). `mac` keeps the
 // address object alive until the request is sent.
@@ -231,8 +268,6 @@ void setLinkAttributes(rtnl_link* ch, const LinkChange& change, AddrHolder& mac)
       rtnl_link_unset_flags(ch, IFF_UP);
   }
 }
-
-}  // namespace
 
 Result<void> changeLink(const Socket& s, int ifindex, const LinkChange& change) {
   LinkHolder orig(rtnl_link_alloc());
@@ -326,8 +361,6 @@ Result<void> flushAddresses(const Socket& s, int ifindex) {
   return {};
 }
 
-namespace {
-
 rtnl_route* buildRoute(int ifindex, const RouteSpec& r) {
   rtnl_route* route = rtnl_route_alloc();
   if (!route) return nullptr;
@@ -359,21 +392,11 @@ std::string describe(const RouteSpec& r) {
   return s;
 }
 
-}  // namespace
-
 Result<void> replaceRoute(const Socket& s, int ifindex, const RouteSpec& r) {
   RouteHolder route(buildRoute(ifindex, r));
   if (!route.get()) return Error{"out of memory"};
   if (int err = rtnl_route_add(s.get(), route.get(), NLM_F_REPLACE); err < 0)
     return Error{"cannot add route " + describe(r) + ": " + nlError(err)};
-  return {};
-}
-
-Result<void> deleteRoute(const Socket& s, int ifindex, const RouteSpec& r) {
-  RouteHolder route(buildRoute(ifindex, r));
-  if (!route.get()) return Error{"out of memory"};
-  int err = rtnl_route_delete(s.get(), route.get(), 0);
-  if (err < 0 && err != -NLE_OBJ_NOTFOUND) return Error{"cannot delete route " + describe(r) + ": " + nlError(err)};
   return {};
 }
 
@@ -453,8 +476,6 @@ Result<void> writePfVfSettings(const Socket& s, const std::string& pf, uint32_t 
   return {};
 }
 
-namespace {
-
 uint16_t checksum16(const uint8_t* data, size_t len, uint32_t sum) {
   for (size_t i = 0; i + 1 < len; i += 2) sum += (data[i] << 8) | data[i + 1];
   if (len & 1) sum += data[len - 1] << 8;
@@ -503,8 +524,6 @@ std::vector<uint8_t> unsolicitedNa(const MacAddress& mac, const IpAddress& ip) {
   return f;
 }
 
-}  // namespace
-
 Result<void> announceAddresses(const Netns& ns, int ifindex, const MacAddress& mac,
                                const std::vector<IpInterfaceAddress>& addrs) {
   int fd = -1;
@@ -532,5 +551,121 @@ Result<void> announceAddresses(const Netns& ns, int ifindex, const MacAddress& m
   if (!failures.empty()) return Error{"cannot announce addresses:" + failures};
   return {};
 }
+
+// A namespace and, opened on first use, its netlink socket: an ADD reads and
+// plumbs the pod's netns through one socket (one thread that setns()es).
+class LibnlNamespace final : public Namespace {
+ public:
+  // `own`: the namespace opened for this session; else `shared` (host-shim's
+  // own, opened once) with a socket of the caller's netns.
+  LibnlNamespace(Netns own, std::shared_ptr<const Netns> shared)
+      : own_(std::move(own)), shared_(std::move(shared)) {}
+
+  const std::string& path() const override { return ns().path(); }
+  const Netns& ns() const { return shared_ ? *shared_ : own_; }
+
+  Result<std::optional<LinkInfo>> findLink(const std::string& name) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::findLink(**s, name);
+  }
+  Result<std::optional<LinkInfo>> findLink(int ifindex) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::findLink(**s, ifindex);
+  }
+  Result<void> changeLink(int ifindex, const LinkChange& change) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::changeLink(**s, ifindex, change);
+  }
+  Result<void> moveLink(int ifindex, Namespace& to, const std::string& new_name, const LinkChange& also) override {
+    auto* target = dynamic_cast<LibnlNamespace*>(&to);
+    if (!target) return Error{"cannot move a link into a namespace of another Netlink"};
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::moveLink(**s, ifindex, target->ns(), new_name, also);
+  }
+  Result<void> addAddress(int ifindex, const IpInterfaceAddress& a) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::addAddress(**s, ifindex, a);
+  }
+  Result<std::vector<IpInterfaceAddress>> listAddresses(int ifindex) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::listAddresses(**s, ifindex);
+  }
+  Result<void> flushAddresses(int ifindex) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::flushAddresses(**s, ifindex);
+  }
+  Result<void> replaceRoute(int ifindex, const RouteSpec& r) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::replaceRoute(**s, ifindex, r);
+  }
+  Result<std::vector<RouteSpec>> listRoutes(int ifindex) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::listRoutes(**s, ifindex);
+  }
+  std::optional<PfVfSettings> readPfVfSettings(const std::string& pf, uint32_t vf) override {
+    auto s = sock();
+    if (!s) return std::nullopt;
+    return nl::readPfVfSettings(**s, pf, vf);
+  }
+  Result<void> writePfVfSettings(const std::string& pf, uint32_t vf, const PfVfSettings& v) override {
+    auto s = sock();
+    if (!s) return std::move(s).takeError();
+    return nl::writePfVfSettings(**s, pf, vf, v);
+  }
+  Result<void> announceAddresses(int ifindex, const MacAddress& mac,
+                                 const std::vector<IpInterfaceAddress>& addrs) override {
+    return nl::announceAddresses(ns(), ifindex, mac, addrs);
+  }
+
+ private:
+  Result<Socket*> sock() {
+    if (!socket_) {
+      auto s = shared_ ? Socket::open() : Socket::openIn(own_);
+      if (!s) return std::move(s).takeError();
+      socket_ = std::move(*s);
+    }
+    return &*socket_;
+  }
+
+  Netns own_;
+  std::shared_ptr<const Netns> shared_;
+  std::optional<Socket> socket_;
+};
+
+class LibnlNetlink final : public Netlink {
+ public:
+  explicit LibnlNetlink(Result<Netns> host) {
+    if (host)
+      host_ = std::make_shared<const Netns>(std::move(*host));
+    else
+      host_error_ = host.error();
+  }
+  Result<std::unique_ptr<Namespace>> host() override {
+    if (!host_) return Error{"cannot open host-shim's own network namespace: " + host_error_};
+    return std::unique_ptr<Namespace>(std::make_unique<LibnlNamespace>(Netns(), host_));
+  }
+  Result<std::unique_ptr<Namespace>> open(const std::string& path) override {
+    auto ns = Netns::open(path);
+    if (!ns) return std::move(ns).takeError();
+    return std::unique_ptr<Namespace>(std::make_unique<LibnlNamespace>(std::move(*ns), nullptr));
+  }
+
+ private:
+  std::shared_ptr<const Netns> host_;
+  std::string host_error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Netlink> libnlNetlink() { return std::make_unique<LibnlNetlink>(Netns::current()); }
 
 }  // namespace dpu::hostshim::nl

@@ -3,6 +3,9 @@
 // and stdout JSON for good input and for each kind of bad input. Needs no root.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "plugin_exec.h"
@@ -141,6 +144,42 @@ TEST_CASE("binary: bad input gets the spec's code and never reaches host-shim") 
     CHECK_THAT(j["details"].get<std::string>(), Catch::Contains("COLOUR"));
   }
   CHECK(shim.requests() == 0);
+}
+
+TEST_CASE("binary: a megabyte of nested arrays is refused before it is parsed, in a few MB") {
+  FakeHostShim shim(socketPath("deep"), podAddedResponse());
+  // 500,000 nested arrays once grew the plugin to 41 MB before it answered.
+  auto hostile = runPlugin(DPU_CNI_BINARY, addEnv(), std::string(500000, '[') + std::string(500000, ']'));
+  CHECK_THAT(expectError(hostile, 6)["details"].get<std::string>(), Catch::Contains("at most 256 KiB"));
+  auto deep = runPlugin(DPU_CNI_BINARY, addEnv(), std::string(100000, '[') + std::string(100000, ']'));
+  auto j = expectError(deep, 6);
+  CHECK_THAT(j["details"].get<std::string>(), Catch::Contains("levels deep"));
+  // The same binary answering a good ADD, for scale.
+  auto good = runPlugin(DPU_CNI_BINARY, addEnv(), conf(shim.path()));
+  REQUIRE(good.exit_code == 0);
+  INFO("peak RSS: " << hostile.max_rss_kb << " KiB refusing the megabyte, " << deep.max_rss_kb
+                      << " KiB refusing 200 KB of nesting, " << good.max_rss_kb << " KiB for an ADD");
+  CHECK(hostile.max_rss_kb < good.max_rss_kb + 4096);
+  CHECK(deep.max_rss_kb < good.max_rss_kb + 4096);
+  CHECK(shim.requests() == 1);
+}
+
+TEST_CASE("binary: a refusal is logged to the config's logFile, not to stderr") {
+  std::string log = "/tmp/dpu-cni-test-" + std::to_string(::getpid()) + ".log";
+  ::unlink(log.c_str());
+  std::string c = R"({"cniVersion":"1.0.0","name":"dpunet","type":"dpu-cni","logFile":")" + log + R"(","mtu":"big"})";
+  auto e = runPlugin(DPU_CNI_BINARY, addEnv(), c);
+  expectError(e, 7);
+  CHECK(e.err.empty());
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("refused ADD ctr-"));
+  CHECK_THAT(text, Catch::Contains("mtu"));
+  ::unlink(log.c_str());
+  // Without a usable logFile the refusal stays on stderr.
+  auto plain = runPlugin(DPU_CNI_BINARY, addEnv(), R"({"cniVersion":"1.0.0","name":"dpunet","type":"dpu-cni","mtu":"big"})");
+  expectError(plain, 7);
+  CHECK_THAT(plain.err, Catch::Contains("refused ADD"));
 }
 
 TEST_CASE("binary: host-shim down is 11 for ADD and DEL, 50 for STATUS") {

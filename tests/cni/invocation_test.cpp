@@ -288,6 +288,69 @@ TEST_CASE("network config errors: 6 for bad JSON, 7 for our fields, 2 for ipam")
   CHECK_THAT(ipam->details, Catch::Contains("\"ipam\": {\"type\":\"host-local\"}"));
 }
 
+TEST_CASE("stdin is capped in size and nesting depth before it is parsed, code 6") {
+  Env env = addEnv();
+  const std::string head = R"({"cniVersion":"1.1.0","name":"n","type":"t","someoneElses":")";
+  auto padded = [&](size_t total) { return head + std::string(total - head.size() - 2, 'x') + "\"}"; };
+  Invocation inv;
+  CHECK_FALSE(parseInvocation(env.lookup(), padded(kMaxConfigBytes), inv));
+  auto big = parseInvocation(env.lookup(), padded(kMaxConfigBytes + 1), inv);
+  REQUIRE(big);
+  CHECK(big->code == 6);
+  CHECK_THAT(big->details, Catch::Contains("at most 256 KiB"));
+
+  // Nesting: the configuration object is level 1, another plugin's field may go to the cap.
+  auto nested = [&](size_t levels) {
+    return R"({"cniVersion":"1.1.0","name":"n","type":"t","someoneElses":)" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  CHECK_FALSE(parseInvocation(env.lookup(), nested(kMaxConfigDepth), inv));
+  auto deep = parseInvocation(env.lookup(), nested(kMaxConfigDepth + 1), inv);
+  REQUIRE(deep);
+  CHECK(deep->code == 6);
+  CHECK_THAT(deep->details, Catch::Contains("more than 64 levels deep (at byte 122)"));
+  // Brackets inside strings, escaped quotes included, are text, not nesting.
+  std::string texty = R"({"cniVersion":"1.1.0","name":"n","type":"t","someoneElses":"\"[)" + std::string(500, '[') + R"("})";
+  CHECK_FALSE(parseInvocation(env.lookup(), texty, inv));
+  // The input that used to be accepted: a megabyte of 500,000 nested arrays.
+  std::string hostile = std::string(500000, '[') + std::string(500000, ']');
+  auto refused = parseInvocation(env.lookup(), hostile, inv);
+  REQUIRE(refused);
+  CHECK(refused->code == 6);
+  // Under the size cap, the depth still refuses it, at the first level too many.
+  auto deep_small = parseInvocation(env.lookup(), std::string(100000, '[') + std::string(100000, ']'), inv);
+  REQUIRE(deep_small);
+  CHECK_THAT(deep_small->details, Catch::Contains("(at byte 64)"));
+  // VERSION ignores what it cannot read, as libcni's skel does.
+  Env version{{{"CNI_COMMAND", "VERSION"}}};
+  CHECK_FALSE(parseInvocation(version.lookup(), hostile, inv));
+  CHECK(inv.cni_version == kNewestVersion);
+}
+
+TEST_CASE("a refused configuration still names its log file and level, when they are valid") {
+  Env env = addEnv();
+  Invocation inv;
+  REQUIRE(parseInvocation(env.lookup(),
+                          R"({"cniVersion":"1.1.0","name":"n","type":"t","logFile":"/var/log/dpu-cni.log","logLevel":"debug","mtu":"big"})",
+                          inv));
+  CHECK(inv.log_file == "/var/log/dpu-cni.log");
+  CHECK(inv.log_level == "debug");
+  // Refused before the fields of ours are read (an unsupported version), or for the environment.
+  Invocation early;
+  REQUIRE(parseInvocation(env.lookup(), R"({"cniVersion":"9.9.9","name":"n","type":"t","logFile":"/l.log"})", early));
+  CHECK(early.log_file == "/l.log");
+  Env no_ifname = addEnv();
+  no_ifname.vars.erase("CNI_IFNAME");
+  Invocation env_refused;
+  REQUIRE(parseInvocation(no_ifname.lookup(), R"({"cniVersion":"1.1.0","name":"n","type":"t","logFile":"/l.log"})", env_refused));
+  CHECK(env_refused.log_file == "/l.log");
+  // Never a path that is itself invalid.
+  Invocation relative;
+  REQUIRE(parseInvocation(env.lookup(), R"({"cniVersion":"1.1.0","name":"n","type":"t","logFile":"dpu.log","logLevel":"loud"})", relative));
+  CHECK(relative.log_file.empty());
+  CHECK(relative.log_level == "warn");
+}
+
 TEST_CASE("CHECK needs prevResult; GC needs the valid attachments") {
   Env env = addEnv();
   Invocation inv;

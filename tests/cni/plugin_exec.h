@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct Exec {
   int exit_code = -1;
   std::string out;
   std::string err;
+  long max_rss_kb = 0;  // the child's peak resident set (getrusage's ru_maxrss)
 };
 
 // Only the variables given are set: a runtime passes a controlled environment.
@@ -76,7 +78,9 @@ inline Exec runPlugin(const std::string& binary, const std::map<std::string, std
     ::close(err[0]);
     return result;
   }
-  // The config is small: it fits in the pipe buffer, so write it all, then read.
+  // A config that fits in the pipe buffer is written whole, then the output
+  // read; a larger one blocks until the plugin has read it or stops reading
+  // (EPIPE), while its small answer waits in its own pipe.
   signal(SIGPIPE, SIG_IGN);
   (void)!::write(in[1], input.data(), input.size());
   ::close(in[1]);
@@ -101,7 +105,9 @@ inline Exec runPlugin(const std::string& binary, const std::map<std::string, std
     if (f.fd >= 0) ::close(f.fd);
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
+  result.max_rss_kb = usage.ru_maxrss;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }

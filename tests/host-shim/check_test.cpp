@@ -63,3 +63,38 @@ TEST_CASE("routes of other interfaces in a chained result are not ours") {
     "routes": [{"dst": "192.168.0.0/16", "gw": "192.168.9.1"}]})";
   CHECK(compareWithPrevResult(prev, "eth0", "/run/netns/p1", live()).ok());
 }
+
+TEST_CASE("CHECK fails unless the DPU's dataplane forwards for the attachment, with the reason") {
+  auto answer = [](const std::string& state) {
+    attach::v1::AttachResponse r;
+    r.mutable_attachment()->set_id("att-1");
+    r.mutable_attachment()->set_dataplane_state(state);
+    return Result<attach::v1::AttachResponse>(r);
+  };
+  CHECK(checkDataplaneState("att-1", answer("programmed")).ok());
+  auto pending = checkDataplaneState("att-1", answer("pending"));
+  REQUIRE_FALSE(pending.ok());
+  CHECK(pending.code() == ErrorCode::kUnavailable);  // retrying helps: CNI code 11
+  auto refused = checkDataplaneState("att-1", answer("refused: mac 0a:58:a9:fe:00:01 is the router MAC"));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.code() != ErrorCode::kUnavailable);
+  CHECK_THAT(refused.error(), Catch::Contains("does not forward for attachment att-1: refused: mac 0a:58:a9:fe:00:01"));
+  auto unavailable = checkDataplaneState("att-1", answer("port unavailable: pf0vf3 missing"));
+  REQUIRE_FALSE(unavailable.ok());
+  CHECK_THAT(unavailable.error(), Catch::Contains("port unavailable: pf0vf3 missing"));
+
+  Result<attach::v1::AttachResponse> down = Error{"connection refused", ErrorCode::kUnavailable};
+  auto d = checkDataplaneState("att-1", down);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.code() == ErrorCode::kUnavailable);
+  CHECK_THAT(d.error(), Catch::Contains("connection refused"));
+  Result<attach::v1::AttachResponse> gone = Error{"404", ErrorCode::kNotFound};
+  auto g = checkDataplaneState("att-1", gone);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.code() == ErrorCode::kUnavailable);  // host-shim replays it: retry
+  CHECK_THAT(g.error(), Catch::Contains("has no attachment att-1"));
+  Result<attach::v1::AttachResponse> forbidden = Error{"403", ErrorCode::kForbidden};
+  auto f = checkDataplaneState("att-1", forbidden);
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.code() != ErrorCode::kUnavailable);
+}

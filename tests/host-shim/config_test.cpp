@@ -2,6 +2,10 @@
 // failing with a message that names it.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "host-shim/config.h"
 
 using namespace dpu::hostshim;
@@ -94,4 +98,67 @@ TEST_CASE("bad fields fail naming the field") {
       "managementPort": {"vf": 7, "clusterCidrs": ["10.244.0.0/33"]}})";
   CHECK_THAT(errorOf(bad_cidr), Catch::Contains("managementPort.clusterCidrs[0]"));
   CHECK_THAT(errorOf("{not json"), Catch::Contains("test"));
+}
+
+TEST_CASE("the CNI socket's mode, allowed uids and connection bound") {
+  auto c = parseConfig(good(), "test");
+  REQUIRE(c.ok());
+  CHECK(c->socket_mode == 0660);
+  CHECK(c->socket_allowed_uids.empty());
+  CHECK(c->max_connections == 64);
+  CHECK(c->dpu.reconcile_interval_ms == 30000);
+  auto d = parseConfig(good(R"(, "socketMode": "0600", "socketAllowedUids": [1000, 65534], "maxConnections": 8)"),
+                       "test");
+  REQUIRE(d.ok());
+  CHECK(d->socket_mode == 0600);
+  CHECK(d->socket_allowed_uids == std::set<uint32_t>{1000, 65534});
+  CHECK(d->max_connections == 8);
+  CHECK_THAT(errorOf(good(R"(, "socketMode": "660x")")), Catch::Contains("socketMode"));
+  CHECK_THAT(errorOf(good(R"(, "socketMode": "1777")")), Catch::Contains("octal file mode"));
+  CHECK_THAT(errorOf(good(R"(, "socketMode": "0066")")), Catch::Contains("its owner"));
+  CHECK_THAT(errorOf(good(R"(, "socketAllowedUids": ["root"])")), Catch::Contains("socketAllowedUids"));
+  CHECK_THAT(errorOf(good(R"(, "socketAllowedUids": 5)")), Catch::Contains("list of user ids"));
+  CHECK_THAT(errorOf(good(R"(, "maxConnections": 0)")), Catch::Contains("maxConnections"));
+}
+
+TEST_CASE("the CNI socket's group: a gid, or a group name resolved when the config is read") {
+  CHECK_FALSE(parseConfig(good(), "test")->socket_group);
+  auto by_gid = parseConfig(good(R"(, "socketGroup": 4321)"), "test");
+  REQUIRE(by_gid.ok());
+  CHECK(by_gid->socket_group == 4321u);
+  // "root" is gid 0 on every host this runs on.
+  auto by_name = parseConfig(good(R"(, "socketGroup": "root")"), "test");
+  REQUIRE(by_name.ok());
+  CHECK(by_name->socket_group == 0u);
+  CHECK_THAT(errorOf(good(R"(, "socketGroup": "no-such-group-here")")),
+             Catch::Contains("socketGroup") && Catch::Contains("no group named 'no-such-group-here'"));
+  CHECK_THAT(errorOf(good(R"(, "socketGroup": -1)")), Catch::Contains("group name or a gid"));
+  CHECK_THAT(errorOf(good(R"(, "socketGroup": "")")), Catch::Contains("group name or a gid"));
+}
+
+TEST_CASE("a config file names this host's own certificate through ${NODE_NAME}") {
+  // One ConfigMap serves every host of the DaemonSet; each host's certificate
+  // must name its node (the agent refuses another's), so the path carries it.
+  char dir_template[] = "/tmp/hostshim-config-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  for (const char* f : {"ca.crt", "node7.crt", "node7.key"}) std::ofstream(dir + "/" + f) << "placeholder\n";
+  const std::string file = dir + "/host-shim.yaml";
+  std::ofstream(file) << "socket: /run/x.sock\nstateDir: /tmp/st\nsysfsRoot: /tmp/sys\n"
+                         "pfs: [{name: p0, index: 0, vfs: \"0-7\"}]\n"
+                         "dpu:\n  url: https://169.254.0.2:9443\n  caFile: " + dir + "/ca.crt\n"
+                         "  certFile: " + dir + "/${NODE_NAME}.crt\n  keyFile: " + dir + "/${NODE_NAME}.key\n";
+  setenv("NODE_NAME", "node7", 1);
+  auto c = loadConfig(file);
+  REQUIRE(c.ok());
+  CHECK(c->dpu.cert_file == dir + "/node7.crt");
+  CHECK(c->dpu.key_file == dir + "/node7.key");
+
+  // Another node's name: that host has no such file, and says which.
+  setenv("NODE_NAME", "node8", 1);
+  CHECK_THAT(loadConfig(file).error(), Catch::Contains("node8.crt' does not exist"));
+  // Unset: the variable is named, not a path that happens to be missing.
+  unsetenv("NODE_NAME");
+  CHECK_THAT(loadConfig(file).error(), Catch::Contains("NODE_NAME is not set"));
+  std::filesystem::remove_all(dir);
 }

@@ -50,6 +50,8 @@
 # Knobs (set before hostshim_env_up): HOSTSHIM_NUM_VFS (8; the last VF is
 # reserved for the management port), HOSTSHIM_POD_CIDR (10.244.1.0/24),
 # HOSTSHIM_DPU_TIMEOUT_MS (1500), HOSTSHIM_HEALTH_INTERVAL_MS (200),
+# HOSTSHIM_RECONCILE_INTERVAL_MS (600000: no periodic sweep during a test; the
+# sweeps at each reconnect, after a failed detach and in GC still run),
 # HOSTSHIM_TLS (unset: http; "tls": https, host-shim checks the fake DPU's
 # certificate against a CA made for the env; "mtls": also a client certificate
 # that the fake DPU requires). Certificates go to <dir>/tls (openssl CLI).
@@ -67,7 +69,10 @@
 #   hostshim_pod_netns_add NAME     create netns <id>-NAME, print its path
 #   hostshim_list_vfs               "<vf index> <netdev> present|missing|management ..." per VF
 #   hostshim_list_records           allocation records, one JSON per line
-#   hostshim_list_dpu_attachments   "<kind> <sandbox>/<ifname> vf<i> <ip>" per fake-DPU attachment
+#   hostshim_list_dpu_attachments   "<kind> <sandbox>/<ifname> vf<i> <ip> <network>" per DPU attachment
+#   hostshim_list_dpu_attachments_while_down   the same lines, read while the DPU side is down on purpose
+#                                   (fake: GET /test/attachments; agent: the stopped agent's checkpoint)
+#   hostshim_dpu_attach_stray SANDBOX VF   an attachment made on the DPU behind host-shim's back
 #   hostshim_dpu_control PATH       POST to the fake DPU: /test/reboot, /test/down?seconds=5&mode=hang, ...
 #                                   (agent mode: reboot = kill -9 + wiped state + restart, new boot id;
 #                                   down&mode=hang = SIGSTOP; down&mode=refuse = kill; up = SIGCONT or
@@ -75,7 +80,7 @@
 #                                   so Health.ready is false; fail = unmappable, returns 3)
 #   hostshim_dpu_kill / hostshim_dpu_start   stop the DPU side for good / start it again (either mode)
 #   hostshim_dpu_mode_is MODE       true when HOSTSHIM_DPU (default fake) is MODE
-#   hostshim_skip_unless_fake WHY   in agent mode: print SKIP and exit 0 (for tests needing /test/fail)
+#   hostshim_skip_unless_fake WHY   in agent mode: skip the test (skip_test; for tests needing /test/fail)
 #   hostshim_client ARGS...         hostshim-client --socket $HOSTSHIM_SOCKET ARGS...
 #   hostshim_wait_returns [SECONDS] wait until the VFs of answered DELs are home (records not "returning")
 #   hostshim_assert_clean           (waits for returns, then) fail (and say what is left) unless no pod record, no pod
@@ -116,8 +121,7 @@ hostshim_dpu_mode_is() { [ "${HOSTSHIM_DPU:-fake}" = "$1" ]; }
 
 hostshim_skip_unless_fake() {
   hostshim_dpu_mode_is fake && return 0
-  echo "SKIP: $(basename "$0") under HOSTSHIM_DPU=${HOSTSHIM_DPU}: $*"
-  exit 0
+  skip_test "under HOSTSHIM_DPU=${HOSTSHIM_DPU}: $*"
 }
 
 hostshim_dpu_control() {
@@ -141,6 +145,15 @@ hostshim_dpu_control() {
       _hostshim_wait 10 _hostshim_agent_ready ;;
     /test/unhealthy*)
       _hostshim_dataplane_stop ;;          # the agent reports "not connected to the dataplane"
+    /test/dataplane-state*)
+      # The fake dataplane reports the port PORT_UNAVAILABLE (or no longer):
+      # the agent's dataplane_state becomes "port unavailable: STATE".
+      local id state
+      id=$(sed -n 's/.*[?&]id=\([^&]*\).*/\1/p' <<<"$1"); state=$(sed -n 's/.*[?&]state=\([^&]*\).*/\1/p' <<<"$1")
+      [ -n "$id" ] || { echo "hostshim_dpu_control: $1 needs id= in agent mode" >&2; return 3; }
+      local f=$HOSTSHIM_ENV_DIR/port-unavailable
+      { grep -v "^$id " "$f" 2>/dev/null; [ "$state" = programmed ] || echo "$id $state"; } > "$f.tmp"
+      mv "$f.tmp" "$f" ;;
     *)
       echo "hostshim_dpu_control: $1 has no mapping onto the real dpu-agent" >&2; return 3 ;;
   esac
@@ -167,8 +180,10 @@ _hostshim_agent_ready() { _hostshim_dpu_get /v1/health | jq -e .ready >/dev/null
 
 _hostshim_dataplane_start() {
   rm -f "$HOSTSHIM_ENV_DIR/dataplane.sock"
-  "$DPU_BUILD_DIR/tests/fakes/fake-dataplane" --socket "$HOSTSHIM_ENV_DIR/dataplane.sock" \
-    >>"$HOSTSHIM_ENV_DIR/fake-dataplane.log" 2>&1 &
+  # The port limit is lab_ports' subject (the real dataplane); here the churn
+  # scenarios' detaches may trail their ADDs, so the fake has room for them.
+  "$DPU_BUILD_DIR/tests/fakes/fake-dataplane" --socket "$HOSTSHIM_ENV_DIR/dataplane.sock" --port-capacity 1024 \
+    --port-unavailable "$HOSTSHIM_ENV_DIR/port-unavailable" >>"$HOSTSHIM_ENV_DIR/fake-dataplane.log" 2>&1 &
   export FAKE_DATAPLANE_PID=$!
   _hostshim_wait 10 test -S "$HOSTSHIM_ENV_DIR/dataplane.sock" ||
     { echo "hostshim_env: fake-dataplane did not start; log:" >&2; tail -n 20 "$HOSTSHIM_ENV_DIR/fake-dataplane.log" >&2; return 1; }
@@ -244,7 +259,7 @@ _hostshim_make_tls() {
     printf 'subjectAltName=IP:127.0.0.1\n' > server.ext &&
     openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
       -extfile server.ext -out server.pem &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=host-shim \
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=node1 \
       -keyout client.key -out client.csr &&
     openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
   ) >"$d/openssl.log" 2>&1 || { echo "hostshim_env_up: openssl failed:" >&2; cat "$d/openssl.log" >&2; return 1; }
@@ -252,7 +267,46 @@ _hostshim_make_tls() {
 
 hostshim_list_dpu_attachments() {
   _hostshim_dpu_get /v1/attachments |
-    jq -r '.attachments[]? | "\(.kind) \(.sandboxId // "")/\(.ifname // "") vf\(.vfIndex // 0) \(.ips[0].address // "")"'
+    jq -r '.attachments[]? | "\(.kind) \(.sandboxId // "")/\(.ifname // "") vf\(.vfIndex // 0) \(.ips[0].address // "") \(.network // "")"'
+}
+
+# While /test/down holds, the DPU's API answers nothing; what it still holds
+# is its state: the fake's (a test control that ignores "down"), or the
+# killed agent's checkpoint, which it loads again when it starts.
+hostshim_list_dpu_attachments_while_down() {
+  local fmt='.attachments[]? | "\(.kind) \(.sandboxId // "")/\(.ifname // "") vf\(.vfIndex // 0) \(.ips[0].address // "") \(.network // "")"'
+  if hostshim_dpu_mode_is fake; then
+    _hostshim_curl --max-time 2 -H 'Accept: application/json' "$FAKE_DPU_URL/test/attachments" | jq -r "$fmt"
+    return
+  fi
+  if [ -n "${FAKE_DPU_PID:-}" ] && kill -0 "$FAKE_DPU_PID" 2>/dev/null; then
+    echo "hostshim_list_dpu_attachments_while_down: dpu-agent is running (hang mode?): use hostshim_list_dpu_attachments" >&2
+    return 1
+  fi
+  local cp="$DPU_AGENT_STATE_DIR/agent-checkpoint.pb" proto
+  proto="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../proto"
+  [ -f "$cp" ] || { echo "hostshim_list_dpu_attachments_while_down: no $cp" >&2; return 1; }
+  # protoc prints the text format: one "attachments { ... }" block per
+  # attachment, its own fields at depth 1 (an ip's address at depth 2).
+  protoc --decode=dpu.checkpoint.v1.AgentCheckpoint -I "$proto" dpu/checkpoint/v1/checkpoint.proto <"$cp" |
+    awk '
+      function field(line) { sub(/^[^:]*: /, "", line); gsub(/"/, "", line); return line }
+      depth == 0 && /^attachments \{/ { depth = 1; kind = sb = ifn = ip = net = ""; vf = 0; next }
+      depth == 0 { next }
+      /\{$/ { depth++; block = $1; next }
+      /^ *\}$/ { if (--depth == 0) print kind, sb "/" ifn, "vf" vf, ip, net; next }
+      depth == 1 && $1 == "kind:" { kind = field($0) }
+      depth == 1 && $1 == "sandbox_id:" { sb = field($0) }
+      depth == 1 && $1 == "ifname:" { ifn = field($0) }
+      depth == 1 && $1 == "vf_index:" { vf = field($0) }
+      depth == 1 && $1 == "network:" { net = field($0) }
+      depth == 2 && block == "ips" && $1 == "address:" && ip == "" { ip = field($0) }'
+}
+
+hostshim_dpu_attach_stray() {
+  _hostshim_curl --max-time 5 -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' \
+    -d "{\"kind\": \"POD\", \"sandboxId\": \"$1\", \"ifname\": \"eth0\", \"network\": \"dpu-test\", \"pfIndex\": 0, \"vfIndex\": $2}" \
+    "$FAKE_DPU_URL/v1/attachments" >/dev/null
 }
 
 hostshim_list_records() {
@@ -297,14 +351,21 @@ hostshim_assert_clean() {
   if [ -n "$left" ]; then echo "left behind: allocation records: $left" >&2; bad=1; fi
   left=$(hostshim_list_dpu_attachments | grep '^POD ')
   if [ -n "$left" ]; then echo "left behind: fake-DPU attachments: $left" >&2; bad=1; fi
-  local i name
+  # Two ip(8) runs for all VFs: their links, and the links with a global address.
+  local i name line
+  local -A flags=() addressed=()
+  while read -r line; do
+    name=${line#*: }; name=${name%%:*}; name=${name%%@*}
+    flags[$name]="${line%%>*}>"
+  done < <(ip -n "$HOST_NETNS" -o link show)
+  while read -r _ name _; do addressed[$name]=1; done < <(ip -n "$HOST_NETNS" -o addr show scope global)
   for (( i = 0; i < HOSTSHIM_NUM_VFS - 1; i++ )); do
-    name=$(fake_sysfs_vf_name "$HOSTSHIM_VF_PREFIX" "$i")
-    if ! ip -n "$HOST_NETNS" link show "$name" >/dev/null 2>&1; then
+    name=${HOSTSHIM_VF_PREFIX}v$i
+    if [ -z "${flags[$name]:-}" ]; then
       echo "left behind: VF $i ($name) is not in the host netns" >&2; bad=1
-    elif ip -n "$HOST_NETNS" -o link show "$name" | matches '[<,]UP[,>]'; then
+    elif [[ ${flags[$name]} == *[\<,]UP[,\>]* ]]; then
       echo "left behind: VF $i ($name) is up" >&2; bad=1
-    elif [ -n "$(ip -n "$HOST_NETNS" -o addr show dev "$name" scope global)" ]; then
+    elif [ -n "${addressed[$name]:-}" ]; then
       echo "left behind: VF $i ($name) keeps an address" >&2; bad=1
     fi
   done
@@ -417,7 +478,8 @@ hostshim_env_up() {
   "sysfsRoot": "$SYSFS_ROOT",
   "pfs": [{"name": "$HOSTSHIM_PF", "index": 0, "vfs": "0-$last", "reservedVfs": "$last"}],
   "dpu": {"url": "$FAKE_DPU_URL", "timeoutMs": ${HOSTSHIM_DPU_TIMEOUT_MS:-1500},
-          "healthIntervalMs": ${HOSTSHIM_HEALTH_INTERVAL_MS:-200}$tls_json},
+          "healthIntervalMs": ${HOSTSHIM_HEALTH_INTERVAL_MS:-200},
+          "reconcileIntervalMs": ${HOSTSHIM_RECONCILE_INTERVAL_MS:-600000}$tls_json},
   "managementPort": {"pf": 0, "vf": $last, "ifname": "dpu-mgmt",
                      "clusterCidrs": ["10.244.0.0/16"], "serviceCidrs": ["10.96.0.0/12"]},
   "log": {"file": "$HOSTSHIM_LOG", "level": "debug"}

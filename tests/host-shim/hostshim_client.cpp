@@ -3,7 +3,8 @@
 // The system tests drive host-shim with it, without dpu-cni in between.
 //   hostshim-client --socket PATH add|del|check|status|gc [--container ID]
 //       [--netns PATH] [--ifname eth0] [--device PCI] [--mac MAC] [--mtu N]
-//       [--prev-result JSON] [--valid CID/IFNAME]... [--timeout-ms N] [--time]
+//       [--prev-result JSON] [--valid CID/IFNAME]... [--network NAME] [--timeout-ms N] [--time]
+// --network is the CNI network's name (default dpu-test).
 // Exit: 0 success, 1 a CNI error answer, 2 no answer (socket, timeout).
 #include <google/protobuf/util/json_util.h>
 
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
       req.set_requested_mac(next());
     else if (a == "--mtu")
       req.set_requested_mtu(static_cast<uint32_t>(std::stoul(next())));
+    else if (a == "--network")
+      req.set_network_name(next());
     else if (a == "--prev-result")
       req.set_prev_result_json(next());
     else if (a == "--pod") {

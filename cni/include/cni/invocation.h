@@ -22,6 +22,12 @@ std::string_view verbName(Verb v);
 
 inline constexpr std::string_view kDefaultSocket = "/run/dpu-cni/host-shim.sock";
 inline constexpr double kDefaultTimeoutSeconds = 20.0;
+// What stdin may hold. A network configuration is a few KB; prevResult and
+// GC's list of valid attachments add tens. The caps are checked on the raw
+// bytes before a JSON tree is built, so a hostile or broken runtime cannot
+// make the plugin allocate in proportion to its nesting.
+inline constexpr size_t kMaxConfigBytes = 256 * 1024;
+inline constexpr size_t kMaxConfigDepth = 64;  // nested objects and arrays
 
 // CNI_ARGS (K8S_* as kubelet/CRI runtimes and podman pass them).
 struct PodArgs {
@@ -50,6 +56,8 @@ struct Invocation {
   std::string plugin_type;
   std::string socket = std::string(kDefaultSocket);
   uint32_t mtu = 0;          // 0: the DPU's pod MTU
+  // Both set also when the invocation is refused, if they could be read and
+  // are valid, so that the refusal is logged where the operator asked.
   std::string log_file;      // empty: stderr
   std::string log_level = "warn";
   double timeout_seconds = kDefaultTimeoutSeconds;
@@ -78,5 +86,8 @@ bool isValidName(std::string_view name);  // network names and container ids
 std::optional<std::string> normalizePciAddress(std::string_view text);
 // Only the stdin part (no environment), as the fuzz target drives it.
 std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text, Invocation& out);
+// stdin over kMaxConfigBytes, or JSON nested deeper than kMaxConfigDepth (a
+// scan of the bytes: strings and escapes are skipped, nothing is allocated).
+std::optional<Failure> checkConfigLimits(std::string_view stdin_text);
 
 }  // namespace dpu::cni

@@ -1,7 +1,9 @@
 // host-shim's configuration file (JSON or YAML), validated field by field at
 // start so a bad file fails with a message naming the field. Holds the PFs and
-// their VF pools, where sysfs and the state live, the CNI socket, how to reach
-// the DPU agent (URL, TLS files, timeouts), the host management port and logging.
+// their VF pools, where sysfs and the state live, the CNI socket (its mode, who
+// may use it, how many requests it serves at once), how to reach the DPU agent
+// (URL, TLS files, timeouts, the reconcile interval), the host management port
+// and logging.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,9 @@ struct DpuConfig {
   std::string key_file;
   uint32_t request_timeout_ms = 2000;
   uint32_t health_interval_ms = 1000;
+  // How often host-shim sends the agent its list of held attachments (the
+  // agent releases the rest); it also does at each (re)connect.
+  uint32_t reconcile_interval_ms = 30000;
 };
 
 struct ManagementPortConfig {
@@ -42,6 +47,16 @@ struct ManagementPortConfig {
 
 struct Config {
   std::string socket_path = "/run/dpu-cni/host-shim.sock";
+  // The socket file's mode, set before it appears at socket_path.
+  uint32_t socket_mode = 0660;
+  // The socket file's group (a gid; a group name in the config is resolved
+  // when it is read). Unset: root's. With socket_mode 0660 it is what lets an
+  // allowed non-root uid connect without opening the socket to everyone.
+  std::optional<uint32_t> socket_group;
+  // Peers (SO_PEERCRED) allowed besides root; anyone else is refused.
+  std::set<uint32_t> socket_allowed_uids;
+  // CNI requests served at once; more are answered "try again later" (11).
+  uint32_t max_connections = 64;
   // tmpfs on a normal host: the records live exactly as long as the pods they
   // describe (a reboot ends both), and crash-safe writes there cost no disk flush.
   std::string state_dir = "/run/dpu-cni/host-shim";

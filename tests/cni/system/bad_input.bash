@@ -64,6 +64,17 @@ expect_code 7 "mtu as a string" drv add -conf "$badmtu" -netns "$pod" -id c8
 ipam=$(cni_conflist ipam 1.0.0 "$(dpu_plugin_json '"ipam":{"type":"host-local","subnet":"10.1.0.0/24"}')")
 expect_code 2 "ipam section" drv add -conf "$ipam" -netns "$pod" -id c9
 expect_clean "bad fields"
+# Refusals made before host-shim is asked go where the configuration's logFile says, not to stderr.
+grep -q "refused ADD c8: invalid network configuration: mtu" "$CNI_DIR/dpu-cni.log" &&
+  ! grep -q refused "$CNI_DIR/last.stderr" && pass "the refusals are in the plugin's logFile, not on stderr" ||
+  fail "refusal not in $CNI_DIR/dpu-cni.log (or on stderr): $(tail -n 3 "$CNI_DIR/dpu-cni.log"; cat "$CNI_DIR/last.stderr")"
+
+# stdin over 256 KiB, and JSON nested past 64 levels, through libcni (which passes both on).
+big=$(cni_conflist big 1.0.0 "$(dpu_plugin_json "\"pad\":\"$(head -c 300000 /dev/zero | tr '\0' x)\"")")
+expect_code 6 "a 300 KB network configuration" drv add -conf "$big" -netns "$pod" -id c8b
+deep=$(cni_conflist deep 1.0.0 "$(dpu_plugin_json "\"nest\":$(printf '[%.0s' $(seq 80))$(printf ']%.0s' $(seq 80))")")
+expect_code 6 "a configuration nested 81 levels deep" drv add -conf "$deep" -netns "$pod" -id c8c
+expect_clean "oversized input"
 
 # host-shim down: ADD 11 (try again later), STATUS 50, DEL 11 (the runtime retries).
 hostshim_stop

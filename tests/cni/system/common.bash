@@ -4,7 +4,7 @@
 # dpu-cni next to Debian's reference plugins, and the libcni driver.
 #
 #   source "$(dirname "$0")/common.bash"
-#   cni_env_up || exit 1          # skips (exit 0, visible message) unless root
+#   cni_env_up || exit 1          # skips (skip_test: the skip code, a visible message) unless root
 #   cni_conflist NAME VERSION '<plugin object>,...'   # writes $CNI_DIR/NAME.conflist
 #   drv add -conf F -netns P -id C                     # cnidriver in the host netns
 #   expect_code N "what" CMD...   # CMD must print the spec's error JSON with code N
@@ -20,7 +20,8 @@ pass() { echo "ok: $*"; }
 
 cni_env_up() {
   if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: $(basename "$0") needs root (network namespaces, host-shim)"; exit 0
+    source "$CNI_SRC/tests/support/shell.bash"
+    skip_test "needs root (network namespaces, host-shim)"
   fi
   : "${DPU_BUILD_DIR:?set DPU_BUILD_DIR to the build directory}"
   CNIDRIVER=${CNIDRIVER:-$DPU_BUILD_DIR/tests/tools/cnidriver}

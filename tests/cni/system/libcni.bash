@@ -88,16 +88,31 @@ if [ $? = 0 ] && [ "$(echo "$out" | jq -r '.cniVersion')" = 1.1.0 ] &&
 run110 DEL >/dev/null || fail "1.1.0 DEL"
 expect_clean "after the 1.1.0 pod"
 
-# --- GC: keep ctr3, collect ctr4
+# --- GC: keep ctr3, collect ctr4; a second dpu-cni network (a Multus secondary
+# network: ctr3's net1 and ctr4's net1 on "dpusecond") is another network's business
 pod3=$(hostshim_pod_netns_add pod3)
 pod4=$(hostshim_pod_netns_add pod4)
+second="$CNI_DIR/second.conflist"
+echo "{\"cniVersion\":\"1.0.0\",\"name\":\"dpusecond\",\"plugins\":[$(dpu_plugin_json)]}" > "$second"
 drv add -conf "$plain" -netns "$pod3" -id ctr3 >/dev/null || fail "ADD ctr3"
 drv add -conf "$plain" -netns "$pod4" -id ctr4 >/dev/null || fail "ADD ctr4"
+drv add -conf "$second" -netns "$pod3" -id ctr3 -ifname net1 >/dev/null || fail "ADD ctr3 on dpusecond"
+drv add -conf "$second" -netns "$pod4" -id ctr4 -ifname net1 >/dev/null || fail "ADD ctr4 on dpusecond"
 if drv gc -conf "$plain" -valid ctr3/eth0 >/dev/null; then pass "GC"; else fail "GC"; fi
 left=$(hostshim_list_dpu_attachments | grep '^POD ')
-if echo "$left" | matches "ctr3/eth0" && ! echo "$left" | matches "ctr4/"; then pass "GC kept ctr3, released ctr4"; else
+if echo "$left" | matches "ctr3/eth0" && ! echo "$left" | matches "ctr4/eth0"; then pass "GC kept ctr3, released ctr4"; else
   fail "after GC: $left"; fi
+if echo "$left" | matches "ctr3/net1 .* dpusecond" && echo "$left" | matches "ctr4/net1 .* dpusecond" &&
+   ip -n "$(basename "$pod4")" link show net1 >/dev/null 2>&1; then
+  pass "GC of dpunet left dpusecond's attachments alone"
+else fail "GC of dpunet touched dpusecond: $left"; fi
 ip -n "$(basename "$pod4")" link show eth0 >/dev/null 2>&1 && fail "GC left eth0 in pod4"
+if drv gc -conf "$second" -valid ctr3/net1 >/dev/null && ! hostshim_list_dpu_attachments | matches "ctr4/net1" &&
+   hostshim_list_dpu_attachments | matches "ctr3/net1" && hostshim_list_dpu_attachments | matches "ctr3/eth0"; then
+  pass "GC of dpusecond collected ctr4's net1 only"
+else fail "GC of dpusecond: $(hostshim_list_dpu_attachments)"; fi
+drv del -conf "$second" -netns "$pod3" -id ctr3 -ifname net1 >/dev/null || fail "DEL ctr3 on dpusecond"
+drv del -conf "$second" -netns "$pod4" -id ctr4 -ifname net1 >/dev/null || fail "DEL ctr4 on dpusecond"
 drv del -conf "$plain" -netns "$pod3" -id ctr3 >/dev/null || fail "DEL ctr3"
 drv del -conf "$plain" -netns "$pod4" -id ctr4 >/dev/null || fail "DEL ctr4 after GC"
 expect_clean "after GC and DEL"

@@ -19,7 +19,7 @@ ip -n "$ns" -o link show eth0 | matches "[<,]UP[,>]" || fail "eth0 is not up"
 ip -n "$ns" route show default | matches "via $gw dev eth0" || fail "no default route via $gw: $(ip -n "$ns" route)"
 ip -n "$HOST_NETNS" link show p0v0 >/dev/null 2>&1 && fail "p0v0 is still in the host netns"
 hostshim_list_dpu_attachments | matches "^POD c1/eth0 vf0 $ip" || fail "the fake DPU lacks c1/eth0: $(hostshim_list_dpu_attachments)"
-hostshim_list_records | matches '"owner":"c1/eth0"' || fail "no record for c1/eth0"
+hostshim_list_records | matches '"owner":"dpu-test/c1/eth0"' || fail "no record for c1/eth0"
 
 step "a repeated ADD answers the same"
 expect_ok add --container c1 --netns "$pod" --ifname eth0
@@ -40,7 +40,7 @@ expect_ok add --container c2 --netns "$pod" --ifname eth0 --device 0000:3b:00.5
 [ "$(jq -r '.result.interfaces[0].pciId' <<<"$OUT")" = 0000:3b:00.5 ] || fail "deviceID ignored: $OUT"
 pod2=$(hostshim_pod_netns_add p2)
 expect_code 101 add --container c3 --netns "$pod2" --ifname eth0 --device 0000:3b:00.5
-jq -r .error.details <<<"$OUT" | matches "held by c2/eth0" || fail "no holder named: $OUT"
+jq -r .error.details <<<"$OUT" | matches "held by dpu-test/c2/eth0" || fail "no holder named: $OUT"
 expect_ok del --container c2 --netns "$pod" --ifname eth0
 
 step "bad input: right code, nothing left behind"

@@ -33,7 +33,7 @@ dups=$(cat "$TEST_DIR"/add*.json | jq -r '.result.interfaces[0].pciId // empty' 
 [ -z "$dups" ] || fail "VFs handed out twice: $dups"
 dups=$(cat "$TEST_DIR"/add*.json | jq -r '.result.ips[0].address // empty' | sort | uniq -d)
 [ -z "$dups" ] || fail "addresses handed out twice: $dups"
-[ "$(hostshim_list_records | grep -c '"owner":"c')" = 40 ] || fail "records: $(hostshim_list_records | wc -l)"
+[ "$(hostshim_list_records | grep -c '"owner":"dpu-test/c')" = 40 ] || fail "records: $(hostshim_list_records | wc -l)"
 [ "$(hostshim_list_dpu_attachments | grep -c '^POD')" = 40 ] || fail "fake DPU attachments"
 
 step "$N concurrent DELs"

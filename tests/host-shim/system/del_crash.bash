@@ -19,7 +19,7 @@ ip -n "$HOST_NETNS" link show p0v3 >/dev/null 2>&1 && fail "p0v3 came home befor
 hostshim_stop
 grep -q "stopped" "$HOSTSHIM_LOG" || fail "no clean stop in the log"
 [ "$(link_mac p0v3)" = "$mac3" ] || fail "p0v3 is not home with MAC $mac3 after SIGTERM: $(hostshim_list_vfs)"
-hostshim_list_records | matches '"owner":"c9/eth0"' && fail "c9's record kept after SIGTERM"
+hostshim_list_records | matches '"owner":"dpu-test/c9/eth0"' && fail "c9's record kept after SIGTERM"
 hostshim_start || fail "start"
 
 step "DEL answered, kill -9 before the return, restart finishes it"
@@ -51,7 +51,7 @@ unset HOSTSHIM_TEST_RETURN_DELAY_MS
 hostshim_start || fail "restart"
 for (( i = 0; i < 100; i++ )); do hostshim_list_records | matches '"problem"' && break; sleep 0.05; done
 hostshim_list_records |
-  jq -s -e 'any(.[]; .owner == "c2/eth0" and .returning and ((.problem // "") | startswith("the VF is nowhere")))' >/dev/null ||
+  jq -s -e 'any(.[]; .owner == "dpu-test/c2/eth0" and .returning and ((.problem // "") | startswith("the VF is nowhere")))' >/dev/null ||
   fail "no flagged record: $(hostshim_list_records)"
 grep -q "is stuck: the VF is nowhere" "$HOSTSHIM_LOG" || fail "not logged"
 pod3=$(hostshim_pod_netns_add p3)

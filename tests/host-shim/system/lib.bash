@@ -1,13 +1,10 @@
-# Shared prologue of host-shim's system tests: skip without root, bring up the
+# Shared prologue of host-shim's system tests: skip (skip_test) without root, bring up the
 # env (../env.bash) in a fresh directory, tear everything down on any exit, and
 # small assertion helpers. A test sets HOSTSHIM_NUM_VFS etc. before sourcing.
 set -u
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIP: host-shim system tests need root (network namespaces)"
-  exit 0
-fi
 : "${DPU_BUILD_DIR:?set DPU_BUILD_DIR to the build directory}"
 source "$(dirname "${BASH_SOURCE[0]}")/../env.bash"
+[ "$(id -u)" = 0 ] || skip_test "host-shim system tests need root (network namespaces)"
 # A test that needs a test control the real dpu-agent cannot mimic sets this first.
 if [ -n "${HOSTSHIM_NEEDS_FAKE:-}" ]; then hostshim_skip_unless_fake "$HOSTSHIM_NEEDS_FAKE"; fi
 

@@ -30,8 +30,13 @@ expect_code 101 add --container c7 --netns "$pod" --ifname eth0
 ip -n "$HOST_NETNS" link show dpu-mgmt >/dev/null || fail "dpu-mgmt left the host"
 
 step "a restart keeps the management port as it is"
+# The restarted host-shim plumbs the management port again after its first
+# health poll and logs it; the checks below look at what that left.
+plumbed() { grep -c "management port dpu-mgmt up with" "$HOSTSHIM_LOG" || true; }
+before=$(plumbed)
 hostshim_restart || fail "restart"
-sleep 0.5
+replumbed() { [ "$(plumbed)" -gt "$before" ]; }
+_hostshim_wait 10 replumbed || fail "the restarted host-shim did not set up the management port: $(tail -n 5 "$HOSTSHIM_LOG")"
 ip -n "$HOST_NETNS" -o addr show dev dpu-mgmt | matches "inet 10.244.1.2/24" || fail "dpu-mgmt address lost"
 [ "$(hostshim_list_dpu_attachments | grep -c '^MANAGEMENT')" = 1 ] || fail "management attached twice"
 for i in 0 1 2 3 4 5 6; do expect_ok del --container "c$i" --netns "/run/netns/$HOSTSHIM_ENV_ID-p$i" --ifname eth0; done

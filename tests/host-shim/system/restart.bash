@@ -12,7 +12,7 @@ step "kill -9 and restart"
 old=$HOSTSHIM_PID
 hostshim_restart -9 || fail "restart"
 [ "$old" != "$HOSTSHIM_PID" ] || fail "same pid"
-[ "$(hostshim_list_records | grep -c '"owner":"c')" = 2 ] || fail "records: $(hostshim_list_records)"
+[ "$(hostshim_list_records | grep -c '"owner":"dpu-test/c')" = 2 ] || fail "records: $(hostshim_list_records)"
 expect_ok check --container c1 --netns "/run/netns/$HOSTSHIM_ENV_ID-p1" --ifname eth0 --prev-result "$prev1"
 expect_ok del --container c1 --netns "/run/netns/$HOSTSHIM_ENV_ID-p1" --ifname eth0
 

@@ -22,6 +22,9 @@ _hostshim_wait 8 status_is_50 || fail "STATUS never said 50"
 echo "host-shim noticed the hanging DPU after $(( $(now_ms) - t0 )) ms"
 expect_code 50 status
 jq -r .error.details <<<"$OUT" | matches "unreachable" || fail "reason missing: $OUT"
+# STATUS retries nothing: its advice says what happens instead.
+jq -r .error.details <<<"$OUT" | matches "retries the ADD" && fail "STATUS details speak of an ADD: $OUT"
+jq -r .error.details <<<"$OUT" | matches "STATUS reports the plugin available again" || fail "STATUS details: $OUT"
 ms=$(status_ms)
 echo "STATUS with the DPU hanging: ${ms} ms"
 [ "$ms" -lt 100 ] || fail "STATUS took $ms ms"
