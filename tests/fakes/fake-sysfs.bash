@@ -51,15 +51,25 @@ fake_sysfs_create() {
   local dev="$root/class/net/$pf/device"
   mkdir -p "$dev" "$root/bus/pci/devices" || return 1
   echo "$num" > "$dev/sriov_numvfs"
-  local i
+  # One ip(8) run for every veth (a node of 110 VFs would otherwise fork ip
+  # four times per VF), one mkdir for the tree, no subshell per VF.
+  local i n batch="" dirs=() pcis=()
   for (( i = 0; i < num; i++ )); do
-    local vf rep pci
-    vf=$(fake_sysfs_vf_name "$prefix" "$i")
-    rep="pf0vf$i"
-    pci=$(fake_sysfs_vf_pci "$i")
-    _fake_sysfs_make_veth "$ns" "$vf" "$rep" || { echo "fake_sysfs_create: cannot create veth $vf" >&2; return 1; }
-    mkdir -p "$root/bus/pci/devices/$pci/net/$vf"
-    ln -sfn "$root/bus/pci/devices/$pci" "$dev/virtfn$i"
+    n=$(( i + 2 ))
+    printf -v "pcis[$i]" '0000:3b:%02x.%x' $(( n >> 3 )) $(( n & 7 ))
+    batch+="link del ${prefix}v$i"$'\n'"link del pf0vf$i"$'\n'"link add ${prefix}v$i type veth peer name pf0vf$i"$'\n'"link set pf0vf$i up"$'\n'
+    dirs+=("$root/bus/pci/devices/${pcis[$i]}/net/${prefix}v$i")
+  done
+  # -force: go on past the deletes of what does not exist; then check each veth.
+  _fake_sysfs_ip "$ns" -force -batch - <<<"$batch" 2>/dev/null
+  local -A have=()
+  local name
+  while read -r name; do have[$name]=1; done < <(_fake_sysfs_ip "$ns" -o link show | awk -F': ' '{split($2, a, "@"); print a[1]}')
+  mkdir -p "${dirs[@]}" || return 1
+  for (( i = 0; i < num; i++ )); do
+    [ -n "${have[${prefix}v$i]:-}" ] && [ -n "${have[pf0vf$i]:-}" ] ||
+      { echo "fake_sysfs_create: cannot create veth ${prefix}v$i" >&2; return 1; }
+    ln -sfn "$root/bus/pci/devices/${pcis[$i]}" "$dev/virtfn$i"
   done
 }
 
@@ -85,11 +95,9 @@ fake_sysfs_repair() {
 
 fake_sysfs_destroy() {
   local root=$1 pf=$2 num=$3 prefix=$4 ns=${5:-}
-  local i
-  for (( i = 0; i < num; i++ )); do
-    _fake_sysfs_ip "$ns" link del "$(fake_sysfs_vf_name "$prefix" "$i")" 2>/dev/null
-    _fake_sysfs_ip "$ns" link del "pf0vf$i" 2>/dev/null
-  done
+  local i batch=""
+  for (( i = 0; i < num; i++ )); do batch+="link del ${prefix}v$i"$'\n'"link del pf0vf$i"$'\n'; done
+  _fake_sysfs_ip "$ns" -force -batch - <<<"$batch" >/dev/null 2>&1
   if [ -n "$root" ] && [ -d "$root/class/net/$pf" ]; then
     rm -rf "$root/class" "$root/bus"
     rmdir "$root" 2>/dev/null

@@ -4,11 +4,18 @@
 // without DPDK.
 //
 //   fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]
+//                  [--port-capacity N] [--port-unavailable FILE]
 //
 // --dump FILE      after every request, the model, generation, instance id and
 //                  the history of what each request changed, as JSON (atomic write)
 // --operator-socket PATH  serves the operator API (OperatorRequest → OperatorReply):
-//                  ports lists the programmed logical ports, stats the request counters
+//                  ports lists the logical ports in force, problems the refused
+//                  objects, stats the request counters
+// --port-capacity N  representor ports it can open (default 31: Debian's DPDK
+//                  with an uplink); ports beyond it are reported PORT_UNAVAILABLE
+// --port-unavailable FILE  a file of lines "PORT_NAME reason": those ports are
+//                  reported PORT_UNAVAILABLE (as the real dataplane reports a
+//                  representor it could not open), re-read when it changes
 // SIGUSR1, or creating --restart-file (deleted when seen): behave as a restarted
 //                  dataplane — drop the connection, new instance id, state wiped
 // SIGTERM/SIGINT   exit
@@ -17,7 +24,10 @@
 
 #include <atomic>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/atomic_file.h"
 #include "common/ipc_proto.h"
@@ -35,11 +45,39 @@ void onSignal(int sig) {
 }
 
 struct Options {
-  std::string socket, dump, restart_file, operator_socket;
+  std::string socket, dump, restart_file, operator_socket, port_unavailable;
+  std::optional<uint32_t> port_capacity;
 };
 
+// The --port-unavailable file's lines, "PORT_NAME reason...", as problems.
+void loadPortUnavailable(const Options& o, dpu::fakes::FakeDataplaneModel& m) {
+  if (o.port_unavailable.empty()) return;
+  std::vector<dpu::dataplane::v1::ObjectProblem> extra;
+  if (auto text = dpu::readFile(o.port_unavailable)) {
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const auto space = line.find(' ');
+      if (line.empty() || space == 0) continue;
+      dpu::dataplane::v1::ObjectProblem p;
+      p.set_kind(dpu::dataplane::v1::ObjectProblem::PORT);
+      p.set_name(line.substr(0, space));
+      p.set_state(dpu::dataplane::v1::ObjectProblem::PORT_UNAVAILABLE);
+      p.set_reason(space == std::string::npos ? "could not be opened" : line.substr(space + 1));
+      extra.push_back(std::move(p));
+    }
+  }
+  m.setExtraProblems(std::move(extra));
+}
+
+dpu::dataplane::v1::ProgramRequest statusRequest() {
+  dpu::dataplane::v1::ProgramRequest r;
+  r.mutable_status();
+  return r;
+}
+
 // One operator request per connection, answered from the programmed model.
-void serveOperator(const dpu::ipc::Socket& listener, const dpu::fakes::FakeDataplaneModel& m) {
+void serveOperator(const dpu::ipc::Socket& listener, dpu::fakes::FakeDataplaneModel& m) {
   if (!listener.valid()) return;
   auto conn = dpu::ipc::acceptUnix(listener, dpu::ipc::after(std::chrono::milliseconds(0)));
   if (!conn || !conn->valid()) return;
@@ -51,14 +89,16 @@ void serveOperator(const dpu::ipc::Socket& listener, const dpu::fakes::FakeDatap
   if (!f.ok()) {
     reply.set_error("bad operator request: " + f.error);
   } else if (req.has_ports()) {
-    const auto model = m.model();
-    for (const auto& p : model.ports()) {
+    for (const auto& p : m.inForce().ports) {
       auto* info = reply.add_ports();
-      info->set_name(p.representor());
-      info->set_role(p.kind() == dpu::dataplane::v1::MANAGEMENT ? "management" : "representor");
-      info->set_logical_port(p.name());
+      info->set_name(p.representor);
+      info->set_role(p.kind == dpu::dataplane::v1::MANAGEMENT ? "management" : "representor");
+      info->set_logical_port(p.name);
       info->set_state("up");
     }
+  } else if (req.has_problems()) {
+    const auto status = m.apply(statusRequest());
+    for (const auto& p : status.problems()) *reply.add_problems() = p;
   } else if (req.has_stats()) {
     const auto counts = m.dump()["counts"];
     for (const auto& [name, value] : counts.items()) {
@@ -101,8 +141,11 @@ int main(int argc, char** argv) {
     else if (a == "--dump") o.dump = next();
     else if (a == "--restart-file") o.restart_file = next();
     else if (a == "--operator-socket") o.operator_socket = next();
+    else if (a == "--port-capacity") o.port_capacity = static_cast<uint32_t>(std::stoul("0" + next()));
+    else if (a == "--port-unavailable") o.port_unavailable = next();
     else {
-      std::cerr << "usage: fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]\n";
+      std::cerr << "usage: fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]"
+                   " [--port-capacity N] [--port-unavailable FILE]\n";
       return 2;
     }
   }
@@ -132,6 +175,7 @@ int main(int argc, char** argv) {
     op_listener = std::move(*l);
   }
   dpu::fakes::FakeDataplaneModel model;
+  if (o.port_capacity) model.setPortCapacity(*o.port_capacity, 32);
   writeDump(o, model);
   DPU_LOG(kInfo, "fake-dataplane") << "serving " << o.socket << " as instance " << model.instanceId();
   const auto tick = std::chrono::milliseconds(50);
@@ -161,8 +205,9 @@ int main(int argc, char** argv) {
         }
         break;
       }
+      loadPortUnavailable(o, model);
       auto reply = model.apply(req);
-      writeDump(o, model);
+      if (!req.has_status()) writeDump(o, model);
       if (auto sent = dpu::ipc::sendMessage(*conn, reply, dpu::ipc::after(std::chrono::seconds(5))); !sent) break;
     }
   }

@@ -4,8 +4,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "common/net_address.h"
 
@@ -56,9 +59,13 @@ FakeDataplaneModel::FakeDataplaneModel() : instance_id_(newInstanceId()) {}
 void FakeDataplaneModel::wipe() {
   instance_id_ = newInstanceId();
   generation_ = 0;
+  requested_.Clear();
   state_ = State{};
+  in_force_ = model::Model{};
+  problems_.clear();
+  extra_problems_.clear();
   history_.clear();
-  full_syncs_ = deltas_ = resyncs_ = invalid_ = hellos_ = 0;
+  full_syncs_ = deltas_ = resyncs_ = invalid_ = hellos_ = statuses_ = refused_ = 0;
 }
 
 FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel& m) {
@@ -68,37 +75,6 @@ FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel
   for (const auto& x : m.ports()) s.ports[x.name()] = x;
   for (const auto& x : m.remote_nodes()) s.remotes[x.name()] = x;
   return s;
-}
-
-std::string FakeDataplaneModel::validate(const State& s) {
-  std::set<uint32_t> keys;
-  std::set<std::string> macs;
-  for (const auto& [name, p] : s.ports) {
-    if (name.empty()) return "a port has no name";
-    if (p.key() < 1 || p.key() > 32767) return "port " + name + " has key " + std::to_string(p.key()) + " outside 1..32767";
-    if (!keys.insert(p.key()).second) return "port key " + std::to_string(p.key()) + " is used twice";
-    auto mac = MacAddress::parse(p.mac());
-    if (!mac || mac->isMulticast() || mac->isZero()) return "port " + name + " has a bad MAC '" + p.mac() + "'";
-    if (!macs.insert(p.mac()).second) return "MAC " + p.mac() + " is used by two ports";
-    if (p.representor().empty()) return "port " + name + " has no representor";
-    if (p.datapath_key() == 0) return "port " + name + " has no datapath key";
-    for (const auto& ip : p.ips()) {
-      if (!IpAddress::parse(ip)) return "port " + name + " has a bad IP '" + ip + "'";
-    }
-  }
-  for (const auto& [cidr, sn] : s.subnets) {
-    if (!IpPrefix::parse(cidr)) return "subnet '" + cidr + "' is not a CIDR";
-    if (!IpAddress::parse(sn.gateway_ip())) return "subnet " + cidr + " has a bad gateway";
-    if (sn.datapath_key() == 0 || sn.datapath_key() >= (1u << 24)) return "subnet " + cidr + " has a bad datapath key";
-  }
-  for (const auto& [name, r] : s.remotes) {
-    if (!IpAddress::parse(r.tunnel_ip())) return "remote node " + name + " has a bad tunnel IP '" + r.tunnel_ip() + "'";
-    for (const auto& sn : r.subnets()) {
-      if (!IpPrefix::parse(sn.cidr())) return "remote node " + name + " has a bad subnet '" + sn.cidr() + "'";
-    }
-  }
-  if (s.node && !s.node->tunnel_ip().empty() && !IpAddress::parse(s.node->tunnel_ip())) return "node settings: bad tunnel IP";
-  return "";
 }
 
 void FakeDataplaneModel::diff(const State& before, const State& after, FakeChange& c) {
@@ -119,78 +95,139 @@ void FakeDataplaneModel::record(FakeChange c) {
   while (history_.size() > 200) history_.pop_front();
 }
 
+void FakeDataplaneModel::setPortCapacity(uint32_t capacity, uint32_t max_ethports) {
+  port_capacity_ = capacity;
+  max_ethports_ = max_ethports;
+}
+
+void FakeDataplaneModel::addUnavailable(dpv1::ProgramReply& reply) const {
+  std::vector<const dpv1::LogicalPort*> order;
+  // Refused ports are not in force: they take no DPDK port.
+  std::set<std::string> refused;
+  for (const auto& p : problems_) {
+    if (p.kind() == dpv1::ObjectProblem::PORT) refused.insert(p.name());
+  }
+  for (const auto& [name, p] : state_.ports) {
+    if (!refused.count(name)) order.push_back(&p);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const dpv1::LogicalPort* a, const dpv1::LogicalPort* b) {
+    const bool ma = a->kind() == dpv1::MANAGEMENT, mb = b->kind() == dpv1::MANAGEMENT;
+    return ma != mb ? ma : a->key() < b->key();
+  });
+  for (size_t i = port_capacity_; i < order.size(); ++i) {
+    auto* problem = reply.add_problems();
+    problem->set_kind(dpv1::ObjectProblem::PORT);
+    problem->set_name(order[i]->name());
+    problem->set_state(dpv1::ObjectProblem::PORT_UNAVAILABLE);
+    problem->set_reason("representor " + order[i]->representor() + " could not be opened: RTE_MAX_ETHPORTS (" +
+                        std::to_string(max_ethports_) + ") ports are in use (fake dataplane)");
+  }
+}
+
+dpv1::ProgramReply FakeDataplaneModel::reply(dpv1::ProgramStatus status, const std::string& message) const {
+  dpv1::ProgramReply r;
+  r.set_status(status);
+  r.set_message(message);
+  r.set_generation(generation_);
+  for (const auto& p : problems_) *r.add_problems() = p;
+  for (const auto& p : extra_problems_) *r.add_problems() = p;
+  addUnavailable(r);
+  return r;
+}
+
 dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& req) {
-  dpv1::ProgramReply reply;
   FakeChange c;
   if (req.has_hello()) {
     ++hellos_;
-    reply.set_status(dpv1::OK);
-    reply.mutable_hello()->set_instance_id(instance_id_);
-    reply.mutable_hello()->set_generation(generation_);
-    reply.set_generation(generation_);
+    auto r = reply(dpv1::OK, "");
+    r.mutable_hello()->set_instance_id(instance_id_);
+    r.mutable_hello()->set_generation(generation_);
+    r.mutable_hello()->set_port_capacity(port_capacity_);
+    r.mutable_hello()->set_max_ethports(max_ethports_);
     c.request = "hello";
     c.status = "OK";
     c.generation = generation_;
     c.message = req.hello().agent_id();
     record(c);
-    return reply;
+    return r;
   }
-  State next;
+  if (req.has_status()) {
+    // Not in the history: the agent polls it every second.
+    ++statuses_;
+    return reply(dpv1::OK, "");
+  }
+  // The same checks, in the same order, with the same library as the engine
+  // (dpu-agent/datapath/src/engine.cpp), so both answer alike.
+  std::optional<dpv1::LogicalModel> next;
+  dpv1::ProgramStatus status = dpv1::PROGRAM_STATUS_UNSPECIFIED;
+  std::string message;
+  uint64_t next_generation = 0;
   if (req.has_full_sync()) {
     c.request = "full_sync";
-    next = fromModel(req.full_sync().model());
     if (req.full_sync().generation() == 0) {
-      reply.set_status(dpv1::INVALID);
-      reply.set_message("a full sync needs a generation > 0");
+      status = dpv1::INVALID;
+      message = "FullSync generation must be non-zero (0 means never programmed)";
+    } else {
+      next = req.full_sync().model();
+      next_generation = req.full_sync().generation();
     }
   } else if (req.has_delta()) {
     c.request = "delta";
     const auto& d = req.delta();
-    if (d.base_generation() != generation_) {
+    if (generation_ == 0 || d.base_generation() != generation_) {
       ++resyncs_;
-      reply.set_status(dpv1::RESYNC_NEEDED);
-      reply.set_message("delta based on generation " + std::to_string(d.base_generation()) + ", I forward with " +
-                        std::to_string(generation_));
+      status = dpv1::RESYNC_NEEDED;
+      message = "Delta base generation " + std::to_string(d.base_generation()) +
+                " is not the dataplane's current generation " + std::to_string(generation_) + ": send a FullSync";
     } else if (d.generation() <= d.base_generation()) {
-      reply.set_status(dpv1::INVALID);
-      reply.set_message("delta generation must be above its base");
+      status = dpv1::INVALID;
+      message = "Delta generation " + std::to_string(d.generation()) + " must be above its base " +
+                std::to_string(d.base_generation());
+    } else if (auto applied = model::applyDelta(requested_, d); !applied) {
+      status = applied.code() == ErrorCode::kNotFound ? dpv1::RESYNC_NEEDED : dpv1::INVALID;
+      if (status == dpv1::RESYNC_NEEDED) ++resyncs_;
+      message = applied.error();
     } else {
-      next = state_;
-      if (d.has_node()) next.node = d.node();
-      for (const auto& n : d.delete_ports()) next.ports.erase(n);
-      for (const auto& p : d.upsert_ports()) next.ports[p.name()] = p;
-      for (const auto& n : d.delete_local_subnets()) next.subnets.erase(n);
-      for (const auto& s : d.upsert_local_subnets()) next.subnets[s.cidr()] = s;
-      for (const auto& n : d.delete_remote_nodes()) next.remotes.erase(n);
-      for (const auto& r : d.upsert_remote_nodes()) next.remotes[r.name()] = r;
+      next = std::move(*applied);
+      next_generation = d.generation();
     }
   } else {
-    reply.set_status(dpv1::INVALID);
-    reply.set_message("empty request");
     c.request = "empty";
+    status = dpv1::INVALID;
+    message = "empty ProgramRequest: send Hello, FullSync, Delta or Status";
   }
-  if (reply.status() == dpv1::PROGRAM_STATUS_UNSPECIFIED) {
-    if (std::string why = validate(next); !why.empty()) {
-      reply.set_status(dpv1::INVALID);
-      reply.set_message(why);
+  uint32_t flows_removed = 0;
+  if (next) {
+    auto verdict = model::validate(*next, in_force_.programmed ? &in_force_ : nullptr);
+    if (!verdict) {
+      status = dpv1::INVALID;
+      message = "model refused, nothing changed: " + verdict.error();
+    } else {
+      State after = fromModel(*next);
+      diff(state_, after, c);
+      // A refusal counts once, not once per request that repeats it.
+      std::set<std::tuple<int, std::string, std::string>> before;
+      for (const auto& p : problems_) before.emplace(p.kind(), p.name(), p.reason());
+      for (const auto& p : verdict->problems) refused_ += !before.count({p.kind(), p.name(), p.reason()});
+      state_ = std::move(after);
+      requested_ = std::move(*next);
+      in_force_ = std::move(verdict->model);
+      problems_ = std::move(verdict->problems);
+      generation_ = next_generation;
+      status = dpv1::OK;
+      flows_removed = c.changed + c.removed;
+      (req.has_full_sync() ? full_syncs_ : deltas_)++;
     }
   }
-  if (reply.status() == dpv1::PROGRAM_STATUS_UNSPECIFIED) {
-    diff(state_, next, c);
-    state_ = std::move(next);
-    generation_ = req.has_full_sync() ? req.full_sync().generation() : req.delta().generation();
-    reply.set_status(dpv1::OK);
-    reply.set_flows_removed(c.changed + c.removed);
-    (req.has_full_sync() ? full_syncs_ : deltas_)++;
-  } else if (reply.status() == dpv1::INVALID) {
-    ++invalid_;
-  }
-  reply.set_generation(generation_);
-  c.status = dpv1::ProgramStatus_Name(reply.status());
+  if (status == dpv1::INVALID) ++invalid_;
+  auto r = reply(status, message);
+  r.set_flows_removed(flows_removed);
+  c.status = dpv1::ProgramStatus_Name(status);
   c.generation = generation_;
-  c.message = reply.message();
+  c.message = message;
+  for (const auto& p : r.problems()) c.problems.push_back(model::kindName(p.kind()) + ":" + p.name());
   record(c);
-  return reply;
+  return r;
 }
 
 dpv1::LogicalModel FakeDataplaneModel::model() const {
@@ -208,11 +245,23 @@ nlohmann::json FakeDataplaneModel::dump() const {
   j["generation"] = generation_;
   j["model"] = toJson(model());
   j["counts"] = {{"hellos", hellos_}, {"full_syncs", full_syncs_}, {"deltas", deltas_}, {"resync_needed", resyncs_},
-                 {"invalid", invalid_}};
+                 {"invalid", invalid_}, {"statuses", statuses_}, {"refused", refused_}};
+  nlohmann::json in_force = {{"ports", nlohmann::json::array()}, {"remote_nodes", nlohmann::json::array()},
+                             {"local_subnets", nlohmann::json::array()}};
+  for (const auto& p : in_force_.ports) in_force["ports"].push_back(p.name);
+  for (const auto& r : in_force_.remote_nodes) in_force["remote_nodes"].push_back(r.name);
+  for (const auto& l : in_force_.local_subnets) in_force["local_subnets"].push_back(l.cidr);
+  j["in_force"] = in_force;
+  nlohmann::json problems = nlohmann::json::array();
+  for (const auto* list : {&problems_, &extra_problems_}) {
+    for (const auto& p : *list) problems.push_back(toJson(p));
+  }
+  j["problems"] = problems;
   nlohmann::json h = nlohmann::json::array();
   for (const auto& c : history_) {
     h.push_back({{"request", c.request}, {"status", c.status}, {"generation", c.generation}, {"added", c.added},
-                 {"changed", c.changed}, {"removed", c.removed}, {"objects", c.objects}, {"message", c.message}});
+                 {"changed", c.changed}, {"removed", c.removed}, {"objects", c.objects}, {"message", c.message},
+                 {"problems", c.problems}});
   }
   j["history"] = h;
   return j;

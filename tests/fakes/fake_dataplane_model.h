@@ -1,10 +1,19 @@
 // The state of a fake dpu-dataplane: the logical model it was programmed with,
 // its generation and instance id, applied exactly as the programming API
 // (proto/dpu/dataplane/v1/dataplane.proto) says — a FullSync is applied as a
-// diff against what is there, a Delta only on top of its base generation, an
-// invalid model is refused whole. Every applied request is recorded with what
-// it changed, so tests can say "this resync changed nothing" or "that Delta
-// added one remote node". Used by the fake-dataplane process and by unit tests.
+// diff against what is there, a Delta only on top of its base generation, and
+// every model validated object by object with the same library the real
+// dataplane's engine uses (dpu-agent/model): a refused object is left out of
+// the model in force and reported in `problems` on every reply, a request is
+// refused whole (INVALID) only when the engine would refuse it whole. Every
+// applied request is recorded with what it changed, so tests can say "this
+// resync changed nothing" or "that Delta added one remote node". Used by the
+// fake-dataplane process and by unit tests.
+//
+// Like the real one it has a port capacity (by default that of Debian's DPDK,
+// RTE_MAX_ETHPORTS 32 less the uplink): the answer to Hello says it, and every
+// reply lists the ports in force beyond it, in the order the real dataplane
+// opens them (the management port, then by key), as PORT_UNAVAILABLE.
 #pragma once
 
 #include <cstdint>
@@ -12,22 +21,25 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "dpu/dataplane/v1/dataplane.pb.h"
+#include "model/model.h"
 
 namespace dpu::fakes {
 
 namespace dpv1 = ::dpu::dataplane::v1;
 
 struct FakeChange {
-  std::string request;           // "hello", "full_sync", "delta"
+  std::string request;           // "hello", "full_sync", "delta", "status"
   std::string status;            // "OK", "RESYNC_NEEDED", "INVALID"
   uint64_t generation = 0;       // after the request
   uint32_t added = 0, changed = 0, removed = 0;  // objects (node settings, subnets, ports, remote nodes)
   std::vector<std::string> objects;  // "+remote:node-c", "~port:att-1", "-subnet:10.0.0.0/24"
   std::string message;
+  std::vector<std::string> problems;  // after the request: "port:att-1", "remote node:node-c"...
 };
 
 class FakeDataplaneModel {
@@ -37,10 +49,21 @@ class FakeDataplaneModel {
   dpv1::ProgramReply apply(const dpv1::ProgramRequest& request);
   // Forget everything: a dataplane restart (new instance id, generation 0).
   void wipe();
+  // Representor ports it can open, and the RTE_MAX_ETHPORTS it reports.
+  void setPortCapacity(uint32_t capacity, uint32_t max_ethports);
 
   const std::string& instanceId() const { return instance_id_; }
   uint64_t generation() const { return generation_; }
+  // The model as the agent programmed it (refused objects included).
   dpv1::LogicalModel model() const;
+  // What is in force, and the requested objects that are not (with why).
+  const model::Model& inForce() const { return in_force_; }
+  const std::vector<dpv1::ObjectProblem>& problems() const { return problems_; }
+  uint64_t refusedCount() const { return refused_; }  // each refusal once, as the engine's ObjectRefused
+  // A test (or the fake-dataplane process) reports problems of its own on
+  // top of the model's refusals, as the real process adds ports it could
+  // not open (PORT_UNAVAILABLE); they are kept until replaced.
+  void setExtraProblems(std::vector<dpv1::ObjectProblem> extra) { extra_problems_ = std::move(extra); }
   const std::deque<FakeChange>& history() const { return history_; }
   // Everything above as JSON, for the --dump file.
   nlohmann::json dump() const;
@@ -52,16 +75,22 @@ class FakeDataplaneModel {
     std::map<std::string, dpv1::LogicalPort> ports;
     std::map<std::string, dpv1::RemoteNode> remotes;
   };
-  static std::string validate(const State& s);
   static State fromModel(const dpv1::LogicalModel& m);
+  dpv1::ProgramReply reply(dpv1::ProgramStatus status, const std::string& message) const;
   static void diff(const State& before, const State& after, FakeChange& c);
   void record(FakeChange c);
+  void addUnavailable(dpv1::ProgramReply& reply) const;
 
   std::string instance_id_;
   uint64_t generation_ = 0;
-  State state_;
+  dpv1::LogicalModel requested_;  // what Deltas apply to
+  State state_;                   // requested_ by name, for the history's diffs
+  model::Model in_force_;
+  std::vector<dpv1::ObjectProblem> problems_, extra_problems_;
   std::deque<FakeChange> history_;
-  uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0;
+  uint32_t port_capacity_ = 31;
+  uint32_t max_ethports_ = 32;
+  uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0, statuses_ = 0, refused_ = 0;
 };
 
 }  // namespace dpu::fakes

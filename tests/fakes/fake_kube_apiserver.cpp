@@ -1,7 +1,10 @@
 // The fake Kubernetes API server: a small HTTP/1.1 server (one thread per
 // connection, OpenSSL for TLS) over an in-memory object store with a global
-// resourceVersion and an event history. See fake_kube_apiserver.h.
+// resourceVersion and an event history, the REST semantics of the real server
+// for the kinds it stores, and (with `controllers`) the few controllers a lab
+// needs. See fake_kube_apiserver.h.
 #include "fake_kube_apiserver.h"
+#include "fake_kube_protobuf.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,44 +18,33 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "common/config_doc.h"
+#include "fake_kube_schema.h"
 
 namespace dpu::fakes {
 namespace {
 
 using nlohmann::json;
 
-struct ResourceInfo {
-  const char* path;
-  const char* list_kind;
-  const char* kind;
-  const char* api_version;
-  const char* control_name;
-  bool namespaced;
-};
-
-constexpr ResourceInfo kResources[5] = {
-    {"/api/v1/nodes", "NodeList", "Node", "v1", "nodes", false},
-    {"/api/v1/pods", "PodList", "Pod", "v1", "pods", true},
-    {"/api/v1/services", "ServiceList", "Service", "v1", "services", true},
-    {"/apis/discovery.k8s.io/v1/endpointslices", "EndpointSliceList", "EndpointSlice", "discovery.k8s.io/v1",
-     "endpointslices", true},
-    {"/apis/networking.k8s.io/v1/networkpolicies", "NetworkPolicyList", "NetworkPolicy", "networking.k8s.io/v1",
-     "networkpolicies", true},
-};
-
-const ResourceInfo& info(KubeResource r) { return kResources[static_cast<int>(r)]; }
-
-std::optional<KubeResource> resourceByControlName(const std::string& name) {
-  for (int i = 0; i < 5; ++i)
-    if (name == kResources[i].control_name) return static_cast<KubeResource>(i);
-  return std::nullopt;
-}
+const KubeKind& info(KubeResource r) { return kubeKind(r); }
 
 std::string key(const std::string& ns, const std::string& name) { return ns.empty() ? name : ns + "/" + name; }
 
-std::string statusJson(int code, const std::string& reason, const std::string& message) {
+// "pods", "endpointslices.discovery.k8s.io": how the real server names a resource in messages.
+std::string qualified(const KubeKind& k) {
+  return std::string(k.group).empty() ? k.plural : std::string(k.plural) + "." + k.group;
+}
+
+std::string statusJson(int code, const std::string& reason, const std::string& message,
+                       const json& details = nullptr) {
   json j = {{"kind", "Status"},   {"apiVersion", "v1"}, {"metadata", json::object()}, {"status", "Failure"},
             {"message", message}, {"reason", reason},  {"code", code}};
+  if (!details.is_null()) j["details"] = details;
   return j.dump();
 }
 
@@ -76,15 +68,118 @@ const char* reasonPhrase(int code) {
   switch (code) {
     case 200: return "OK";
     case 201: return "Created";
+    case 202: return "Accepted";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 409: return "Conflict";
     case 410: return "Gone";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Entity";
     default: return "Error";
   }
+}
+
+std::string nowStamp() { return kubeTimestamp(std::chrono::system_clock::now()); }
+
+bool wantsTable(const std::string& accept) {
+  return accept.find("as=Table") != std::string::npos;
+}
+
+// Label keys and values as the real server checks them.
+std::string labelProblem(const std::string& k, const std::string& v) {
+  static const std::regex kName("^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$");
+  std::string name = k, prefix;
+  if (auto slash = k.find('/'); slash != std::string::npos) {
+    prefix = k.substr(0, slash);
+    name = k.substr(slash + 1);
+    if (!kubeNameProblem(KubeNameRule::kSubdomain, prefix).empty())
+      return "metadata.labels: Invalid value: \"" + k + "\": prefix part " + kubeNameProblem(KubeNameRule::kSubdomain, prefix);
+  }
+  if (name.empty() || name.size() > 63 || !std::regex_match(name, kName))
+    return "metadata.labels: Invalid value: \"" + k +
+           "\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+           "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+           "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+  if (!v.empty() && (v.size() > 63 || !std::regex_match(v, kName)))
+    return "metadata.labels: Invalid value: \"" + v +
+           "\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+           "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+           "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+  return "";
+}
+
+uint32_t ipv4(const std::string& s) {
+  in_addr a{};
+  if (inet_pton(AF_INET, s.c_str(), &a) != 1) return 0;
+  return ntohl(a.s_addr);
+}
+
+std::string ipv4Text(uint32_t v) {
+  in_addr a{};
+  a.s_addr = htonl(v);
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+
+bool tolerates(const json& tolerations, const json& taint) {
+  for (const auto& t : tolerations) {
+    std::string effect = t.value("effect", ""), key = t.value("key", ""), op = t.value("operator", "Equal");
+    if (!effect.empty() && effect != taint.value("effect", "")) continue;
+    if (key.empty() && op == "Exists") return true;
+    if (key != taint.value("key", "")) continue;
+    if (op == "Exists" || t.value("value", "") == taint.value("value", "")) return true;
+  }
+  return false;
+}
+
+bool requirementHolds(const json& labels, const json& req) {
+  std::string k = req.value("key", ""), op = req.value("operator", "");
+  bool has = labels.is_object() && labels.contains(k);
+  std::string v = has && labels[k].is_string() ? labels[k].get<std::string>() : "";
+  auto values = req.value("values", json::array());
+  bool in = has && std::find(values.begin(), values.end(), v) != values.end();
+  if (op == "In") return in;
+  if (op == "NotIn") return !in;
+  if (op == "Exists") return has;
+  if (op == "DoesNotExist") return !has;
+  return false;
+}
+
+// nodeSelector and requiredDuringSchedulingIgnoredDuringExecution of a pod against a node's labels.
+bool nodeFits(const json& pod, const json& node) {
+  json labels = node.value("/metadata/labels"_json_pointer, json::object());
+  const json node_selector = pod.value("/spec/nodeSelector"_json_pointer, json::object());
+  for (const auto& [k, v] : node_selector.items())
+    if (!labels.contains(k) || labels[k] != v) return false;
+  auto terms = pod.value("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
+                         json::array());
+  if (!terms.empty()) {
+    bool any = false;
+    for (const auto& term : terms) {
+      bool all = true;
+      for (const auto& req : term.value("matchExpressions", json::array())) all = all && requirementHolds(labels, req);
+      any = any || all;
+    }
+    if (!any) return false;
+  }
+  json tolerations = pod.value("/spec/tolerations"_json_pointer, json::array());
+  for (const auto& taint : node.value("/spec/taints"_json_pointer, json::array())) {
+    std::string effect = taint.value("effect", "");
+    if ((effect == "NoSchedule" || effect == "NoExecute") && !tolerates(tolerations, taint)) return false;
+  }
+  return true;
+}
+
+bool selectorMatches(const json& selector, const json& labels) {
+  if (!selector.is_object() || selector.empty()) return false;
+  for (const auto& [k, v] : selector.items())
+    if (!labels.is_object() || !labels.contains(k) || labels[k] != v) return false;
+  return true;
 }
 
 }  // namespace
@@ -153,14 +248,88 @@ struct FakeKubeApiServer::Request {
   }
 };
 
+// A request for a resource, as its path names it.
+struct FakeKubeApiServer::Route {
+  const KubeKind* kind = nullptr;
+  std::string ns;    // namespaced kinds: the namespace of the path (empty: all namespaces)
+  std::string name;  // empty: the collection
+  std::string sub;   // "status"
+  bool collection() const { return name.empty(); }
+  std::string storeKey() const { return kind->namespaced ? key(ns, name) : name; }
+  std::string what() const { return qualified(*kind) + " \"" + name + "\""; }
+};
+
+struct FakeKubeApiServer::Reply {
+  int code = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::string> warnings;
+};
+
 namespace {
 
-bool respond(FakeKubeApiServer*, int code, const std::string& body, const std::string& content_type,
-             const std::function<bool(const std::string&)>& write) {
-  std::string head = "HTTP/1.1 " + std::to_string(code) + " " + reasonPhrase(code) +
-                     "\r\nContent-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
-                     "\r\n\r\n";
-  return write(head + body);
+bool respond(int code, const std::string& body, const std::string& content_type,
+             const std::function<bool(const std::string&)>& write, const std::vector<std::string>& warnings = {}) {
+  std::string head = "HTTP/1.1 " + std::to_string(code) + " " + reasonPhrase(code) + "\r\nContent-Type: " +
+                     content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  for (const auto& w : warnings) {
+    std::string text;  // RFC 7234 quoted-string
+    for (char c : w) {
+      if (c == '"' || c == '\\') text += '\\';
+      text += c;
+    }
+    head += "Warning: 299 - \"" + text + "\"\r\n";
+  }
+  return write(head + "\r\n" + body);
+}
+
+std::optional<std::string> parseRoute(const std::string& path, const KubeKind*& kind, std::string& ns, std::string& name,
+                                      std::string& sub) {
+  std::vector<std::string> seg;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    seg.push_back(path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos));
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  if (!seg.empty() && seg.back().empty()) seg.pop_back();
+  std::string group, version;
+  size_t i;
+  if (seg.size() >= 2 && seg[0] == "api") {
+    version = seg[1];
+    i = 2;
+  } else if (seg.size() >= 3 && seg[0] == "apis") {
+    group = seg[1];
+    version = seg[2];
+    i = 3;
+  } else {
+    return std::nullopt;
+  }
+  std::vector<std::string> rest(seg.begin() + static_cast<long>(i), seg.end());
+  if (rest.empty()) return std::nullopt;
+  if (rest[0] == "namespaces" && rest.size() >= 3) {
+    const KubeKind* k = kubeKindByPlural(group, version, rest[2]);
+    if (k != nullptr && k->namespaced) {
+      kind = k;
+      ns = rest[1];
+      if (rest.size() >= 4) name = rest[3];
+      if (rest.size() >= 5) sub = rest[4];
+      if (rest.size() > 5) return std::nullopt;
+      return "";
+    }
+  }
+  const KubeKind* k = kubeKindByPlural(group, version, rest[0]);
+  if (k == nullptr) return std::nullopt;
+  kind = k;
+  if (k->namespaced) {
+    if (rest.size() != 1) return std::nullopt;  // all namespaces: the collection only
+    return "";
+  }
+  if (rest.size() >= 2) name = rest[1];
+  if (rest.size() >= 3) sub = rest[2];
+  if (rest.size() > 3) return std::nullopt;
+  return "";
 }
 
 }  // namespace
@@ -175,6 +344,12 @@ std::string FakeKubeApiServer::url() const {
 Result<void> FakeKubeApiServer::start(const FakeKubeApiServerOptions& options) {
   options_ = options;
   token_ = options.token;
+  for (const auto& f : options.rbac_files) {
+    if (auto r = rbac_.loadFile(f); !r) return Error{"fake API server: " + r.error()};
+  }
+  rbac_on_ = !options.rbac_files.empty();
+  if (ipv4(options.service_cidr.substr(0, options.service_cidr.find('/'))) == 0)
+    return Error{"fake API server: service CIDR " + options.service_cidr + " is not an IPv4 CIDR"};
   // A client that goes away mid-write must not kill the test process.
   ::signal(SIGPIPE, SIG_IGN);
   if (!options.cert_file.empty()) {
@@ -203,7 +378,12 @@ Result<void> FakeKubeApiServer::start(const FakeKubeApiServerOptions& options) {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
   stopping_ = false;
+  if (options.controllers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bootstrapLocked();
+  }
   accept_thread_ = std::thread([this] { acceptLoop(); });
+  if (options.controllers) controller_thread_ = std::thread([this] { controllerLoop(); });
   return {};
 }
 
@@ -218,6 +398,7 @@ void FakeKubeApiServer::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
+  if (controller_thread_.joinable()) controller_thread_.join();
   std::list<std::pair<std::shared_ptr<Conn>, std::thread>> conns;
   {
     std::lock_guard<std::mutex> lock(conns_mu_);
@@ -265,6 +446,10 @@ void FakeKubeApiServer::serve(std::shared_ptr<Conn> conn) {
     conn->ssl = SSL_new(ssl_ctx_);
     SSL_set_fd(conn->ssl, conn->fd);
     if (SSL_accept(conn->ssl) != 1) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.tls_handshake_failures++;
+      }
       SSL_free(conn->ssl);
       conn->ssl = nullptr;
       ::close(conn->fd);
@@ -353,68 +538,202 @@ void FakeKubeApiServer::serve(std::shared_ptr<Conn> conn) {
   conn->done = true;
 }
 
-bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
-  auto write = [&conn](const std::string& s) { return conn.write(s); };
-  auto status = [&](int code, const std::string& reason, const std::string& message) {
-    return respond(this, code, statusJson(code, reason, message), "application/json", write);
-  };
-  if (req.path.rfind("/fake/", 0) == 0) return handleControl(conn, req);
-  bool authorized;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    authorized = token_.empty() || req.header("authorization") == "Bearer " + token_;
-    if (!authorized) stats_.unauthorized++;
-  }
-  if (!authorized) return status(401, "Unauthorized", "Unauthorized");
-  for (int i = 0; i < 5; ++i) {
-    auto r = static_cast<KubeResource>(i);
-    const std::string base = kResources[i].path;
-    if (req.path == base) {
-      if (req.method != "GET") return status(405, "MethodNotAllowed", req.method + " is not supported here");
-      std::string w = req.param("watch");
-      if (w == "true" || w == "1") return handleWatch(conn, r, req);
-      return handleList(conn, r, req);
+FakeKubeApiServer::Reply FakeKubeApiServer::nonResource(const Request& req, bool& handled) {
+  handled = true;
+  const std::string& p = req.path;
+  auto ok = [](const json& j) { return Reply{200, j.dump(), "application/json", {}}; };
+  if (p == "/api" || p == "/api/") return ok(discoveryApiVersions(options_.bind + ":" + std::to_string(port_)));
+  if (p == "/apis" || p == "/apis/") return ok(discoveryGroupList());
+  if (p == "/version" || p == "/version/") {
+    std::smatch m;
+    std::string major = "1", minor = "32";
+    static const std::regex kVer(R"(^v([0-9]+)\.([0-9]+))");
+    if (std::regex_search(options_.git_version, m, kVer)) {
+      major = m[1];
+      minor = m[2];
     }
-    if (req.path.rfind(base + "/", 0) == 0) {
-      std::string rest = req.path.substr(base.size() + 1);
-      if (r == KubeResource::kNodes && req.method == "PATCH") return handlePatch(conn, rest, req);
-      if (req.method == "GET") {
-        std::string ns, name = rest;
-        if (kResources[i].namespaced) {
-          size_t slash = rest.find('/');
-          if (slash != std::string::npos) {
-            ns = rest.substr(0, slash);
-            name = rest.substr(slash + 1);
-          }
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = objects_[i].find(key(ns, name));
-        if (it == objects_[i].end()) {
-          std::string body = statusJson(404, "NotFound", std::string(kResources[i].kind) + " " + rest + " not found");
-          return respond(this, 404, body, "application/json", write);
-        }
-        return respond(this, 200, it->second->json, "application/json", write);
-      }
-    }
+    return ok({{"major", major},
+               {"minor", minor},
+               {"gitVersion", options_.git_version},
+               {"gitCommit", "0000000000000000000000000000000000000000"},
+               {"gitTreeState", "clean"},
+               {"buildDate", "2026-01-01T00:00:00Z"},
+               {"goVersion", "go1.23"},
+               {"compiler", "gc"},
+               {"platform", "linux/amd64"}});
   }
-  return status(404, "NotFound", "the fake API server does not serve " + req.method + " " + req.path);
+  if (p == "/healthz" || p == "/livez" || p == "/readyz") return Reply{200, "ok", "text/plain", {}};
+  if (p == "/openapi/v3" || p == "/openapi/v3/") return ok(openApiV3Root());
+  if (p.rfind("/openapi/v3/", 0) == 0) {
+    json doc = openApiV3GroupVersion(p.substr(strlen("/openapi/v3/")));
+    if (!doc.is_null()) return ok(doc);
+  }
+  static const std::regex kGroup(R"(^/apis/([^/]+)/?$)"), kGroupVersion(R"(^/apis/([^/]+)/([^/]+)/?$)");
+  std::smatch m;
+  if (p == "/api/v1" || p == "/api/v1/") return ok(discoveryResourceList("", "v1"));
+  if (std::regex_match(p, m, kGroup)) {
+    json g = discoveryGroup(m[1]);
+    if (!g.is_null()) return ok(g);
+  }
+  if (std::regex_match(p, m, kGroupVersion)) {
+    json l = discoveryResourceList(m[1], m[2]);
+    if (!l.is_null()) return ok(l);
+  }
+  handled = false;
+  return Reply{};
 }
 
-bool FakeKubeApiServer::handleList(Conn& conn, KubeResource r, const Request& req) {
+bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
+  auto write = [&conn](const std::string& s) { return conn.write(s); };
+  auto status = [&](int code, const std::string& reason, const std::string& message, const json& details = nullptr) {
+    return respond(code, statusJson(code, reason, message, details), "application/json", write);
+  };
+  if (req.path.rfind("/fake/", 0) == 0) return handleControl(conn, req);
+  std::optional<KubeUser> user;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string auth = req.header("authorization");
+    if (token_.empty() && options_.tokens.empty()) {
+      user = options_.user;
+    } else if (!token_.empty() && auth == "Bearer " + token_) {
+      user = options_.user;
+    } else {
+      for (const auto& t : options_.tokens)
+        if (auth == "Bearer " + t.token) user = t.user;
+    }
+    if (!user) stats_.unauthorized++;
+  }
+  if (!user) return status(401, "Unauthorized", "Unauthorized");
+
+  KubeRequestAttributes attrs;
+  Route route;
+  auto parsed = parseRoute(req.path, route.kind, route.ns, route.name, route.sub);
+  if (!parsed) {
+    attrs.resource_request = false;
+    attrs.path = req.path;
+    attrs.verb = req.method == "GET" ? "get" : req.method == "POST" ? "post" : req.method == "PUT" ? "put"
+               : req.method == "DELETE" ? "delete" : req.method == "PATCH" ? "patch" : "head";
+    if (rbac_on_) {
+      if (auto r = rbac_.authorize(*user, attrs); !r) {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.forbidden++;
+        return status(403, "Forbidden", r.error());
+      }
+    }
+    bool handled = false;
+    Reply reply = nonResource(req, handled);
+    if (handled && req.method == "GET") return respond(reply.code, reply.body, reply.content_type, write);
+    return status(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (route.kind->id == KubeResource::kNamespaces && !route.name.empty()) route.ns = route.name;
+  if (!route.sub.empty() && (route.sub != "status" || !route.kind->status_subresource))
+    return status(404, "NotFound", "the server could not find the requested resource");
+
+  bool watch = req.param("watch") == "true" || req.param("watch") == "1";
+  attrs.api_group = route.kind->group;
+  attrs.resource = route.kind->plural;
+  attrs.subresource = route.sub;
+  attrs.ns = route.kind->namespaced || route.kind->id == KubeResource::kNamespaces ? route.ns : "";
+  attrs.name = route.name;
+  if (req.method == "GET") attrs.verb = route.collection() ? (watch ? "watch" : "list") : "get";
+  else if (req.method == "POST") attrs.verb = "create";
+  else if (req.method == "PUT") attrs.verb = "update";
+  else if (req.method == "PATCH") attrs.verb = "patch";
+  else if (req.method == "DELETE") attrs.verb = route.collection() ? "deletecollection" : "delete";
+  else return status(405, "MethodNotAllowed", req.method + " is not supported");
+  // A list or watch with fieldSelector=metadata.name=X is authorized as for X.
+  if (route.collection()) {
+    std::string fs = req.param("fieldSelector");
+    static const std::regex kByName(R"(^metadata\.name==?([^,]+)$)");
+    std::smatch m;
+    if (std::regex_match(fs, m, kByName)) attrs.name = m[1];
+  }
+  if (rbac_on_) {
+    if (auto r = rbac_.authorize(*user, attrs); !r) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.forbidden++;
+      }
+      json details = {{"kind", route.kind->plural}};
+      if (!route.name.empty()) details["name"] = route.name;
+      if (std::string(route.kind->group).size()) details["group"] = route.kind->group;
+      return status(403, "Forbidden", r.error(), details);
+    }
+  }
+
+  if (req.method == "GET" && route.collection())
+    return watch ? handleWatch(conn, route, req) : handleList(conn, route, req);
+  Reply reply;
+  if (req.method == "GET") {
+    reply = handleGet(route, req);
+  } else if (req.method == "POST") {
+    if (!route.collection() || !route.sub.empty())
+      return status(405, "MethodNotAllowed", "POST is not supported on " + req.path);
+    reply = handleCreate(route, req);
+  } else if (req.method == "PUT" || req.method == "PATCH") {
+    if (route.collection()) return status(405, "MethodNotAllowed", req.method + " needs an object's path");
+    reply = handleUpdate(route, req, req.method == "PATCH");
+  } else {
+    reply = route.collection() ? handleDeleteCollection(route, req) : handleDelete(route, req);
+  }
+  return respond(reply.code, reply.body, reply.content_type, write, reply.warnings);
+}
+
+FakeKubeApiServer::Reply FakeKubeApiServer::handleGet(const Route& route, const Request& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const KubeKind& k = *route.kind;
+  auto& store = objects_[static_cast<int>(k.id)];
+  auto it = store.find(route.storeKey());
+  if (it == store.end())
+    return Reply{404,
+                 statusJson(404, "NotFound", route.what() + " not found",
+                            {{"name", route.name}, {"kind", k.plural}, {"group", k.group}}),
+                 "application/json",
+                 {}};
+  if (wantsTable(req.header("accept"))) {
+    json obj = json::parse(it->second->json, nullptr, false);
+    if (!obj.is_discarded())
+      return Reply{200, kubeTable(k, {obj}, {{"resourceVersion", std::to_string(it->second->rv)}},
+                                  std::chrono::system_clock::now())
+                            .dump(),
+                   "application/json", {}};
+  }
+  return Reply{200, it->second->json, "application/json", {}};
+}
+
+bool FakeKubeApiServer::handleList(Conn& conn, const Route& route, const Request& req) {
+  auto write = [&conn](const std::string& s) { return conn.write(s); };
+  const KubeKind& ri = *route.kind;
+  auto labels = LabelSelector::parse(req.param("labelSelector"));
+  if (!labels) return respond(400, statusJson(400, "BadRequest", labels.error()), "application/json", write);
+  auto fields = FieldSelector::parse(req.param("fieldSelector"), ri);
+  if (!fields) return respond(400, statusJson(400, "BadRequest", fields.error()), "application/json", write);
   size_t limit = 0;
   if (auto l = req.param("limit"); !l.empty()) limit = std::stoul(l);
   std::string cont = req.param("continue");
   std::shared_ptr<Snapshot> snap;
   size_t offset = 0;
   uint64_t id = 0;
+  bool filtered = !labels->empty() || !fields->empty();
+  std::string prefix = ri.namespaced && !route.ns.empty() ? route.ns + "/" : "";
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.lists++;
     if (cont.empty()) {
       snap = std::make_shared<Snapshot>();
       snap->rv = rv_;
-      snap->items.reserve(objects_[static_cast<int>(r)].size());
-      for (const auto& [k, v] : objects_[static_cast<int>(r)]) snap->items.push_back(v);
+      const auto& store = objects_[static_cast<int>(ri.id)];
+      snap->items.reserve(prefix.empty() && !filtered ? store.size() : 16);
+      auto begin = prefix.empty() ? store.begin() : store.lower_bound(prefix);
+      for (auto it = begin; it != store.end(); ++it) {
+        if (!prefix.empty() && it->first.compare(0, prefix.size(), prefix) != 0) break;
+        if (filtered) {
+          json o = json::parse(it->second->json, nullptr, false);
+          if (o.is_discarded()) continue;
+          if (!labels->matches(o.value("/metadata/labels"_json_pointer, json::object())) || !fields->matches(o)) continue;
+        }
+        snap->items.push_back(it->second);
+      }
       if (limit != 0 && snap->items.size() > limit) {
         id = next_snapshot_++;
         snapshots_[id] = snap;
@@ -430,11 +749,10 @@ bool FakeKubeApiServer::handleList(Conn& conn, KubeResource r, const Request& re
       }
     }
   }
-  auto write = [&conn](const std::string& s) { return conn.write(s); };
   if (!snap)
-    return respond(this, 410, statusJson(410, "Expired", "The provided continue parameter is too old to display a "
-                                                         "consistent list result. You can start a new list without the "
-                                                         "continue parameter."),
+    return respond(410, statusJson(410, "Expired", "The provided continue parameter is too old to display a "
+                                                   "consistent list result. You can start a new list without the "
+                                                   "continue parameter."),
                    "application/json", write);
   size_t end = limit == 0 ? snap->items.size() : std::min(snap->items.size(), offset + limit);
   std::string next;
@@ -444,7 +762,16 @@ bool FakeKubeApiServer::handleList(Conn& conn, KubeResource r, const Request& re
     std::lock_guard<std::mutex> lock(mu_);
     snapshots_.erase(id);
   }
-  const ResourceInfo& ri = info(r);
+  if (wantsTable(req.header("accept"))) {
+    std::vector<json> items;
+    for (size_t i = offset; i < end; ++i) {
+      json o = json::parse(snap->items[i]->json, nullptr, false);
+      if (!o.is_discarded()) items.push_back(std::move(o));
+    }
+    json meta = {{"resourceVersion", std::to_string(snap->rv)}};
+    if (!next.empty()) meta["continue"] = next;
+    return respond(200, kubeTable(ri, items, meta, std::chrono::system_clock::now()).dump(), "application/json", write);
+  }
   size_t total = 256;
   for (size_t i = offset; i < end; ++i) total += snap->items[i]->json.size() + 1;
   std::string body;
@@ -452,7 +779,7 @@ bool FakeKubeApiServer::handleList(Conn& conn, KubeResource r, const Request& re
   body += "{\"kind\":\"";
   body += ri.list_kind;
   body += "\",\"apiVersion\":\"";
-  body += ri.api_version;
+  body += ri.apiVersion();
   body += "\",\"metadata\":{\"resourceVersion\":\"" + std::to_string(snap->rv) + "\"";
   if (!next.empty()) body += ",\"continue\":\"" + next + "\"";
   body += "},\"items\":[";
@@ -461,19 +788,64 @@ bool FakeKubeApiServer::handleList(Conn& conn, KubeResource r, const Request& re
     body += snap->items[i]->json;
   }
   body += "]}";
-  return respond(this, 200, body, "application/json", write);
+  return respond(200, body, "application/json", write);
 }
 
-bool FakeKubeApiServer::handleWatch(Conn& conn, KubeResource r, const Request& req) {
+bool FakeKubeApiServer::handleWatch(Conn& conn, const Route& route, const Request& req) {
+  auto write = [&conn](const std::string& s) { return conn.write(s); };
+  const KubeKind& ri = *route.kind;
+  auto labels = LabelSelector::parse(req.param("labelSelector"));
+  if (!labels) return respond(400, statusJson(400, "BadRequest", labels.error()), "application/json", write);
+  auto fields = FieldSelector::parse(req.param("fieldSelector"), ri);
+  if (!fields) return respond(400, statusJson(400, "BadRequest", fields.error()), "application/json", write);
+  bool filtered = !labels->empty() || !fields->empty();
+  bool table = wantsTable(req.header("accept"));
+  std::string prefix = ri.namespaced && !route.ns.empty() ? route.ns + "/" : "";
   std::string rv_param = req.param("resourceVersion");
   bool bookmarks = req.param("allowWatchBookmarks") == "true" || req.param("allowWatchBookmarks") == "1";
   long timeout = 1800;
   if (auto t = req.param("timeoutSeconds"); !t.empty()) timeout = std::stol(t);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
-  const ResourceInfo& ri = info(r);
   auto gone = [&](uint64_t from) {
     return statusJson(410, "Expired", "too old resource version: " + std::to_string(from) + " (" +
                                           std::to_string(floor_ + 1) + ")");
+  };
+  bool first_table = true;
+  // An event line for this watch, or empty when the watch does not see it.
+  auto eventLine = [&](const char* type, const std::string& k, const std::string& text,
+                       const std::string* previous) -> std::string {
+    if (!prefix.empty() && k.compare(0, prefix.size(), prefix) != 0) return "";
+    std::string out_type = type;
+    json obj;
+    if (filtered || table) {
+      obj = json::parse(text, nullptr, false);
+      if (obj.is_discarded()) return filtered ? "" : "{\"type\":\"" + out_type + "\",\"object\":" + text + "}\n";
+    }
+    if (filtered) {
+      auto match = [&](const json& o) {
+        return labels->matches(o.value("/metadata/labels"_json_pointer, json::object())) && fields->matches(o);
+      };
+      bool now = match(obj);
+      bool before = false;
+      if (previous != nullptr) {
+        json p = json::parse(*previous, nullptr, false);
+        before = !p.is_discarded() && match(p);
+      }
+      if (out_type == "MODIFIED") {
+        if (now && !before) out_type = "ADDED";
+        else if (!now && before) out_type = "DELETED";
+        else if (!now) return "";
+      } else if (!now) {
+        return "";
+      }
+    }
+    if (table) {
+      json t = kubeTable(ri, {obj}, json::object(), std::chrono::system_clock::now());
+      if (!first_table) t["columnDefinitions"] = json::array();
+      first_table = false;
+      return json{{"type", out_type}, {"object", t}}.dump() + "\n";
+    }
+    return "{\"type\":\"" + out_type + "\",\"object\":" + text + "}\n";
   };
   std::string initial;
   uint64_t last;
@@ -483,16 +855,14 @@ bool FakeKubeApiServer::handleWatch(Conn& conn, KubeResource r, const Request& r
     stats_.watches++;
     my_drop = drop_generation_;
     if (rv_param.empty() || rv_param == "0") {
-      for (const auto& [k, v] : objects_[static_cast<int>(r)])
-        initial += "{\"type\":\"ADDED\",\"object\":" + v->json + "}\n";
+      for (const auto& [k, v] : objects_[static_cast<int>(ri.id)]) initial += eventLine("ADDED", k, v->json, nullptr);
       last = rv_;
     } else {
       last = std::strtoull(rv_param.c_str(), nullptr, 10);
       if (last < floor_) {
         std::string body = gone(last);
         lock.unlock();
-        if (options_.gone_as_status)
-          return respond(this, 410, body, "application/json", [&conn](const std::string& s) { return conn.write(s); });
+        if (options_.gone_as_status) return respond(410, body, "application/json", write);
         return conn.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n") &&
                conn.chunk("{\"type\":\"ERROR\",\"object\":" + body + "}\n") && conn.write("0\r\n\r\n");
       }
@@ -533,12 +903,13 @@ bool FakeKubeApiServer::handleWatch(Conn& conn, KubeResource r, const Request& r
         auto it = std::upper_bound(history_.begin(), history_.end(), last,
                                    [](uint64_t v, const Event& e) { return v < e.rv; });
         for (; it != history_.end(); ++it) {
-          if (it->resource != r) continue;
-          out += "{\"type\":\"";
-          out += it->type;
-          out += "\",\"object\":";
-          out += it->object->json;
-          out += "}\n";
+          if (it->resource != ri.id) continue;
+          std::string k;
+          if (!prefix.empty()) {
+            json o = json::parse(it->object->json, nullptr, false);
+            if (!o.is_discarded()) k = key(o.value("/metadata/namespace"_json_pointer, std::string()), "");
+          }
+          out += eventLine(it->type, k, it->object->json, it->previous ? &it->previous->json : nullptr);
         }
         last = rv_;
       }
@@ -553,55 +924,669 @@ bool FakeKubeApiServer::handleWatch(Conn& conn, KubeResource r, const Request& r
     auto now = std::chrono::steady_clock::now();
     if (bookmarks && !quiet && interval.count() > 0 && now >= next_bookmark) {
       std::string bm = std::string("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"") + ri.kind +
-                       "\",\"apiVersion\":\"" + ri.api_version + "\",\"metadata\":{\"resourceVersion\":\"" +
+                       "\",\"apiVersion\":\"" + ri.apiVersion() + "\",\"metadata\":{\"resourceVersion\":\"" +
                        std::to_string(last) + "\"}}}\n";
       if (!conn.chunk(bm)) return false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto& sent = stats_.last_bookmark_rv[static_cast<size_t>(ri.id)];
+        sent = std::max(sent, last);
+      }
       next_bookmark = now + interval;
     }
     if (now >= deadline) return conn.write("0\r\n\r\n");
   }
 }
 
-bool FakeKubeApiServer::handlePatch(Conn& conn, const std::string& name, const Request& req) {
-  auto write = [&conn](const std::string& s) { return conn.write(s); };
-  std::string ct = req.header("content-type");
-  bool merge = ct.rfind("application/merge-patch+json", 0) == 0 ||
-               ct.rfind("application/strategic-merge-patch+json", 0) == 0;
-  if (!merge)
-    return respond(this, 415, statusJson(415, "UnsupportedMediaType", "the content type '" + ct + "' is not supported"),
-                   "application/json", write);
-  json patch = json::parse(req.body, nullptr, false);
-  if (patch.is_discarded() || !patch.is_object())
-    return respond(this, 400, statusJson(400, "BadRequest", "the patch is not a JSON object"), "application/json",
-                   write);
-  std::string body;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.patches++;
-    stats_.last_patch_content_type = ct;
-    auto& store = objects_[static_cast<int>(KubeResource::kNodes)];
-    auto it = store.find(name);
-    if (it == store.end()) {
-      body = statusJson(404, "NotFound", "nodes \"" + name + "\" not found");
-    } else {
-      json obj = json::parse(it->second->json, nullptr, false);
-      if (obj.is_discarded()) obj = json::object();
-      obj.merge_patch(patch);
-      obj["metadata"]["name"] = name;
-      obj["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
-      storeLocked(KubeResource::kNodes, name, obj.dump(), "MODIFIED");
-      body = obj.dump();
+namespace {
+
+// The body of a create, update or patch: JSON, YAML when the client says so,
+// or Kubernetes protobuf for the kinds fake_kube_protobuf.h decodes (what
+// client-go's typed clients, and so kubectl's generators, send).
+Result<json> parseBody(const std::string& body, const std::string& content_type) {
+  if (isKubeProtobuf(content_type)) return decodeKubeProtobuf(body);
+  if (content_type.find("protobuf") != std::string::npos)
+    return Error{"the body of the request was in an unknown format - accepted media types include: "
+                 "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+                 ErrorCode::kNotSupported};
+  if (content_type.find("yaml") != std::string::npos) {
+    auto doc = parseConfigText(body, "the request body");
+    if (!doc) return Error{doc.error(), ErrorCode::kInvalid};
+    return *doc;
+  }
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return Error{"the request body is not valid JSON", ErrorCode::kInvalid};
+  return j;
+}
+
+}  // namespace
+
+Result<void> FakeKubeApiServer::validateLocked(KubeResource r, json& obj, const std::string& field_validation,
+                                               std::vector<std::string>& warnings, bool creating) {
+  const KubeKind& k = info(r);
+  std::string kind = k.kind, version = k.version;
+  auto handled = [&](const std::string& why) {
+    return Error{kind + " in version \"" + version + "\" cannot be handled as a " + kind + ": " + why,
+                 ErrorCode::kFailed};
+  };
+  if (!obj.is_object()) return handled("the body is not a JSON object");
+  std::string type = KubeSchema::builtin().rootType(k.apiVersion(), k.kind);
+  if (!type.empty()) {
+    bool strict = field_validation == "Strict";
+    auto findings = KubeSchema::builtin().check(type, obj, !strict);
+    if (!findings.type_error.empty()) return handled(findings.type_error);
+    if (!findings.unknown.empty()) {
+      if (strict) {
+        std::string msg = "strict decoding error: ";
+        for (size_t i = 0; i < findings.unknown.size(); ++i)
+          msg += (i ? ", " : "") + std::string("unknown field \"") + findings.unknown[i] + "\"";
+        return handled(msg);
+      }
+      if (field_validation != "Ignore")
+        for (const auto& u : findings.unknown) warnings.push_back("unknown field \"" + u + "\"");
     }
   }
-  int code = body.find("\"kind\":\"Status\"") != std::string::npos ? 404 : 200;
-  return respond(this, code, body, "application/json", write);
+  // What the real server's validation says, for the fields clients get wrong.
+  std::string name = obj.value("/metadata/name"_json_pointer, std::string());
+  std::vector<std::pair<std::string, std::string>> causes;  // field, message
+  auto invalid = [&](const std::string& field, const std::string& message) { causes.emplace_back(field, message); };
+  if (creating) {
+    if (name.empty()) invalid("metadata.name", "Required value: name or generateName is required");
+    else if (auto p = kubeNameProblem(k.name_rule, name); !p.empty())
+      invalid("metadata.name", "Invalid value: \"" + name + "\": " + p);
+  }
+  const json labels = obj.value("/metadata/labels"_json_pointer, json::object());
+  for (const auto& [lk, lv] : labels.items()) {
+    if (!lv.is_string()) continue;
+    if (auto p = labelProblem(lk, lv.get<std::string>()); !p.empty()) causes.emplace_back("metadata.labels", p.substr(17));
+  }
+  const json spec = obj.value("spec", json::object());
+  switch (r) {
+    case KubeResource::kPods: {
+      auto containers = spec.value("containers", json::array());
+      if (containers.empty()) invalid("spec.containers", "Required value");
+      std::set<std::string> names;
+      for (size_t i = 0; i < containers.size(); ++i) {
+        std::string p = "spec.containers[" + std::to_string(i) + "]";
+        std::string cn = containers[i].value("name", "");
+        if (cn.empty()) invalid(p + ".name", "Required value");
+        else if (!kubeNameProblem(KubeNameRule::kLabel, cn).empty())
+          invalid(p + ".name", "Invalid value: \"" + cn + "\": " + kubeNameProblem(KubeNameRule::kLabel, cn));
+        else if (!names.insert(cn).second) invalid(p + ".name", "Duplicate value: \"" + cn + "\"");
+        if (containers[i].value("image", "").empty()) invalid(p + ".image", "Required value");
+        for (const auto& port : containers[i].value("ports", json::array())) {
+          int64_t cp = port.value("containerPort", 0);
+          if (cp < 1 || cp > 65535)
+            invalid(p + ".ports.containerPort", "Invalid value: " + std::to_string(cp) + ": must be between 1 and 65535, inclusive");
+        }
+      }
+      break;
+    }
+    case KubeResource::kServices: {
+      std::string t = spec.value("type", "ClusterIP");
+      if (t != "ClusterIP" && t != "NodePort" && t != "LoadBalancer" && t != "ExternalName")
+        invalid("spec.type", "Unsupported value: \"" + t +
+                                 "\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"");
+      auto ports = spec.value("ports", json::array());
+      bool headless = spec.value("clusterIP", "") == "None";
+      if (ports.empty() && t != "ExternalName" && !headless) invalid("spec.ports", "Required value");
+      std::set<std::string> port_names;
+      for (size_t i = 0; i < ports.size(); ++i) {
+        std::string p = "spec.ports[" + std::to_string(i) + "]";
+        int64_t port = ports[i].value("port", 0);
+        if (port < 1 || port > 65535)
+          invalid(p + ".port", "Invalid value: " + std::to_string(port) + ": must be between 1 and 65535, inclusive");
+        std::string proto = ports[i].value("protocol", "TCP");
+        if (proto != "TCP" && proto != "UDP" && proto != "SCTP")
+          invalid(p + ".protocol", "Unsupported value: \"" + proto + "\": supported values: \"SCTP\", \"TCP\", \"UDP\"");
+        std::string pn = ports[i].value("name", "");
+        if (ports.size() > 1 && pn.empty()) invalid(p + ".name", "Required value");
+        if (!pn.empty() && !port_names.insert(pn).second) invalid(p + ".name", "Duplicate value: \"" + pn + "\"");
+        // The real server's default --service-node-port-range.
+        int64_t node_port = ports[i].value("nodePort", int64_t{0});
+        if (node_port != 0 && (node_port < 30000 || node_port > 32767))
+          invalid(p + ".nodePort", "Invalid value: " + std::to_string(node_port) +
+                                       ": provided port is not in the valid range. The range of valid ports is 30000-32767");
+      }
+      break;
+    }
+    case KubeResource::kEndpointSlices: {
+      std::string at = obj.value("addressType", "");
+      if (at.empty()) invalid("addressType", "Required value");
+      else if (at != "IPv4" && at != "IPv6" && at != "FQDN")
+        invalid("addressType", "Unsupported value: \"" + at + "\": supported values: \"FQDN\", \"IPv4\", \"IPv6\"");
+      if (!obj.contains("endpoints") || obj["endpoints"].is_null()) invalid("endpoints", "Required value");
+      auto eps = obj.value("endpoints", json::array());
+      for (size_t i = 0; i < eps.size(); ++i) {
+        size_t n = eps[i].value("addresses", json::array()).size();
+        if (n < 1 || n > 100)
+          invalid("endpoints[" + std::to_string(i) + "].addresses",
+                  "Invalid value: " + std::to_string(n) + ": must contain between 1 and 100 addresses");
+      }
+      break;
+    }
+    case KubeResource::kNetworkPolicies:
+      for (const auto& t : spec.value("policyTypes", json::array()))
+        if (t != "Ingress" && t != "Egress")
+          invalid("spec.policyTypes", "Unsupported value: " + t.dump() + ": supported values: \"Egress\", \"Ingress\"");
+      break;
+    default: break;
+  }
+  if (!causes.empty()) {
+    json details = {{"name", name}, {"group", k.group}, {"kind", kind}, {"causes", json::array()}};
+    std::string msg = kind + " \"" + name + "\" is invalid: ";
+    for (size_t i = 0; i < causes.size(); ++i) {
+      msg += (i ? ", " : "") + causes[i].first + ": " + causes[i].second;
+      details["causes"].push_back({{"reason", "FieldValueInvalid"}, {"message", causes[i].second}, {"field", causes[i].first}});
+    }
+    // The details ride on the message (a JSON suffix the handler splits off).
+    return Error{msg + "\n" + details.dump(), ErrorCode::kInvalid};
+  }
+  return {};
+}
+
+std::string FakeKubeApiServer::allocateClusterIpLocked() {
+  std::string cidr = options_.service_cidr;
+  size_t slash = cidr.find('/');
+  uint32_t base = ipv4(cidr.substr(0, slash));
+  int len = slash == std::string::npos ? 24 : std::stoi(cidr.substr(slash + 1));
+  uint32_t size = len >= 32 ? 1 : (1u << (32 - len));
+  std::set<std::string> used;
+  for (const auto& [k, s] : objects_[static_cast<int>(KubeResource::kServices)]) {
+    json o = json::parse(s->json, nullptr, false);
+    if (!o.is_discarded()) used.insert(o.value("/spec/clusterIP"_json_pointer, std::string()));
+  }
+  // .1 is the kubernetes Service; the rest in order (a real server picks at random).
+  for (uint32_t i = 1; i + 1 < size; ++i) {
+    std::string ip = ipv4Text(base + i);
+    if (!used.count(ip)) return ip;
+  }
+  return "";
+}
+
+void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old) {
+  json& meta = obj["metadata"];
+  if (old == nullptr) {
+    static std::mt19937_64 rng(std::random_device{}());
+    char uid[40];
+    uint64_t a = rng(), b = rng();
+    snprintf(uid, sizeof uid, "%08x-%04x-4%03x-8%03x-%012llx", static_cast<unsigned>(a >> 32),
+             static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+             static_cast<unsigned>(b >> 52), static_cast<unsigned long long>(b & 0xffffffffffffULL));
+    meta["uid"] = uid;
+    meta["creationTimestamp"] = nowStamp();
+    if (r != KubeResource::kNamespaces && r != KubeResource::kNodes) meta["generation"] = 1;
+  } else {
+    for (const char* f : {"uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"}) {
+      if ((*old)["metadata"].contains(f)) meta[f] = (*old)["metadata"][f];
+      else meta.erase(f);
+    }
+    if (old->contains("spec") && obj.value("spec", json()) != (*old)["spec"] && meta.contains("generation"))
+      meta["generation"] = meta.value("generation", 1) + 1;
+  }
+  if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
+  json& spec = obj["spec"];
+  switch (r) {
+    case KubeResource::kNamespaces:
+      if (old == nullptr) {
+        spec["finalizers"] = {"kubernetes"};
+        obj["status"] = {{"phase", "Active"}};
+      }
+      // Every namespace carries its name as a label (NetworkPolicy namespaceSelectors rely on it).
+      meta["labels"]["kubernetes.io/metadata.name"] = meta.value("name", "");
+      break;
+    case KubeResource::kPods:
+      if (old == nullptr) {
+        if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
+        if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
+        if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
+        if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
+        if (!spec.contains("serviceAccountName")) spec["serviceAccountName"] = "default";
+        if (!spec.contains("enableServiceLinks")) spec["enableServiceLinks"] = true;
+        if (!spec.contains("securityContext")) spec["securityContext"] = json::object();
+        for (auto& c : spec["containers"]) {
+          std::string image = c.value("image", "");
+          // No tag (after the last '/') or ":latest", and no digest: Always, as the real defaulting does.
+          size_t slash = image.rfind('/');
+          size_t colon = image.find(':', slash == std::string::npos ? 0 : slash);
+          bool latest = image.find('@') == std::string::npos &&
+                        (colon == std::string::npos || image.substr(colon + 1) == "latest");
+          if (!c.contains("imagePullPolicy")) c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
+          if (!c.contains("terminationMessagePath")) c["terminationMessagePath"] = "/dev/termination-log";
+          if (!c.contains("terminationMessagePolicy")) c["terminationMessagePolicy"] = "File";
+          if (c.contains("ports"))
+            for (auto& p : c["ports"])
+              if (!p.contains("protocol")) p["protocol"] = "TCP";
+        }
+        obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+      }
+      break;
+    case KubeResource::kServices: {
+      if (!spec.contains("type")) spec["type"] = "ClusterIP";
+      if (!spec.contains("sessionAffinity")) spec["sessionAffinity"] = "None";
+      std::string type = spec["type"];
+      if (old != nullptr && (*old).contains("/spec/clusterIP"_json_pointer) && !spec.contains("clusterIP")) {
+        spec["clusterIP"] = (*old)["spec"]["clusterIP"];
+        if ((*old)["spec"].contains("clusterIPs")) spec["clusterIPs"] = (*old)["spec"]["clusterIPs"];
+      }
+      if (type != "ExternalName") {
+        if (!spec.contains("clusterIP") || spec["clusterIP"] == "") spec["clusterIP"] = allocateClusterIpLocked();
+        if (!spec.contains("clusterIPs")) spec["clusterIPs"] = {spec["clusterIP"]};
+        if (!spec.contains("ipFamilies")) spec["ipFamilies"] = {"IPv4"};
+        if (!spec.contains("ipFamilyPolicy")) spec["ipFamilyPolicy"] = "SingleStack";
+        if (!spec.contains("internalTrafficPolicy")) spec["internalTrafficPolicy"] = "Cluster";
+      }
+      std::set<int64_t> node_ports;
+      for (const auto& [sk, stored] : objects_[static_cast<int>(KubeResource::kServices)]) {
+        json o = json::parse(stored->json, nullptr, false);
+        if (o.is_discarded()) continue;
+        for (const auto& p : o.value("/spec/ports"_json_pointer, json::array()))
+          if (p.contains("nodePort")) node_ports.insert(p.value("nodePort", int64_t{0}));
+      }
+      int64_t next_node_port = 30000;
+      if (spec.contains("ports"))
+        for (auto& p : spec["ports"]) {
+          if (!p.contains("protocol")) p["protocol"] = "TCP";
+          if (!p.contains("targetPort")) p["targetPort"] = p.value("port", 0);
+          if ((type == "NodePort" || type == "LoadBalancer") && !p.contains("nodePort")) {
+            while (node_ports.count(next_node_port)) next_node_port++;
+            node_ports.insert(next_node_port);
+            p["nodePort"] = next_node_port;
+          }
+        }
+      if ((type == "NodePort" || type == "LoadBalancer") && !spec.contains("externalTrafficPolicy"))
+        spec["externalTrafficPolicy"] = "Cluster";
+      if (old == nullptr) obj["status"] = {{"loadBalancer", json::object()}};
+      break;
+    }
+    case KubeResource::kEndpointSlices:
+      if (obj.contains("ports"))
+        for (auto& p : obj["ports"])
+          if (!p.contains("protocol")) p["protocol"] = "TCP";
+      break;
+    case KubeResource::kNetworkPolicies:
+      if (!spec.contains("podSelector")) spec["podSelector"] = json::object();
+      if (!spec.contains("policyTypes")) {
+        json types = {"Ingress"};
+        if (spec.contains("egress")) types.push_back("Egress");
+        spec["policyTypes"] = types;
+      }
+      for (const char* dir : {"ingress", "egress"})
+        if (spec.contains(dir))
+          for (auto& rule : spec[dir])
+            if (rule.contains("ports"))
+              for (auto& p : rule["ports"])
+                if (!p.contains("protocol")) p["protocol"] = "TCP";
+      break;
+    case KubeResource::kNodes: break;
+  }
+  if (r == KubeResource::kEndpointSlices) obj.erase("spec");
+}
+
+FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, const Request& req) {
+  const KubeKind& k = *route.kind;
+  auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
+    return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
+  };
+  auto body = parseBody(req.body, req.header("content-type"));
+  if (!body)
+    return body.code() == ErrorCode::kNotSupported ? bad(415, "UnsupportedMediaType", body.error())
+                                                   : bad(400, "BadRequest", body.error());
+  json obj = std::move(*body);
+  if (!obj.is_object()) return bad(400, "BadRequest", "the request body is not a JSON object");
+  std::string api_version = obj.value("apiVersion", ""), kind = obj.value("kind", "");
+  if (kind.empty() || api_version.empty())
+    return bad(400, "BadRequest", "Object 'Kind' is missing in '" + req.body.substr(0, 200) + "'");
+  if (kind != k.kind || api_version != k.apiVersion())
+    return bad(400, "BadRequest", "the API version in the data (" + api_version + ") does not match the expected API "
+                                  "version (" + k.apiVersion() + ") or the kind (" + kind + ") is not " + k.kind);
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
+  json& meta = obj["metadata"];
+  if (k.namespaced) {
+    std::string body_ns = meta.value("namespace", "");
+    if (!body_ns.empty() && body_ns != route.ns)
+      return bad(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+    meta["namespace"] = route.ns;
+  } else {
+    meta.erase("namespace");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (meta.value("name", "").empty() && !meta.value("generateName", "").empty()) {
+    static const char kChars[] = "bcdfghjklmnpqrstvwxz2456789";
+    std::string suffix;
+    uint64_t v = ++uid_counter_ * 2654435761u + rv_;
+    for (int i = 0; i < 5; ++i, v /= 27) suffix += kChars[v % 27];
+    meta["name"] = meta["generateName"].get<std::string>() + suffix;
+  }
+  std::vector<std::string> warnings;
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, true); !v) {
+    if (v.code() == ErrorCode::kInvalid) {
+      size_t nl = v.error().find('\n');
+      return bad(422, "Invalid", v.error().substr(0, nl), json::parse(v.error().substr(nl + 1)));
+    }
+    return bad(400, "BadRequest", v.error());
+  }
+  std::string name = meta.value("name", "");
+  if (k.namespaced) {
+    auto& namespaces = objects_[static_cast<int>(KubeResource::kNamespaces)];
+    auto ns = namespaces.find(route.ns);
+    if (ns == namespaces.end())
+      return bad(404, "NotFound", "namespaces \"" + route.ns + "\" not found",
+                 {{"name", route.ns}, {"kind", "namespaces"}});
+    if (ns->second->json.find("\"deletionTimestamp\"") != std::string::npos)
+      return bad(403, "Forbidden", qualified(k) + " \"" + name + "\" is forbidden: unable to create new content in "
+                                   "namespace " + route.ns + " because it is being terminated");
+  }
+  std::string store_key = k.namespaced ? key(route.ns, name) : name;
+  auto& store = objects_[static_cast<int>(k.id)];
+  if (store.count(store_key))
+    return bad(409, "AlreadyExists", qualified(k) + " \"" + name + "\" already exists",
+               {{"name", name}, {"group", k.group}, {"kind", k.plural}});
+  meta.erase("resourceVersion");
+  meta.erase("selfLink");
+  defaultLocked(k.id, obj, nullptr);
+  stats_.writes++;
+  if (req.param("dryRun") == "All") return Reply{201, obj.dump(), "application/json", warnings};
+  meta["resourceVersion"] = std::to_string(rv_ + 1);
+  storeLocked(k.id, store_key, obj.dump(), "ADDED");
+  return Reply{201, obj.dump(), "application/json", warnings};
+}
+
+FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, const Request& req, bool patch) {
+  const KubeKind& k = *route.kind;
+  auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
+    return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
+  };
+  std::string ct = req.header("content-type");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (patch) {
+    stats_.patches++;
+    stats_.last_patch_content_type = ct;
+  }
+  auto& store = objects_[static_cast<int>(k.id)];
+  auto it = store.find(route.storeKey());
+  if (it == store.end())
+    return bad(404, "NotFound", route.what() + " not found", {{"name", route.name}, {"kind", k.plural}, {"group", k.group}});
+  json old = json::parse(it->second->json, nullptr, false);
+  if (old.is_discarded()) old = json::object();
+  json obj;
+  if (patch) {
+    obj = old;
+    if (ct.rfind("application/merge-patch+json", 0) == 0) {
+      json p = json::parse(req.body, nullptr, false);
+      if (p.is_discarded() || !p.is_object()) return bad(400, "BadRequest", "the patch is not a JSON object");
+      obj.merge_patch(p);
+    } else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
+      json p = json::parse(req.body, nullptr, false);
+      if (p.is_discarded() || !p.is_object()) return bad(400, "BadRequest", "the patch is not a JSON object");
+      std::string type = KubeSchema::builtin().rootType(k.apiVersion(), k.kind);
+      if (auto r = KubeSchema::builtin().strategicMerge(type, obj, p); !r) return bad(400, "BadRequest", r.error());
+    } else if (ct.rfind("application/json-patch+json", 0) == 0) {
+      json p = json::parse(req.body, nullptr, false);
+      if (p.is_discarded() || !p.is_array()) return bad(400, "BadRequest", "the JSON patch is not a list of operations");
+      try {
+        obj = obj.patch(p);
+      } catch (const std::exception& e) {
+        return bad(422, "Invalid", std::string("the JSON patch cannot be applied: ") + e.what());
+      }
+    } else if (ct.rfind("application/apply-patch", 0) == 0) {
+      return bad(415, "UnsupportedMediaType",
+                 "server-side apply is not implemented by the fake API server; use client-side apply "
+                 "(kubectl apply without --server-side)");
+    } else {
+      return bad(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media "
+                                              "types include: application/json-patch+json, application/merge-patch+json, "
+                                              "application/apply-patch+yaml, application/strategic-merge-patch+json");
+    }
+  } else {
+    auto body = parseBody(req.body, ct);
+    if (!body)
+      return body.code() == ErrorCode::kNotSupported ? bad(415, "UnsupportedMediaType", body.error())
+                                                     : bad(400, "BadRequest", body.error());
+    obj = std::move(*body);
+    if (!obj.is_object() || obj.value("kind", "") != k.kind || obj.value("apiVersion", "") != k.apiVersion())
+      return bad(400, "BadRequest", "the body must be a " + k.apiVersion() + " " + k.kind);
+  }
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
+  json& meta = obj["metadata"];
+  if (meta.value("name", route.name) != route.name)
+    return bad(400, "BadRequest", "the name of the object (" + meta.value("name", "") +
+                                  ") does not match the name on the URL (" + route.name + ")");
+  meta["name"] = route.name;
+  if (k.namespaced) meta["namespace"] = route.ns;
+  // Optimistic concurrency: a resourceVersion in the request must be the current one.
+  std::string asked = meta.value("resourceVersion", "");
+  std::string current = old.value("/metadata/resourceVersion"_json_pointer, std::to_string(it->second->rv));
+  bool patch_names_rv = false;
+  if (patch) {
+    json p = json::parse(req.body, nullptr, false);
+    patch_names_rv = p.is_object() && p.contains("/metadata/resourceVersion"_json_pointer);
+  }
+  if ((!patch || patch_names_rv) && !asked.empty() && asked != current)
+    return bad(409, "Conflict", "Operation cannot be fulfilled on " + route.what() +
+                                    ": the object has been modified; please apply your changes to the latest version "
+                                    "and try again",
+               {{"name", route.name}, {"group", k.group}, {"kind", k.plural}});
+  // The status subresource changes status only; the main resource never changes status.
+  if (k.status_subresource) {
+    if (route.sub == "status") {
+      json status = obj.value("status", json::object());
+      obj = old;  // (`meta` refers into the object replaced here: not used below)
+      obj["status"] = status;
+    } else if (old.contains("status")) {
+      obj["status"] = old["status"];
+    } else {
+      obj.erase("status");
+    }
+  }
+  std::vector<std::string> warnings;
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, false); !v) {
+    if (v.code() == ErrorCode::kInvalid) {
+      size_t nl = v.error().find('\n');
+      return bad(422, "Invalid", v.error().substr(0, nl), json::parse(v.error().substr(nl + 1)));
+    }
+    return bad(400, "BadRequest", v.error());
+  }
+  // What cannot change after create.
+  if (k.id == KubeResource::kPods && route.sub.empty()) {
+    json a = old.value("spec", json::object()), b = obj.value("spec", json::object());
+    for (json* s : {&a, &b}) {
+      for (const char* list : {"containers", "initContainers"})
+        if (s->contains(list))
+          for (auto& c : (*s)[list]) c.erase("image");
+      s->erase("activeDeadlineSeconds");
+      s->erase("tolerations");
+      s->erase("schedulingGates");
+    }
+    if (a != b)
+      return bad(422, "Invalid",
+                 "Pod \"" + route.name + "\" is invalid: spec: Forbidden: pod updates may not change fields other than "
+                 "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                 "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                 "(allow it to be set to 1 if it was previously negative)");
+  }
+  if (k.id == KubeResource::kServices) {
+    std::string was = old.value("/spec/clusterIP"_json_pointer, std::string());
+    std::string now = obj.value("/spec/clusterIP"_json_pointer, std::string());
+    if (!was.empty() && !now.empty() && was != now)
+      return bad(422, "Invalid", "Service \"" + route.name + "\" is invalid: spec.clusterIPs[0]: Invalid value: [\"" + now +
+                                     "\"]: may not change once set");
+  }
+  if (k.id == KubeResource::kNamespaces && old.contains("spec")) obj["spec"] = old["spec"];
+  defaultLocked(k.id, obj, &old);
+  stats_.writes++;
+  if (req.param("dryRun") == "All") return Reply{200, obj.dump(), "application/json", warnings};
+  // Not through `meta`: a status write replaced obj with the stored object above.
+  obj["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+  std::string store_key = route.storeKey();
+  storeLocked(k.id, store_key, obj.dump(), "MODIFIED");
+  // An object waiting for its finalizers goes once the last one is removed.
+  if (obj.contains("/metadata/deletionTimestamp"_json_pointer) &&
+      obj.value("/metadata/finalizers"_json_pointer, json::array()).empty() && k.id != KubeResource::kPods &&
+      k.id != KubeResource::kNamespaces) {
+    eraseLocked(k.id, store_key);
+  }
+  return Reply{200, obj.dump(), "application/json", warnings};
+}
+
+void FakeKubeApiServer::eraseLocked(KubeResource r, const std::string& k) {
+  auto& store = objects_[static_cast<int>(r)];
+  auto it = store.find(k);
+  if (it == store.end()) return;
+  // The DELETED event carries the object's last state at the deletion's version.
+  json obj = json::parse(it->second->json, nullptr, false);
+  uint64_t rv = ++rv_;
+  std::string text = it->second->json;
+  std::string ns;
+  if (obj.is_object()) {
+    obj["metadata"]["resourceVersion"] = std::to_string(rv);
+    ns = obj.value("/metadata/namespace"_json_pointer, std::string());
+    text = obj.dump();
+  }
+  StoredPtr previous = it->second;
+  store.erase(it);
+  recordLocked(r, "DELETED", std::make_shared<Stored>(Stored{std::move(text), rv}), previous);
+  if (!ns.empty() && r != KubeResource::kNamespaces) finishNamespaceLocked(ns);
+}
+
+void FakeKubeApiServer::finishNamespaceLocked(const std::string& ns) {
+  auto& namespaces = objects_[static_cast<int>(KubeResource::kNamespaces)];
+  auto it = namespaces.find(ns);
+  if (it == namespaces.end() || it->second->json.find("\"deletionTimestamp\"") == std::string::npos) return;
+  for (int i = 0; i < kKubeResourceCount; ++i) {
+    if (!kubeKinds()[static_cast<size_t>(i)].namespaced) continue;
+    auto lb = objects_[i].lower_bound(ns + "/");
+    if (lb != objects_[i].end() && lb->first.compare(0, ns.size() + 1, ns + "/") == 0) return;
+  }
+  eraseLocked(KubeResource::kNamespaces, ns);
+}
+
+json FakeKubeApiServer::deleteLocked(KubeResource r, const std::string& k, int64_t grace) {
+  auto& store = objects_[static_cast<int>(r)];
+  auto it = store.find(k);
+  json obj = json::parse(it->second->json, nullptr, false);
+  if (obj.is_discarded()) {
+    eraseLocked(r, k);
+    return json::object();
+  }
+  bool marked = obj.contains("/metadata/deletionTimestamp"_json_pointer);
+  auto mark = [&](int64_t seconds) {
+    if (!marked) {
+      obj["metadata"]["deletionTimestamp"] =
+          kubeTimestamp(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+      obj["metadata"]["deletionGracePeriodSeconds"] = seconds;
+    }
+    obj["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+    storeLocked(r, k, obj.dump(), "MODIFIED");
+  };
+  if (r == KubeResource::kNamespaces) {
+    if (!marked) {
+      obj["status"]["phase"] = "Terminating";
+      mark(0);
+      for (int i = 0; i < kKubeResourceCount; ++i) {
+        auto kind = static_cast<KubeResource>(i);
+        if (!kubeKinds()[static_cast<size_t>(i)].namespaced) continue;
+        std::vector<std::string> keys;
+        for (auto lb = objects_[i].lower_bound(k + "/"); lb != objects_[i].end() && lb->first.rfind(k + "/", 0) == 0; ++lb)
+          keys.push_back(lb->first);
+        for (const auto& key : keys)
+          if (objects_[i].count(key)) deleteLocked(kind, key, -1);
+      }
+    }
+    finishNamespaceLocked(k);
+    return obj;
+  }
+  if (!obj.value("/metadata/finalizers"_json_pointer, json::array()).empty()) {
+    mark(0);
+    return obj;
+  }
+  if (r == KubeResource::kPods) {
+    std::string phase = obj.value("/status/phase"_json_pointer, std::string());
+    if (grace < 0) grace = obj.value("/spec/terminationGracePeriodSeconds"_json_pointer, int64_t{30});
+    if (phase == "Succeeded" || phase == "Failed") grace = 0;
+    // A pod on a node terminates first: its kubelet stops it and deletes it with
+    // grace 0 (an unscheduled pod has nothing to stop).
+    if (!obj.value("/spec/nodeName"_json_pointer, std::string()).empty() && grace > 0) {
+      mark(grace);
+      return obj;
+    }
+  }
+  eraseLocked(r, k);
+  return obj;
+}
+
+FakeKubeApiServer::Reply FakeKubeApiServer::handleDelete(const Route& route, const Request& req) {
+  const KubeKind& k = *route.kind;
+  int64_t grace = -1;
+  json opts;
+  if (!req.body.empty() && isKubeProtobuf(req.header("content-type"))) {
+    auto decoded = decodeKubeProtobuf(req.body);
+    if (!decoded || decoded->value("kind", "") != "DeleteOptions") {
+      bool media = !decoded && decoded.code() == ErrorCode::kNotSupported;
+      int code = media ? 415 : 400;
+      return Reply{code,
+                   statusJson(code, media ? "UnsupportedMediaType" : "BadRequest",
+                              decoded ? "the body of a DELETE must be DeleteOptions" : decoded.error()),
+                   "application/json", {}};
+    }
+    opts = std::move(*decoded);
+  } else {
+    opts = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+  }
+  if (opts.is_object() && opts.contains("gracePeriodSeconds") && opts["gracePeriodSeconds"].is_number())
+    grace = opts["gracePeriodSeconds"].get<int64_t>();
+  if (auto g = req.param("gracePeriodSeconds"); !g.empty()) grace = std::stoll(g);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& store = objects_[static_cast<int>(k.id)];
+  auto it = store.find(route.storeKey());
+  if (it == store.end())
+    return Reply{404,
+                 statusJson(404, "NotFound", route.what() + " not found",
+                            {{"name", route.name}, {"kind", k.plural}, {"group", k.group}}),
+                 "application/json",
+                 {}};
+  if (opts.is_object() && opts.contains("/preconditions/uid"_json_pointer)) {
+    json cur = json::parse(it->second->json, nullptr, false);
+    if (!cur.is_discarded() && cur.value("/metadata/uid"_json_pointer, std::string()) != opts["preconditions"]["uid"])
+      return Reply{409, statusJson(409, "Conflict", "Precondition failed: UID in precondition does not match the object"),
+                   "application/json", {}};
+  }
+  stats_.writes++;
+  if (req.param("dryRun") == "All") return Reply{200, it->second->json, "application/json", {}};
+  json obj = deleteLocked(k.id, route.storeKey(), grace);
+  return Reply{200, obj.dump(), "application/json", {}};
+}
+
+FakeKubeApiServer::Reply FakeKubeApiServer::handleDeleteCollection(const Route& route, const Request& req) {
+  const KubeKind& k = *route.kind;
+  auto labels = LabelSelector::parse(req.param("labelSelector"));
+  if (!labels) return Reply{400, statusJson(400, "BadRequest", labels.error()), "application/json", {}};
+  auto fields = FieldSelector::parse(req.param("fieldSelector"), k);
+  if (!fields) return Reply{400, statusJson(400, "BadRequest", fields.error()), "application/json", {}};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& store = objects_[static_cast<int>(k.id)];
+  std::string prefix = k.namespaced && !route.ns.empty() ? route.ns + "/" : "";
+  std::vector<std::string> keys;
+  for (const auto& [key, s] : store) {
+    if (!prefix.empty() && key.rfind(prefix, 0) != 0) continue;
+    json o = json::parse(s->json, nullptr, false);
+    if (o.is_discarded()) continue;
+    if (labels->matches(o.value("/metadata/labels"_json_pointer, json::object())) && fields->matches(o))
+      keys.push_back(key);
+  }
+  stats_.writes++;
+  json items = json::array();
+  for (const auto& key : keys)
+    if (store.count(key)) items.push_back(deleteLocked(k.id, key, -1));
+  return Reply{200, json{{"kind", k.list_kind}, {"apiVersion", k.apiVersion()}, {"metadata", json::object()}, {"items", items}}.dump(),
+               "application/json", {}};
 }
 
 bool FakeKubeApiServer::handleControl(Conn& conn, const Request& req) {
   auto write = [&conn](const std::string& s) { return conn.write(s); };
-  auto ok = [&](const json& j) { return respond(this, 200, j.dump(), "application/json", write); };
+  auto ok = [&](const json& j) { return respond(200, j.dump(), "application/json", write); };
   auto bad = [&](int code, const std::string& m) {
-    return respond(this, code, statusJson(code, "BadRequest", m), "application/json", write);
+    return respond(code, statusJson(code, "BadRequest", m), "application/json", write);
   };
   const std::string& p = req.path;
   if (p == "/fake/scale" && req.method == "POST") {
@@ -630,21 +1615,31 @@ bool FakeKubeApiServer::handleControl(Conn& conn, const Request& req) {
     return ok({{"lists", s.lists},
                {"watches", s.watches},
                {"patches", s.patches},
+               {"writes", s.writes},
+               {"forbidden", s.forbidden},
                {"openWatches", s.open_watches},
                {"resourceVersion", resourceVersion()}});
+  }
+  if (p == "/fake/rbac" && req.method == "GET") {
+    json grants = json::array();
+    for (const auto& g : rbacGrants())
+      grants.push_back({{"role", g.role}, {"verb", g.verb}, {"apiGroup", g.api_group}, {"resource", g.resource},
+                        {"resourceName", g.resource_name}, {"used", g.used}});
+    return ok({{"denials", rbacDenials()}, {"grants", grants}});
   }
   if (p.rfind("/fake/objects/", 0) == 0) {
     std::string rest = p.substr(strlen("/fake/objects/"));
     std::string rname = rest.substr(0, rest.find('/'));
-    auto r = resourceByControlName(rname);
-    if (!r) return bad(404, "no resource " + rname);
+    const KubeKind* kk = kubeKindByControlName(rname);
+    if (kk == nullptr) return bad(404, "no resource " + rname);
+    KubeResource r = kk->id;
     if (req.method == "PUT" || req.method == "POST") {
       json obj = json::parse(req.body, nullptr, false);
       if (obj.is_discarded()) return bad(400, "the body is not JSON");
       // When the change happened, on CLOCK_MONOTONIC (steady_clock), which
       // another process can compare with its own clock readings.
       auto applied_at = std::chrono::steady_clock::now().time_since_epoch();
-      auto rv = apply(*r, std::move(obj));
+      auto rv = apply(r, std::move(obj));
       if (!rv.ok()) return bad(400, rv.error());
       return ok({{"resourceVersion", std::to_string(*rv)},
                  {"appliedAtNs", std::chrono::duration_cast<std::chrono::nanoseconds>(applied_at).count()}});
@@ -656,15 +1651,15 @@ bool FakeKubeApiServer::handleControl(Conn& conn, const Request& req) {
         ns = tail.substr(0, slash);
         name = tail.substr(slash + 1);
       }
-      if (!remove(*r, ns, name)) return bad(404, "no such object");
+      if (!remove(r, ns, name)) return bad(404, "no such object");
       return ok(json::object());
     }
   }
   return bad(404, "no control endpoint " + req.method + " " + p);
 }
 
-void FakeKubeApiServer::recordLocked(KubeResource r, const char* type, StoredPtr obj) {
-  history_.push_back(Event{obj->rv, r, type, std::move(obj)});
+void FakeKubeApiServer::recordLocked(KubeResource r, const char* type, StoredPtr obj, StoredPtr previous) {
+  history_.push_back(Event{obj->rv, r, type, std::move(obj), std::move(previous)});
   while (history_.size() > options_.history) {
     floor_ = history_.front().rv;
     history_.pop_front();
@@ -677,8 +1672,9 @@ uint64_t FakeKubeApiServer::storeLocked(KubeResource r, const std::string& k, st
   auto& slot = objects_[static_cast<int>(r)][k];
   if (slot == nullptr && std::strcmp(type, "MODIFIED") == 0) type = "ADDED";
   if (slot != nullptr && std::strcmp(type, "ADDED") == 0) type = "MODIFIED";
+  StoredPtr previous = slot;
   slot = stored;
-  recordLocked(r, type, stored);
+  recordLocked(r, type, stored, previous);
   return stored->rv;
 }
 
@@ -691,7 +1687,7 @@ Result<uint64_t> FakeKubeApiServer::apply(KubeResource r, json object) {
     ns = object["metadata"]["namespace"].get<std::string>();
   }
   object["kind"] = info(r).kind;
-  object["apiVersion"] = info(r).api_version;
+  object["apiVersion"] = info(r).apiVersion();
   std::lock_guard<std::mutex> lock(mu_);
   object["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
   return storeLocked(r, key(ns, object["metadata"]["name"].get<std::string>()), object.dump(), "ADDED");
@@ -706,18 +1702,8 @@ uint64_t FakeKubeApiServer::applyRaw(KubeResource r, const std::string& ns, cons
 bool FakeKubeApiServer::remove(KubeResource r, const std::string& ns, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& store = objects_[static_cast<int>(r)];
-  auto it = store.find(key(ns, name));
-  if (it == store.end()) return false;
-  // The DELETED event carries the object's last state at the deletion's version.
-  json obj = json::parse(it->second->json, nullptr, false);
-  uint64_t rv = ++rv_;
-  std::string text = it->second->json;
-  if (obj.is_object()) {
-    obj["metadata"]["resourceVersion"] = std::to_string(rv);
-    text = obj.dump();
-  }
-  store.erase(it);
-  recordLocked(r, "DELETED", std::make_shared<Stored>(Stored{std::move(text), rv}));
+  if (store.find(key(ns, name)) == store.end()) return false;
+  eraseLocked(r, key(ns, name));
   return true;
 }
 
@@ -771,9 +1757,194 @@ FakeKubeStats FakeKubeApiServer::stats() const {
   return stats_;
 }
 
+std::vector<std::string> FakeKubeApiServer::rbacDenials() const { return rbac_.denials(); }
+std::vector<KubeGrant> FakeKubeApiServer::rbacGrants() const { return rbac_.grants(); }
+
+// --- controllers -----------------------------------------------------------
+
+void FakeKubeApiServer::bootstrapLocked() {
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    if (objects_[static_cast<int>(KubeResource::kNamespaces)].count(ns)) continue;
+    json o = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}};
+    defaultLocked(KubeResource::kNamespaces, o, nullptr);
+    o["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+    storeLocked(KubeResource::kNamespaces, ns, o.dump(), "ADDED");
+  }
+  if (!objects_[static_cast<int>(KubeResource::kServices)].count("default/kubernetes")) {
+    std::string cidr = options_.service_cidr;
+    json o = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", "kubernetes"}, {"namespace", "default"},
+                            {"labels", {{"component", "apiserver"}, {"provider", "kubernetes"}}}}},
+              {"spec",
+               {{"clusterIP", ipv4Text(ipv4(cidr.substr(0, cidr.find('/'))) + 1)},
+                {"ports", {{{"name", "https"}, {"port", 443}, {"protocol", "TCP"}, {"targetPort", port_}}}}}}};
+    defaultLocked(KubeResource::kServices, o, nullptr);
+    o["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+    storeLocked(KubeResource::kServices, "default/kubernetes", o.dump(), "ADDED");
+  }
+}
+
+void FakeKubeApiServer::scheduleLocked() {
+  auto& pods = objects_[static_cast<int>(KubeResource::kPods)];
+  std::vector<json> nodes;
+  for (const auto& [k, s] : objects_[static_cast<int>(KubeResource::kNodes)]) {
+    json n = json::parse(s->json, nullptr, false);
+    if (n.is_discarded() || n.value("/spec/unschedulable"_json_pointer, false)) continue;
+    nodes.push_back(std::move(n));
+  }
+  std::map<std::string, size_t> load;
+  std::vector<std::pair<std::string, json>> pending;
+  for (const auto& [k, s] : pods) {
+    json p = json::parse(s->json, nullptr, false);
+    if (p.is_discarded()) continue;
+    std::string node = p.value("/spec/nodeName"_json_pointer, std::string());
+    if (!node.empty()) {
+      load[node]++;
+      continue;
+    }
+    if (p.contains("/metadata/deletionTimestamp"_json_pointer)) continue;
+    if (p.value("/spec/schedulerName"_json_pointer, std::string("default-scheduler")) != "default-scheduler") continue;
+    pending.emplace_back(k, std::move(p));
+  }
+  for (auto& [k, p] : pending) {
+    const json* best = nullptr;
+    for (const auto& n : nodes) {
+      if (!nodeFits(p, n)) continue;
+      std::string name = n.value("/metadata/name"_json_pointer, std::string());
+      if (best == nullptr || load[name] < load[best->value("/metadata/name"_json_pointer, std::string())]) best = &n;
+    }
+    json conditions = json::array();
+    std::string message = "0/" + std::to_string(nodes.size()) + " nodes are available: no node matches the pod's node "
+                          "selector, affinity and tolerations";
+    bool already = false;
+    for (const auto& c : p.value("/status/conditions"_json_pointer, json::array()))
+      if (c.value("type", "") == "PodScheduled" && c.value("message", "") == message) already = true;
+    if (best == nullptr) {
+      if (already) continue;
+      p["status"]["conditions"] = {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
+                                    {"message", message}, {"lastTransitionTime", nowStamp()}}};
+    } else {
+      std::string name = best->value("/metadata/name"_json_pointer, std::string());
+      p["spec"]["nodeName"] = name;
+      load[name]++;
+      p["status"]["conditions"] = {{{"type", "PodScheduled"}, {"status", "True"}, {"lastTransitionTime", nowStamp()}}};
+    }
+    p["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+    storeLocked(KubeResource::kPods, k, p.dump(), "MODIFIED");
+  }
+}
+
+void FakeKubeApiServer::syncEndpointSlicesLocked() {
+  auto& slices = objects_[static_cast<int>(KubeResource::kEndpointSlices)];
+  std::set<std::string> wanted;
+  std::vector<json> pods;
+  for (const auto& [k, s] : objects_[static_cast<int>(KubeResource::kPods)]) {
+    json p = json::parse(s->json, nullptr, false);
+    if (!p.is_discarded()) pods.push_back(std::move(p));
+  }
+  for (const auto& [k, s] : objects_[static_cast<int>(KubeResource::kServices)]) {
+    json svc = json::parse(s->json, nullptr, false);
+    if (svc.is_discarded()) continue;
+    json selector = svc.value("/spec/selector"_json_pointer, json::object());
+    if (selector.empty() || svc.value("/spec/type"_json_pointer, std::string()) == "ExternalName") continue;
+    std::string ns = svc.value("/metadata/namespace"_json_pointer, std::string());
+    std::string name = svc.value("/metadata/name"_json_pointer, std::string());
+    std::string slice_name = name + "-" + std::to_string(std::hash<std::string>{}(svc.value("/metadata/uid"_json_pointer, name)) % 100000);
+    std::string slice_key = key(ns, slice_name);
+    wanted.insert(slice_key);
+    json endpoints = json::array();
+    json ports = json::array();
+    for (const auto& port : svc.value("/spec/ports"_json_pointer, json::array())) {
+      json target = port.value("targetPort", port.value("port", json(0)));
+      json out = {{"protocol", port.value("protocol", "TCP")}};
+      if (port.contains("name")) out["name"] = port["name"];
+      if (target.is_number()) {
+        out["port"] = target;
+      } else {
+        // A named target port: the first selected pod's container port of that name.
+        for (const auto& p : pods)
+          if (p.value("/metadata/namespace"_json_pointer, std::string()) == ns &&
+              selectorMatches(selector, p.value("/metadata/labels"_json_pointer, json::object())))
+            for (const auto& c : p.value("/spec/containers"_json_pointer, json::array()))
+              for (const auto& cp : c.value("ports", json::array()))
+                if (cp.value("name", "") == target && !out.contains("port")) out["port"] = cp["containerPort"];
+      }
+      ports.push_back(out);
+    }
+    for (const auto& p : pods) {
+      if (p.value("/metadata/namespace"_json_pointer, std::string()) != ns) continue;
+      if (!selectorMatches(selector, p.value("/metadata/labels"_json_pointer, json::object()))) continue;
+      std::string ip = p.value("/status/podIP"_json_pointer, std::string());
+      if (ip.empty()) continue;
+      bool ready = false;
+      for (const auto& c : p.value("/status/conditions"_json_pointer, json::array()))
+        if (c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
+      bool terminating = p.contains("/metadata/deletionTimestamp"_json_pointer);
+      endpoints.push_back({{"addresses", {ip}},
+                           {"conditions", {{"ready", ready && !terminating}, {"serving", ready}, {"terminating", terminating}}},
+                           {"nodeName", p.value("/spec/nodeName"_json_pointer, std::string())},
+                           {"targetRef",
+                            {{"kind", "Pod"},
+                             {"namespace", ns},
+                             {"name", p.value("/metadata/name"_json_pointer, std::string())},
+                             {"uid", p.value("/metadata/uid"_json_pointer, std::string())}}}});
+    }
+    json slice = {{"apiVersion", "discovery.k8s.io/v1"},
+                  {"kind", "EndpointSlice"},
+                  {"metadata",
+                   {{"name", slice_name},
+                    {"namespace", ns},
+                    {"labels",
+                     {{"kubernetes.io/service-name", name},
+                      {"endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"}}},
+                    {"ownerReferences",
+                     {{{"apiVersion", "v1"}, {"kind", "Service"}, {"name", name},
+                       {"uid", svc.value("/metadata/uid"_json_pointer, std::string())}, {"controller", true},
+                       {"blockOwnerDeletion", true}}}}}},
+                  {"addressType", "IPv4"},
+                  {"endpoints", endpoints},
+                  {"ports", ports}};
+    auto it = slices.find(slice_key);
+    if (it != slices.end()) {
+      json cur = json::parse(it->second->json, nullptr, false);
+      if (!cur.is_discarded() && cur["endpoints"] == slice["endpoints"] && cur["ports"] == slice["ports"]) continue;
+      if (!cur.is_discarded()) {
+        slice["metadata"]["uid"] = cur["metadata"].value("uid", "");
+        slice["metadata"]["creationTimestamp"] = cur["metadata"].value("creationTimestamp", "");
+      }
+    } else {
+      defaultLocked(KubeResource::kEndpointSlices, slice, nullptr);
+    }
+    slice["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+    storeLocked(KubeResource::kEndpointSlices, slice_key, slice.dump(), "MODIFIED");
+  }
+  std::vector<std::string> stale;
+  for (const auto& [k, s] : slices) {
+    if (wanted.count(k)) continue;
+    if (s->json.find("endpointslice-controller.k8s.io") != std::string::npos) stale.push_back(k);
+  }
+  for (const auto& k : stale) eraseLocked(KubeResource::kEndpointSlices, k);
+}
+
+void FakeKubeApiServer::reconcileLocked() {
+  scheduleLocked();
+  syncEndpointSlicesLocked();
+  reconciled_ = rv_;
+}
+
+void FakeKubeApiServer::controllerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait(lock, [&] { return stopping_ || rv_ != reconciled_; });
+    if (stopping_) return;
+    reconcileLocked();
+  }
+}
+
 void FakeKubeApiServer::loadScale(const FakeKubeScale& s) {
   // Text is generated directly (no JSON DOM): 265,000 objects in well under a second.
-  std::map<std::string, StoredPtr> fresh[5];
+  std::map<std::string, StoredPtr> fresh[kKubeResourceCount];
   uint64_t rv;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -788,7 +1959,17 @@ void FakeKubeApiServer::loadScale(const FakeKubeScale& s) {
   auto podIp = [](uint32_t node, uint32_t j, char* out) {
     snprintf(out, 32, "10.%u.%u.%u", 128 + node / 256, node % 256, j + 2);
   };
-  std::vector<std::pair<std::string, std::string>> node_keys;
+  for (uint32_t i = 0; i < s.namespaces; ++i) {
+    ++rv;
+    int n = snprintf(buf.data(), buf.size(),
+                     "{\"kind\":\"Namespace\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"ns-%03u\",\"uid\":"
+                     "\"4e5f6071-0000-4000-8000-%012u\",\"resourceVersion\":\"%llu\",\"labels\":{\"kubernetes.io/"
+                     "metadata.name\":\"ns-%03u\"}},\"spec\":{\"finalizers\":[\"kubernetes\"]},\"status\":{\"phase\":"
+                     "\"Active\"}}",
+                     i, i, static_cast<unsigned long long>(rv), i);
+    snprintf(k, sizeof k, "ns-%03u", i);
+    put(static_cast<int>(KubeResource::kNamespaces), k, n);
+  }
   for (uint32_t i = 0; i < s.nodes; ++i) {
     char name[32];
     nodeName(i, name);
@@ -870,7 +2051,7 @@ void FakeKubeApiServer::loadScale(const FakeKubeScale& s) {
     put(3, k, n);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (int i = 0; i < 5; ++i) objects_[i].swap(fresh[i]);
+  for (int i = 0; i < kKubeResourceCount; ++i) objects_[i].swap(fresh[i]);
   rv_ = rv;
   history_.clear();
   floor_ = rv_;

@@ -1,28 +1,45 @@
 // A fake Kubernetes API server with real state that speaks the real wire
-// protocol, for the Kubernetes ClusterSource's tests and the control-plane
-// scale benchmark:
+// protocol, for the Kubernetes ClusterSource's tests, the control-plane scale
+// benchmark and the lab's Kubernetes mode (driven with a real kubectl):
 //
 //  - HTTP/1.1 with keep-alive, over TLS (OpenSSL; the test makes the CA) or
-//    plain TCP; bearer-token check (401 with a Status otherwise);
-//  - lists of nodes, pods, services, discovery.k8s.io/v1 endpointslices and
-//    networking.k8s.io/v1 networkpolicies with metadata.resourceVersion and
-//    limit/continue pagination over a consistent snapshot (410 Expired for a
-//    continue token whose snapshot was dropped);
+//    plain TCP; bearer tokens naming users and groups (401 with a Status
+//    otherwise); RBAC from ClusterRole/Role/binding files (403 with the real
+//    server's Status and message for anything they do not grant; denials and
+//    unused grants recorded, fake_kube_rbac.h);
+//  - discovery (/api, /apis, group versions), /version, health endpoints and
+//    the OpenAPI v3 index kubectl reads (fake_kube_resources.h);
+//  - Namespaces, Nodes, Pods, Services, discovery.k8s.io/v1 EndpointSlices and
+//    networking.k8s.io/v1 NetworkPolicies at their real paths (cluster-wide
+//    and per namespace, status subresources): get, list (limit/continue over
+//    a consistent snapshot, 410 Expired for a continue token whose snapshot
+//    was dropped; label and field selectors; Table output), watch, create,
+//    update, patch (JSON merge, strategic merge, JSON patch), delete (pods on
+//    a node and namespaces terminate first, finalizers hold objects) and
+//    deletecollection; decoding and field validation as the real server does
+//    it (fieldValidation Strict/Warn/Ignore, wrong types refused, names
+//    checked, namespaces must exist, resourceVersion conflicts), server-set
+//    metadata and the defaults clients rely on (a Service's clusterIP);
 //  - ?watch=true streams (chunked, one JSON event per line) from a
 //    resourceVersion: one global counter for every change, a bounded event
 //    history, 410 Gone (an ERROR event, or the HTTP status if asked) for a
 //    version older than the history, BOOKMARK events when asked for,
-//    timeoutSeconds, and dropped connections (even mid-event) on demand;
-//  - PATCH of nodes with application/merge-patch+json (RFC 7386) or
-//    strategic-merge-patch+json (treated as a merge patch: enough for
-//    annotations);
+//    timeoutSeconds, selectors (an object that stops matching is DELETED for
+//    that watch), and dropped connections (even mid-event) on demand;
+//  - with `controllers`, what a control plane adds: a scheduler (node
+//    selectors, required node affinity, taints and tolerations), the
+//    EndpointSlice controller, namespace finalization, and the namespaces
+//    and `kubernetes` Service a new cluster has;
 //  - a control API for tests: in-process methods, and the same over HTTP under
-//    /fake/ for a fake running as its own process (fake_kube_apiserver).
+//    /fake/ for a fake running as its own process (fake_kube_apiserver). The
+//    control API stores what it is given, unchecked (tests feed malformed
+//    objects through it on purpose).
 //
 // Written by hand over sockets rather than with cpprestsdk's listener because
 // the listener cannot hold a response open and stream chunks into it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,22 +57,39 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "fake_kube_rbac.h"
+#include "fake_kube_resources.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
 namespace dpu::fakes {
 
-enum class KubeResource { kNodes, kPods, kServices, kEndpointSlices, kNetworkPolicies };
+// A bearer token and whom it authenticates.
+struct FakeKubeToken {
+  std::string token;
+  KubeUser user;
+};
 
 struct FakeKubeApiServerOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 0;                  // 0: any free port
   std::string cert_file;              // both set: HTTPS
   std::string key_file;
-  std::string token;                  // empty: no authentication
+  // `token` authenticates `user`; with no token at all (neither this nor
+  // `tokens`) every request is `user` (a kubeconfig with a client
+  // certificate, as far as the server is concerned).
+  std::string token;
+  KubeUser user{"system:admin", {"system:masters"}};
+  std::vector<FakeKubeToken> tokens;  // more identities
+  // ClusterRoles, Roles and their bindings (YAML or JSON files). Non-empty:
+  // RBAC is enforced; empty: every authenticated request is allowed.
+  std::vector<std::string> rbac_files;
   size_t history = 10000;             // events kept for watches from an older version
   std::chrono::milliseconds bookmark_interval{1000};
   bool gone_as_status = false;        // too-old watch: HTTP 410 instead of an ERROR event
+  bool controllers = false;           // scheduler, EndpointSlices, namespace finalization, bootstrap objects
+  std::string service_cidr = "10.96.0.0/12";  // IPv4: where Services' clusterIPs come from
+  std::string git_version = "v1.32.0";        // /version
 };
 
 // The benchmark's cluster: `nodes` nodes with a /24 each, `pods_per_node` pods
@@ -73,9 +107,15 @@ struct FakeKubeStats {
   uint64_t lists = 0;
   uint64_t watches = 0;
   uint64_t patches = 0;
+  uint64_t writes = 0;  // creates, updates, patches and deletes through the REST API
   uint64_t unauthorized = 0;
+  uint64_t forbidden = 0;
+  uint64_t tls_handshake_failures = 0;  // connections refused before any request
   size_t open_watches = 0;
   std::string last_patch_content_type;
+  // Per resource (index: KubeResource), the resourceVersion of the last
+  // BOOKMARK written on one of its watches; 0 before the first.
+  std::array<uint64_t, kKubeResourceCount> last_bookmark_rv{};
 };
 
 class FakeKubeApiServer {
@@ -110,11 +150,16 @@ class FakeKubeApiServer {
   // While paused, open watches send nothing (events queue up in the history);
   // lets a test change and compact state before a watch can see it.
   void pauseWatches(bool paused);
-  // Tokens accepted from now on (rotation: the old one gets 401).
+  // The token of `user` from now on (rotation: the old one gets 401).
   void setToken(const std::string& token);
   // Replaces the whole state with the benchmark cluster (no events).
   void loadScale(const FakeKubeScale& scale);
   FakeKubeStats stats() const;
+
+  // RBAC evidence (empty when RBAC is off): every refusal, every grant with
+  // whether a request used it.
+  std::vector<std::string> rbacDenials() const;
+  std::vector<KubeGrant> rbacGrants() const;
 
  private:
   struct Stored {
@@ -127,6 +172,7 @@ class FakeKubeApiServer {
     KubeResource resource;
     const char* type;
     StoredPtr object;
+    StoredPtr previous;  // the object before a MODIFIED (selector-filtered watches)
   };
   struct Snapshot {
     uint64_t rv;
@@ -134,33 +180,61 @@ class FakeKubeApiServer {
   };
   struct Conn;
   struct Request;
+  struct Route;
+  struct Reply;
 
   void acceptLoop();
   void serve(std::shared_ptr<Conn> conn);
   bool handle(Conn& conn, const Request& req);
-  bool handleList(Conn& conn, KubeResource r, const Request& req);
-  bool handleWatch(Conn& conn, KubeResource r, const Request& req);
-  bool handlePatch(Conn& conn, const std::string& name, const Request& req);
+  bool handleList(Conn& conn, const Route& route, const Request& req);
+  bool handleWatch(Conn& conn, const Route& route, const Request& req);
   bool handleControl(Conn& conn, const Request& req);
+  Reply handleGet(const Route& route, const Request& req);
+  Reply handleCreate(const Route& route, const Request& req);
+  Reply handleUpdate(const Route& route, const Request& req, bool patch);
+  Reply handleDelete(const Route& route, const Request& req);
+  Reply handleDeleteCollection(const Route& route, const Request& req);
+  Reply nonResource(const Request& req, bool& handled);
+
+  // Under mu_.
   uint64_t storeLocked(KubeResource r, const std::string& key, std::string json, const char* type);
-  void recordLocked(KubeResource r, const char* type, StoredPtr obj);
+  void recordLocked(KubeResource r, const char* type, StoredPtr obj, StoredPtr previous);
+  void eraseLocked(KubeResource r, const std::string& key);
+  // Deletes now, or marks for deletion (graceful pods, finalizers,
+  // namespaces); returns the object as the response shows it.
+  nlohmann::json deleteLocked(KubeResource r, const std::string& key, int64_t grace_seconds);
+  void finishNamespaceLocked(const std::string& ns);
+  Result<void> validateLocked(KubeResource r, nlohmann::json& obj, const std::string& field_validation,
+                              std::vector<std::string>& warnings, bool creating);
+  void defaultLocked(KubeResource r, nlohmann::json& obj, const nlohmann::json* old);
+  std::string allocateClusterIpLocked();
+  void reconcileLocked();
+  void scheduleLocked();
+  void syncEndpointSlicesLocked();
+  void bootstrapLocked();
+  void controllerLoop();
 
   FakeKubeApiServerOptions options_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   SSL_CTX* ssl_ctx_ = nullptr;
   std::thread accept_thread_;
+  std::thread controller_thread_;
   std::atomic<bool> stopping_{false};
+  KubeRbac rbac_;
+  bool rbac_on_ = false;
 
   mutable std::mutex conns_mu_;
   std::list<std::pair<std::shared_ptr<Conn>, std::thread>> conns_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, StoredPtr> objects_[5];
+  std::map<std::string, StoredPtr> objects_[kKubeResourceCount];
   std::deque<Event> history_;
   uint64_t rv_ = 1000;
   uint64_t floor_ = 1000;  // events with rv > floor_ are in history_
+  uint64_t reconciled_ = 0;
+  uint64_t uid_counter_ = 0;
   uint64_t drop_generation_ = 0;
   bool drop_mid_event_ = false;
   bool paused_ = false;

@@ -1,22 +1,81 @@
 // fake_kube_apiserver: the fake Kubernetes API server as its own process, for
-// the scale benchmark (so the client's resident memory is measured alone) and
-// for poking at by hand with curl.
+// the scale benchmark (so the client's resident memory is measured alone), the
+// lab's Kubernetes mode (kubectl and the agents against it) and poking at by
+// hand with curl or kubectl.
 //
-//   fake_kube_apiserver [--port N] [--bind ADDR] [--cert FILE --key FILE] [--token T]
+//   fake_kube_apiserver [--port N] [--bind ADDR] [--cert FILE --key FILE]
+//                       [--token T] [--token-auth-file FILE] [--rbac FILE]...
+//                       [--controllers] [--service-cidr CIDR]
 //                       [--history N] [--bookmark-ms N] [--scale NODES,PODS_PER_NODE,SERVICES,EPS_PER_SERVICE]
+//
+// --token authenticates system:admin (group system:masters); without any
+// token every request is system:admin. --token-auth-file is kube-apiserver's
+// static token file: one `token,user,uid[,"group1,group2"]` per line. --rbac
+// (repeatable) loads ClusterRoles, Roles and bindings and turns RBAC on.
+// --controllers adds the scheduler, the EndpointSlice controller, namespace
+// finalization and the objects a new cluster has.
 //
 // Prints "listening <url>" on stdout once it accepts connections; runs until
 // SIGINT or SIGTERM. Control endpoints: POST /fake/scale?nodes=..., PUT
 // /fake/objects/<resource>, DELETE /fake/objects/<resource>/<ns>/<name>,
-// POST /fake/compact, POST /fake/drop-watches[?midEvent=true], GET /fake/stats.
+// POST /fake/compact, POST /fake/drop-watches[?midEvent=true], GET /fake/stats,
+// GET /fake/rbac (denials and grants with whether they were used).
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 
+#include "common/atomic_file.h"
 #include "fake_kube_apiserver.h"
+
+namespace {
+
+// kube-apiserver's --token-auth-file format.
+bool loadTokenFile(const std::string& path, std::vector<dpu::fakes::FakeKubeToken>& out, std::string& error) {
+  auto text = dpu::readFile(path);
+  if (!text) {
+    error = text.error();
+    return false;
+  }
+  std::istringstream in(*text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields;
+    std::string cur;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) {
+        fields.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    fields.push_back(cur);
+    if (fields.size() < 3 || fields[0].empty() || fields[1].empty()) {
+      error = path + ":" + std::to_string(n) + ": expected token,user,uid[,\"group1,group2\"]";
+      return false;
+    }
+    dpu::fakes::FakeKubeToken t{fields[0], {fields[1], {}}};
+    if (fields.size() >= 4) {
+      std::istringstream groups(fields[3]);
+      std::string g;
+      while (std::getline(groups, g, ','))
+        if (!g.empty()) t.user.groups.push_back(g);
+    }
+    out.push_back(std::move(t));
+  }
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   dpu::fakes::FakeKubeApiServerOptions opt;
@@ -35,6 +94,15 @@ int main(int argc, char** argv) {
     else if (a == "--cert") opt.cert_file = next();
     else if (a == "--key") opt.key_file = next();
     else if (a == "--token") opt.token = next();
+    else if (a == "--token-auth-file") {
+      std::string error;
+      if (!loadTokenFile(next(), opt.tokens, error)) {
+        fprintf(stderr, "fake_kube_apiserver: --token-auth-file: %s\n", error.c_str());
+        return 2;
+      }
+    } else if (a == "--rbac") opt.rbac_files.push_back(next());
+    else if (a == "--controllers") opt.controllers = true;
+    else if (a == "--service-cidr") opt.service_cidr = next();
     else if (a == "--history") opt.history = std::stoul(next());
     else if (a == "--bookmark-ms") opt.bookmark_interval = std::chrono::milliseconds(std::stoul(next()));
     else if (a == "--scale") scale = next();
