@@ -20,6 +20,7 @@
 #   pods.bash      pods via dpu-cni (libcni driver or direct exec), exec targets
 #   traffic.bash   ping / TCP / UDP measurements, the connectivity matrix, captures
 #   faults.bash    background traffic across a fault, outages, node removal, DPU reboot, drop counters
+#   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
 #   dl_down                     stop and remove everything the lab made (idempotent)
@@ -30,7 +31,7 @@
 # Knobs (environment): DPU_BUILD_DIR (default <repo>/build/release), DL_VFS (VFs per node incl.
 # the management port, default 8), DL_BACKEND (af_xdp | af_packet), DL_UNDERLAY_MTU (1280..1500, default 1500),
 # DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
-# DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
+# DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
 # (a DPU "reboot"), dl_write_cluster_file N... (rewrite the cluster file) — see daemons.bash; a node's own
 # publish file keeps it in the cluster: dl_cluster_remove_node N removes both; dl_dpu_reboot N (faults.bash).
@@ -50,6 +51,7 @@ source "$DL_LIB_DIR/daemons.bash"
 source "$DL_LIB_DIR/pods.bash"
 source "$DL_LIB_DIR/traffic.bash"
 source "$DL_LIB_DIR/faults.bash"
+source "$DL_LIB_DIR/kube.bash"
 
 dl_nodes() {
   local d
@@ -68,6 +70,10 @@ dl_up() {
   # Jumbo underlays do not fit the lab: XDP on a veth caps its MTU, the dataplane's mbufs are 2 KB.
   [[ "${DL_UNDERLAY_MTU:-1500}" =~ ^[0-9]+$ ]] && [ "${DL_UNDERLAY_MTU:-1500}" -ge 1280 ] &&
     [ "${DL_UNDERLAY_MTU:-1500}" -le 1500 ] || { dl_die "DL_UNDERLAY_MTU must be 1280..1500"; return 1; }
+  local kube=${DL_KUBE:-0}
+  [ "$kube" = 0 ] || [ "$kube" = 1 ] || { dl_die "DL_KUBE must be 0 or 1"; return 1; }
+  [ "$kube" = 0 ] || [ "$pods" = 0 ] ||
+    { dl_die "in Kubernetes mode pods come from kubectl (dpu-lab kubectl run/apply), not --pods-per-node"; return 1; }
   dl_check_binaries || return 1
   local tool
   for tool in ip ethtool curl jq setsid; do
@@ -79,17 +85,23 @@ dl_up() {
   mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
   mkdir -p "$DL_DIR" || return 1
   : > "$DL_DIR/created"
-  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDPU_BUILD_DIR=%s\n' "$nodes" "$vfs" "${DL_POD_CIDR_LEN:-24}" \
-    "$DPU_BUILD_DIR" > "$DL_DIR/lab.env"
+  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\n' "$nodes" "$vfs" \
+    "${DL_POD_CIDR_LEN:-24}" "$kube" "$DPU_BUILD_DIR" > "$DL_DIR/lab.env"
   dl_log "wires: fabric bridge, $nodes node(s) with $vfs VFs each"
   dl_fabric_up || return 1
   for (( n = 1; n <= nodes; n++ )); do dl_node_wires_up "$n" "$vfs" || return 1; done
-  dl_write_cluster_file $(seq 1 "$nodes")
+  if [ "$kube" = 1 ]; then
+    dl_log "Kubernetes mode: fake API server on $DL_KUBE_IP:$DL_KUBE_PORT, Nodes node1..node$nodes"
+    dl_kube_up "$nodes" || return 1
+  else
+    dl_write_cluster_file $(seq 1 "$nodes")
+  fi
   for (( n = 1; n <= nodes; n++ )); do dl_node_configs "$n" "$vfs" || return 1; done
   for (( n = 1; n <= nodes; n++ )); do
     dl_log "node$n: starting dpu-dataplane, dpu-agent, host-shim"
     dl_node_start "$n" || return 1
   done
+  if [ "$kube" = 1 ]; then dl_kubelet_start || return 1; fi
   dl_log "nodes up; management ports: $(for n in $(seq 1 "$nodes"); do printf 'node%s %s  ' "$n" "$(dl_mgmt_ip "$n")"; done)"
   for (( n = 1; n <= nodes; n++ )); do
     for (( p = 1; p <= pods; p++ )); do
@@ -144,6 +156,9 @@ dl_status() {
   local n w pid
   echo "lab $DL_NAME: state $DL_DIR, binaries $(grep ^DPU_BUILD_DIR= "$DL_DIR/lab.env" | cut -d= -f2)"
   echo "fabric: netns $(dl_fabric_ns), bridge fabric"
+  if dl_kube_enabled; then
+    echo "kubernetes: API https://$DL_KUBE_IP:$DL_KUBE_PORT (fake_kube_apiserver, pid $(cat "$DL_DIR/kube/apiserver.pid" 2>/dev/null)), admin kubeconfig $DL_DIR/kube/admin.kubeconfig (dpu-lab kubectl ...)"
+  fi
   for n in $(dl_nodes); do
     printf 'node%s: host netns %s, dpu netns %s, tunnel %s, pod CIDR %s, management port %s\n' "$n" \
       "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_tunnel_ip "$n")" "$(dl_pod_cidr "$n")" \

@@ -22,15 +22,16 @@
 #   overlay         bridge br-int (fail-mode secure): Geneve port gnv0 (ofport 1, remote_ip=flow,
 #                   key=flow), namespace I on port "nsI" (ofport 10+I), eth0 10.244.N.(9+I)/24,
 #                   gateway 10.244.N.1 answered by an ARP responder flow, MTU underlay - 58 (1442)
-#   logical keys    namespace I is logical port key 100+I (the OVN ingress key it sends);
-#                   it sends egress = the distributed router 0x8000 and accepts 0x8000 or its own
-#                   key, as our DPUs do (pipeline.cpp). OVN itself sends the destination port's
-#                   key and reads 0x8000 as its _MC_flood group (ovn lib/mcast-group-index.h):
-#                   the framing is OVN's, that one key's meaning is ours.
+#   logical keys    namespace I is logical port key 100+I (the OVN ingress key it sends), and the
+#                   node publishes its keys (portKeys in its publish file) as our nodes do. As OVN,
+#                   it sends egress = the destination port's key (read from our nodes' publish
+#                   files when the flows are programmed; the router key 0x8000 only for an address
+#                   without one) and accepts only its own port's key: 0x8000 is OVN's _MC_flood
+#                   group (ovn lib/mcast-group-index.h), so a packet from us with it is dropped here.
 #   daemons         own db/run/log/etc under $DL_DIR/ovs/ (OVS_RUNDIR, OVS_DBDIR, OVS_LOGDIR,
 #                   OVS_SYSCONFDIR), started in LAB-ovsN with the lab's dl_spawn, never the system
 #                   service; other_config:dpdk-init=false
-#   cluster         $DL_DIR/cluster.yaml.d/ovsN.json {name ovsN, tunnelIP, podCIDRs}
+#   cluster         $DL_DIR/cluster.yaml.d/ovsN.json {name ovsN, tunnelIP, podCIDRs, portKeys}
 # Everything is recorded with dl_record and named after the lab, so dl_down
 # removes it too when ovs_node_down was not called (a failed test).
 #
@@ -38,7 +39,9 @@
 #   ovs_node_up LAB [N] [COUNT]   build and start the node, join the cluster, program the flows
 #                                 toward every lab node; waits until every agent has the tunnel
 #   ovs_node_down LAB             stop and remove the node (idempotent); the lab stays up
-#   ovs_node_flows                (re)program br-int for the lab's current nodes
+#   ovs_node_flows                (re)program br-int for the lab's current nodes and their published
+#                                 port keys (call again after pods come or go on them)
+#   ovs_node_port_key M IP        the port key lab node M publishes for IP (empty: none)
 #   ovs_node_number               N;  ovs_node_ns I: namespace I's netns;  ovs_node_ip I: its IPv4 address
 #   ovs_node_exec I CMD...        run CMD in namespace I
 #   ovs_node_tunnel_ip / ovs_node_vni   the node's tunnel IP / the VNI our DPUs send it (its key)
@@ -50,7 +53,7 @@
 
 OVS_NODE_CLUSTER_CIDR=10.244.0.0/16   # the lab's clusterCIDRs (lab/lib/daemons.bash)
 OVS_NODE_ROUTER_MAC=0a:58:a9:fe:00:01  # dpu-agent's distributed router MAC (control/logical_model.h kRouterMac)
-OVS_NODE_ROUTER_KEY=0x8000             # egress key of the distributed router (datapath/src/model.h)
+OVS_NODE_ROUTER_KEY=0x8000             # egress key of the distributed router (dpu-agent/model/include/model/model.h)
 # The pod MTU our agents hand out: underlay - (Ethernet 14 + IPv4 20 + UDP 8 + Geneve 8 + OVN option 8).
 OVS_NODE_MTU=$(( ${DL_UNDERLAY_MTU:-1500} - 58 ))
 OVS_NODE_SCHEMA=${OVS_NODE_SCHEMA:-/usr/share/openvswitch/vswitch.ovsschema}
@@ -207,6 +210,10 @@ _ovs_bridges_up() {
     { dl_die "ovs$n: ovs-router has no route for the fabric: $(ovs_node_ctl appctl ovs/route/show)"; return 1; }
 }
 
+ovs_node_port_key() {
+  jq -r --arg ip "$2" '.portKeys[$ip] // empty' "$DL_DIR/cluster.yaml.d/$(dl_node_name "$1").json" 2>/dev/null
+}
+
 _ovs_has_route() { ovs_node_ctl appctl ovs/route/show | grep -q "dev br-phy SRC $1\$"; }
 
 ovs_node_flows() {
@@ -235,10 +242,18 @@ EOF
       peer=$(dl_tunnel_ip "$m"); cidr=$(dl_pod_cidr "$m")
       local peer_vni; peer_vni=$(ovs_node_datapath_key "$cidr") || return 1
       # To node m's DPU: VNI = its subnet's datapath key, OVN option ingress = our port key,
-      # egress = the distributed router (the receiving DPU picks the port from the inner IP).
-      echo "table=0,priority=100,in_port=$(( 10 + i )),ip,dl_src=$mac,nw_src=$ip,nw_dst=$cidr actions=dec_ttl,mod_dl_src:$gw_mac,mod_dl_dst:$OVS_NODE_ROUTER_MAC,set_field:$peer->tun_dst,set_field:$peer_vni->tun_id,set_field:$(printf '0x%04x%04x' "$key" $(( OVS_NODE_ROUTER_KEY )))->tun_metadata0,output:1" >> "$f"
-      # From node m's DPU: only its own subnet, on our VNI, to our router or this port.
-      echo "table=0,priority=100,in_port=1,tun_src=$peer,tun_id=$vni,tun_metadata0=$(printf '0x%x' $(( OVS_NODE_ROUTER_KEY )))/0xffff,ip,nw_src=$cidr,nw_dst=$ip actions=mod_dl_src:$gw_mac,mod_dl_dst:$mac,output:$(( 10 + i ))" >> "$f"
+      # egress = the destination port's key as node m publishes it (a flow per address),
+      # the distributed router's for any other address of its subnet.
+      local to dst dst_key
+      to="dec_ttl,mod_dl_src:$gw_mac,mod_dl_dst:$OVS_NODE_ROUTER_MAC,set_field:$peer->tun_dst,set_field:$peer_vni->tun_id"
+      while read -r dst dst_key; do
+        [ -n "$dst" ] || continue
+        echo "table=0,priority=110,in_port=$(( 10 + i )),ip,dl_src=$mac,nw_src=$ip,nw_dst=$dst actions=$to,set_field:$(printf '0x%04x%04x' "$key" "$dst_key")->tun_metadata0,output:1" >> "$f"
+      done < <(jq -r '.portKeys // {} | to_entries[] | select(.key | test(":") | not) | "\(.key) \(.value)"' \
+                 "$DL_DIR/cluster.yaml.d/$(dl_node_name "$m").json" 2>/dev/null)
+      echo "table=0,priority=100,in_port=$(( 10 + i )),ip,dl_src=$mac,nw_src=$ip,nw_dst=$cidr actions=$to,set_field:$(printf '0x%04x%04x' "$key" $(( OVS_NODE_ROUTER_KEY )))->tun_metadata0,output:1" >> "$f"
+      # From node m's DPU: only its own subnet, on our VNI, to this port's key (as OVN: the
+      # router key is a flood group here, not accepted).
       echo "table=0,priority=100,in_port=1,tun_src=$peer,tun_id=$vni,tun_metadata0=$(printf '0x%x' "$key")/0xffff,ip,nw_src=$cidr,nw_dst=$ip actions=mod_dl_src:$gw_mac,mod_dl_dst:$mac,output:$(( 10 + i ))" >> "$f"
     done
   done
@@ -247,10 +262,11 @@ EOF
 }
 
 _ovs_join_cluster() {
-  local n=$1 pub=$DL_DIR/cluster.yaml.d m want got
+  local n=$1 pub=$DL_DIR/cluster.yaml.d m want got i keys=""
   mkdir -p "$pub" || return 1
-  printf '{"name": "ovs%s", "tunnelIP": "%s", "podCIDRs": ["%s"]}\n' "$n" "$(dl_tunnel_ip "$n")" "$(dl_pod_cidr "$n")" \
-    > "$pub/.ovs$n.json.tmp" && mv "$pub/.ovs$n.json.tmp" "$pub/ovs$n.json" || return 1
+  for (( i = 1; i <= $(_ovs_count); i++ )); do keys+="${keys:+, }\"$(ovs_node_ip "$i")\": $(( 100 + i ))"; done
+  printf '{"name": "ovs%s", "tunnelIP": "%s", "podCIDRs": ["%s"], "portKeys": {%s}}\n' "$n" "$(dl_tunnel_ip "$n")" \
+    "$(dl_pod_cidr "$n")" "$keys" > "$pub/.ovs$n.json.tmp" && mv "$pub/.ovs$n.json.tmp" "$pub/ovs$n.json" || return 1
   want=$(dl_nodes | wc -l)  # the other DPU nodes and the OVS node
   for m in $(dl_nodes); do
     if ! dl_wait 10 _ovs_agent_sees "$m" "$want"; then

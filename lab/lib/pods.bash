@@ -53,8 +53,11 @@ dl_cni() {
   local n=$1 verb=$2 pod=$3 d=$DL_DIR/n$1 host
   host=$(dl_node_ns "$n" host)
   local id=$DL_NAME-n$n-$pod netns=/run/netns/$(dl_pod_ns "$n" "$pod")
-  # What kubelet passes: the pod's identity (namespace "default" in the lab).
-  local args="IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod;K8S_POD_INFRA_CONTAINER_ID=$id"
+  # What kubelet passes: the pod's identity (namespace "default" and the lab
+  # pod's name, unless the kubelet stand-in gives the Kubernetes pod's).
+  local args="IgnoreUnknown=1;K8S_POD_NAMESPACE=${DL_K8S_NAMESPACE:-default};K8S_POD_NAME=${DL_K8S_NAME:-$pod}"
+  [ -n "${DL_K8S_UID:-}" ] && args+=";K8S_POD_UID=$DL_K8S_UID"
+  args+=";K8S_POD_INFRA_CONTAINER_ID=$id"
   if [ "$(_dl_runtime)" = cnidriver ]; then
     mkdir -p "$DL_DIR/cni-bin" "$d/cni-cache"
     ln -sfn "$(readlink -f "$(dl_bin dpu-cni)")" "$DL_DIR/cni-bin/dpu-cni"
@@ -72,7 +75,9 @@ dl_cni() {
 
 dl_pod_add() {
   local n=$1 pod=$2 ns out
-  if ! [[ "$pod" =~ ^[a-z0-9][a-z0-9-]{0,30}$ ]] || [ "$pod" = host ] || [ "$pod" = dpu ]; then
+  # (A '.' only in Kubernetes mode's NAMESPACE.NAME, which the kubelet stand-in makes.)
+  if ! [[ "$pod" =~ ^[a-z0-9][a-z0-9-]{0,30}$ || ( -n "${DL_K8S_NAME:-}" && "$pod" =~ ^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9.-]{0,62}$ ) ]] ||
+     [ "$pod" = host ] || [ "$pod" = dpu ]; then
     dl_die "pod name '$pod' must be 1-31 characters of a-z, 0-9 and '-' (and not host or dpu)"; return 1
   fi
   [ -f "$DL_DIR/pods/n$n-$pod" ] && { dl_die "pod $pod already exists on node$n"; return 1; }

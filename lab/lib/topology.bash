@@ -27,6 +27,7 @@
 DL_LINK_HOST_IP=169.254.0.1
 DL_LINK_DPU_IP=169.254.0.2
 DL_API_PORT=9443
+DL_METRICS_PORT=9476   # dpu-dataplane's Prometheus endpoint, on the same link
 DL_PF=p0
 DL_VF_PREFIX=p0
 

@@ -1,5 +1,5 @@
 # tests/lab/common.bash — shared start of the lab end-to-end tests: skip
-# visibly unless root, source the lab library (lab/lib/lab.bash), give the test
+# (visibly, with the skip code) unless root, source the lab library (lab/lib/lab.bash), give the test
 # a lab of its own (name from the test and the pid, so tests run in parallel),
 # and tear it down on exit, failing the test if anything of the lab is left.
 #
@@ -7,13 +7,11 @@
 #   lab_test_up NODES PODS_PER_NODE               # dl_up, or fail with the logs
 #   check "what" CMD...   /   fail "what"         # counted failures; finish exits 1 if any
 set -uo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/support/shell.bash"
 
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIP: $(basename "$0") needs root (network namespaces, XDP, the real daemons)"
-  exit 0
-fi
+[ "$(id -u)" = 0 ] || skip_test "needs root (network namespaces, XDP, the real daemons)"
 for _tool in ip ethtool curl jq iperf3 ping ss; do
-  command -v "$_tool" >/dev/null || { echo "SKIP: $(basename "$0"): $_tool is not installed (scripts/install-deps.sh)"; exit 0; }
+  command -v "$_tool" >/dev/null || skip_test "$_tool is not installed (scripts/install-deps.sh)"
 done
 : "${DPU_BUILD_DIR:?set DPU_BUILD_DIR to the build directory}"
 export DPU_BUILD_DIR

@@ -24,26 +24,31 @@ check "node1/a reaches node2/b" dl_reachable node1/a "$ip_b" 10
 attached() { dl_agent_api "$1" GET /v1/attachments | jq -c '[.. | strings | select(test("^10\\.244\\."))] | unique' 2>/dev/null; }
 att_before=$(attached 1)
 # Each port's backend (af_xdp, or the af_packet fallback), from its devargs.
-backends() { dl_dpuctl 1 ports 2>/dev/null | awk 'NR > 1 { b = $NF; sub(/,.*/, "", b); sub(/_[^_]*$/, "", b); print $2 "=" b }' | sort | tr '\n' ' '; }
+backends() { dl_dpuctl 1 ports 2>/dev/null | awk 'NR == 1 { next } /^$/ { exit } { b = $NF; sub(/,.*/, "", b); sub(/_[^_]*$/, "", b); print $2 "=" b }' | sort | tr '\n' ' '; }
 be_before=$(backends)
 mac_a=$(ip -n "$(dl_pod_ns 1 a)" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*')
 
 pr=$DL_DIR/ping-remote ph=$DL_DIR/ping-host
 dl_ping_start node2/b "$ip_a" 4000 0.01 "$pr"; ppr=$DL_PING_PID
 dl_ping_start node1/host "$ip_a" 4000 0.01 "$ph"; pph=$DL_PING_PID
-sleep 1
+# Replies (ping -D stamps each) after a moment in time: the outage is measured between such runs of them.
+replies_after() { awk -F'[][]' -v t="$2" '/icmp_seq=/ && $2 > t { n++ } END { print n + 0 }' "$1"; }
+flowing_since() { [ "$(replies_after "$pr" "$1")" -ge 20 ] && [ "$(replies_after "$ph" "$1")" -ge 20 ]; }
+# Both pings are answered before the kill, so a gap in them is the restart's.
+dl_wait 10 flowing_since 0 || fail "the pings got no replies before the kill"
 old_pid=$(dl_daemon_pid 1 dataplane)
 t_kill=$(date +%s.%N)
 dl_daemon_stop 1 dataplane -9
 [ -z "$(dl_daemon_pid 1 dataplane)" ] && pass "dpu-dataplane of node1 (pid $old_pid) killed with SIGKILL" || fail "dpu-dataplane survived SIGKILL"
 dl_daemon_start 1 dataplane || fail "dpu-dataplane of node1 did not start again"
 t_up=$(date +%s.%N)
-# Forwarding is back once both pings have a reply from after the new process was up; then a second more.
+# Forwarding is back once both pings have a reply from after the new process was up.
 last_reply() { awk -F'[][]' '/icmp_seq=/ { t = $2 } END { print (t == "" ? 0 : t) }' "$1"; }
 after_up() { awk -v a="$(last_reply "$1")" -v b="$t_up" 'BEGIN { exit !(a > b) }'; }
 back() { after_up "$pr" && after_up "$ph"; }
 dl_wait 30 back
-sleep 1
+# And forwarding stays back: 20 more replies each after the new process was up.
+dl_wait 10 flowing_since "$t_up"
 dl_ping_stop "$ppr"; dl_ping_stop "$pph"
 
 for p in remote host; do

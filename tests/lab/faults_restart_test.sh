@@ -46,7 +46,7 @@ traffic_window() {
     echo "  $what: pings transmitted/received: ${res:-none}; no reply to icmp_seq $(dl_ping_missing "$pout")(the restart ran from seq ${seq0:-?} to ${seq1:-?}); $(tail -n 1 "$pout")"
     local n
     for n in 1 2; do  # where they went: the ports' drop columns (cumulative)
-      echo "    node$n ports (name rx tx rx_drop tx_drop): $(dl_dpuctl $n ports 2>/dev/null | awk 'NR > 1 { printf "%s %s %s %s %s; ", $2, $5, $6, $7, $8 }')"
+      echo "    node$n ports (name rx tx rx_drop tx_drop): $(dl_dpuctl $n ports 2>/dev/null | awk 'NR == 1 { next } /^$/ { exit } { printf "%s %s %s %s %s; ", $2, $5, $6, $7, $8 }')"
     done
     ok=1
   fi

@@ -42,9 +42,10 @@ fi
 out=$(dl_exec $a ping -M do -c 2 -i 0.2 -W 2 -s $big "$ip_b" 2>&1)
 grep -q ' 0% packet loss' <<< "$out" && pass "after restoring the MTU the $big-byte DF ping passes again" ||
   fail "after restoring the MTU: $(tail -n 2 <<< "$out" | tr '\n' ' ')"
-stats=$(dl_dpuctl 1 stats)
-grep -qiE 'mtu|frag' <<< "$stats" && pass "node1's DPU sent it: dpuctl stats: $(grep -iE 'mtu|frag' <<< "$stats" | tr -s ' ' | head -2 | tr '\n' ' ')" ||
-  fail "dpuctl stats on node1 counts no fragmentation-needed reply: $stats"
+# The packets that got the ICMP were dropped for their size: both counters say so.
+too_big=$(dl_drop_count 1 MtuExceeded) frag=$(dl_drop_count 1 IcmpFragNeeded)
+[ "$frag" -ge 1 ] && [ "$too_big" -ge "$frag" ] && pass "node1's DPU counted them: MtuExceeded $too_big, IcmpFragNeeded $frag" ||
+  fail "dpuctl stats on node1: MtuExceeded $too_big, IcmpFragNeeded $frag; expected a reply sent and every answered packet counted as dropped"
 
 mbit=$(dl_tcp $a $b 20M) && pass "TCP with the default MSS, node1/pod1 -> node2/pod1: 20 MB at $mbit Mbit/s" ||
   fail "TCP with the default MSS from node1/pod1 to node2/pod1 failed"

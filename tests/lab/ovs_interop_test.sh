@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lab e2e, interop (issue 6): an Open vSwitch userspace node (Debian
+# Lab e2e, interop: an Open vSwitch userspace node (Debian
 # openvswitch-switch, datapath_type=netdev, lab/lib/ovs_node.bash) joins a lab
 # of 2 DPU nodes (real host-shim, dpu-agent, dpu-dataplane; one pod each) as a
 # third node with Geneve tunnels to our DPUs. Proves:
@@ -10,18 +10,20 @@
 #      OVS -> node2, node2 -> OVS) as Geneve with the OVN option, and the framing
 #      is the same both ways: version, flags (C bit), protocol, option class
 #      0x0102 / type 0x80 / 4 data bytes, UDP checksum, DF; VNI = the
-#      destination subnet's datapath key; egress key = the distributed router
-#      0x8000; ingress key = the sender's logical port (101 from OVS);
+#      destination subnet's datapath key; egress key = the destination port's
+#      key as its node publishes it, as OVN sends it (never OVN's flood group
+#      0x8000: the OVS node drops that); ingress key = the sender's logical
+#      port (101 from OVS);
 #   3. ovs_node_down removes the node (processes, netns, fabric port, state,
 #      publish file) and our agents drop their tunnel to it; then the lab goes
 #      (common.bash checks that nothing of it is left) and the system's own
 #      Open vSwitch run directory is as it was.
 source "$(dirname "$0")/common.bash" ovs
 for _tool in ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl tshark; do
-  command -v "$_tool" >/dev/null || { echo "SKIP: $(basename "$0"): $_tool is not installed (openvswitch-switch, tshark)"; exit 0; }
+  command -v "$_tool" >/dev/null || skip_test "$_tool is not installed (openvswitch-switch, tshark)"
 done
 source "$DL_SOURCE_DIR/lab/lib/ovs_node.bash"
-[ -r "$OVS_NODE_SCHEMA" ] || { echo "SKIP: $(basename "$0"): no $OVS_NODE_SCHEMA (openvswitch-switch)"; exit 0; }
+[ -r "$OVS_NODE_SCHEMA" ] || skip_test "no $OVS_NODE_SCHEMA (openvswitch-switch)"
 
 work=$(mktemp -d /tmp/ovs-interop.XXXXXX)
 system_ovs_before=$(ls -A /run/openvswitch 2>/dev/null | sort | tr '\n' ' ')
@@ -91,12 +93,19 @@ for m in 1 2; do
     vnis=$(cut -f6 <<< "$rows" | sort -u | tr '\n' ' ')
     opts=$(cut -f10 <<< "$rows" | sort -u | tr '\n' ' ')
     printf '  %-36s %7s %8s %-10s %s\n' "$name ($src -> $dst)" "$count" "$vnis" "$opts" "$framing"
+    # The egress key names the inner destination's port: OVS namespace 1 (its
+    # key 101) towards OVS, the key node m publishes for the address towards m.
+    while read -r inner opt; do
+      egress=$(( 0x${opt:4:4} )); egress_checked=$(( ${egress_checked:-0} + 1 ))
+      if [ "$want_ingress" = any ]; then want_egress=101; else want_egress=$(ovs_node_port_key "$m" "$inner"); fi
+      [ -n "$want_egress" ] || { fail "fabric: $name to $inner, which node$m publishes no port key for"; continue; }
+      [ "$egress" = "$want_egress" ] || { fail "fabric: $name to $inner has egress key $egress, expected its port's key $want_egress"; egress_bad=1; }
+    done < <(awk -F'\t' '{split($2, b, ","); print b[2], $10}' <<< "$rows" | sort -u)
     echo "$framing" >> "$work/framings"
     [ "$(grep -c . <<< "$framing")" = 1 ] || fail "fabric: $name uses more than one framing: $framing"
     [ "$(printf '0x%06x ' "$want_vni")" = "$vnis" ] || fail "fabric: $name VNI $vnis, expected $(printf '0x%06x' "$want_vni") (the destination subnet's datapath key)"
     for opt in $opts; do
-      ingress=$(( 0x${opt:0:4} & 0x7fff )) egress=$(( 0x${opt:4:4} ))
-      [ "$egress" = $(( OVS_NODE_ROUTER_KEY )) ] || fail "fabric: $name egress key $egress, expected the router key 0x8000"
+      ingress=$(( 0x${opt:0:4} & 0x7fff ))
       if [ "$want_ingress" = any ]; then
         [ "$ingress" -ge 1 ] || fail "fabric: $name ingress key 0 (no logical port)"
       else
@@ -105,6 +114,8 @@ for m in 1 2; do
     done
   done
 done
+[ "${egress_checked:-0}" -gt 0 ] && [ -z "${egress_bad:-}" ] &&
+  pass "fabric: the egress key names the destination's port in every direction ($egress_checked destinations), never 0x8000"
 framings=$(sort -u "$work/framings" 2>/dev/null)
 if [ "$(grep -c . <<< "$framings")" = 1 ] &&
    matches -x 'ver=0 flags=0x40 proto=0x6558 class=0x0102 type=0x80 len=8,8 csum=0x0000 df=1' <<< "$framings"; then
