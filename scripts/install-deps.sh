@@ -20,19 +20,24 @@ packages=(
   catch2
   # independent implementations the tests compare against
   python3 python3-scapy python3-protobuf tshark
+  python3-prometheus-client
   # the real CNI runtime library (libcni 1.1.2, built offline with Debian's Go),
   # the reference plugins, podman with the CNI backend
   golang-go golang-github-appc-cni-dev containernetworking-plugins podman runc busybox-static
   # peers and traffic for the datapath, the lab and the benchmarks
   openvswitch-switch openvswitch-switch-dpdk iperf3
+  # instructions per packet on the hit path (bench/datapath_callgrind.sh)
+  valgrind
   # lab and system tests
   iproute2 ethtool procps jq curl iputils-ping
+  # container images (images/build.sh) and their test
+  buildah debootstrap
 )
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: run as root (it calls apt-get)" >&2
-  exit 1
-fi
+# The manifests' offline checks (tests/deploy) run Node.js with npm packages
+# pinned by tests/deploy/package-lock.json; a machine with another Node.js
+# (e.g. from nodesource, which bundles npm) keeps it.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -44,6 +49,11 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0
+fi
+# Only installing needs root: a user's run with everything present ends above.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: ${#missing[@]} packages are missing (${missing[*]}); run as root to install them (it calls apt-get)" >&2
+  exit 1
 fi
 
 echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"

@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "common/config_doc.h"
 
 using dpu::FieldReader;
@@ -64,4 +68,24 @@ TEST_CASE("FieldReader names the field and what is expected") {
     CHECK(r.uint("b", 1, 10, 5) == 5);
     CHECK(r.finish().ok());
   }
+}
+
+TEST_CASE("config files: ${NAME} in values comes from the environment", "[config]") {
+  char path[] = "/tmp/config_doc_env.XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  const std::string text = "node: \"${DPU_TEST_NODE}\"\nlist: [\"a-${DPU_TEST_NODE}\", \"$${LITERAL}\"]\n# ${IN_COMMENT}\n";
+  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  close(fd);
+  setenv("DPU_TEST_NODE", "node-7", 1);
+  auto doc = dpu::loadConfigFile(path);
+  REQUIRE(doc.ok());
+  CHECK((*doc)["node"] == "node-7");
+  CHECK((*doc)["list"][0] == "a-node-7");
+  CHECK((*doc)["list"][1] == "${LITERAL}");
+  unsetenv("DPU_TEST_NODE");
+  auto unset = dpu::loadConfigFile(path);
+  REQUIRE_FALSE(unset.ok());
+  CHECK_THAT(unset.error(), Catch::Contains("config.list[0]: the environment variable DPU_TEST_NODE is not set"));
+  unlink(path);
 }

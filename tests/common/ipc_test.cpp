@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "common/ipc.h"
@@ -46,4 +48,32 @@ TEST_CASE("frames cross a unix socket; a silent peer times out; a stale socket i
   CHECK(listenUnix(path).ok());
   unlink(path.c_str());
   CHECK_FALSE(connectUnix("/tmp/definitely-not-here.sock", after(100ms)).ok());
+}
+
+TEST_CASE("a listening socket appears with its mode, whatever the umask, and leaves no temporary file") {
+  std::string dir = "/tmp/dpu-ipc-mode-" + std::to_string(getpid());
+  std::string path = dir + "/s.sock";
+  auto mode_of = [&] {
+    struct stat st{};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    return st.st_mode & 07777;
+  };
+  mode_t old = ::umask(0);  // nothing taken away: the socket must still not be more open
+  auto a = listenUnix(path, 0600);
+  ::umask(077);  // everything but the owner's taken away: the mode must still be whole
+  REQUIRE(a.ok());
+  CHECK(mode_of() == 0600);
+  a->close();
+  auto b = listenUnix(path, 0660);
+  ::umask(old);
+  REQUIRE(b.ok());
+  CHECK(mode_of() == 0660);
+  auto c = connectUnix(path, after(1s));  // renamed into place, connect finds it
+  CHECK(c.ok());
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().filename() != "s.sock";
+  CHECK(files == 0);
+  b->close();
+  std::filesystem::remove_all(dir);
 }
