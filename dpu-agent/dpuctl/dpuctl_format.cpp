@@ -68,7 +68,7 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
 
 std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
   std::vector<std::vector<std::string>> rows{{"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "TX_DROP",
-                                              "BACKEND", "MBUFS", "WORKER", "LOGICAL", "DEVARGS"}};
+                                              "BACKEND", "MBUFS", "RXQ", "WORKER", "LOGICAL", "DEVARGS"}};
   std::vector<dataplane::v1::PortInfo> ports(reply.ports().begin(), reply.ports().end());
   // Open ports by DPDK port, then the ones that could not be opened (they have no port).
   std::stable_sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) {
@@ -76,19 +76,36 @@ std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
     return fa != fb ? fb : (fa ? a.name() < b.name() : a.dpdk_port() < b.dpdk_port());
   });
   auto orDash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  // The worker of each receive queue ("0,1": queue 0 on worker 0, queue 1 on worker 1).
+  auto workers = [](const dataplane::v1::PortInfo& p) {
+    if (p.queue_workers().empty()) return p.worker() < 0 ? std::string("-") : std::to_string(p.worker());
+    std::string out;
+    for (int w : p.queue_workers()) out += (out.empty() ? "" : ",") + (w < 0 ? std::string("-") : std::to_string(w));
+    return out;
+  };
   std::vector<std::string> notes;
   for (const auto& p : ports) {
     const bool failed = p.state() == "failed";
+    unsigned receiving = 0;
+    std::string by_worker;
+    for (int w = 0; w < p.worker_rx_packets_size(); ++w) {
+      receiving += p.worker_rx_packets(w) > 0;
+      by_worker += (by_worker.empty() ? "" : ", ") + ("worker " + std::to_string(w)) + " " +
+                   std::to_string(p.worker_rx_packets(w));
+    }
     rows.push_back({failed ? "-" : std::to_string(p.dpdk_port()), p.name(), p.role(), orDash(p.state()),
                     std::to_string(p.rx_packets()), std::to_string(p.tx_packets()), std::to_string(p.rx_dropped()),
                     std::to_string(p.tx_dropped()), orDash(p.backend()), std::to_string(p.mbufs()),
-                    p.worker() < 0 ? "-" : std::to_string(p.worker()), orDash(p.logical_port()), orDash(p.devargs())});
+                    failed ? "-" : std::to_string(p.rx_queues()), workers(p), orDash(p.logical_port()),
+                    orDash(p.devargs())});
     if (failed) {
       notes.push_back(p.name() + ": not open: " + orDash(p.error()) + " (next attempt in " +
                       formatDuration(p.retry_in_ms()) + ")");
     } else if (!p.backend_reason().empty()) {
       notes.push_back(p.name() + ": " + p.backend() + ", not the first choice: " + p.backend_reason());
     }
+    // A port more than one worker received on: what each counted (RX is their sum).
+    if (receiving > 1) notes.push_back(p.name() + ": rx by worker: " + by_worker + " (" + p.rx_spread() + ")");
   }
   std::string out = table(rows);
   if (!notes.empty()) {

@@ -275,9 +275,10 @@ std::string afXdpDevargs(const std::string& vdev_suffix, const std::string& ifac
   return devargs;
 }
 
-std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& iface) {
-  // qdisc_bypass: our frames skip the netdev's qdisc, as the PMD intends; one queue pair.
-  return "net_af_packet_" + vdev_suffix + ",iface=" + iface + ",qpairs=1,qdisc_bypass=1";
+std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& iface, unsigned queue_pairs) {
+  // qdisc_bypass: our frames skip the netdev's qdisc, as the PMD intends.
+  return "net_af_packet_" + vdev_suffix + ",iface=" + iface + ",qpairs=" + std::to_string(queue_pairs) +
+         ",qdisc_bypass=1";
 }
 
 std::string expandTemplate(const std::string& templ, const std::string& name) {

@@ -61,13 +61,15 @@ Result<void> DataplanePorts::add(Port port, PortRole role) {
   }
   DPU_LOG(kInfo, "dataplane") << roleName(role) << " " << port.name << ": ethdev " << port.port_id << " ("
                               << port.backend << (port.devargs.empty() ? "" : ", " + port.devargs) << "), mac "
-                              << port.mac.str();
+                              << port.mac.str() << ", " << port.rx_queues << " rx queue(s)"
+                              << (port.rx_queues > 1 ? " spread by " + rxSpreadName(port.rx_spread) : "");
   if (observer_) observer_(port, role, true);
   uint16_t id = port.port_id;
+  uint16_t rx_queues = port.rx_queues;
   std::string name = port.name;
   ports_[name] = std::move(port);
   roles_[name] = role;
-  if (active_) workers_->assign(id);
+  if (active_) workers_->assign(id, rx_queues);
   return {};
 }
 
@@ -129,7 +131,7 @@ const Port* DataplanePorts::rolePort(const std::string& name) const {
 void DataplanePorts::activate() {
   if (active_) return;
   active_ = true;
-  for (const auto& [name, port] : ports_) workers_->assign(port.port_id);
+  for (const auto& [name, port] : ports_) workers_->assign(port.port_id, port.rx_queues);
   DPU_LOG(kInfo, "dataplane") << "polling " << ports_.size() << " ports";
 }
 
@@ -254,14 +256,17 @@ void DataplanePorts::describe(dataplane::v1::OperatorReply& reply) const {
     rte_eth_link link{};
     bool up = rte_eth_link_get_nowait(port.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
     std::string state = up ? "up" : "down";
-    const int worker = workers_ ? workers_->workerOf(port.port_id) : -1;
+    const std::vector<int> queue_workers = workers_ ? workers_->workersOf(port.port_id) : std::vector<int>{};
+    const int worker = queue_workers.empty() ? -1 : queue_workers.front();
     if (worker < 0) state += ", not polled";
     info->set_state(state);
     info->set_backend(port.backend);
     info->set_backend_reason(port.backend_reason);
     info->set_mbufs(port.mbufs);
     info->set_worker(worker);
-    info->set_rx_queues(1);
+    info->set_rx_queues(port.rx_queues);
+    info->set_rx_spread(rxSpreadName(port.rx_spread));
+    for (int w : queue_workers) info->add_queue_workers(w);
   }
   const Clock::time_point now = clock_();
   for (const auto& [name, f] : retries_.failures()) {

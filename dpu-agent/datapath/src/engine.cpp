@@ -454,7 +454,9 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         PortCounters sum;
         for (const auto& w : workers_) {
           const PortCounters& c = w->counters.ports[b.port];
-          sum.rx_packets += readCounter(c.rx_packets);
+          const uint64_t rx = readCounter(c.rx_packets);  // once: the split sums to the total
+          p->add_worker_rx_packets(rx);
+          sum.rx_packets += rx;
           sum.tx_packets += readCounter(c.tx_packets);
           sum.rx_dropped += readCounter(c.rx_dropped);
           sum.tx_dropped += readCounter(c.tx_dropped);

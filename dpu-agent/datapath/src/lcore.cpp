@@ -1,4 +1,4 @@
-// Worker lcore loops and their port lists (lcore.h).
+// Worker lcore loops and their receive queue lists (lcore.h).
 #include "datapath/lcore.h"
 
 #include <rte_ethdev.h>
@@ -24,14 +24,14 @@ WorkerSet::WorkerSet(Engine& engine, unsigned workers, uint32_t idle_sleep_us)
     auto slot = std::make_unique<Slot>();
     slot->index = i;
     slot->owner = this;
-    slot->ports.store(new std::vector<uint16_t>(), std::memory_order_seq_cst);
+    slot->queues.store(new std::vector<RxQueue>(), std::memory_order_seq_cst);
     slots_.push_back(std::move(slot));
   }
 }
 
 WorkerSet::~WorkerSet() {
   stop();
-  for (auto& s : slots_) delete s->ports.load();
+  for (auto& s : slots_) delete s->queues.load();
 }
 
 int WorkerSet::loop(void* arg) {
@@ -40,13 +40,13 @@ int WorkerSet::loop(void* arg) {
   WorkerContext& worker = self.engine_.worker(slot.index);
   rte_mbuf* packets[kBurst];
   while (!self.stop_.load(std::memory_order_relaxed)) {
-    const std::vector<uint16_t>* ports = slot.ports.load(std::memory_order_seq_cst);
+    const std::vector<RxQueue>* queues = slot.queues.load(std::memory_order_seq_cst);
     unsigned received = 0;
-    for (uint16_t port : *ports) {
-      uint16_t n = rte_eth_rx_burst(port, 0, packets, kBurst);
+    for (const RxQueue& q : *queues) {
+      uint16_t n = rte_eth_rx_burst(q.port, q.queue, packets, kBurst);
       if (n == 0) continue;
       received += n;
-      self.engine_.processBurst(worker, port, packets, n);
+      self.engine_.processBurst(worker, q.port, packets, n);
     }
     self.engine_.flush(worker);
     self.engine_.quiescent(worker);
@@ -90,9 +90,9 @@ void WorkerSet::stop() {
   started_ = false;
 }
 
-void WorkerSet::publish(Slot& slot, std::vector<uint16_t> ports) {
-  auto* fresh = new std::vector<uint16_t>(std::move(ports));
-  const std::vector<uint16_t>* old = slot.ports.exchange(fresh, std::memory_order_seq_cst);
+void WorkerSet::publish(Slot& slot, std::vector<RxQueue> queues) {
+  auto* fresh = new std::vector<RxQueue>(std::move(queues));
+  const std::vector<RxQueue>* old = slot.queues.exchange(fresh, std::memory_order_seq_cst);
   if (slot.running.load()) {
     uint64_t seen = slot.epoch.load(std::memory_order_seq_cst);
     while (slot.epoch.load(std::memory_order_seq_cst) == seen && slot.running.load() && !stop_.load())
@@ -101,26 +101,37 @@ void WorkerSet::publish(Slot& slot, std::vector<uint16_t> ports) {
   delete old;
 }
 
-unsigned WorkerSet::assign(uint16_t port) {
-  if (int w = workerOf(port); w >= 0) return static_cast<unsigned>(w);
-  Slot* best = slots_.front().get();
-  for (auto& s : slots_) {
-    if (s->ports.load()->size() < best->ports.load()->size()) best = s.get();
+std::vector<unsigned> WorkerSet::assign(uint16_t port, uint16_t rx_queues) {
+  if (std::vector<int> current = workersOf(port); !current.empty())
+    return std::vector<unsigned>(current.begin(), current.end());
+  std::vector<std::vector<RxQueue>> next;
+  for (auto& s : slots_) next.push_back(*s->queues.load());
+  auto polls = [&](size_t w) {
+    return std::any_of(next[w].begin(), next[w].end(), [&](const RxQueue& q) { return q.port == port; });
+  };
+  std::vector<unsigned> chosen;
+  for (uint16_t queue = 0; queue < std::max<uint16_t>(rx_queues, 1); ++queue) {
+    size_t best = 0;
+    for (size_t w = 1; w < next.size(); ++w) {
+      if (next[w].size() < next[best].size() || (next[w].size() == next[best].size() && polls(best) && !polls(w)))
+        best = w;
+    }
+    next[best].push_back({port, queue});
+    chosen.push_back(static_cast<unsigned>(best));
   }
-  std::vector<uint16_t> next = *best->ports.load();
-  next.push_back(port);
-  publish(*best, std::move(next));
-  return best->index;
+  for (size_t w = 0; w < slots_.size(); ++w) {
+    if (next[w].size() != slots_[w]->queues.load()->size()) publish(*slots_[w], std::move(next[w]));
+  }
+  return chosen;
 }
 
 void WorkerSet::unassign(uint16_t port) {
   for (auto& s : slots_) {
-    const auto* current = s->ports.load();
-    if (std::find(current->begin(), current->end(), port) == current->end()) continue;
-    std::vector<uint16_t> next;
-    for (uint16_t p : *current)
-      if (p != port) next.push_back(p);
-    publish(*s, std::move(next));
+    const auto* current = s->queues.load();
+    std::vector<RxQueue> next;
+    for (const RxQueue& q : *current)
+      if (q.port != port) next.push_back(q);
+    if (next.size() != current->size()) publish(*s, std::move(next));
   }
 }
 
@@ -133,13 +144,28 @@ void WorkerSet::waitQuiescent() {
   }
 }
 
-int WorkerSet::workerOf(uint16_t port) const {
+int WorkerSet::workerOf(uint16_t port, uint16_t queue) const {
   for (auto& s : slots_) {
-    const auto* current = s->ports.load();
-    if (std::find(current->begin(), current->end(), port) != current->end()) return static_cast<int>(s->index);
+    const auto* current = s->queues.load();
+    if (std::find(current->begin(), current->end(), RxQueue{port, queue}) != current->end())
+      return static_cast<int>(s->index);
   }
   return -1;
 }
+
+std::vector<int> WorkerSet::workersOf(uint16_t port) const {
+  std::vector<int> out;
+  for (auto& s : slots_) {
+    for (const RxQueue& q : *s->queues.load()) {
+      if (q.port != port) continue;
+      if (out.size() <= q.queue) out.resize(q.queue + 1, -1);
+      out[q.queue] = static_cast<int>(s->index);
+    }
+  }
+  return out;
+}
+
+std::vector<WorkerSet::RxQueue> WorkerSet::queuesOf(unsigned worker) const { return *slots_.at(worker)->queues.load(); }
 
 uint64_t WorkerSet::iterations(unsigned worker) const { return slots_.at(worker)->epoch.load(); }
 

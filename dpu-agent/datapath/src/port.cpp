@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "common/log.h"
 #include "datapath/xdp.h"
@@ -82,22 +83,73 @@ std::string withDpdkLog(std::string message, const std::string& logged) {
   return logged.empty() ? message : message + " (DPDK: " + logged + ")";
 }
 
-Result<void> startPort(uint16_t port_id, const PortSetup& setup, uint16_t& tx_queues) {
+// The hash types RSS is asked for: the 5-tuple of TCP and UDP over IPv4 and
+// IPv6, and the addresses alone for the rest (ICMP, ESP, fragments). Encapsulated
+// traffic on the uplink spreads too: a Geneve source port carries the inner
+// flow's hash (RFC 8926 section 3.3).
+constexpr uint64_t kRssHashTypes = RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_NONFRAG_IPV4_UDP |
+                                   RTE_ETH_RSS_IPV6 | RTE_ETH_RSS_NONFRAG_IPV6_TCP | RTE_ETH_RSS_NONFRAG_IPV6_UDP;
+
+// How many receive queues the port gets, and what spreads packets over them.
+struct RxPlan {
+  uint16_t queues = 1;
+  RxSpread spread = RxSpread::kSingle;
+  uint64_t rss_hf = 0;
+};
+
+RxPlan planRx(const rte_eth_dev_info& info, unsigned workers) {
+  RxPlan plan;
+  // net_af_packet opens one socket per queue pair (qpairs=N) at probe time,
+  // all in one PACKET_FANOUT_HASH group: the kernel hashes each flow to one
+  // socket whether or not it is polled, and the PMD reports no RSS. Every one
+  // of them must therefore be polled.
+  if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_packet") == 0) {
+    if (info.max_rx_queues > 1) {
+      plan.queues = info.max_rx_queues;
+      plan.spread = RxSpread::kKernelFanout;
+    }
+    return plan;
+  }
+  const uint64_t hf = info.flow_type_rss_offloads & kRssHashTypes;
+  if (workers < 2 || info.max_rx_queues < 2 || hf == 0) return plan;
+  plan.queues = static_cast<uint16_t>(std::min<unsigned>(workers, info.max_rx_queues));
+  plan.spread = RxSpread::kRss;
+  plan.rss_hf = hf;
+  return plan;
+}
+
+Result<void> startPort(uint16_t port_id, const PortSetup& setup, Port& port) {
   rte_eth_dev_info info{};
   if (int ret = rte_eth_dev_info_get(port_id, &info); ret != 0)
     return Error{"cannot read device info: " + dpdkError(ret)};
-  tx_queues = static_cast<uint16_t>(std::min<unsigned>(setup.workers, info.max_tx_queues));
+  const uint16_t tx_queues = static_cast<uint16_t>(std::min<unsigned>(setup.workers, info.max_tx_queues));
   if (tx_queues == 0) return Error{"the device has no transmit queue"};
+  const RxPlan rx = planRx(info, setup.workers);
   rte_eth_conf conf{};
-  if (int ret = rte_eth_dev_configure(port_id, 1, tx_queues, &conf); ret != 0)
-    return Error{"rte_eth_dev_configure: " + dpdkError(ret)};
+  // The symmetric Toeplitz key (0x6d5a repeated, Woo and Park 2012): both
+  // directions of a connection hash alike, so a port that sees both (the
+  // uplink hairpinning between two pods of a node) keeps them on one lcore.
+  std::vector<uint8_t> key(info.hash_key_size, 0);
+  for (size_t i = 0; i < key.size(); ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
+  if (rx.spread == RxSpread::kRss) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = rx.rss_hf;
+    // A PMD that states no key size gets none: it uses its default key.
+    conf.rx_adv_conf.rss_conf.rss_key = key.empty() ? nullptr : key.data();
+    conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(key.size());
+  }
+  if (int ret = rte_eth_dev_configure(port_id, rx.queues, tx_queues, &conf); ret != 0)
+    return Error{"rte_eth_dev_configure (" + std::to_string(rx.queues) + " rx, " + std::to_string(tx_queues) +
+                 " tx queues): " + dpdkError(ret)};
   uint16_t rx_desc = setup.rx_ring_size, tx_desc = setup.tx_ring_size;
   (void)rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
   int socket = rte_eth_dev_socket_id(port_id);
   if (socket < 0) socket = static_cast<int>(rte_socket_id());
-  if (int ret = rte_eth_rx_queue_setup(port_id, 0, rx_desc, static_cast<unsigned>(socket), nullptr, setup.pool);
-      ret != 0)
-    return Error{"receive queue set-up: " + dpdkError(ret)};
+  for (uint16_t q = 0; q < rx.queues; ++q) {
+    if (int ret = rte_eth_rx_queue_setup(port_id, q, rx_desc, static_cast<unsigned>(socket), nullptr, setup.pool);
+        ret != 0)
+      return Error{"receive queue " + std::to_string(q) + " set-up: " + dpdkError(ret)};
+  }
   for (uint16_t q = 0; q < tx_queues; ++q) {
     if (int ret = rte_eth_tx_queue_setup(port_id, q, tx_desc, static_cast<unsigned>(socket), nullptr); ret != 0)
       return Error{"transmit queue " + std::to_string(q) + " set-up: " + dpdkError(ret)};
@@ -105,6 +157,9 @@ Result<void> startPort(uint16_t port_id, const PortSetup& setup, uint16_t& tx_qu
   if (int ret = rte_eth_dev_start(port_id); ret != 0) return Error{"rte_eth_dev_start: " + dpdkError(ret)};
   // Representors and the uplink see frames for many MACs (pods, the router MAC).
   (void)rte_eth_promiscuous_enable(port_id);
+  port.tx_queues = tx_queues;
+  port.rx_queues = rx.queues;
+  port.rx_spread = rx.spread;
   return {};
 }
 
@@ -172,6 +227,15 @@ std::string afXdpRefusal(const std::string& name, const PortSetup& setup, const 
 
 }  // namespace
 
+std::string rxSpreadName(RxSpread spread) {
+  switch (spread) {
+    case RxSpread::kSingle: return "single";
+    case RxSpread::kRss: return "rss";
+    case RxSpread::kKernelFanout: return "kernel fanout";
+  }
+  return "?";
+}
+
 Result<void> ethdevAvailable(const std::string& for_port) {
   if (rte_eth_dev_count_total() < RTE_MAX_ETHPORTS) return {};
   const std::string max = std::to_string(RTE_MAX_ETHPORTS);
@@ -185,7 +249,7 @@ Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetu
   Port port;
   port.name = name;
   port.port_id = port_id;
-  if (auto started = startPort(port_id, setup, port.tx_queues); !started)
+  if (auto started = startPort(port_id, setup, port); !started)
     return prefixed("port " + name + " (ethdev " + std::to_string(port_id) + ")", std::move(started).takeError());
   port.mac = portMac(port_id);
   return port;
@@ -284,6 +348,15 @@ Result<Port> createOnNetdev(const std::string& name, const std::string& iface, c
     Result<Port> port = Error{""};
     if (kind == PortKind::kAfXdp) {
       const MbufDemand demand = afXdpDemand(shape);
+      // A veth has one queue: net_af_xdp opens queue_count=1, one transmit
+      // queue, and worker i transmits on queue i (engine.h).
+      if (setup.workers > 1) {
+        std::string why = "it opens one queue pair (queue_count=1) and each of the " +
+                          std::to_string(setup.workers) + " workers needs its own transmit queue";
+        passed += (passed.empty() ? "" : "; ") + std::string("af_xdp: ") + why;
+        last = Error{why, ErrorCode::kNotSupported};
+        continue;
+      }
       if (std::string why = afXdpRefusal(name, setup, demand); !why.empty()) {
         passed += (passed.empty() ? "" : "; ") + std::string("af_xdp: ") + why;
         last = Error{why, ErrorCode::kExhausted};
@@ -296,7 +369,7 @@ Result<Port> createOnNetdev(const std::string& name, const std::string& iface, c
       // receive nothing.
       if (!port) detachStale(iface);
     } else {
-      port = createBudgeted(name, afPacketDevargs(name, iface), setup, afPacketDemand(shape));
+      port = createBudgeted(name, afPacketDevargs(name, iface, setup.workers), setup, afPacketDemand(shape));
     }
     if (port) {
       port->backend = portKindName(kind);

@@ -124,5 +124,6 @@ TEST_CASE("dataplane config: devargs for the port kinds", "[dataplane]") {
         "net_af_xdp_uplink,iface=eth1,start_queue=0,queue_count=1,xdp_prog=/x.o");
   CHECK(afXdpDevargs("pf0vf1", "pf0vf1", "") == "net_af_xdp_pf0vf1,iface=pf0vf1,start_queue=0,queue_count=1");
   CHECK(afPacketDevargs("pf0vf1", "pf0vf1") == "net_af_packet_pf0vf1,iface=pf0vf1,qpairs=1,qdisc_bypass=1");
+  CHECK(afPacketDevargs("uplink", "uplink0", 2) == "net_af_packet_uplink,iface=uplink0,qpairs=2,qdisc_bypass=1");
   CHECK(expandTemplate("net_pcap_{name},rx_pcap=/t/{name}.pcap", "r1") == "net_pcap_r1,rx_pcap=/t/r1.pcap");
 }

@@ -53,10 +53,11 @@ TEST_CASE("dpuctl: ports and stats tables, JSON", "[dpuctl]") {
   p->set_backend("af_xdp");
   p->set_mbufs(3104);
   p->set_worker(0);
+  p->set_rx_queues(1);
   std::string ports = formatPorts(reply);
-  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  TX_DROP  BACKEND  MBUFS  WORKER  "
-                                      "LOGICAL  DEVARGS\n"));
-  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   0        0        af_xdp   3104   0       "
+  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  TX_DROP  BACKEND  MBUFS  RXQ  "
+                                      "WORKER  LOGICAL  DEVARGS\n"));
+  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   0        0        af_xdp   3104   1    0       "
                                     "-        net_af_xdp_pf0vf1"));
   CHECK_THAT(ports, !Catch::Contains("\n\n"));  // no notes
   CHECK(formatStats(reply, true) == "COUNTER        VALUE  DESCRIPTION\nport_security  3      spoofed source\n");
@@ -93,10 +94,46 @@ TEST_CASE("dpuctl: ports that are not on their first backend or not open say why
   INFO(text);
   // The open ports by port, the failed one last, with no port and no worker.
   CHECK(text.find("uplink") < text.find("pf0vf2"));
-  CHECK_THAT(text, Catch::Contains("-     pf0vf31  representor  failed  0   0   0        0        -          0      -       att-1"));
+  CHECK_THAT(text, Catch::Contains("-     pf0vf31  representor  failed  0   0   0        0        -          0      -    -       att-1"));
   CHECK_THAT(text, Catch::EndsWith(
                        "\n\npf0vf2: af_packet, not the first choice: af_xdp: mbuf budget: pf0vf2 on af_xdp needs 3104 mbufs\n"
                        "pf0vf31: not open: RTE_MAX_ETHPORTS (32) ports are in use (next attempt in 4.0s)\n"));
+}
+
+TEST_CASE("dpuctl: a port's receive queues, the worker of each, and what each worker received", "[dpuctl]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  auto* uplink = reply.add_ports();
+  uplink->set_name("uplink");
+  uplink->set_role("uplink");
+  uplink->set_dpdk_port(0);
+  uplink->set_state("up");
+  uplink->set_backend("af_packet");
+  uplink->set_rx_packets(30);
+  uplink->set_rx_queues(2);
+  uplink->set_rx_spread("kernel fanout");
+  uplink->set_worker(0);
+  uplink->add_queue_workers(0);
+  uplink->add_queue_workers(1);
+  uplink->add_worker_rx_packets(12);
+  uplink->add_worker_rx_packets(18);
+  auto* rep = reply.add_ports();
+  rep->set_name("pf0vf1");
+  rep->set_role("representor");
+  rep->set_dpdk_port(1);
+  rep->set_state("up");
+  rep->set_backend("af_packet");
+  rep->set_rx_packets(4);
+  rep->set_rx_queues(1);
+  rep->set_worker(1);
+  rep->add_queue_workers(1);
+  rep->add_worker_rx_packets(0);
+  rep->add_worker_rx_packets(4);
+  const std::string text = formatPorts(reply);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("af_packet  0      2    0,1     -"));
+  CHECK_THAT(text, Catch::Contains("af_packet  0      1    1       -"));
+  // Only a port more than one worker received on gets the split.
+  CHECK_THAT(text, Catch::EndsWith("\n\nuplink: rx by worker: worker 0 12, worker 1 18 (kernel fanout)\n"));
 }
 
 TEST_CASE("dpuctl: problems, one row per object not forwarding, or a line saying none", "[dpuctl]") {

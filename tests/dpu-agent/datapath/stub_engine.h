@@ -8,6 +8,7 @@
 #include <rte_build_config.h>
 #include <rte_mbuf.h>
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -23,6 +24,7 @@ class WorkerContext {
  public:
   std::atomic<uint64_t> packets{0};
   std::atomic<uint64_t> iterations{0};
+  std::atomic<uint64_t> per_port[RTE_MAX_ETHPORTS] = {};  // packets this worker received, by port
 };
 }  // namespace dpu::datapath
 
@@ -91,9 +93,10 @@ class StubEngine final : public Engine {
   Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
   std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
   size_t bytesPerFlow() const override { return 0; }
-  WorkerContext& worker(unsigned) override { return worker_; }
+  WorkerContext& worker(unsigned index) override { return workers_.at(index); }
   void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override {
     worker.packets.fetch_add(count);
+    worker.per_port[rx_port].fetch_add(count);
     per_port_[rx_port].fetch_add(count);
     rte_pktmbuf_free_bulk(packets, count);
   }
@@ -112,7 +115,7 @@ class StubEngine final : public Engine {
   std::map<std::string, uint16_t> bound_;
   std::set<std::string> wanted_;
   uint64_t generation_ = 0;
-  WorkerContext worker_;
+  std::array<WorkerContext, 4> workers_;
   std::atomic<uint64_t> per_port_[RTE_MAX_ETHPORTS] = {};
 };
 

@@ -138,7 +138,8 @@ Result<DataplaneConfig> loadDataplaneConfig(const std::string& path);
 // The devargs a port role is created from (kAfXdp/kAfPacket build them; `vdev_name`
 // is the unique vdev name, e.g. "net_af_xdp_uplink"). kPreprobed has none.
 std::string afXdpDevargs(const std::string& vdev_suffix, const std::string& iface, const std::string& xdp_program);
-std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& iface);
+// af_packet gets a queue pair per worker (`queue_pairs`): the kernel spreads flows over them (port.h).
+std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& iface, unsigned queue_pairs = 1);
 // "{name}" in the template replaced by `name` (every occurrence).
 std::string expandTemplate(const std::string& templ, const std::string& name);
 std::string portKindName(PortKind kind);

@@ -1,10 +1,17 @@
 // The worker lcores of dpu-dataplane: run-to-completion loops, one per worker
-// lcore, each polling the receive queue of the ports assigned to it:
-//   for each port: rte_eth_rx_burst(32) → Engine::processBurst
+// lcore, each polling the (port, receive queue) pairs assigned to it:
+//   for each (port, queue): rte_eth_rx_burst(32) → Engine::processBurst
 //   Engine::flush; Engine::quiescent; report our own quiescent state.
 //
-// Port assignment changes while the loops run. Each worker reads an immutable
-// port list through an atomic pointer once per iteration; the control thread
+// What is scheduled is a receive queue, not a port: the queues of a port with
+// several (RSS, af_packet's kernel fanout: port.h) go to different workers,
+// each to the worker polling the fewest queues. A flow stays on one lcore
+// because its hash picks one queue, so the per-worker flow caches need no
+// sharing; the engine is told the port only (its counters are per worker and
+// port, summed on read).
+//
+// Assignment changes while the loops run. Each worker reads an immutable
+// queue list through an atomic pointer once per iteration; the control thread
 // publishes a new list (seq_cst store) and frees the old one only after the
 // worker has finished an iteration that began after the store (its epoch
 // counter, seq_cst, moved on) — the same RCU pattern as the engine's snapshots.
@@ -34,21 +41,34 @@ class WorkerSet {
   // Stops the loops and waits for them to return.
   void stop();
 
-  // Adds the port to the worker with the fewest ports; returns that worker.
-  unsigned assign(uint16_t port);
-  // Removes the port from its worker and waits until no worker polls it.
+  struct RxQueue {
+    uint16_t port = 0;
+    uint16_t queue = 0;
+    bool operator==(const RxQueue&) const = default;
+  };
+
+  // Adds receive queues 0..rx_queues-1 of `port`, each to the worker polling
+  // the fewest queues (among equals, one not yet polling this port, then the
+  // lowest index); returns the worker of each queue. A port already assigned
+  // keeps its workers.
+  std::vector<unsigned> assign(uint16_t port, uint16_t rx_queues = 1);
+  // Removes every queue of the port and waits until no worker polls any of them.
   void unassign(uint16_t port);
   // Waits until every running worker has completed one full iteration.
   void waitQuiescent();
-  // Worker index polling `port`, or -1.
-  int workerOf(uint16_t port) const;
+  // Worker index polling queue `queue` of `port`, or -1.
+  int workerOf(uint16_t port, uint16_t queue = 0) const;
+  // The worker of each receive queue of `port` (by queue number); empty when not polled.
+  std::vector<int> workersOf(uint16_t port) const;
+  // The queues worker `worker` polls.
+  std::vector<RxQueue> queuesOf(unsigned worker) const;
   unsigned workers() const { return static_cast<unsigned>(slots_.size()); }
   // Iterations each worker has completed (for liveness checks and tests).
   uint64_t iterations(unsigned worker) const;
 
  private:
   struct alignas(64) Slot {
-    std::atomic<const std::vector<uint16_t>*> ports{nullptr};
+    std::atomic<const std::vector<RxQueue>*> queues{nullptr};
     std::atomic<uint64_t> epoch{0};
     std::atomic<bool> running{false};
     unsigned lcore = 0;
@@ -56,7 +76,7 @@ class WorkerSet {
     WorkerSet* owner = nullptr;
   };
   static int loop(void* slot);
-  void publish(Slot& slot, std::vector<uint16_t> ports);
+  void publish(Slot& slot, std::vector<RxQueue> queues);
 
   Engine& engine_;
   uint32_t idle_sleep_us_;

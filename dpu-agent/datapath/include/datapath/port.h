@@ -1,7 +1,17 @@
 // Ports of dpu-dataplane: DPDK ethdevs created from devargs, configured with
-// one receive queue (polled by exactly one worker lcore) and one transmit
-// queue per worker, and the PortBackend that turns a representor name from the
-// logical model into such a port.
+// one transmit queue per worker and as many receive queues as something
+// spreads flows over (each queue polled by exactly one worker lcore), and the
+// PortBackend that turns a representor name from the logical model into such
+// a port.
+//
+// Receive queues: a PMD that offers RSS and several receive queues gets
+// min(workers, max_rx_queues) of them, hashed (symmetric Toeplitz key) on the
+// TCP/UDP 5-tuple, or the IP addresses for other traffic, as far as the device
+// hashes those types; net_af_packet opened with qpairs=workers has its queue
+// pairs spread by the kernel (PACKET_FANOUT_HASH on the flow, with rollover to
+// another socket when one's ring is full); every other port (net_af_xdp on a
+// single-queue netdev, pcap, ring, null) keeps one receive queue. A flow stays
+// on one lcore because its hash picks one queue.
 //
 // Representors come from one of three backends behind the same interface:
 //  - hotplug: a vdev per representor netdev, probed when a pod attaches
@@ -49,6 +59,10 @@ struct PortSetup {
   PortShape shape(uint16_t tx_queues) const { return {workers, rx_ring_size, tx_ring_size, tx_queues}; }
 };
 
+// What spreads a port's received packets over its receive queues.
+enum class RxSpread { kSingle, kRss, kKernelFanout };
+std::string rxSpreadName(RxSpread spread);  // "single", "rss", "kernel fanout"
+
 // A created, started ethdev.
 struct Port {
   std::string name;          // model name: representor netdev, "uplink", "management"
@@ -59,6 +73,8 @@ struct Port {
   std::string iface;         // the netdev, for af_xdp/af_packet
   MacAddress mac;
   uint16_t tx_queues = 1;
+  uint16_t rx_queues = 1;
+  RxSpread rx_spread = RxSpread::kSingle;
   uint32_t mbufs = 0;        // budgeted to it from the pool
   MbufBudget* budget = nullptr;  // what it is charged to (released by destroyPort)
   bool hotplugged = false;   // we probed it: remove it on close
