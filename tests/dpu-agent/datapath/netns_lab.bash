@@ -53,11 +53,12 @@ lab_add_vf() {
   ip -n "$dpu" link set "$rep" up
 }
 
-# lab_dataplane_config N BACKEND FILE_PREFIX PROGRAMMING_SOCK OPERATOR_SOCK —
+# lab_dataplane_config N BACKEND FILE_PREFIX PROGRAMMING_SOCK OPERATOR_SOCK [WORKERS] —
 # dpu-dataplane's YAML for node N (tunnel IP 192.168.100.N) on stdout.
-# BACKEND (af_xdp or af_packet) drives the uplink and the representors.
+# BACKEND (af_xdp or af_packet) drives the uplink and the representors;
+# WORKERS (default 1) worker lcores, on the CPUs EAL's default list wraps onto.
 lab_dataplane_config() {
-  local n=$1 backend=$2 prefix=$3 prog=$4 op=$5
+  local n=$1 backend=$2 prefix=$3 prog=$4 op=$5 workers=${6:-1}
   # DPDK 22.11's net_af_xdp cannot open a netdev again in the same process after
   # it removed a port on it ("Failed to create xsk socket"): a re-attached
   # representor falls back to af_packet, as the default config does.
@@ -67,7 +68,7 @@ lab_dataplane_config() {
   # each: mbuf_budget.h), af_packet for the rest, room for a node's 31.
   cat <<YAML
 eal: {memory_mb: 256, file_prefix: $prefix, log_level: "*:warning"}
-workers: 1
+workers: $workers
 mbuf_pool_size: 16383
 mbuf_cache_size: 128
 idle_sleep_us: 20
