@@ -61,6 +61,7 @@ struct PortCounters {
   uint64_t tx_packets = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_dropped = 0;  // refused by the port's tx queue
+  uint64_t miss_budget_dropped = 0;  // of rx_dropped: misses over the slow-path budget (MissBudget)
 };
 
 struct WorkerCounters {

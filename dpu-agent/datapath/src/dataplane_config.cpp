@@ -174,6 +174,8 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
     FieldReader f = r.object("flow_cache", true);
     c.flow_cache_entries = static_cast<uint32_t>(f.uint("entries", 64, 1u << 24, 65536));
     c.flow_idle_timeout_ms = static_cast<uint32_t>(f.uint("idle_timeout_ms", 100, 24ull * 3600 * 1000, 10000));
+    c.miss_budget = static_cast<uint32_t>(
+        f.uint("miss_budget", 1, kMaxMissBudget, kDefaultMissBudget));
     finishInto(f, errors);
   }
   c.offload = r.str("offload", "none");

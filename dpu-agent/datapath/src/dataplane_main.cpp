@@ -121,6 +121,9 @@ int run(const DataplaneConfig& config, const char* program) {
     engine_config.workers = config.workers;
     engine_config.flow_cache_entries = config.flow_cache_entries;
     engine_config.flow_idle_timeout_ms = config.flow_idle_timeout_ms;
+    static_assert(kMaxMissBudget == EngineConfig::kMaxMissBudget &&
+                  kDefaultMissBudget == EngineConfig::kDefaultMissBudget);
+    engine_config.miss_budget = config.miss_budget;
     engine_config.tunnel_ip = config.tunnel_ip;
     engine_config.offload = offload;
     auto engine = Engine::create(engine_config);

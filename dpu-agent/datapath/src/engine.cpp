@@ -49,6 +49,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (config.offload_queue == 0 || config.offload_queue > (1u << 24)) {
     return Error{"engine: offload_queue must be 1..16777216"};
   }
+  if (config.miss_budget == 0 || config.miss_budget > EngineConfig::kMaxMissBudget) {
+    return Error{"engine: miss_budget must be 1.." + std::to_string(EngineConfig::kMaxMissBudget) +
+                 " slow-path runs per worker and poll iteration, got " + std::to_string(config.miss_budget)};
+  }
   auto engine = std::make_unique<EngineImpl>(config);
   if (auto r = engine->init(); !r) return std::move(r).takeError();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -99,6 +103,8 @@ Result<void> EngineImpl::init() {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
                                                          config_.offload != nullptr));
       workers_.back()->last_sweep_ms = start_ms_;
+      workers_.back()->miss.left = config_.miss_budget;
+      workers_.back()->miss.share = config_.miss_budget;
     }
   } catch (const std::bad_alloc&) {
     return Error{"engine: not enough memory for " + std::to_string(config_.workers) + " flow caches of " +
@@ -460,11 +466,13 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
           sum.tx_packets += readCounter(c.tx_packets);
           sum.rx_dropped += readCounter(c.rx_dropped);
           sum.tx_dropped += readCounter(c.tx_dropped);
+          sum.miss_budget_dropped += readCounter(c.miss_budget_dropped);
         }
         p->set_rx_packets(sum.rx_packets);
         p->set_tx_packets(sum.tx_packets);
         p->set_rx_dropped(sum.rx_dropped);
         p->set_tx_dropped(sum.tx_dropped);
+        p->set_miss_budget_dropped(sum.miss_budget_dropped);
         rte_eth_link link{};
         const uint16_t ethdev = ethdevOf(b.port);
         const bool up = rte_eth_dev_is_valid_port(ethdev) && rte_eth_link_get_nowait(ethdev, &link) == 0 &&

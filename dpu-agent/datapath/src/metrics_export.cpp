@@ -157,6 +157,10 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
     out.add("dpu_dataplane_port_dropped_packets_total", "counter",
             "Packets the port dropped, by direction (rx: missed, errors, no mbuf; tx: queue full, errors).",
             with("direction", "tx"), static_cast<double>(p.tx_dropped()));
+    out.add("dpu_dataplane_port_miss_budget_dropped_packets_total", "counter",
+            "Packets received on the port whose flow-cache miss was over the worker's slow-path budget "
+            "(drop reason MissBudget).",
+            id, static_cast<double>(p.miss_budget_dropped()));
   }
 
   for (const auto& c : stats.counters()) {

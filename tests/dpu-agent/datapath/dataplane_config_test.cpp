@@ -24,7 +24,7 @@ uplink: {iface: uplink0}
 management: {devargs: "net_ring_mgmt"}
 representors: {mode: hotplug, backends: [af_packet]}
 tunnel_ip: 192.168.100.1
-flow_cache: {entries: 4096, idle_timeout_ms: 500}
+flow_cache: {entries: 4096, idle_timeout_ms: 500, miss_budget: 64}
 offload: rte_flow
 sockets: {programming: /tmp/p.sock, operator: /tmp/o.sock}
 idle_sleep_us: 50
@@ -45,6 +45,7 @@ log: {level: debug}
   CHECK(c->tunnel_ip == "192.168.100.1");
   CHECK(c->flow_cache_entries == 4096);
   CHECK(c->flow_idle_timeout_ms == 500);
+  CHECK(c->miss_budget == 64);
   CHECK(c->offload == "rte_flow");
   CHECK(c->sockets.programming == "/tmp/p.sock");
   CHECK(c->idle_sleep_us == 50);
@@ -66,6 +67,19 @@ TEST_CASE("dataplane config: a BlueField configuration in JSON", "[dataplane]") 
   CHECK(c->representors.preprobed_suffix == "_representor_vf");
   CHECK(c->eal.allow.size() == 1);
   CHECK_FALSE(c->management.configured);
+  CHECK(c->miss_budget == kDefaultMissBudget);
+}
+
+TEST_CASE("dataplane config: the miss budget is refused at 0 and above its limit, naming the key", "[dataplane]") {
+  const std::string base = "uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\n";
+  CHECK_THAT(failure(base + "flow_cache: {miss_budget: 0}\n"),
+             Catch::Contains("config.flow_cache.miss_budget: must be between 1 and 1048576, not 0"));
+  CHECK_THAT(failure(base + "flow_cache: {miss_budget: 1048577}\n"),
+             Catch::Contains("config.flow_cache.miss_budget: must be between 1 and 1048576, not 1048577"));
+  CHECK_THAT(failure(base + "flow_cache: {miss_budget: many}\n"), Catch::Contains("config.flow_cache.miss_budget"));
+  auto edge = parseDataplaneConfig(base + "flow_cache: {miss_budget: 1048576}\n", "test.yaml");
+  REQUIRE(edge.ok());
+  CHECK(edge->miss_budget == kMaxMissBudget);
 }
 
 TEST_CASE("dataplane config: mistakes name the field", "[dataplane]") {

@@ -345,6 +345,14 @@ TEST_CASE("engine: create refuses bad configuration with the field to fix", "[en
   r = Engine::create(c);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().find("tunnel_ip") != std::string::npos);
+  c.tunnel_ip.clear();
+  for (uint32_t budget : {0u, EngineConfig::kMaxMissBudget + 1}) {
+    c.miss_budget = budget;
+    r = Engine::create(c);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains("miss_budget must be 1..1048576") &&
+                              Catch::Contains("got " + std::to_string(budget)));
+  }
 }
 
 TEST_CASE("engine: local pod to pod is routed through the gateway MAC", "[engine]") {
@@ -1888,6 +1896,7 @@ TEST_CASE("engine: pods on ports across the whole port range each receive and se
   Fixture::drainAll();
   EngineConfig config;
   config.clock_ms = testClock;
+  config.miss_budget = 64;  // every pod's first packet is a miss in the same iteration
   auto created = Engine::create(config);
   REQUIRE(created.ok());
   Engine& engine = **created;
@@ -1950,4 +1959,118 @@ TEST_CASE("engine: pods on ports across the whole port range each receive and se
     CHECK(p.state() == "up");
   }
   engine.maintain();
+}
+
+// The slow-path budget (EngineConfig::miss_budget) ----------------------------
+
+namespace {
+
+// Pod A's (or B's) UDP to the other pod from source port `sport`: a new flow per port.
+Bytes aToB(uint16_t sport) { return udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 64, sport); }
+Bytes bToA(uint16_t sport) { return udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 64, sport); }
+
+std::vector<Bytes> newFlows(Bytes (*make)(uint16_t), uint16_t first, unsigned n) {
+  std::vector<Bytes> out;
+  for (unsigned i = 0; i < n; ++i) out.push_back(make(static_cast<uint16_t>(first + i)));
+  return out;
+}
+
+// A burst processed without ending the poll iteration (no quiescent()), as
+// the lcore loop does for each of its ports before it flushes.
+void burstOnly(Engine& engine, unsigned port, const std::vector<Bytes>& packets) {
+  std::vector<rte_mbuf*> mbufs;
+  for (const auto& p : packets) {
+    rte_mbuf* m = rte_pktmbuf_alloc(env().pool);
+    REQUIRE(m != nullptr);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(p.size())), p.data(), p.size());
+    mbufs.push_back(m);
+  }
+  engine.processBurst(engine.worker(0), env().port[port], mbufs.data(), static_cast<uint16_t>(mbufs.size()));
+}
+
+dataplane::v1::PortInfo portInfo(Engine& engine, const std::string& name) {
+  dataplane::v1::OperatorRequest req;
+  req.mutable_ports();
+  const auto reply = engine.operate(req);
+  for (const auto& p : reply.ports())
+    if (p.name() == name) return p;
+  FAIL("no port " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("engine: misses over the budget are dropped and counted; established flows still forward", "[engine][miss]") {
+  EngineConfig config;
+  config.miss_budget = 8;
+  Fixture f(config);
+  f.inject(kRepA, aToB(1000));  // the established flow
+  REQUIRE(Fixture::drain(kRepB).size() == 1);
+  REQUIRE(f.flows().size() == 1);
+
+  // One burst: 12 new flows with the established flow's packets among them.
+  std::vector<Bytes> burst = newFlows(aToB, 2000, 12);
+  burst.insert(burst.begin(), aToB(1000));
+  burst.insert(burst.begin() + 7, aToB(1000));
+  burst.push_back(aToB(1000));
+  f.inject(kRepA, burst);
+  CHECK(Fixture::drain(kRepB).size() == 3 + 8);
+  CHECK(f.flows().size() == 1 + 8);
+  CHECK(f.stat("MissBudget") == 4);
+  CHECK(f.stat("FlowInstalled") == 1 + 8);
+  CHECK(f.stat("FlowMiss") == 1 + 8);  // a miss over the budget does not run the slow path
+  auto a = portInfo(*f.engine, "pf0vf0");
+  CHECK(a.miss_budget_dropped() == 4);
+  CHECK(a.rx_dropped() == 4);
+  CHECK(portInfo(*f.engine, "pf0vf1").miss_budget_dropped() == 0);
+  unsigned established = 0;
+  for (const auto& fl : f.flows()) {
+    if (fl.match().find("tp_src=1000,") == std::string::npos) continue;
+    ++established;
+    CHECK(fl.packets() == 4);
+  }
+  CHECK(established == 1);
+
+  // The next iteration has budget again: the four dropped flows install.
+  f.inject(kRepA, newFlows(aToB, 2008, 4));
+  CHECK(Fixture::drain(kRepB).size() == 4);
+  CHECK(f.flows().size() == 1 + 12);
+  CHECK(f.stat("MissBudget") == 4);
+  CHECK(portInfo(*f.engine, "pf0vf0").miss_budget_dropped() == 4);
+}
+
+TEST_CASE("engine: a port flooding new flows leaves another port its share of the budget", "[engine][miss]") {
+  EngineConfig config;
+  config.miss_budget = 8;
+  Fixture f(config);
+  Engine& e = *f.engine;
+  // Iteration 1: A comes first and takes the whole budget; B is counted as
+  // missing, so from the next iteration the two share it.
+  burstOnly(e, kRepA, newFlows(aToB, 3000, 16));
+  burstOnly(e, kRepB, newFlows(bToA, 4000, 4));
+  e.flush(e.worker(0));
+  e.quiescent(e.worker(0));
+  CHECK(Fixture::drain(kRepB).size() == 8);
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(portInfo(e, "pf0vf0").miss_budget_dropped() == 8);
+  CHECK(portInfo(e, "pf0vf1").miss_budget_dropped() == 4);
+  // Iteration 2: A still floods, first again, but takes only its half.
+  burstOnly(e, kRepA, newFlows(aToB, 3016, 16));
+  burstOnly(e, kRepB, newFlows(bToA, 4000, 4));
+  e.flush(e.worker(0));
+  e.quiescent(e.worker(0));
+  CHECK(Fixture::drain(kRepB).size() == 4);
+  CHECK(Fixture::drain(kRepA).size() == 4);
+  CHECK(portInfo(e, "pf0vf0").miss_budget_dropped() == 8 + 12);
+  CHECK(portInfo(e, "pf0vf1").miss_budget_dropped() == 4);
+  CHECK(f.stat("MissBudget") == 8 + 4 + 12);
+  CHECK(f.flows().size() == 8 + 4 + 4);
+  // B's flows are cached now: B's packets hit while A keeps flooding.
+  burstOnly(e, kRepA, newFlows(aToB, 3032, 16));
+  burstOnly(e, kRepB, newFlows(bToA, 4000, 4));
+  e.flush(e.worker(0));
+  e.quiescent(e.worker(0));
+  CHECK(Fixture::drain(kRepA).size() == 4);
+  CHECK(Fixture::drain(kRepB).size() == 4);  // A's half (B did not miss this time)
+  CHECK(portInfo(e, "pf0vf1").miss_budget_dropped() == 4);
 }

@@ -11,6 +11,7 @@
 //   management: {devargs: "net_af_packet_mgmt,iface=mgmt0"}
 //   representors: {mode: hotplug, backends: [af_xdp, af_packet]}
 //   tunnel_ip: 192.168.100.1
+//   flow_cache: {entries: 65536, idle_timeout_ms: 10000, miss_budget: 32}
 //   sockets: {programming: /run/dpu/dataplane.sock, operator: /run/dpu/dpuctl.sock}
 //   metrics: {listen: "0.0.0.0:9476"}                # Prometheus text on GET /metrics
 //
@@ -90,6 +91,10 @@ struct MetricsConfig {
 // "ADDR:PORT" → MetricsConfig, or what is wrong with it.
 Result<MetricsConfig> parseMetricsListen(std::string_view text);
 
+// flow_cache.miss_budget (the engine's limits: EngineConfig).
+inline constexpr uint32_t kDefaultMissBudget = 32;
+inline constexpr uint32_t kMaxMissBudget = 1u << 20;
+
 struct DataplaneConfig {
   EalConfig eal;
   unsigned workers = 1;
@@ -124,6 +129,12 @@ struct DataplaneConfig {
   bool resolve_next_hops = true;
   uint32_t flow_cache_entries = 65536;
   uint32_t flow_idle_timeout_ms = 10000;
+  // Slow-path runs (flow-cache misses) per worker and poll iteration, across
+  // its ports, shared fairly among the ports that miss; a miss over it is
+  // dropped (drop reason MissBudget, per port in dpuctl ports: MISS_DROP), so
+  // a flood of new flows does not slow the established ones
+  // (flow_cache.miss_budget, 1..kMaxMissBudget).
+  uint32_t miss_budget = kDefaultMissBudget;
   std::string offload = "none";          // "none" | "rte_flow"
   SocketConfig sockets;
   MetricsConfig metrics;

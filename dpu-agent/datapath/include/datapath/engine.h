@@ -62,6 +62,16 @@ struct EngineConfig {
   // (per worker, rounded up to a power of two); beyond it a flow stays in
   // software until a periodic scan offers it (counted as `OffloadQueueFull`).
   uint32_t offload_queue = 4096;
+  // Slow-path runs (flow-cache misses) a worker may make per poll iteration
+  // (between two quiescent() calls), across all its ports, so that one pod
+  // sending new 5-tuples at line rate cannot stall the established flows on
+  // that lcore (Open vSwitch bounds its upcalls the same way). A miss over
+  // the budget is dropped and counted (`MissBudget`, and per port); the
+  // sender's retransmission finds budget in a later iteration. Shared fairly:
+  // each port that missed in the last iteration may take an equal share.
+  static constexpr uint32_t kDefaultMissBudget = 32;
+  static constexpr uint32_t kMaxMissBudget = 1u << 20;
+  uint32_t miss_budget = kDefaultMissBudget;
 };
 
 class WorkerContext;
