@@ -31,6 +31,12 @@ IpAddress IpAddress::v4(uint32_t h) {
   return a;
 }
 
+bool IpAddress::isLoopback() const {
+  if (isV4()) return bytes[0] == 127;
+  static constexpr std::array<uint8_t, 16> kV6Loopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return bytes == kV6Loopback;
+}
+
 uint32_t IpAddress::v4HostOrder() const {
   return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
 }

@@ -64,6 +64,23 @@ Result<std::set<uint32_t>> parseVfRanges(std::string_view text, uint32_t max) {
 
 namespace {
 
+// Whether the URL's host is this host itself (localhost, 127.0.0.0/8, [::1]):
+// then nothing crosses the host-DPU link (a test, or an agent on the host).
+bool urlHostIsLoopback(const std::string& url) {
+  auto begin = url.find("://");
+  if (begin == std::string::npos) return false;
+  std::string host = url.substr(begin + 3);
+  host = host.substr(0, host.find('/'));
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.find(']') == std::string::npos ? std::string::npos : host.find(']') - 1);
+  } else {
+    host = host.substr(0, host.find(':'));
+  }
+  if (host == "localhost") return true;
+  auto ip = IpAddress::parse(host);
+  return ip && ip->isLoopback();
+}
+
 void readCidrs(FieldReader& r, std::string_view key, std::vector<std::string>& out) {
   out = r.strings(key);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -179,6 +196,7 @@ Result<Config> configFromDocument(const nlohmann::json& doc) {
   c.dpu.ca_file = dpu.str("caFile", "");
   c.dpu.cert_file = dpu.str("certFile", "");
   c.dpu.key_file = dpu.str("keyFile", "");
+  c.dpu.insecure = dpu.boolean("insecure", false);
   c.dpu.request_timeout_ms = static_cast<uint32_t>(dpu.uint("timeoutMs", 50, 60000, c.dpu.request_timeout_ms));
   c.dpu.health_interval_ms = static_cast<uint32_t>(dpu.uint("healthIntervalMs", 50, 60000, c.dpu.health_interval_ms));
   c.dpu.reconcile_interval_ms =
@@ -191,6 +209,12 @@ Result<Config> configFromDocument(const nlohmann::json& doc) {
       dpu.fail(c.dpu.cert_file.empty() ? "certFile" : "keyFile", "certFile and keyFile go together (mTLS)");
     else if (!https && (!c.dpu.ca_file.empty() || !c.dpu.cert_file.empty()))
       dpu.fail("url", "TLS files are set but the URL is http://; use https://");
+    else if (!c.dpu.insecure && !urlHostIsLoopback(c.dpu.url) && !https)
+      dpu.fail("url", "'" + c.dpu.url + "' is plain HTTP across the host-DPU link: use https:// with caFile, "
+                      "certFile and keyFile (scripts/make-tls.sh makes them), or set insecure: true to allow it");
+    else if (!c.dpu.insecure && !urlHostIsLoopback(c.dpu.url) && c.dpu.cert_file.empty())
+      dpu.fail("certFile", "the agent takes only a client certificate that names this node: give certFile and "
+                           "keyFile, or set insecure: true to go without");
     for (auto [key, file] :
          {std::pair{"caFile", c.dpu.ca_file}, {"certFile", c.dpu.cert_file}, {"keyFile", c.dpu.key_file}})
       if (r.ok() && !file.empty() && !fileExists(file)) dpu.fail(key, "file '" + file + "' does not exist");

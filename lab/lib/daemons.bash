@@ -7,6 +7,8 @@
 # Per node N, in $DL_DIR/nN/:
 #   dataplane.yaml dataplane.log dataplane.pid dataplane.sock (programming) dpuctl.sock (operator)
 #   agent.yaml agent.log agent.pid agent-state/
+#   tls/ (scripts/make-tls.sh: ca.pem, the agent's server.pem, the host's NODE.pem;
+#         host-shim and the agent speak mutual TLS, as a real node does)
 #   host-shim.json host-shim.log host-shim.pid host-shim.sock host-shim-state/
 #
 # Functions (public; DAEMON is dataplane, agent or host-shim):
@@ -18,6 +20,7 @@
 #   dl_node_start N / dl_node_stop N all three, in dependency order
 #   dl_dpuctl N ARGS...              dpuctl against node N's dataplane
 #   dl_agent_api N METHOD PATH [JSON]  curl the agent's REST API (JSON), body on stdout
+#   dl_agent_curl N PATH [CURL ARGS...] curl the agent's API with the host's client certificate
 #   dl_metrics N dataplane|agent     node N's Prometheus text (dataplane: its own endpoint)
 #   dl_wipe_dpu_state N              remove the agent's state (a DPU "reboot" wipes it)
 # Binaries come from $DPU_BUILD_DIR (see dl_bin).
@@ -59,6 +62,9 @@ dl_write_cluster_file() {
 dl_node_configs() {
   local n=$1 vfs=$2 d=$DL_DIR/n$1
   local last=$(( vfs - 1 ))
+  [ -s "$d/tls/server.pem" ] ||
+    bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$d/tls" --server-ip "$DL_LINK_DPU_IP" --days 2 "$(dl_node_name "$n")" ||
+    return 1
   lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" \
     > "$d/dataplane.yaml" || return 1
   echo "metrics: {listen: \"$DL_LINK_DPU_IP:$DL_METRICS_PORT\"}" >> "$d/dataplane.yaml"
@@ -81,7 +87,10 @@ clusterCIDRs: [10.244.0.0/16]
 serviceCIDRs: [10.96.0.0/12]
 underlayMTU: ${DL_UNDERLAY_MTU:-1500}
 clusterSource: $source
-api: {address: $DL_LINK_DPU_IP, port: $DL_API_PORT}
+api:
+  address: $DL_LINK_DPU_IP
+  port: $DL_API_PORT
+  tls: {cert: $d/tls/server.pem, key: $d/tls/server.key, clientCA: $d/tls/ca.pem}
 dataplaneSocket: $d/dataplane.sock
 stateDir: $d/agent-state
 log: {level: info, file: $d/agent.log}
@@ -92,7 +101,9 @@ YAML
   "stateDir": "$d/host-shim-state",
   "sysfsRoot": "$d/sysfs",
   "pfs": [{"name": "$DL_PF", "index": 0, "vfs": "0-$last", "reservedVfs": "$last"}],
-  "dpu": {"url": "http://$DL_LINK_DPU_IP:$DL_API_PORT", "timeoutMs": 2000, "healthIntervalMs": 500},
+  "dpu": {"url": "https://$DL_LINK_DPU_IP:$DL_API_PORT", "timeoutMs": 2000, "healthIntervalMs": 500,
+          "caFile": "$d/tls/ca.pem", "certFile": "$d/tls/$(dl_node_name "$n").pem",
+          "keyFile": "$d/tls/$(dl_node_name "$n").key"},
   "managementPort": {"pf": 0, "vf": $last, "ifname": "dpu-mgmt",
                      "clusterCidrs": ["10.244.0.0/16"], "serviceCidrs": ["10.96.0.0/12"]},
   "log": {"file": "$d/host-shim.log", "level": "info"}
@@ -114,7 +125,7 @@ dl_daemon_pid() {
 _dl_ready_dataplane() { test -S "$DL_DIR/n$1/dataplane.sock"; }
 # Ready: the cluster file is synced and the dataplane programmed.
 _dl_ready_agent() {
-  ip netns exec "$(dl_node_ns "$1" dpu)" curl -sf --max-time 1 "http://$DL_LINK_DPU_IP:$DL_API_PORT/readyz"
+  dl_agent_curl "$1" /readyz -sf --max-time 1
 }
 # Ready: host-shim answers on its socket and its management port is up (which
 # takes a healthy DPU: the port is attached from the first good health poll on).
@@ -177,11 +188,20 @@ dl_agent_api() {
   local n=$1 method=$2 path=$3 body=${4:-}
   local args=(-s --max-time 5 -X "$method" -H 'Accept: application/json')
   [ -n "$body" ] && args+=(-H 'Content-Type: application/json' -d "$body")
-  ip netns exec "$(dl_node_ns "$n" dpu)" curl "${args[@]}" "http://$DL_LINK_DPU_IP:$DL_API_PORT$path"
+  dl_agent_curl "$n" "$path" "${args[@]}"
+}
+
+# The agent's API as node N's host-shim reaches it: https, the lab CA, the
+# host's client certificate (from inside the DPU netns, where the address is).
+dl_agent_curl() {
+  local n=$1 path=$2 t=$DL_DIR/n$1/tls node
+  shift 2
+  node=$(dl_node_name "$n")
+  ip netns exec "$(dl_node_ns "$n" dpu)" curl --cacert "$t/ca.pem" --cert "$t/$node.pem" --key "$t/$node.key" \
+    "$@" "https://$DL_LINK_DPU_IP:$DL_API_PORT$path"
 }
 
 dl_metrics() {
-  local port=$DL_METRICS_PORT
-  [ "$2" = agent ] && port=$DL_API_PORT
-  ip netns exec "$(dl_node_ns "$1" dpu)" curl -sf --max-time 3 "http://$DL_LINK_DPU_IP:$port/metrics"
+  if [ "$2" = agent ]; then dl_agent_curl "$1" /metrics -sf --max-time 3; return; fi
+  ip netns exec "$(dl_node_ns "$1" dpu)" curl -sf --max-time 3 "http://$DL_LINK_DPU_IP:$DL_METRICS_PORT/metrics"
 }

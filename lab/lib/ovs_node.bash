@@ -277,7 +277,7 @@ _ovs_join_cluster() {
 }
 
 _ovs_agent_metric() {
-  ip netns exec "$(dl_node_ns "$1" dpu)" curl -s --max-time 1 "http://$DL_LINK_DPU_IP:$DL_API_PORT/metrics" |
+  dl_agent_curl "$1" /metrics -s --max-time 1 |
     awk -v m="$2" '$1 == m {print $2; exit}'
 }
 ovs_node_remote_nodes() { _ovs_agent_metric "$1" dpu_agent_remote_nodes; }

@@ -14,7 +14,7 @@ expect_field() {  # expect_field FIELD JSON
 expect_field "pfs" '{"dpu": {"url": "http://x"}}'
 expect_field "pfs[0].vfs" '{"pfs": [{"name": "p0", "vfs": "9-1"}], "dpu": {"url": "http://x"}}'
 expect_field "dpu.url" '{"pfs": [{"name": "p0", "vfs": "0-1"}], "dpu": {"url": "x"}}'
-expect_field "managementPort.vf" '{"pfs": [{"name": "p0", "vfs": "0-1"}], "dpu": {"url": "http://x"}, "managementPort": {"vf": 1}}'
+expect_field "managementPort.vf" '{"pfs": [{"name": "p0", "vfs": "0-1"}], "dpu": {"url": "http://x", "insecure": true}, "managementPort": {"vf": 1}}'
 rm -f "$dir/c.json"
 out=$("$bin" --config "$dir/nosuch.json" 2>&1); [ $? = 1 ] && grep -q nosuch <<<"$out" || fail "missing file: $out"
 out=$("$bin" 2>&1); [ $? = 2 ] || fail "no arguments should print usage"

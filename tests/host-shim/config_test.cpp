@@ -15,7 +15,7 @@ namespace {
 std::string good(const std::string& extra = "") {
   return R"({"socket": "/run/x.sock", "stateDir": "/tmp/st", "sysfsRoot": "/tmp/sys",
     "pfs": [{"name": "p0", "index": 0, "vfs": "0-7", "reservedVfs": "7"}],
-    "dpu": {"url": "http://169.254.0.2:9443", "timeoutMs": 1500},
+    "dpu": {"url": "http://169.254.0.2:9443", "timeoutMs": 1500, "insecure": true},
     "managementPort": {"pf": 0, "vf": 7, "ifname": "dpu-mgmt", "clusterCidrs": ["10.244.0.0/16"],
                        "serviceCidrs": ["10.96.0.0/12"]})" +
          extra + "}";
@@ -60,6 +60,7 @@ pfs:
     vfs: "0-3"
 dpu:
   url: http://10.0.0.1:9443
+  insecure: true
 log:
   level: debug
 )",
@@ -82,7 +83,7 @@ TEST_CASE("bad fields fail naming the field") {
   CHECK_THAT(errorOf(R"({"pfs": [{"name": "p0", "vfs": "0"}], "dpu": {"url": "https://x", "certFile": "/c"}})"),
              Catch::Contains("certFile and keyFile go together"));
   CHECK_THAT(
-      errorOf(R"({"pfs": [{"name": "p0", "vfs": "0"}], "dpu": {"url": "https://x", "caFile": "/nonexistent/ca.pem"}})"),
+      errorOf(R"({"pfs": [{"name": "p0", "vfs": "0"}], "dpu": {"url": "https://x", "caFile": "/nonexistent/ca.pem", "insecure": true}})"),
       Catch::Contains("dpu.caFile") && Catch::Contains("does not exist"));
   CHECK_THAT(
       errorOf(
@@ -91,13 +92,38 @@ TEST_CASE("bad fields fail naming the field") {
   CHECK_THAT(errorOf(good(R"(, "sockett": "/x")")), Catch::Contains("sockett") && Catch::Contains("unknown field"));
   CHECK_THAT(errorOf(good(R"(, "log": {"level": "loud"})")), Catch::Contains("log.level"));
   // The management VF must be reserved, or a pod could get it.
-  std::string not_reserved = R"({"pfs": [{"name": "p0", "vfs": "0-7"}], "dpu": {"url": "http://x"},
+  std::string not_reserved = R"({"pfs": [{"name": "p0", "vfs": "0-7"}], "dpu": {"url": "http://x", "insecure": true},
       "managementPort": {"vf": 7}})";
   CHECK_THAT(errorOf(not_reserved), Catch::Contains("managementPort.vf") && Catch::Contains("reservedVfs"));
-  std::string bad_cidr = R"({"pfs": [{"name": "p0", "vfs": "0-7", "reservedVfs": "7"}], "dpu": {"url": "http://x"},
+  std::string bad_cidr = R"({"pfs": [{"name": "p0", "vfs": "0-7", "reservedVfs": "7"}], "dpu": {"url": "http://x", "insecure": true},
       "managementPort": {"vf": 7, "clusterCidrs": ["10.244.0.0/33"]}})";
   CHECK_THAT(errorOf(bad_cidr), Catch::Contains("managementPort.clusterCidrs[0]"));
   CHECK_THAT(errorOf("{not json"), Catch::Contains("test"));
+}
+
+TEST_CASE("the DPU link is mutual TLS unless insecure says otherwise, or the agent is on this host") {
+  auto cfg = [](const std::string& dpu) {
+    return R"({"pfs": [{"name": "p0", "vfs": "0-7"}], "dpu": )" + dpu + "}";
+  };
+  // Plain HTTP to the DPU: refused, naming the remedies.
+  CHECK_THAT(errorOf(cfg(R"({"url": "http://169.254.0.2:9443"})")),
+             Catch::Contains("dpu.url") && Catch::Contains("plain HTTP") && Catch::Contains("insecure: true") &&
+                 Catch::Contains("make-tls.sh"));
+  // TLS without a client certificate: the agent would refuse it anyway.
+  CHECK_THAT(errorOf(cfg(R"({"url": "https://169.254.0.2:9443"})")),
+             Catch::Contains("dpu.certFile") && Catch::Contains("names this node"));
+  // Said in so many words: allowed.
+  auto plain = parseConfig(cfg(R"({"url": "http://169.254.0.2:9443", "insecure": true})"), "test");
+  REQUIRE(plain.ok());
+  CHECK(plain->dpu.insecure);
+  CHECK_THAT(errorOf(cfg(R"({"url": "http://169.254.0.2:9443", "insecure": "yes"})")), Catch::Contains("dpu.insecure"));
+  // An agent on this host: nothing crosses the link.
+  for (const char* url : {"http://127.0.0.1:9443", "http://localhost:9443/", "http://[::1]:9443", "http://127.0.0.2"}) {
+    INFO(url);
+    CHECK(parseConfig(cfg(std::string(R"({"url": ")") + url + R"("})"), "test").ok());
+  }
+  // A name is not loopback because it starts like one.
+  CHECK_THAT(errorOf(cfg(R"({"url": "http://127.0.0.1.example.com:9443"})")), Catch::Contains("plain HTTP"));
 }
 
 TEST_CASE("the CNI socket's mode, allowed uids and connection bound") {

@@ -110,7 +110,7 @@ _hostshim_curl() {
   local tls=()
   if [ -n "${HOSTSHIM_TLS:-}" ]; then tls=(--cacert "$HOSTSHIM_ENV_DIR/tls/ca.pem"); fi
   if [ "${HOSTSHIM_TLS:-}" = mtls ]; then
-    tls+=(--cert "$HOSTSHIM_ENV_DIR/tls/client.pem" --key "$HOSTSHIM_ENV_DIR/tls/client.key")
+    tls+=(--cert "$HOSTSHIM_ENV_DIR/tls/node1.pem" --key "$HOSTSHIM_ENV_DIR/tls/node1.key")
   fi
   hostshim_exec curl -sf "${tls[@]}" "$@"
 }
@@ -246,23 +246,11 @@ log: {level: debug, file: $FAKE_DPU_LOG}
 YAML
 }
 
-# A CA, a server certificate for 127.0.0.1 and a client certificate, for TLS runs.
+# A CA, a server certificate for 127.0.0.1 and node1's client certificate, for TLS runs.
 _hostshim_make_tls() {
   local d=$1
-  mkdir -p "$d" || return 1
-  (
-    cd "$d" || exit 1
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-      -subj /CN=hostshim-test-ca -keyout ca.key -out ca.pem &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=fake-dpu \
-      -keyout server.key -out server.csr &&
-    printf 'subjectAltName=IP:127.0.0.1\n' > server.ext &&
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-      -extfile server.ext -out server.pem &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=node1 \
-      -keyout client.key -out client.csr &&
-    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
-  ) >"$d/openssl.log" 2>&1 || { echo "hostshim_env_up: openssl failed:" >&2; cat "$d/openssl.log" >&2; return 1; }
+  bash "$(dirname "${BASH_SOURCE[0]}")/../../scripts/make-tls.sh" "$d" --server-ip 127.0.0.1 --days 2 node1 ||
+    { echo "hostshim_env_up: scripts/make-tls.sh failed" >&2; return 1; }
 }
 
 hostshim_list_dpu_attachments() {
@@ -458,7 +446,7 @@ hostshim_env_up() {
     tls_json=", \"caFile\": \"$dir/tls/ca.pem\""
     _HOSTSHIM_FAKE_TLS=(--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key")
     if [ "$HOSTSHIM_TLS" = mtls ]; then
-      tls_json="$tls_json, \"certFile\": \"$dir/tls/client.pem\", \"keyFile\": \"$dir/tls/client.key\""
+      tls_json="$tls_json, \"certFile\": \"$dir/tls/node1.pem\", \"keyFile\": \"$dir/tls/node1.key\""
       _HOSTSHIM_FAKE_TLS+=(--client-ca "$dir/tls/ca.pem")
     fi
   fi

@@ -6,6 +6,9 @@
 # on the fabric), both directions — that ICMP (ping, no loss), TCP (an iperf3
 # transfer) and UDP (an iperf3 stream) pass. Also that the fabric carries the
 # cross-node traffic as Geneve (UDP 6081) and never the pods' plain packets.
+# And that the host<->DPU link is mutual TLS: host-shim got the pods attached
+# over it, node1's agent refuses node2's certificate (same CA, another node),
+# no certificate at all, and plain HTTP.
 source "$(dirname "$0")/common.bash" conn
 DL_TCP_BYTES=${DL_TCP_BYTES:-4M} DL_UDP_BYTES=${DL_UDP_BYTES:-600K} DL_UDP_MBIT=${DL_UDP_MBIT:-20}
 export DL_TCP_BYTES DL_UDP_BYTES DL_UDP_MBIT
@@ -30,4 +33,18 @@ if grep -q '^6081' "$cap" && [ -z "$(grep -v '^6081' "$cap")" ]; then
 else
   fail "fabric: expected Geneve (UDP 6081) only, captured: $(tr '\n' ';' < "$cap")"
 fi
+
+# --- the host<->DPU link: mutual TLS, and only this host's certificate.
+t1=$DL_DIR/n1/tls t2=$DL_DIR/n2/tls
+agent1() { ip netns exec "$(dl_node_ns 1 dpu)" curl -s --max-time 3 -o /dev/null -w '%{http_code}' "$@"; }
+check "node1's agent answers node1's host certificate" [ "$(dl_agent_curl 1 /readyz -s -o /dev/null -w '%{http_code}')" = 200 ]
+code=$(agent1 --cacert "$t1/ca.pem" --cert "$t2/node2.pem" --key "$t2/node2.key" "https://$DL_LINK_DPU_IP:$DL_API_PORT/readyz")
+[ "$code" = 000 ] && pass "node1's agent refuses node2's certificate (the handshake fails)" ||
+  fail "node1's agent answered $code to node2's certificate"
+grep -q "refused a client certificate: expected one naming the host node 'node1'" "$DL_DIR/n1/agent.log" &&
+  pass "and says why in its log" || fail "node1's agent log does not say why it refused node2's certificate"
+code=$(agent1 --cacert "$t1/ca.pem" "https://$DL_LINK_DPU_IP:$DL_API_PORT/readyz")
+[ "$code" = 000 ] && pass "node1's agent refuses a client without a certificate" || fail "no certificate: answered $code"
+code=$(agent1 "http://$DL_LINK_DPU_IP:$DL_API_PORT/readyz")
+[ "$code" != 200 ] && pass "node1's agent does not speak plain HTTP (got $code)" || fail "plain HTTP answered 200"
 finish

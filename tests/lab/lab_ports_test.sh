@@ -20,7 +20,7 @@ DL_VFS=$vfs lab_test_up 1 0
 capacity=$(dl_dpuctl 1 stats --all 2>/dev/null | awk '$1 == "port_capacity" { print $2 }')
 [ -n "$capacity" ] && [ "$capacity" -gt 1 ] || { fail "dpuctl stats has no port_capacity ('$capacity')"; finish; }
 metric() { dl_agent_metrics 1 | awk -v m="$1" '$1 == m || index($1, m "{") == 1 { print $2; exit }'; }
-dl_agent_metrics() { ip netns exec "$(dl_node_ns "$1" dpu)" curl -s --max-time 5 "http://$DL_LINK_DPU_IP:$DL_API_PORT/metrics"; }
+dl_agent_metrics() { dl_agent_curl "$1" /metrics -s --max-time 5; }
 agent_capacity=$(metric dpu_agent_dataplane_port_capacity)
 [ "$agent_capacity" = "$capacity" ] && pass "the dataplane can open $capacity representors, and the agent knows it" ||
   fail "dpuctl says the capacity is $capacity, the agent's metrics '$agent_capacity'"

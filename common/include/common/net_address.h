@@ -25,6 +25,8 @@ struct IpAddress {
   bool isV4() const { return family == Family::kV4; }
   size_t size() const { return isV4() ? 4 : 16; }
   uint32_t v4HostOrder() const;
+  // 127.0.0.0/8 or ::1: reachable only from this host.
+  bool isLoopback() const;
   // The address n further on (wraps within the family's width).
   IpAddress plus(uint64_t n) const;
   auto operator<=>(const IpAddress&) const = default;

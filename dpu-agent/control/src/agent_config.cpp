@@ -248,6 +248,20 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
       tls.fail("clientCA", "needs cert and key: client certificates are verified only over TLS");
     }
     if (auto done = tls.finish(); !done) return std::move(done).takeError();
+    c.api_insecure = api.boolean("insecure", false);
+    // The attach API hands out pod addresses and ports to whoever calls it:
+    // off this host it takes only the host node's client certificate, unless
+    // the operator says in so many words that it may do without.
+    if (api.ok() && !c.api_insecure && !IpAddress::parse(c.api_address)->isLoopback()) {
+      if (c.tls.cert_file.empty()) {
+        api.fail("tls", "the attach API on " + c.api_address +
+                            " would be plain HTTP across the host-DPU link: give tls {cert, key, clientCA} "
+                            "(scripts/make-tls.sh makes them), or set insecure: true to allow it");
+      } else if (c.tls.client_ca_file.empty()) {
+        api.fail("tls.clientCA", "without it any client that reaches " + c.api_address +
+                                     " may attach pods: give the CA of the host's certificate, or set insecure: true");
+      }
+    }
     if (auto done = api.finish(); !done) return std::move(done).takeError();
   }
 

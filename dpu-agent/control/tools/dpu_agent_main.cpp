@@ -326,6 +326,10 @@ int main(int argc, char** argv) {
   // The host's client certificate must name the node it runs on; the metrics
   // scraper is not a host and needs only the client CA's signature.
   ApiServer server(router, config.apiUri(), config.tls, ApiServer::Scope::kAll, config.node_name);
+  if (config.api_insecure && config.tls.client_ca_file.empty()) {
+    DPU_LOG(kWarn, kLog) << "api.insecure: the attach API on " << config.apiUri()
+                         << " takes requests from any client that reaches it, without a client certificate";
+  }
   if (auto r = server.start(); !r) {
     DPU_LOG(kError, kLog) << r.error();
     src.stop();

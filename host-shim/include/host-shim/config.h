@@ -25,10 +25,13 @@ struct PfConfig {
 };
 
 struct DpuConfig {
-  std::string url;        // "http://169.254.0.2:9443" or https://
+  std::string url;        // "https://169.254.0.2:9443" (http:// only with insecure)
   std::string ca_file;    // TLS: the CA that signed the agent's certificate
-  std::string cert_file;  // mTLS: our client certificate and key (optional)
+  std::string cert_file;  // mTLS: our client certificate and key (it names this node)
   std::string key_file;
+  // insecure: talk to an agent off this host without mutual TLS (plain HTTP,
+  // or https:// without a client certificate); refused otherwise.
+  bool insecure = false;
   uint32_t request_timeout_ms = 2000;
   uint32_t health_interval_ms = 1000;
   // How often host-shim sends the agent its list of held attachments (the

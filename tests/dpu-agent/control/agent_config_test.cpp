@@ -117,6 +117,38 @@ TEST_CASE("each bad field is named") {
   }
 }
 
+TEST_CASE("the attach API off this host is mutual TLS unless insecure says otherwise") {
+  auto base = baseConfig("/tmp/x");
+  auto with = [&](nlohmann::json api) {
+    auto j = base;
+    j["api"] = std::move(api);
+    return errorOf(j);
+  };
+  // Plain HTTP on the host-DPU link: refused, naming both remedies.
+  CHECK_THAT(with({{"address", "169.254.0.2"}}),
+             Catch::Contains("config.api.tls: the attach API on 169.254.0.2 would be plain HTTP") &&
+                 Catch::Contains("make-tls.sh") && Catch::Contains("insecure: true"));
+  // TLS that takes any client: refused too.
+  CHECK_THAT(with({{"address", "169.254.0.2"}, {"tls", {{"cert", "/c.pem"}, {"key", "/k.pem"}}}}),
+             Catch::Contains("config.api.tls.clientCA: without it any client"));
+  CHECK(with({{"address", "169.254.0.2"}, {"tls", {{"cert", "/c.pem"}, {"key", "/k.pem"}, {"clientCA", "/ca.pem"}}}}) ==
+        "OK");
+  // Said in so many words, or on loopback (nothing crosses the link): allowed.
+  CHECK(with({{"address", "169.254.0.2"}, {"insecure", true}}) == "OK");
+  CHECK(with({{"address", "127.0.0.1"}}) == "OK");
+  CHECK(with({{"address", "::1"}}) == "OK");
+  CHECK(with({{"address", "fd00::1"}, {"insecure", true}}) == "OK");
+  CHECK_THAT(with({{"address", "fd00::1"}}), Catch::Contains("config.api.tls"));
+  CHECK_THAT(with({{"address", "169.254.0.2"}, {"insecure", "yes"}}), Catch::Contains("config.api.insecure"));
+  auto c = parseAgentConfig([&] {
+    auto j = base;
+    j["api"] = {{"address", "169.254.0.2"}, {"insecure", true}};
+    return j;
+  }());
+  REQUIRE(c.ok());
+  CHECK(c->api_insecure);
+}
+
 TEST_CASE("a config file that does not parse names the file") {
   dpu::control::testing::TempDir dir;
   auto r = loadAgentConfig(dir / "missing.yaml");

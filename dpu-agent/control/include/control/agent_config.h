@@ -84,6 +84,9 @@ struct AgentConfig {
   std::string api_address = "127.0.0.1";
   uint16_t api_port = 9443;
   TlsConfig tls;
+  // api.insecure: serve the attach API without mutual TLS on an address off
+  // this host; refused otherwise (agent_config.cpp).
+  bool api_insecure = false;
   MetricsListen metrics;
   std::string dataplane_socket = "/run/dpu/dataplane.sock";
   std::string state_dir = "/var/lib/dpu-agent";
