@@ -62,9 +62,16 @@ dl_write_cluster_file() {
 dl_node_configs() {
   local n=$1 vfs=$2 d=$DL_DIR/n$1
   local last=$(( vfs - 1 ))
-  [ -s "$d/tls/server.pem" ] ||
-    bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$d/tls" --server-ip "$DL_LINK_DPU_IP" --days 2 "$(dl_node_name "$n")" ||
-    return 1
+  # One lab CA (as one cluster has), each node's certificates in its own
+  # directory: the agent's server certificate and its host's client one.
+  if [ ! -s "$d/tls/server.pem" ]; then
+    mkdir -p "$d/tls" &&
+      { [ -s "$DL_DIR/tls-ca/ca.pem" ] ||
+          bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$DL_DIR/tls-ca" --server-ip "$DL_LINK_DPU_IP" --days 2; } &&
+      cp "$DL_DIR/tls-ca/ca.pem" "$DL_DIR/tls-ca/ca.key" "$d/tls/" &&
+      bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$d/tls" --server-ip "$DL_LINK_DPU_IP" --days 2 "$(dl_node_name "$n")" ||
+      return 1
+  fi
   lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" \
     > "$d/dataplane.yaml" || return 1
   echo "metrics: {listen: \"$DL_LINK_DPU_IP:$DL_METRICS_PORT\"}" >> "$d/dataplane.yaml"
