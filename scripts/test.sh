@@ -60,7 +60,9 @@ strict_skips=()     # STAGE/TEST skipped as root: counted as failed
 silent_skips=()     # STAGE/TEST that exited with the skip code without saying why
 unbuilt=()          # STAGE/TEST whose executable the stage did not build (ctest: "Not Run")
 work=$(mktemp -d)
-trap '[ -n "${images_pid:-}" ] && kill "$images_pid" 2>/dev/null; rm -rf "$work"' EXIT
+# (Under set -e a failing kill in the trap, of a run already waited for,
+# would become the script's exit status: it must not.)
+trap 'if [ -n "${images_pid:-}" ]; then kill "$images_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 
 # junit_results FILE: one line "passed|failed|skipped|silent NAME" per test of
 # ctest's JUnit report; "silent" is a skip without a "SKIP:" line in its output,
@@ -204,6 +206,7 @@ fi
 if [ -n "$images_pid" ]; then
   step "container images: the background run's output"
   wait "$images_pid" || true
+  images_pid=""
   cat "$work/images.log"
   run_ctest images build/release --from-report "$work/images-background.xml"
 fi
