@@ -3,7 +3,7 @@
 # npm packages into tests/deploy/node_modules when missing (CI starts clean),
 # then runs check-manifests.js. Root: the --check-config runs use a private
 # mount namespace.
-#   bash tests/deploy/run-checks.sh SOURCE_DIR BUILD_DIR [check-manifests|mutations|node-name|kube-fields]
+#   bash tests/deploy/run-checks.sh SOURCE_DIR BUILD_DIR [check-manifests|mutations|node-name|host-install|kube-fields]
 set -euo pipefail
 src=$1 build=$2 what=${3:-check-manifests}
 here=$src/tests/deploy
@@ -20,6 +20,8 @@ case $what in
   mutations) exec node "$here/mutations.js" "$src" "$build" ;;
   # How the agent learns its host's name, in each shape (root: namespaces).
   node-name) exec bash "$here/node_name_test.sh" "$src" "$build" ;;
+  # The host DaemonSet's CNI install as rendered, against a real host-shim (root).
+  host-install) exec bash "$here/host_install_test.sh" "$src" "$build" ;;
   # The committed field tree of the fake API server matches the pinned package.
   kube-fields)
     node "$here/gen-kube-fields.js" | cmp - "$src/tests/fakes/kube_fields.json" ||
