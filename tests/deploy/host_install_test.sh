@@ -113,7 +113,7 @@ for overlay in dpu-nodes openshift; do
       esac
       words=("${words[@]/#$at/$to}")
     done
-    "${words[@]}" "${extra[@]}"
+    exec "${words[@]}" "${extra[@]}"  # (run in the background: its pid is the command's)
   }
   bin_dir=$(grep -o "'--bin-dir' '[^']*'" "$r/containers" | head -1 | cut -d"'" -f4)
   conf_dir=$(grep -o "'--conf-dir' '[^']*'" "$r/containers" | head -1 | cut -d"'" -f4)
