@@ -9,7 +9,8 @@
 //     schema does not know (the validators ignore unknown keys: an object is
 //     wrapped in a Proxy, and a key the validator never looked at is unknown);
 //  3. only API versions every Kubernetes from 1.29 to 1.33 serves (kinds
-//     newer than 1.29 only in the components that say so);
+//     newer than 1.29 only in the components that say so), and only fields
+//     1.29 knows (kubernetes-types 1.29.0) as well as 1.33 (step 2);
 //  4. consistency: each DaemonSet's selector matches its pod template, every
 //     hostPath has a type, every image and command is one manifests/images.txt
 //     lists and the build produced, every env var a config file names is set
@@ -17,7 +18,10 @@
 //     (run in a private mount namespace where the pod's mounts exist);
 //  5. monitoring: each PodMonitor selects DaemonSet pods that declare its
 //     ports, whose daemons listen there (metrics.listen) with its scheme, and
-//     the Secrets it reads are rendered or documented.
+//     the Secrets it reads are rendered or documented;
+//  6. the requirements of issue 17 on every rendering (requirements.js: no
+//     credentials on the host, the CNI install, least capabilities as the
+//     install guide documents them, probes, RBAC, the systemd units).
 //
 //   node tests/deploy/check-manifests.js SOURCE_DIR BUILD_DIR
 "use strict";
@@ -29,6 +33,9 @@ const YAML = require("yaml");
 const Ajv = require("ajv");
 
 const [src, build] = process.argv.slice(2);
+// DPU_DEPLOY_RUN_DAEMONS=0 leaves out the runs of the daemons on the configs
+// (tests/deploy/mutations.js, for the mutations that are not about a config).
+const runDaemons = process.env.DPU_DEPLOY_RUN_DAEMONS !== "0";
 if (!src || !build) {
   console.error("usage: check-manifests.js SOURCE_DIR BUILD_DIR");
   process.exit(2);
@@ -150,6 +157,59 @@ const servedFrom129 = new Set(["v1/Namespace", "v1/ServiceAccount", "v1/ConfigMa
 const servedFrom130 = new Set(["admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
   "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding"]);
 
+// The fields of Kubernetes 1.29 (kubernetes-types 1.29.0: the TypeScript
+// declarations generated from 1.29's OpenAPI spec). kubernetes-models above is
+// 1.33's: a field must be in both, or a 1.29 server refuses it (kubectl asks
+// for strict field validation) or a 1.33 one does not know it.
+const k129 = path.join(__dirname, "node_modules", "kubernetes-types");
+const k129Files = {};  // "core/v1" -> {interfaces: {Name: {field: type}}, imports: {Name: "meta/v1"}}
+(function load(dir) {
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) load(p);
+    else if (e.name.endsWith(".d.ts")) {
+      const key = path.relative(k129, p).replace(/\.d\.ts$/, "");
+      const text = fs.readFileSync(p, "utf8").replace(/\/\*[\s\S]*?\*\//g, "");
+      const file = { interfaces: {}, imports: {} };
+      for (const m of text.matchAll(/import \{([^}]*)\} from "([^"]+)";/g))
+        for (const n of m[1].split(",")) file.imports[n.trim()] = path.join(path.dirname(key), m[2]);
+      for (const m of text.matchAll(/export interface (\w+) \{\n([\s\S]*?)\n\}/g)) {
+        const fields = {};
+        const body = m[2].replace(/\{\s*\[name: string\]: ([^;]+);\s*\}/g, "Map<$1>");
+        for (const f of body.matchAll(/^ {4}(?:readonly )?"?([^"?:\s]+)"?\??: (.+);$/gm)) fields[f[1]] = f[2];
+        file.interfaces[m[1]] = fields;
+      }
+      k129Files[key] = file;
+    }
+  }
+})(k129);
+function k129Unknown(value, type, fileKey, p, out) {
+  if (value === null || typeof value !== "object") return;
+  let m;
+  if ((m = /^Array<(.+)>$/.exec(type))) {
+    for (const [i, v] of value.entries()) k129Unknown(v, m[1], fileKey, `${p}[${i}]`, out);
+    return;
+  }
+  if ((m = /^Map<(.+)>$/.exec(type))) {
+    for (const [k, v] of Object.entries(value)) k129Unknown(v, m[1], fileKey, `${p}.${k}`, out);
+    return;
+  }
+  const file = k129Files[fileKey];
+  let where = fileKey;
+  if (!file.interfaces[type] && file.imports[type]) where = file.imports[type];
+  const fields = (k129Files[where] || { interfaces: {} }).interfaces[type];
+  if (!fields) return;  // a primitive, a literal or RawExtension: free-form
+  for (const [k, v] of Object.entries(value)) {
+    if (!(k in fields)) out.push(`${p}.${k}`.replace(/^\./, ""));
+    else k129Unknown(v, fields[k], where, `${p}.${k}`, out);
+  }
+}
+function k129Root(apiVersion, kind) {
+  const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+  const key = `${group === "" ? "core" : group.split(".")[0]}/${version}`;
+  return k129Files[key] && k129Files[key].interfaces[kind] ? key : null;
+}
+
 const objects = [];
 for (const r of rendered) {
   for (const o of r.docs) {
@@ -173,6 +233,16 @@ for (const r of rendered) {
     const unknown = [];
     unknownKeys(o, "", read, enumerated, unknown);
     for (const u of unknown) fail(where, `unknown field "${u}"`);
+    // Not in 1.29 at all (its component says so), or a CRD's kind (its own schema).
+    if (servedFrom130.has(gvk) || crdPackages[o.apiVersion.split("/")[0]]) continue;
+    const root = k129Root(o.apiVersion, o.kind);
+    if (!root) {
+      fail(where, `${gvk} is not in Kubernetes 1.29's API (kubernetes-types 1.29.0)`);
+      continue;
+    }
+    const old = [];
+    k129Unknown(o, o.kind, root, "", old);
+    for (const u of old) if (!unknown.includes(u)) fail(where, `field "${u}" is not in Kubernetes 1.29's API: a 1.29 server refuses it`);
   }
 }
 for (const c of components) {
@@ -302,6 +372,7 @@ for (const x of objects) {
     const values = text.split("\n").filter((l) => !/^\s*#/.test(l)).join("\n");
     for (const m of values.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g))
       if (env[m[1]] === undefined) fail(x.where, `container ${c.name}: ${path.basename(configArg)} uses \${${m[1]}}, which its env does not set`);
+    if (!runDaemons) continue;
     const flag = bin.endsWith("dpu-dataplane") ? dataplaneCheck : "--check-config";
     const r = runInMounts(x, pod, c, [path.join(build, bin), "--config", configArg, flag], env);
     if (r.status !== 0)
@@ -375,6 +446,9 @@ for (const x of objects) {
     }
   }
 }
+
+// --- 6. what issue 17 asks of the deployment (requirements.js) ---------------
+require("./requirements.js")({ objects, src, build, fail, runDaemons });
 
 console.log(`${rendered.length} renderings, ${objects.length} objects checked, ${failures} problem(s)`);
 process.exit(failures ? 1 : 0);

@@ -3,7 +3,7 @@
 # npm packages into tests/deploy/node_modules when missing (CI starts clean),
 # then runs check-manifests.js. Root: the --check-config runs use a private
 # mount namespace.
-#   bash tests/deploy/run-checks.sh SOURCE_DIR BUILD_DIR [check-manifests|kube-fields]
+#   bash tests/deploy/run-checks.sh SOURCE_DIR BUILD_DIR [check-manifests|mutations|node-name|host-install|kube-fields]
 set -euo pipefail
 src=$1 build=$2 what=${3:-check-manifests}
 here=$src/tests/deploy
@@ -16,19 +16,12 @@ if ! cmp -s "$here/package-lock.json" "$here/node_modules/.dpu-installed-lock" 2
 fi
 case $what in
   check-manifests) exec node "$here/check-manifests.js" "$src" "$build" ;;
-  # The check must fail on a typo: a copy of manifests/ with hostNetwrok.
-  typo)
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    cp -a "$src/manifests" "$src/CMakeLists.txt" "$tmp/"
-    mkdir -p "$tmp/tests" && ln -s "$here" "$tmp/tests/deploy"
-    sed -i 's/^      hostNetwork: true/      hostNetwrok: true/' "$tmp/manifests/base/dpu/daemonset.yaml"
-    if out=$(node "$here/check-manifests.js" "$tmp" "$build" 2>&1); then
-      echo "FAIL: the checks accepted hostNetwrok"; exit 1
-    fi
-    grep -q 'unknown field "spec.template.spec.hostNetwrok"' <<<"$out" ||
-      { echo "FAIL: hostNetwrok was not reported as an unknown field:"; echo "$out"; exit 1; }
-    echo "the checks refuse hostNetwrok: $(grep -m1 hostNetwrok <<<"$out")" ;;
+  # The checks must fail on each mistake of mutations.js (a typo like hostNetwrok among them).
+  mutations) exec node "$here/mutations.js" "$src" "$build" ;;
+  # How the agent learns its host's name, in each shape (root: namespaces).
+  node-name) exec bash "$here/node_name_test.sh" "$src" "$build" ;;
+  # The host DaemonSet's CNI install as rendered, against a real host-shim (root).
+  host-install) exec bash "$here/host_install_test.sh" "$src" "$build" ;;
   # The committed field tree of the fake API server matches the pinned package.
   kube-fields)
     node "$here/gen-kube-fields.js" | cmp - "$src/tests/fakes/kube_fields.json" ||

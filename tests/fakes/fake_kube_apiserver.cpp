@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <set>
 
 #include "common/config_doc.h"
@@ -332,6 +333,44 @@ std::optional<std::string> parseRoute(const std::string& path, const KubeKind*& 
   return "";
 }
 
+// What the real server's request-info resolver makes of a path under
+// /api/VERSION/ or /apis/GROUP/VERSION/ that names a resource: a resource
+// request, authorized as such before the server looks whether it serves
+// that resource (a Secret the caller may not read is 403, not 404). nullopt:
+// a non-resource path (discovery, /version, /healthz, ...).
+std::optional<KubeRequestAttributes> resourceAttributes(const std::string& path, const std::string& method, bool watch) {
+  std::vector<std::string> seg;
+  std::stringstream in(path);
+  for (std::string s; std::getline(in, s, '/');)
+    if (!s.empty()) seg.push_back(s);
+  KubeRequestAttributes a;
+  size_t i;
+  if (seg.size() >= 3 && seg[0] == "api") {
+    i = 2;
+  } else if (seg.size() >= 4 && seg[0] == "apis") {
+    a.api_group = seg[1];
+    i = 3;
+  } else {
+    return std::nullopt;
+  }
+  std::vector<std::string> rest(seg.begin() + static_cast<long>(i), seg.end());
+  if (rest[0] == "namespaces" && rest.size() >= 3) {
+    a.ns = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  a.resource = rest[0];
+  if (rest.size() >= 2) a.name = rest[1];
+  if (rest.size() >= 3) a.subresource = rest[2];
+  if (a.resource == "namespaces" && !a.name.empty()) a.ns = a.name;
+  if (method == "GET") a.verb = a.name.empty() ? (watch ? "watch" : "list") : "get";
+  else if (method == "POST") a.verb = "create";
+  else if (method == "PUT") a.verb = "update";
+  else if (method == "PATCH") a.verb = "patch";
+  else if (method == "DELETE") a.verb = a.name.empty() ? "deletecollection" : "delete";
+  else a.verb = "get";
+  return a;
+}
+
 }  // namespace
 
 FakeKubeApiServer::FakeKubeApiServer() = default;
@@ -608,7 +647,22 @@ bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
   KubeRequestAttributes attrs;
   Route route;
   auto parsed = parseRoute(req.path, route.kind, route.ns, route.name, route.sub);
+  // A resource the fake does not serve (Secrets, /namespaces/X/secrets that
+  // parses as a subresource of a Namespace): RBAC first, as the real server does.
+  auto unserved = [&](const KubeRequestAttributes& a) {
+    if (rbac_on_) {
+      if (auto r = rbac_.authorize(*user, a); !r) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stats_.forbidden++;
+        }
+        return status(403, "Forbidden", r.error());
+      }
+    }
+    return status(404, "NotFound", "the server could not find the requested resource");
+  };
   if (!parsed) {
+    if (auto a = resourceAttributes(req.path, req.method, req.param("watch") == "true")) return unserved(*a);
     attrs.resource_request = false;
     attrs.path = req.path;
     attrs.verb = req.method == "GET" ? "get" : req.method == "POST" ? "post" : req.method == "PUT" ? "put"
@@ -626,8 +680,10 @@ bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
     return status(404, "NotFound", "the server could not find the requested resource");
   }
   if (route.kind->id == KubeResource::kNamespaces && !route.name.empty()) route.ns = route.name;
-  if (!route.sub.empty() && (route.sub != "status" || !route.kind->status_subresource))
+  if (!route.sub.empty() && (route.sub != "status" || !route.kind->status_subresource)) {
+    if (auto a = resourceAttributes(req.path, req.method, req.param("watch") == "true")) return unserved(*a);
     return status(404, "NotFound", "the server could not find the requested resource");
+  }
 
   bool watch = req.param("watch") == "true" || req.param("watch") == "1";
   attrs.api_group = route.kind->group;

@@ -411,6 +411,36 @@ subjects:
                                         "ClusterRole/reader: list networkpolicies.networking.k8s.io"});
 }
 
+// The agent's ClusterRole as manifests/ ships it: what it does not grant is 403
+// even for a resource the fake does not serve (Secrets), as the real server
+// authorizes before it routes; what it grants but the fake does not serve is 404.
+TEST_CASE("fake API server: the manifests' ClusterRole, 403 before 404", "[fake-kube]") {
+  const std::string dir = std::string(DPU_SOURCE_DIR) + "/manifests/base/agent-rbac/";
+  FakeKubeApiServerOptions opt;
+  opt.token = "admin-token";
+  opt.tokens = {{"agent-token", {"system:serviceaccount:dpu-cni:dpu-agent", {"system:serviceaccounts"}}}};
+  opt.rbac_files = {dir + "clusterrole.yaml", dir + "clusterrolebinding.yaml"};
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start(opt).ok());
+  Client admin(fake.url(), "admin-token"), agent(fake.url(), "agent-token");
+  REQUIRE(admin.post("/api/v1/nodes", node("n1")).code == 201);
+  CHECK(agent.get("/api/v1/nodes/n1").code == 200);
+  CHECK(agent.get("/apis/discovery.k8s.io/v1/endpointslices").code == 200);
+  auto secrets = agent.get("/api/v1/namespaces/dpu-cni/secrets");
+  CHECK(secrets.code == 403);
+  CHECK(secrets.body["message"] ==
+        "secrets is forbidden: User \"system:serviceaccount:dpu-cni:dpu-agent\" cannot list resource \"secrets\" in API "
+        "group \"\" in the namespace \"dpu-cni\"");
+  CHECK(agent.get("/api/v1/namespaces/dpu-cni/secrets/dpu-cni-dpu-tls").code == 403);
+  CHECK(agent.get("/apis/apps/v1/daemonsets").code == 403);
+  CHECK(admin.get("/api/v1/namespaces/dpu-cni/secrets").code == 404);  // allowed, not served
+  CHECK(agent.del("/api/v1/nodes/n1").code == 403);
+  CHECK(agent.post("/api/v1/namespaces", ns("x")).code == 403);
+  CHECK(agent.get("/version").code == 200);  // non-resource: discovery stays open
+  auto denials = fake.rbacDenials();
+  CHECK(denials.size() == 5);
+}
+
 TEST_CASE("fake API server: pods on a node and namespaces terminate before they go", "[fake-kube]") {
   FakeKubeApiServer fake;
   REQUIRE(fake.start({}).ok());
