@@ -1,5 +1,6 @@
 // A cached flow back in its portable form (flow::FlowSpec): what offload
-// translates into rte_flow rules and what dump-flows prints. The compiled
+// translates into rte_flow rules and what dump-flows prints, one
+// flow::FlowAction per action of actions.def, in its fused order. The compiled
 // entry refers to the snapshot for its encap header (per remote subnet, with
 // the flow's ingress and egress keys patched in), so the snapshot it is valid in is given.
 #include <cstring>

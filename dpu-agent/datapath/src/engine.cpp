@@ -115,7 +115,7 @@ Result<void> EngineImpl::init() {
 
 Result<void> EngineImpl::republish() {
   DepRegistry deps = deps_;
-  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_};
+  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes};
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <utility>
 
 #include "engine_impl.h"
 #include "overlay/bytes.h"
@@ -173,6 +174,162 @@ void EngineImpl::flush(WorkerContext& w) {
   }
 }
 
+namespace {
+// The outer headers every IPv4 tunnel has (Ethernet, IPv4, UDP, Geneve
+// and the OVN option: overlay/geneve.h): the Encap4 lane writes them with the
+// offsets as constants.
+constexpr uint32_t kEncap4Length = 14 + 20 + 8 + 8 + 8;
+constexpr uint32_t kEncap4Udp = 14 + 20;
+constexpr uint32_t kEncap4Ovn = kEncap4Length - 4;
+
+}  // namespace
+
+DPU_HOT_INLINE void EngineImpl::output(WorkerContext& w, uint16_t port, rte_mbuf* m) {
+  TxBuffer& tb = w.tx[port];
+  tb.bytes += m->pkt_len;
+  const uint16_t queued = tb.count;
+  tb.packets[queued] = m;
+  tb.count = static_cast<uint16_t>(queued + 1);
+  if (queued == 0) w.tx_pending[port >> 6] |= uint64_t{1} << (port & 63);
+  if (queued + 1 == kBurst) txPort(w, port);
+}
+
+void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) { output(w, port, m); }
+
+// The Encap action: the template's outer headers in the headroom, then the
+// per-packet fields (OVN keys, UDP source port and length, IP length and
+// checksum). With kFixedIpv4 (the lane that resolved the record checked the
+// template's layout) every offset is a constant and the copy two 32-byte moves.
+template <bool kFixedIpv4>
+DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                            uint16_t rx_port) {
+  if (!kFixedIpv4 && a.encap == nullptr) [[unlikely]] return drop(w, m, rx_port, DropReason::kNoRoute), false;
+  const SnapEncap& t = *a.encap;
+  const uint32_t len = kFixedIpv4 ? kEncap4Length : t.length;
+  const uint32_t udp_offset = kFixedIpv4 ? kEncap4Udp : t.udp_offset;
+  const uint32_t ovn_offset = kFixedIpv4 ? kEncap4Ovn : t.ovn_offset;
+  const uint32_t inner_len = m->data_len;
+  if (m->data_off < len) [[unlikely]] return drop(w, m, rx_port, DropReason::kNoRoom), false;
+  m->data_off = static_cast<uint16_t>(m->data_off - len);
+  m->data_len = static_cast<uint16_t>(inner_len + len);
+  m->pkt_len += len;
+  uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+  if constexpr (kFixedIpv4) {
+    std::memcpy(p, t.bytes.data(), 32);
+    std::memcpy(p + kEncap4Length - 32, t.bytes.data() + kEncap4Length - 32, 32);
+  } else {
+    static_assert(sizeof t.bytes <= 96, "copyTemplate copies at most 96 bytes inline");
+    copyTemplate(p, t.bytes.data(), len);
+  }
+  // Port keys are at most 15 bits (the model refuses others): no mask.
+  static_assert(kMaxPortKey == overlay::kOvnMaxIngressPortKey);
+  overlay::store16(p + ovn_offset, a.encap_ingress);
+  overlay::store16(p + ovn_offset + 2, a.encap_egress);
+  uint8_t* udp = p + udp_offset;
+  const uint32_t udp_len = len - udp_offset + inner_len;
+  // RFC 8926 §3.3: the source port from the inner flow hash, kept in the hit line as the header has it.
+  const uint16_t sport = e.sportWire();
+  std::memcpy(udp, &sport, 2);
+  overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
+  uint8_t* ip = p + overlay::eth::kHeaderLen;
+  if (kFixedIpv4 || !t.ipv6) {
+    // The header sum without the length was taken when the snapshot was
+    // built and is folded to 16 bits: with the length, one more fold suffices.
+    const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
+    overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
+    uint32_t sum = uint32_t{a.encap_sum} + ip_len;
+    sum = (sum & 0xffff) + (sum >> 16);
+    overlay::ipv4::setChecksum(ip, static_cast<uint16_t>(~sum));
+  } else {
+    // RFC 8200 §8.1: UDP over IPv6 always carries a checksum.
+    overlay::ipv6::setPayloadLength(ip, static_cast<uint16_t>(udp_len));
+    uint32_t sum = overlay::pseudoHeaderSumV6(overlay::ipv6::src(ip), overlay::ipv6::dst(ip), overlay::ipproto::kUdp,
+                                              udp_len);
+    sum = overlay::checksumAdd(udp, udp_len, sum);
+    const uint16_t csum = overlay::checksumFinish(sum);
+    overlay::udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
+  }
+  // The fixed lane is taken only with the next hop known.
+  if (!kFixedIpv4 && !a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
+  return true;
+}
+
+template <ActionKind kKind>
+DPU_HOT_INLINE bool EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                             uint16_t rx_port, overlay::L3Type l3, uint32_t l3_offset,
+                                             uint32_t l3_len) {
+  // A lane knows its ops and its packet's shape at compile time: only its
+  // steps are compiled, untested; the general routine tests each.
+  constexpr const Lane* kLane = laneOf(kKind);
+  constexpr uint16_t kMay = kLane != nullptr ? kLane->ops : op::kAll;
+  constexpr bool kIpv4 = kLane != nullptr && kLane->shape == LaneShape::kIpv4;
+  const uint16_t ops = kLane != nullptr ? kMay : a.ops;
+  const auto has = [ops](uint16_t bit) { return (kMay & bit) != 0 && (ops & bit) != 0; };
+  if (kIpv4) {
+    l3 = overlay::L3Type::kIpv4;
+    l3_offset = overlay::eth::kHeaderLen;
+  }
+
+  // Encap's MTU check comes before anything is changed or counted.
+  if (has(op::kEncap) && l3_len > a.mtu) [[unlikely]] return false;
+  countHit(e, m);
+  if (has(op::kDrop)) return drop(w, m, rx_port, static_cast<DropReason>(a.drop_reason)), true;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  // Decap was done before the lookup (prepare).
+  if (has(op::kDecTtl)) {
+    uint8_t* ip = frame + l3_offset;
+    if (l3 == overlay::L3Type::kIpv4) {
+      if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), true;
+    } else if (l3 == overlay::L3Type::kIpv6) {
+      const uint8_t hops = overlay::ipv6::hopLimit(ip);
+      if (hops <= 1) return drop(w, m, rx_port, DropReason::kTtlExpired), true;
+      overlay::ipv6::setHopLimit(ip, static_cast<uint8_t>(hops - 1));
+    }
+  }
+  if (has(op::kSetEthSrc) && has(op::kSetEthDst)) {
+    writeMacs(frame, a);
+  } else {
+    if (has(op::kSetEthSrc)) overlay::eth::setSrc(frame, a.set_src);
+    if (has(op::kSetEthDst)) overlay::eth::setDst(frame, a.set_dst);
+  }
+  // Nat: the services work fills it (overlay/nat.h on the inner headers, before encap).
+  if (has(op::kEncap) && !encapGeneve<kLane != nullptr && kLane->encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
+    return true;
+  }
+  // Esp: the IPsec work fills it (after encap, around the outer UDP).
+  if (has(op::kOutput)) output(w, a.out_port, m);
+  return true;
+}
+
+// The lanes' tests in the order of actions.def (the common ones first), a
+// compare each, over the lanes that can be the record's: those with Decap
+// for a decapsulated packet (its record has it), the others otherwise; and
+// a lane of IPv4 shape only for such a packet.
+template <bool kDecapped>
+DPU_HOT_INLINE bool EngineImpl::applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                          uint16_t rx_port, bool ipv4_at_14, overlay::L3Type l3,
+                                          uint32_t l3_offset, uint32_t l3_len) {
+  bool applied = false;
+  [&]<size_t... kI>(std::index_sequence<kI...>) __attribute__((always_inline)) {
+    (void)(((((kLanes[kI].ops & op::kDecap) != 0) == kDecapped &&
+             (kLanes[kI].shape == LaneShape::kAny || ipv4_at_14) && a.kind == kLanes[kI].kind &&
+             (applied = applyActions<kLanes[kI].kind>(w, e, a, m, rx_port, l3, l3_offset, l3_len), true)) ||
+            ...));
+  }(std::make_index_sequence<std::size(kLanes)>{});
+  return applied;
+}
+
+DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
+                                          const FlowActions& a, PacketContext& pc) {
+  const uint32_t l3_len = pc.parsed.l3_end - pc.parsed.l3_offset;
+  if (applyActions<kActionsGeneral>(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3, pc.parsed.l3_offset, l3_len)) {
+    return;
+  }
+  countHit(e, pc.mbuf);
+  completeParse(pc);
+  tooBig(w, snap, a, pc);
+}
+
 void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** packets, uint16_t count) {
   // Acquire pairs with the control thread's release swap: the tables behind
   // the pointer are complete. The pointer is used only until quiescent().
@@ -245,12 +402,15 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // entry by the third pass.
     constexpr uint16_t kLag = 6;
     FlowTable& table = w.table;
+    // A lane packet has one segment; with the lanes off (EngineConfig::lanes)
+    // none qualifies (no mbuf has 0): the test costs nothing more.
+    const uint16_t lane_segs = config_.lanes ? 1 : 0;
     for (uint16_t i = 0; i < n; ++i) {
       if (kLagged && i >= kLag) prefetchEntries<kUplink>(w, i - kLag, alive);
       rte_mbuf* m = packets[i];
       if constexpr (!kUplink) {
         LanePacket& lp = w.lane[i];
-        if (m->nb_segs == 1 &&
+        if (m->nb_segs == lane_segs &&
             laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.ip_len)) [[likely]] {
           lp.mbuf = m;
           lp.hash = compactHash(lp.key, hash_keys_, 0);
@@ -309,7 +469,7 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   uint32_t vni = 0;
   if (uplink) {
     // Most packets: the uplink's lane (worker_parse.h); the rest, the general decap.
-    if (snap.has_tunnel_ip && snap.tunnel_family == 4) {
+    if (snap.tunnel_lane) {
       uint32_t tunnel_ip;
       std::memcpy(&tunnel_ip, snap.tunnel_ip.data(), 4);
       TunnelLanePacket t;
@@ -385,13 +545,6 @@ void EngineImpl::completeParse(PacketContext& pc) {
 }
 
 namespace {
-// The outer headers every IPv4 tunnel has (Ethernet, IPv4, UDP, Geneve
-// and the OVN option: overlay/geneve.h): applyEncap4 writes them with the
-// offsets as constants.
-constexpr uint32_t kEncap4Length = 14 + 20 + 8 + 8 + 8;
-constexpr uint32_t kEncap4Udp = 14 + 20;
-constexpr uint32_t kEncap4Ovn = kEncap4Length - 4;
-
 // The flow cache's callbacks for action records (flow_cache.h): still
 // valid under the snapshot, and the snapshot's encap template they use.
 struct ActionsValid {
@@ -400,31 +553,38 @@ struct ActionsValid {
 };
 struct ActionsResolve {
   const Snapshot& snap;
+  bool lanes;  // EngineConfig::lanes
   void operator()(FlowActions& a) const {
-    constexpr uint16_t kRouteOps = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
     a.encap = nullptr;
     a.hop_known = 0;
     a.encap_sum = 0;
-    constexpr uint16_t kDecapOps = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
-    a.kind = a.ops == kRouteOps ? kActionsRoute : a.ops == kDecapOps ? kActionsDecap : kActionsGeneral;
-    if (!(a.ops & op::kEncap)) return;
-    const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
-    if (node == nullptr || a.encap_subnet >= node->subnets.size()) return;
-    a.encap = &node->subnets[a.encap_subnet].encap;
-    a.hop_known = node->next_hop_known;
-    const SnapEncap& t = *a.encap;
-    // An unresolved next hop takes the general routine, which counts it.
-    if (a.ops == (kRouteOps | op::kEncap) && a.hop_known && !t.ipv6 && t.length == kEncap4Length &&
-        t.udp_offset == kEncap4Udp && t.ovn_offset == kEncap4Ovn) {
-      a.kind = kActionsEncap4;
-      a.encap_sum = static_cast<uint16_t>(t.ipv4_sum);
+    a.kind = kActionsGeneral;
+    if (a.ops & op::kEncap) {
+      const SnapRemoteNode* node = snap.remoteByDep(a.dep_out);
+      if (node != nullptr && a.encap_subnet < node->subnets.size()) {
+        a.encap = &node->subnets[a.encap_subnet].encap;
+        a.hop_known = node->next_hop_known;
+        if (!a.encap->ipv6) a.encap_sum = static_cast<uint16_t>(a.encap->ipv4_sum);
+      }
+    }
+    if (!lanes) return;
+    for (const Lane& lane : kLanes) {
+      if (lane.ops != a.ops) continue;
+      // An unresolved next hop takes the general routine, which counts it.
+      if (lane.encap == LaneEncap::kFixedIpv4 &&
+          !(a.encap != nullptr && a.hop_known && !a.encap->ipv6 && a.encap->length == kEncap4Length &&
+            a.encap->udp_offset == kEncap4Udp && a.encap->ovn_offset == kEncap4Ovn)) {
+        continue;
+      }
+      a.kind = lane.kind;
+      return;
     }
   }
 };
 }  // namespace
 
 bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a) {
-  if (FlowTable::revalidate(a, snap.stamp, ActionsValid{snap}, ActionsResolve{snap})) return true;
+  if (FlowTable::revalidate(a, snap.stamp, ActionsValid{snap}, ActionsResolve{snap, config_.lanes})) return true;
   w.table.remove(index);
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
   return false;
@@ -480,8 +640,9 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
   }
   FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
   ++w.hits;
-  if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, lp.mbuf, rx_port, lp.ip_len)) return;
-  if (a.kind == kActionsRoute) return applyRoute4(w, e, a, lp.mbuf, rx_port);
+  if (applyLane<false>(w, e, a, lp.mbuf, rx_port, true, overlay::L3Type::kIpv4, overlay::eth::kHeaderLen, lp.ip_len)) {
+    return;
+  }
   applyFlow(w, snap, e, a, laneContext(w, rx_port, lp));
 }
 
@@ -499,14 +660,13 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // In the line the statistics below write anyway.
       FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
       ++w.hits;  // summed into the counter once per burst
-      // A decapsulated packet to a pod here, and an IPv4 packet the fast
-      // parse took (untagged, no options: its IP header at 14) of one of
-      // the two common kinds: their own routines.
-      if (kUplink && a.kind == kActionsDecap) return applyDecap(w, e, a, pc.mbuf);
-      if (!kUplink && !pc.parsed_full && !pc.long_key) {
-        const uint32_t ip_len = pc.parsed.l3_end - overlay::eth::kHeaderLen;
-        if (a.kind == kActionsEncap4 && applyEncap4(w, e, a, pc.mbuf, pc.rx_port, ip_len)) return;
-        if (a.kind == kActionsRoute) return applyRoute4(w, e, a, pc.mbuf, pc.rx_port);
+      // A packet the fast parse took as IPv4 (untagged, no options: its
+      // header at 14) takes any lane; others only the lanes of any shape.
+      const overlay::ParsedPacket& p = pc.parsed;
+      const uint32_t l3_len = p.l3_end - p.l3_offset;
+      if (applyLane<kUplink>(w, e, a, pc.mbuf, pc.rx_port, !pc.parsed_full && !pc.long_key, p.l3, p.l3_offset,
+                             l3_len)) {
+        return;
       }
       return applyFlow(w, snap, e, a, pc);
     }
@@ -556,7 +716,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 
   bool evicted = false;
   candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
-  const uint32_t index = table.insert(pc.hash, candidate, now32, evicted, ActionsValid{snap}, ActionsResolve{snap});
+  const uint32_t index = table.insert(pc.hash, candidate, now32, evicted, ActionsValid{snap}, ActionsResolve{snap, config_.lanes});
   if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
   if (index == UINT32_MAX) [[unlikely]] {
     // Every action record is in use: this packet is forwarded as decided,
@@ -564,7 +724,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
     bump(w.counters.events[static_cast<size_t>(Event::kFlowNotCached)]);
     FlowActions& a = w.uncached_actions;
     a = FlowActions::from(candidate);
-    ActionsResolve{snap}(a);
+    ActionsResolve{snap, config_.lanes}(a);
     FlowEntry& e = w.uncached;
     std::memset(static_cast<void*>(&e), 0, sizeof e);
     e.setPacketsSport(0, candidate.encap_sport);
@@ -578,152 +738,6 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   }
   FlowEntry& e = table.entry(index);
   applyFlow(w, snap, e, table.actionsOf(e), pc);
-}
-
-// The first steps of a routed IPv4 hit, for applyRoute4 and applyEncap4:
-// statistics, TTL (false: expired, dropped) and both MACs in one copy.
-DPU_HOT_INLINE bool EngineImpl::route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                       uint16_t rx_port, uint8_t* frame) {
-  countHit(e, m);
-  uint8_t* ip = frame + overlay::eth::kHeaderLen;
-  if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), false;
-  writeMacs(frame, a);
-  return true;
-}
-
-DPU_HOT_INLINE void EngineImpl::output(WorkerContext& w, uint16_t port, rte_mbuf* m) {
-  TxBuffer& tb = w.tx[port];
-  tb.bytes += m->pkt_len;
-  const uint16_t queued = tb.count;
-  tb.packets[queued] = m;
-  tb.count = static_cast<uint16_t>(queued + 1);
-  if (queued == 0) w.tx_pending[port >> 6] |= uint64_t{1} << (port & 63);
-  if (queued + 1 == kBurst) txPort(w, port);
-}
-
-void EngineImpl::enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m) { output(w, port, m); }
-
-DPU_HOT_INLINE void EngineImpl::applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                            uint16_t rx_port) {
-  if (!route4(w, e, a, m, rx_port, rte_pktmbuf_mtod(m, uint8_t*))) return;
-  output(w, a.out_port, m);
-}
-
-// A decapsulated packet (prepare stripped the outer headers) to a pod here:
-// what applyFlow does for these ops, without testing each.
-DPU_HOT_INLINE void EngineImpl::applyDecap(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m) {
-  countHit(e, m);
-  writeMacs(rte_pktmbuf_mtod(m, uint8_t*), a);
-  output(w, a.out_port, m);
-}
-
-// False when the packet is too big for the tunnel: nothing done, the
-// general path answers it.
-DPU_HOT_INLINE bool EngineImpl::applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                            uint16_t rx_port, uint32_t inner_ip_len) {
-  if (inner_ip_len > a.mtu) [[unlikely]] return false;
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  if (!route4(w, e, a, m, rx_port, frame)) return true;
-  // The template's layout was checked when the record was resolved.
-  const uint8_t* t = a.encap->bytes.data();
-  const uint32_t inner_len = m->data_len;
-  if (m->data_off < kEncap4Length) [[unlikely]] return drop(w, m, rx_port, DropReason::kNoRoom), true;
-  m->data_off = static_cast<uint16_t>(m->data_off - kEncap4Length);
-  m->data_len = static_cast<uint16_t>(inner_len + kEncap4Length);
-  m->pkt_len += kEncap4Length;
-  uint8_t* p = frame - kEncap4Length;
-  std::memcpy(p, t, 32);
-  std::memcpy(p + kEncap4Length - 32, t + kEncap4Length - 32, 32);
-  // Port keys are at most 15 bits (the model refuses others): no mask.
-  static_assert(kMaxPortKey == overlay::kOvnMaxIngressPortKey);
-  overlay::store16(p + kEncap4Ovn, a.encap_ingress);
-  overlay::store16(p + kEncap4Ovn + 2, a.encap_egress);
-  uint8_t* udp = p + kEncap4Udp;
-  const uint32_t udp_len = kEncap4Length - kEncap4Udp + inner_len;
-  const uint16_t sport = e.sportWire();
-  std::memcpy(udp, &sport, 2);
-  overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
-  // The header sum without the length was taken when the snapshot was built.
-  uint8_t* ip = p + overlay::eth::kHeaderLen;
-  const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
-  overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
-  // The sum is folded to 16 bits: with the length, one more fold suffices.
-  uint32_t sum = uint32_t{a.encap_sum} + ip_len;
-  sum = (sum & 0xffff) + (sum >> 16);
-  overlay::ipv4::setChecksum(ip, static_cast<uint16_t>(~sum));
-  output(w, a.out_port, m);
-  return true;
-}
-
-DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
-                                          const FlowActions& a, PacketContext& pc) {
-  rte_mbuf* m = pc.mbuf;
-  countHit(e, m);
-  const uint16_t ops = a.ops;
-  if (ops & op::kDrop) return drop(w, m, pc.rx_port, static_cast<DropReason>(a.drop_reason));
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  uint8_t* l3 = frame + pc.parsed.l3_offset;
-  const bool v4 = pc.parsed.l3 == overlay::L3Type::kIpv4;
-
-  if ((ops & op::kEncap) && pc.parsed.l3_end - pc.parsed.l3_offset > a.mtu) [[unlikely]] {
-    completeParse(pc);
-    return tooBig(w, snap, a, pc);
-  }
-  if (ops & op::kDecTtl) {
-    if (v4) {
-      const uint8_t ttl = overlay::ipv4::ttl(l3);
-      if (ttl <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
-      // TTL is the high byte of the word at offset 8 (RFC 1624 update); the new
-      // word is computed, not reloaded, to avoid a store-forwarding stall.
-      decrementIpv4Ttl(l3);
-    } else if (pc.parsed.l3 == overlay::L3Type::kIpv6) {
-      const uint8_t hops = overlay::ipv6::hopLimit(l3);
-      if (hops <= 1) return drop(w, m, pc.rx_port, DropReason::kTtlExpired);
-      overlay::ipv6::setHopLimit(l3, static_cast<uint8_t>(hops - 1));
-    }
-  }
-  if (ops & op::kSetEthSrc) overlay::eth::setSrc(frame, a.set_src);
-  if (ops & op::kSetEthDst) overlay::eth::setDst(frame, a.set_dst);
-  // Hooks, in their place in the fused order: NAT rewrites (the services
-  // issue: overlay/nat.h on the inner headers, before encap) and ESP (the
-  // IPsec issue: after encap, around the outer UDP). No flow sets them yet.
-  if (ops & op::kNat) {
-  }
-  if (ops & op::kEncap) {
-    if (a.encap == nullptr) [[unlikely]] return drop(w, m, pc.rx_port, DropReason::kNoRoute);
-    const SnapEncap& t = *a.encap;
-    const uint32_t inner_len = m->data_len;
-    uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, t.length));
-    if (p == nullptr) return drop(w, m, pc.rx_port, DropReason::kNoRoom);
-    static_assert(sizeof t.bytes <= 96, "copyTemplate copies at most 96 bytes inline");
-    copyTemplate(p, t.bytes.data(), t.length);
-    overlay::store16(p + t.ovn_offset, a.encap_ingress & overlay::kOvnMaxIngressPortKey);
-    overlay::store16(p + t.ovn_offset + 2, a.encap_egress);
-    uint8_t* udp = p + t.udp_offset;
-    const uint32_t udp_len = t.length - t.udp_offset + inner_len;
-    overlay::udp::setSrcPort(udp, e.sport());
-    overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
-    uint8_t* ip = p + overlay::eth::kHeaderLen;
-    if (!t.ipv6) {
-      // The header sum without the length was taken when the snapshot was
-      // built; only the length changes per packet.
-      const uint32_t ip_len = udp_len + overlay::ipv4::kMinHeaderLen;
-      overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
-      overlay::ipv4::setChecksum(ip, overlay::checksumFinish(t.ipv4_sum + ip_len));
-    } else {
-      // RFC 8200 §8.1: UDP over IPv6 always carries a checksum.
-      overlay::ipv6::setPayloadLength(ip, static_cast<uint16_t>(udp_len));
-      uint32_t sum = overlay::pseudoHeaderSumV6(overlay::ipv6::src(ip), overlay::ipv6::dst(ip),
-                                                overlay::ipproto::kUdp, udp_len);
-      sum = overlay::checksumAdd(udp, udp_len, sum);
-      const uint16_t csum = overlay::checksumFinish(sum);
-      overlay::udp::setChecksum(udp, csum == 0 ? 0xffff : csum);
-    }
-    if (!a.hop_known) bump(w.counters.events[static_cast<size_t>(Event::kTunnelNextHopUnresolved)]);
-  }
-  if (ops & op::kEsp) {
-  }
-  output(w, a.out_port, m);
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {

@@ -83,11 +83,25 @@ class EngineImpl final : public Engine {
   template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
-  void applyRoute4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
-  void applyDecap(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m);
-  bool applyEncap4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
-                   uint32_t inner_ip_len);
-  bool route4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port, uint8_t* frame);
+  // The record's actions in the fused order of actions.def: kKind is a lane
+  // (the record is of that kind and the packet of the lane's shape) or
+  // kActionsGeneral (each action tested). False: the packet is too big for
+  // the tunnel and nothing was done (applyFlow answers it); otherwise the
+  // mbuf was queued or dropped and counted.
+  template <ActionKind kKind>
+  bool applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
+                    overlay::L3Type l3, uint32_t l3_offset, uint32_t l3_len);
+  // The record's lane, when it has one and the packet has that lane's shape
+  // (`ipv4_at_14`: untagged IPv4 without options at 14, as the lane parse and
+  // the fast parse take it). kDecapped: the packet came through a tunnel.
+  // False: no lane applied, nothing was done.
+  template <bool kDecapped>
+  bool applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
+                 bool ipv4_at_14, overlay::L3Type l3, uint32_t l3_offset, uint32_t l3_len);
+  // The Encap action; kFixedIpv4: the record's template is the 58-byte IPv4
+  // one (offsets are constants). False: dropped and counted.
+  template <bool kFixedIpv4>
+  bool encapGeneve(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
   // The fast lane (ports other than the uplink).
   void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, const LanePacket& lp);

@@ -75,18 +75,22 @@ inline void prefetchLine(const void* p) {
 #endif
 }
 
-// What the compiled actions do, in order: decap (done before the lookup),
-// drop, dec_ttl, set MACs, NAT/ESP hooks, encap (with the MTU check), output.
+// What the compiled actions do: one bit per action of actions.def, in the
+// order a fused flow applies them.
 namespace op {
-inline constexpr uint16_t kDrop = 1 << 0;
-inline constexpr uint16_t kDecap = 1 << 1;
-inline constexpr uint16_t kDecTtl = 1 << 2;
-inline constexpr uint16_t kSetEthSrc = 1 << 3;
-inline constexpr uint16_t kSetEthDst = 1 << 4;
-inline constexpr uint16_t kEncap = 1 << 5;
-inline constexpr uint16_t kOutput = 1 << 6;
-inline constexpr uint16_t kNat = 1 << 7;  // hook for the services issue: no-op until it fills it
-inline constexpr uint16_t kEsp = 1 << 8;  // hook for the IPsec issue: no-op until it fills it
+namespace detail {
+enum : unsigned {
+#define ACTION(name, text) k##name,
+#include "actions.def"
+#undef ACTION
+  kCount
+};
+}  // namespace detail
+#define ACTION(name, text) inline constexpr uint16_t k##name = 1u << detail::k##name;
+#include "actions.def"
+#undef ACTION
+inline constexpr uint16_t kAll = (1u << detail::kCount) - 1;
+static_assert(detail::kCount <= 16, "an action record keeps its ops in 16 bits");
 }  // namespace op
 
 // The tunnel part of a packet's match (zero family: not tunnelled).
@@ -283,15 +287,34 @@ struct alignas(64) FlowActions {
 static_assert(sizeof(FlowActions) == 64, "one cache line per action record");
 static_assert(offsetof(FlowActions, set_src) == offsetof(FlowActions, set_dst) + 6);
 
-// What an IPv4 packet's hit does, decided once per action record: the two
-// kinds nearly every packet takes have a routine of their own; anything
-// else runs the general one, op by op.
+// Which routine applies a record's actions (engine_datapath.cpp:
+// applyActions), decided when the record is resolved against a snapshot:
+// one of the lanes of actions.def, or the general routine.
+enum class LaneShape : uint8_t { kAny, kIpv4 };
+enum class LaneEncap : uint8_t { kNone, kFixedIpv4 };
 enum ActionKind : uint8_t {
   kActionsGeneral = 0,
-  kActionsRoute,      // dec_ttl, set MACs, output: a pod on this node
-  kActionsEncap4,     // the same + Geneve over IPv4 to a resolved next hop: a pod on another node
-  kActionsDecap,      // decap (done before the lookup), set MACs, output: from another node to a pod here
+#define LANE(name, ops, packet, encap) kActions##name,
+#include "actions.def"
+#undef LANE
 };
+struct Lane {
+  ActionKind kind;
+  uint16_t ops;
+  LaneShape shape;
+  LaneEncap encap;
+};
+inline constexpr Lane kLanes[] = {
+#define LANE(name, ops, packet, encap) {kActions##name, ops, packet, encap},
+#include "actions.def"
+#undef LANE
+};
+// The lane of a kind (its ops: exactly these), or nullptr for the general routine.
+constexpr const Lane* laneOf(ActionKind kind) {
+  for (const Lane& l : kLanes)
+    if (l.kind == kind) return &l;
+  return nullptr;
+}
 
 // The cold part of a flow.
 struct alignas(32) FlowExtra {

@@ -91,6 +91,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   s.has_tunnel_ip = m.has_tunnel_ip;
   s.tunnel_family = m.tunnel_ip.isV4() ? 4 : 6;
   s.tunnel_ip = toIp16(m.tunnel_ip);
+  s.tunnel_lane = in.lanes && s.has_tunnel_ip && s.tunnel_family == 4;
   s.local_subnets = m.local_subnets;
 
   // Path MTU of the tunnel for inner packets: the pod MTU, or less when the

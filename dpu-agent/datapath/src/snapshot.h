@@ -167,6 +167,9 @@ struct Snapshot {
   bool has_tunnel_ip = false;
   uint8_t tunnel_family = 4;
   Ip16 tunnel_ip{};
+  // The uplink's lane (worker_parse.h: tunnelLaneParse) may take packets:
+  // an IPv4 tunnel address and the lanes on (EngineConfig::lanes).
+  bool tunnel_lane = false;
   uint16_t tunnel_mtu_v4 = 0;  // largest inner IP packet a tunnel carries
   uint16_t tunnel_mtu_v6 = 0;
   int32_t uplink_port = -1;
@@ -229,6 +232,7 @@ struct SnapshotInputs {
   uint64_t generation = 0;
   const std::map<std::string, Binding>* bindings = nullptr;
   const std::map<IpAddress, MacAddress>* next_hops = nullptr;
+  bool lanes = true;  // EngineConfig::lanes
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);

@@ -35,6 +35,7 @@
 #include "flow_cache.h"
 #include "port_limit.h"
 #include "worker_actions.h"
+#include "worker.h"
 #include "worker_parse.h"
 
 using namespace dpu;
@@ -1844,6 +1845,139 @@ TEST_CASE("engine: an IPv6 underlay encapsulates with the UDP checksum and decap
   REQUIRE(r.problems_size() == 1);
   CHECK_THAT(r.problems(0).reason(), Catch::Contains("is not of the same IP family as ours"));
   CHECK(f.engine->wantedTunnelPeers().empty());
+}
+
+// The lanes (actions.def) against the general routine: every kind of flow
+// the slow path makes, each packet sent three times (the miss, then two
+// hits), through an engine with the lanes on and one with them off. What
+// every port sends and every counter must be the same, byte for byte; and
+// the lanes must have been taken (the action records' kinds), or the test
+// would prove nothing.
+namespace {
+struct LaneRun {
+  std::vector<std::vector<Bytes>> sent;  // per scenario, per port (kPorts each)
+  std::map<std::string, uint64_t> counters;
+  std::set<int> kinds;                   // ActionKind of every record in use
+};
+
+LaneRun runLaneScenarios(bool lanes, const std::vector<std::pair<unsigned, std::vector<Bytes>>>& scenarios,
+                         const dataplane::v1::LogicalModel& model) {
+  EngineConfig c;
+  c.lanes = lanes;
+  Fixture f(c, false);
+  const auto programmed = fullSync(*f.engine, model, 1);
+  INFO(programmed.message());
+  REQUIRE(programmed.status() == dataplane::v1::OK);
+  REQUIRE(programmed.problems_size() == 0);
+  LaneRun run;
+  for (const auto& [port, packets] : scenarios) {
+    for (unsigned round = 0; round < 3; ++round) f.inject(port, packets);
+    std::vector<Bytes> sent;
+    for (unsigned p = 0; p < kPorts; ++p) {
+      for (auto& b : Fixture::drain(p)) {
+        Bytes tagged{static_cast<uint8_t>(p)};
+        tagged.insert(tagged.end(), b.begin(), b.end());
+        sent.push_back(std::move(tagged));
+      }
+    }
+    run.sent.push_back(std::move(sent));
+  }
+  dataplane::v1::OperatorRequest req;
+  req.mutable_stats();
+  const auto stats = f.engine->operate(req);
+  for (const auto& counter : stats.counters()) run.counters[counter.name()] = counter.value();
+  FlowTable& table = f.engine->worker(0).table;
+  for (uint32_t i = 0; i < table.capacity(); ++i) {
+    const FlowEntry& e = table.entry(i);
+    if (e.actionIndex() != 0) run.kinds.insert(table.actionsOf(e).kind);
+  }
+  return run;
+}
+}  // namespace
+
+TEST_CASE("engine: every lane sends what the general routine sends, for every kind of flow", "[engine][lanes]") {
+  auto m = baseModel();
+  m.mutable_node()->add_service_cidrs("10.96.0.0/16");
+  addRemoteNode(m, "node3", "192.168.100.3", "10.244.3.0/24", 30);  // no next hop: the general encap
+  auto tagged = [](Bytes frame, uint16_t vlan) {
+    frame.insert(frame.begin() + 12, {0x81, 0x00, static_cast<uint8_t>(vlan >> 8), static_cast<uint8_t>(vlan)});
+    return frame;
+  };
+  auto withOptions = [](const char* from, const char* to) {
+    const Bytes f = udp4(kRouterMac, kMacA, from, to);
+    // An IPv4 header with one 4-byte option (NOP, NOP, NOP, end): not the lanes' shape.
+    Bytes out;
+    out.reserve(f.size() + 4);
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (i == 34) {
+        for (uint8_t b : {1, 1, 1, 0}) out.push_back(b);
+      }
+      out.push_back(f[i]);
+    }
+    uint8_t* ip = out.data() + 14;
+    ip[0] = 0x46;
+    overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(out.size() - 14));
+    overlay::ipv4::setChecksum(ip, 0);
+    overlay::ipv4::setChecksum(ip, overlay::ipv4HeaderChecksum(ip, 24));
+    return out;
+  };
+  auto tcp4 = [](const char* from, const char* to, uint8_t ttl) {
+    return PacketBuilder()
+        .ethernet(kRouterMac, kMacA)
+        .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+        .tcp({.src_port = 40000, .dst_port = 443})
+        .payload(Bytes(30, 0x11))
+        .build();
+  };
+  const std::vector<std::pair<unsigned, std::vector<Bytes>>> scenarios = {
+      // Route4: pod to pod on this node, UDP and TCP; a TTL that expires on the hit.
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"), tcp4("10.244.1.5", "10.244.1.6", 9)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 1, 999)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6", 2, 998)}},
+      // Pod to the management port and back.
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.2")}},
+      {kMgmt, {udp4(kRouterMac, kMacMgmt, "10.244.1.2", "10.244.1.5")}},
+      // Not the lanes' shape: IPv4 options, a VLAN tag, IPv6.
+      {kRepA, {withOptions("10.244.1.5", "10.244.1.6"), withOptions("10.244.1.5", "10.244.2.7")}},
+      {kRepA, {tagged(udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"), 7)}},
+      {kRepA, {tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:1::6"),
+               tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:1::6", 1)}},
+      // Encap4: to a remote pod; DF too big (frag needed), not DF too big; TTL 1.
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7"), tcp4("10.244.1.5", "10.244.2.8", 64)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1300, 1380, true)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1301, 1380, false)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 1, 1302)}},
+      // The general encap: IPv6 inner; a peer whose next hop is unknown.
+      {kRepA, {tcp6(kRouterMac, kMacA, "fd00:10:244:1::5", "fd00:10:244:2::9")}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.3.9")}},
+      // Decap: from a remote pod, IPv4 and IPv6 inside, egress key of the port or the router's.
+      {kUplink, {fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63)),
+                 fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.6", 63), 10, 9, 2)}},
+      {kUplink, {fromRemote(tcp6(kRouterMac, kRemotePodMac, "fd00:10:244:2::7", "fd00:10:244:1::5", 63))}},
+      // Cached drops: a spoofed source, no route, multicast; a packet too big for one mbuf's frame.
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.99", "10.244.1.6"), udp4(kRouterMac, kMacA, "10.244.1.5", "10.99.0.1"),
+               udp4(overlay::MacAddress{0x01, 0, 0x5e, 0, 0, 1}, kMacA, "10.244.1.5", "224.0.0.1")}},
+      {kUplink, {fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.3.7", "10.244.1.5", 63))}},
+  };
+  const LaneRun on = runLaneScenarios(true, scenarios, m);
+  const LaneRun off = runLaneScenarios(false, scenarios, m);
+  REQUIRE(on.sent.size() == off.sent.size());
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    INFO("scenario " << i);
+    REQUIRE(on.sent[i].size() == off.sent[i].size());
+    for (size_t j = 0; j < on.sent[i].size(); ++j) {
+      CHECK(dpu::test::toHex(on.sent[i][j]) == dpu::test::toHex(off.sent[i][j]));
+    }
+  }
+  CHECK(on.counters == off.counters);
+  CHECK(on.counters.at("FlowHit") > 0);
+  // The lanes ran, and only with the lanes on.
+  for (const Lane& lane : kLanes) {
+    INFO("lane kind " << int(lane.kind));
+    CHECK(on.kinds.count(lane.kind) == 1);
+  }
+  CHECK(on.kinds.count(kActionsGeneral) == 1);
+  CHECK(off.kinds == std::set<int>{kActionsGeneral});
 }
 
 // The port limit: every table the engine indexes by port id follows kMaxPorts
