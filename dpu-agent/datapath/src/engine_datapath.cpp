@@ -676,17 +676,22 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 
 [[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
   // The budget first: a miss over it costs a drop, not a slow path (miss_budget.h).
-  if (!w.miss.admit(pc.rx_port, readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]))) {
+  const MissBudget::Admission admission =
+      w.miss.admit(pc.rx_port, readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));
+  if (admission == MissBudget::Admission::kDrop) {
     bump(w.counters.ports[pc.rx_port].miss_budget_dropped);
     return drop(w, pc.mbuf, pc.rx_port, DropReason::kMissBudget);
   }
-  // The run is charged what it costs, however it ends.
+  // While other traffic waits, the run is charged what it costs, however it ends.
   struct Charge {
     const EngineImpl& engine;
     MissBudget& budget;
-    const uint64_t start = engine.cycles();
-    ~Charge() { budget.charge(engine.cycles() - start); }
-  } charge{*this, w.miss};
+    const bool timed;
+    const uint64_t start = timed ? engine.cycles() : 0;
+    ~Charge() {
+      if (timed) budget.charge(engine.cycles() - start);
+    }
+  } charge{*this, w.miss, admission == MissBudget::Admission::kRunTimed};
   FlowTable& table = w.table;
   const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
   completeParse(pc);

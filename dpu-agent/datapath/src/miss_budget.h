@@ -65,9 +65,13 @@ class MissBudget {
   // `count`: slow-path runs per iteration; `share_percent`: 1..100, 100 = no cycle bound.
   void configure(uint32_t count, uint32_t share_percent);
 
-  // A miss on `port`; `hits` is the worker's flow-hit counter now. True: run
-  // the slow path, then charge() what it cost. False: drop the packet.
-  bool admit(uint16_t port, uint64_t hits) {
+  enum class Admission : uint8_t {
+    kDrop,      // over the budget: drop the packet
+    kRun,       // run the slow path (nothing else waits: not timed)
+    kRunTimed,  // run it, and charge() what it cost
+  };
+  // A miss on `port`; `hits` is the worker's flow-hit counter now.
+  Admission admit(uint16_t port, uint64_t hits) {
     Port& p = ports_[port];
     ++p.missed;
     ++misses_;
@@ -76,17 +80,18 @@ class MissBudget {
       p.used = 0;
       ++ports_missing_;
     }
-    if (left_ == 0 || p.used >= share_) return false;
-    if (cycle_bound_ && credit_ < 0 && contended(hits)) return false;
+    if (left_ == 0 || p.used >= share_) return Admission::kDrop;
+    const bool bound = cycle_bound_ && contended(hits);
+    if (bound && credit_ < 0) return Admission::kDrop;
     --left_;
     ++p.used;
-    return true;
+    ++runs_;
+    return bound ? Admission::kRunTimed : Admission::kRun;
   }
 
-  // What an admitted run cost, in cycles of the engine's cycle source
-  // (the run itself; endIteration charges the rest).
+  // What a kRunTimed run cost, in cycles of the engine's cycle source (the
+  // run itself; endIteration charges the rest).
   void charge(uint64_t cycles) {
-    ++runs_;
     charged_ += cycles;
     debit(cycles);
   }

@@ -2405,6 +2405,23 @@ TEST_CASE("engine: the count alone holds a flooding port's bursts to the runs it
 }
 
 // The budget's policy alone (miss_budget.h), with numbers for cycles.
+TEST_CASE("miss budget: runs are measured only while other traffic waits", "[engine][miss]") {
+  auto m = std::make_unique<MissBudget>();
+  m->configure(32, 10);
+  // (The counter stands still: nothing costs anything, only who waits matters.)
+  CHECK(m->admit(1, 0) == MissBudget::Admission::kRun);  // no hit yet
+  m->endIteration(1000, 0);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRunTimed);  // hits in this iteration
+  m->endIteration(1000, 5);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRunTimed);  // hits in the last one
+  m->endIteration(1000, 5);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRun);  // none in this one or the last
+  auto unbound = std::make_unique<MissBudget>();
+  unbound->configure(32, 100);
+  unbound->endIteration(1000, 5);
+  CHECK(unbound->admit(1, 9) == MissBudget::Admission::kRun);  // no cycle bound at all
+}
+
 TEST_CASE("miss budget: a run the lcore was preempted in leaves a bounded debt", "[engine][miss]") {
   auto m = std::make_unique<MissBudget>();
   m->configure(32, 10);
@@ -2413,7 +2430,8 @@ TEST_CASE("miss budget: a run the lcore was preempted in leaves a bounded debt",
     hits += 32;
     now += 1920;  // the hits
     bool ran = false;
-    if (miss && m->admit(1, hits)) {
+    if (const auto a = miss ? m->admit(1, hits) : MissBudget::Admission::kDrop; a != MissBudget::Admission::kDrop) {
+      REQUIRE(a == MissBudget::Admission::kRunTimed);  // other traffic waits: the run is measured
       now += run_cycles;
       m->charge(run_cycles);
       ran = true;
@@ -2461,7 +2479,7 @@ TEST_CASE("miss budget: bursts follow a port's ratio of misses; mostly hits mean
     rx_b += 32;
     hits += 21;
     for (unsigned k = 0; k < 11; ++k) {
-      if (m->admit(2, hits)) m->charge(100'000);
+      if (m->admit(2, hits) == MissBudget::Admission::kRunTimed) m->charge(100'000);
     }
     end();
   }
@@ -2476,7 +2494,7 @@ TEST_CASE("miss budget: bursts follow a port's ratio of misses; mostly hits mean
     rx_a += n;
     hits += 32;  // port 2's hits
     for (unsigned k = 0; k < n; ++k) {
-      if (m->admit(1, hits)) m->charge(100'000);
+      if (m->admit(1, hits) == MissBudget::Admission::kRunTimed) m->charge(100'000);
     }
     end();
   }
