@@ -2,23 +2,28 @@
 // 32 packets from net_null ports (the null PMD frees what it transmits), for
 // local forwarding (VF→VF), Geneve encap (VF→uplink) and decap (uplink→VF)
 // with 1, 1,000 and 100,000 flows at 64 B, and the slow path's flow setups
-// per second (every packet a new flow), and an established flow's rate
-// while another port floods new flows, with the miss budget and without
-// (EngineConfig::miss_budget; "miss flood"). Next to them, in the same run, the
+// per second (every packet a new flow). Next to them, in the same run, the
 // I/O floor: the same bursts handed straight to tx_burst, as testpmd's io
 // mode does. Packets are copied into fresh mbufs untimed before each burst;
 // only the engine (and the tx_burst it calls) is timed, with the TSC.
+// "miss flood": an established flow's rate while another port floods new
+// flows, by slow-path budget (EngineConfig::miss_budget, miss_cycle_share),
+// in-process as above and with I/O: the lcore loop's own iteration (poll.h)
+// over net_ring ports.
 //
 //   datapath_engine_bench [--packets N] [--only <case name substring>] [--rounds R]
 // (bench/README: the end-to-end comparison with testpmd and OVS-DPDK is
 // the dataplane's bench; this one isolates the engine.)
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -27,6 +32,7 @@
 
 #include "common/net_address.h"
 #include "datapath/engine.h"
+#include "datapath/poll.h"
 #include "offload/offload.h"
 #include "overlay/geneve.h"
 #include "overlay/packet_builder.h"
@@ -203,11 +209,16 @@ int main(int argc, char** argv) {
   }
   const uint16_t uplink = ports[0], rep_a = ports[1], rep_b = ports[2];
 
+  // An engine on the uplink, pod A's and pod B's ports (`on`, by default the null ones).
   auto make = [&](uint32_t entries, offload::OffloadBackend* backend,
-                  uint32_t miss_budget = EngineConfig::kDefaultMissBudget) {
+                  uint32_t miss_budget = EngineConfig::kDefaultMissBudget,
+                  uint32_t miss_cycle_share = EngineConfig::kDefaultMissCycleShare,
+                  std::array<uint16_t, 3> on = {}) {
+    if (on == std::array<uint16_t, 3>{}) on = {uplink, rep_a, rep_b};
     EngineConfig c;
     c.flow_cache_entries = entries;
     c.miss_budget = miss_budget;
+    c.miss_cycle_share = miss_cycle_share;
     c.flow_idle_timeout_ms = 600'000;
     c.offload = backend;
     auto e = Engine::create(c);
@@ -216,9 +227,9 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
     auto engine = std::move(e.value());
-    (void)engine->bindPort("uplink", uplink, PortRole::kUplink, MacAddress{kUplinkMac});
-    (void)engine->bindPort("pf0vf0", rep_a, PortRole::kRepresentor, MacAddress{kMacA});
-    (void)engine->bindPort("pf0vf1", rep_b, PortRole::kRepresentor, MacAddress{kMacB});
+    (void)engine->bindPort("uplink", on[0], PortRole::kUplink, MacAddress{kUplinkMac});
+    (void)engine->bindPort("pf0vf0", on[1], PortRole::kRepresentor, MacAddress{kMacA});
+    (void)engine->bindPort("pf0vf1", on[2], PortRole::kRepresentor, MacAddress{kMacB});
     (void)engine->setTunnelNextHop(IpAddress::parse("192.168.100.2").value(), MacAddress{kPeerMac});
     dataplane::v1::ProgramRequest req;
     req.mutable_full_sync()->set_generation(1);
@@ -296,16 +307,18 @@ int main(int argc, char** argv) {
     std::printf("%-38s %8.3f M flows/s (%.0f cycles per setup incl. encap + tx; mean %.0f)\n",
                 "slow path: new flow per packet", r.mpps, r.cycles_per_packet, r.mean_cycles_per_packet);
   }
-  if (wanted("miss flood")) {
-    // Pod A's one established flow (A→B, its burst of 32 every poll
-    // iteration) alone, then with pod B flooding: a burst of 32 new flows
-    // (to a remote node: encap) every iteration, 400,000 distinct 5-tuples
-    // through the default 65,536-entry cache. One poll iteration = A's burst, B's
-    // burst, flush, quiescent, as the lcore loop runs them; the whole
-    // iteration is timed (the lcore is what the two share), the mbufs are
-    // filled untimed. The figure: A's packets per second of lcore time at the
-    // median iteration, the median of `rounds` rounds, for the default budget, a small one and
-    // none (the largest allowed: every miss runs the slow path).
+  if (wanted("miss flood, in-process") || wanted("miss flood, with I/O")) {
+    // Pod A's one established flow (A→B) next to pod B flooding new flows
+    // (to a remote node: encap; 400,000 distinct 5-tuples through the default
+    // 65,536-entry cache), one worker. Each poll iteration asks the engine
+    // how many packets to take from each port (Engine::rxBurstSize), as the
+    // lcore loop does: B's packets beyond that are left where they wait.
+    // Figures are per round: A's packets per second of lcore time, B's flow
+    // setups per second, over all the round's iterations (not the median
+    // iteration: under the cycle share most iterations take nothing of B, a
+    // few take one), the median of `rounds` rounds. Per configuration
+    // (flow_cache.miss_budget, miss_cycle_share): A alone, A with B flooding,
+    // and B flooding alone (no established traffic: its setup rate).
     std::vector<Bytes> flood;
     for (uint32_t i = 0; i < 400000; ++i) {
       flood.push_back(udp64(kMacB, ip4(10, 244, 1, 6), ip4(10, 244, 2, 7), static_cast<uint16_t>(1024 + i % 60000),
@@ -313,73 +326,267 @@ int main(int argc, char** argv) {
     }
     const Bytes established = udp64(kMacA, ip4(10, 244, 1, 5), ip4(10, 244, 1, 6), 5000, 80);
     const uint64_t iterations = std::max<uint64_t>(packets / 64, 1000);
-    auto fill = [&](rte_mbuf** b, const Bytes* fixed, size_t& next) {
-      if (rte_pktmbuf_alloc_bulk(g_pool, b, 32) != 0) {
+    auto copyInto = [](rte_mbuf* m, const Bytes& p) {
+      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(p.size())), p.data(), p.size());
+    };
+    auto allocOrDie = [](rte_mbuf** b, unsigned n) {
+      if (n > 0 && rte_pktmbuf_alloc_bulk(g_pool, b, n) != 0) {
         std::fprintf(stderr, "mempool exhausted\n");
         std::exit(1);
       }
-      for (unsigned i = 0; i < 32; ++i) {
-        const Bytes& p = fixed != nullptr ? *fixed : flood[next];
-        if (fixed == nullptr) next = next + 1 == flood.size() ? 0 : next + 1;
-        std::memcpy(rte_pktmbuf_append(b[i], static_cast<uint16_t>(p.size())), p.data(), p.size());
-      }
     };
-    // A's packets per second over `iterations` poll iterations, B flooding or not.
-    auto measure = [&](Engine& engine, bool flooded, size_t& next) {
-      WorkerContext& w = engine.worker(0);
+    // What one block of iterations did: its lcore time, A's packets sent,
+    // B's flows set up and packets dropped over the budget.
+    struct Tally {
+      uint64_t cycles = 0, a_sent = 0, setups = 0, drops = 0, iterations = 0, preempted = 0;
+      Tally& operator+=(const Tally& o) {
+        cycles += o.cycles;
+        a_sent += o.a_sent;
+        setups += o.setups;
+        drops += o.drops;
+        iterations += o.iterations;
+        preempted += o.preempted;
+        return *this;
+      }
+      double seconds() const { return static_cast<double>(cycles) / static_cast<double>(rte_get_tsc_hz()); }
+      double aMpps() const { return static_cast<double>(a_sent) / seconds() / 1e6; }
+      double setupsPerSecond() const { return static_cast<double>(setups) / seconds(); }
+      double dropsPerSecond() const { return static_cast<double>(drops) / seconds(); }
+    };
+    auto counter = [](Engine& e, const char* name) {
+      dataplane::v1::OperatorRequest req;
+      req.mutable_stats();
+      const auto stats = e.operate(req);
+      for (const auto& c : stats.counters())
+        if (c.name() == name) return c.value();
+      return uint64_t{0};
+    };
+    // The block's lcore time: every iteration's, except that one over ten
+    // times the median (no iteration here needs that: 32 slow-path runs take
+    // about as long as ten iterations of hits) is this shared machine
+    // preempting the lcore, and counts as the median iteration.
+    auto tally = [&](Engine& e, const std::vector<uint64_t>& samples, uint64_t a_sent, uint64_t setups0,
+                     uint64_t drops0) {
+      std::vector<uint64_t> sorted = samples;
+      std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+      const uint64_t med = sorted[sorted.size() / 2];
+      Tally t;
+      for (uint64_t dt : samples) {
+        const bool preempted = dt > 10 * med;
+        t.cycles += preempted ? med : dt;
+        t.preempted += preempted;
+      }
+      t.a_sent = a_sent;
+      t.setups = counter(e, "FlowInstalled") - setups0;
+      t.drops = counter(e, "MissBudget") - drops0;
+      t.iterations = samples.size();
+      return t;
+    };
+
+    // In-process: processBurst on mbufs filled untimed (no receive or
+    // transmit cost beyond the null PMD's tx_burst, which frees). Each port
+    // has 32 filled mbufs waiting; what a port takes is refilled untimed, so
+    // the untimed work is the same whether B is taken from or not.
+    auto inProcess = [&](Engine& e, bool a_on, bool b_on, size_t& next, uint64_t iterations) {
+      WorkerContext& w = e.worker(0);
       rte_mbuf* a[32];
       rte_mbuf* b[32];
-      std::vector<uint64_t> cycles;
-      cycles.reserve(iterations);
+      const unsigned a_have = a_on ? 32 : 0, b_have = b_on ? 32 : 0;
+      allocOrDie(a, a_have);
+      allocOrDie(b, b_have);
+      for (unsigned i = 0; i < a_have; ++i) copyInto(a[i], established);
+      for (unsigned i = 0; i < b_have; ++i) copyInto(b[i], flood[(next + i) % flood.size()]);
+      uint64_t a_sent = 0;
+      std::vector<uint64_t> samples;
+      samples.reserve(iterations);
+      const uint64_t setups0 = counter(e, "FlowInstalled"), drops0 = counter(e, "MissBudget");
       for (uint64_t it = 0; it < iterations; ++it) {
-        fill(a, &established, next);
-        if (flooded) fill(b, nullptr, next);
         const uint64_t t0 = rte_rdtsc_precise();
-        engine.processBurst(w, rep_a, a, 32);
-        if (flooded) engine.processBurst(w, rep_b, b, 32);
-        engine.flush(w);
-        engine.quiescent(w);
-        cycles.push_back(rte_rdtsc_precise() - t0);
+        const uint16_t na = std::min<uint16_t>(e.rxBurstSize(w, rep_a), static_cast<uint16_t>(a_have));
+        if (na > 0) e.processBurst(w, rep_a, a, na);
+        const uint16_t nb = std::min<uint16_t>(e.rxBurstSize(w, rep_b), static_cast<uint16_t>(b_have));
+        if (nb > 0) e.processBurst(w, rep_b, b, nb);
+        e.flush(w);
+        e.quiescent(w);
+        samples.push_back(rte_rdtsc_precise() - t0);
+        // The taken ones refilled, B's next flows after those still waiting.
+        allocOrDie(a, na);
+        for (unsigned i = 0; i < na; ++i) copyInto(a[i], established);
+        if (nb > 0) {
+          // b[i] holds flow next + i.
+          std::memmove(b, b + nb, (b_have - nb) * sizeof b[0]);
+          next = (next + nb) % flood.size();
+          allocOrDie(b + b_have - nb, nb);
+          for (unsigned i = b_have - nb; i < b_have; ++i) copyInto(b[i], flood[(next + i) % flood.size()]);
+        }
+        a_sent += na;
       }
-      // The median iteration, as run() takes the median burst: an iteration
-      // during which this shared machine preempted the lcore is an outlier.
-      std::nth_element(cycles.begin(), cycles.begin() + cycles.size() / 2, cycles.end());
-      return 32.0 * static_cast<double>(rte_get_tsc_hz()) / static_cast<double>(cycles[cycles.size() / 2]);
+      if (a_have > 0) rte_pktmbuf_free_bulk(a, a_have);
+      if (b_have > 0) rte_pktmbuf_free_bulk(b, b_have);
+      return tally(e, samples, a_sent, setups0, drops0);
     };
+
+    // With I/O: the lcore loop's own iteration (pollOnce: rx_burst of what
+    // the engine asks, processBurst, flush with tx_burst, quiescent) over
+    // net_ring ports, plus what a NIC's PMD does on the lcore around it:
+    // free the transmitted mbufs (tx completion) and take fresh ones for the
+    // receive descriptors of what was received. Untimed, the wire: it writes
+    // packets into those mbufs and keeps each sending port's receive ring
+    // (1,023 packets) full, A and B both offering more than the lcore takes.
+    auto ring = [](const std::string& name) {
+      rte_ring* r = rte_ring_create(name.c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (r == nullptr) std::exit(1);
+      return r;
+    };
+    struct RingPort {
+      uint16_t id;
+      rte_ring* rx;
+      rte_ring* tx;
+    };
+    auto ringPort = [&](const std::string& name) {
+      RingPort p{0, ring(name + "_rx"), ring(name + "_tx")};
+      const int id = rte_eth_from_rings(name.c_str(), &p.rx, 1, &p.tx, 1, SOCKET_ID_ANY);
+      rte_eth_conf conf{};
+      if (id < 0 || rte_eth_dev_configure(static_cast<uint16_t>(id), 1, 1, &conf) != 0 ||
+          rte_eth_rx_queue_setup(static_cast<uint16_t>(id), 0, 1024, SOCKET_ID_ANY, nullptr, g_pool) != 0 ||
+          rte_eth_tx_queue_setup(static_cast<uint16_t>(id), 0, 1024, SOCKET_ID_ANY, nullptr) != 0 ||
+          rte_eth_dev_start(static_cast<uint16_t>(id)) != 0) {
+        std::fprintf(stderr, "ring port set-up failed\n");
+        std::exit(1);
+      }
+      p.id = static_cast<uint16_t>(id);
+      return p;
+    };
+    const RingPort io_uplink = ringPort("bench_uplink"), io_a = ringPort("bench_pod_a"), io_b = ringPort("bench_pod_b");
+    const std::vector<RxQueue> io_queues{{io_uplink.id, 0}, {io_a.id, 0}, {io_b.id, 0}};
+    auto empty = [](rte_ring* r) {
+      void* m[64];
+      unsigned n, total = 0;
+      while ((n = rte_ring_dequeue_burst(r, m, 64, nullptr)) > 0) {
+        rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(m), n);
+        total += n;
+      }
+      return total;
+    };
+    auto withIo = [&](Engine& e, bool a_on, bool b_on, size_t& next, uint64_t iterations) {
+      WorkerContext& w = e.worker(0);
+      for (const RingPort* p : {&io_uplink, &io_a, &io_b}) {
+        (void)empty(p->rx);
+        (void)empty(p->tx);
+      }
+      std::vector<rte_mbuf*> stash(2048);
+      unsigned stashed = 0;
+      // The wire: fills `r` to capacity from the stash (topped up if short).
+      auto top = [&](rte_ring* r, auto&& packet) {
+        const unsigned want = rte_ring_free_count(r);
+        if (want > stashed) {
+          allocOrDie(stash.data() + stashed, want - stashed);
+          stashed = want;
+        }
+        rte_mbuf** m = stash.data() + stashed - want;
+        for (unsigned i = 0; i < want; ++i) copyInto(m[i], packet());
+        if (rte_ring_enqueue_bulk(r, reinterpret_cast<void**>(m), want, nullptr) != want) std::exit(1);
+        stashed -= want;
+      };
+      auto wire = [&] {
+        if (a_on) top(io_a.rx, [&]() -> const Bytes& { return established; });
+        if (b_on) {
+          top(io_b.rx, [&]() -> const Bytes& {
+            const Bytes& p = flood[next];
+            next = next + 1 == flood.size() ? 0 : next + 1;
+            return p;
+          });
+        }
+        if (stashed > 0) rte_pktmbuf_free_bulk(stash.data(), stashed);
+        stashed = 0;
+      };
+      wire();
+      uint64_t a_sent = 0;
+      std::vector<uint64_t> samples;
+      samples.reserve(iterations);
+      const uint64_t setups0 = counter(e, "FlowInstalled"), drops0 = counter(e, "MissBudget");
+      void* done[64];
+      for (uint64_t it = 0; it < iterations; ++it) {
+        const uint64_t t0 = rte_rdtsc_precise();
+        const unsigned received = pollOnce(e, w, io_queues);
+        for (const RingPort* p : {&io_uplink, &io_a, &io_b}) {
+          unsigned n;
+          while ((n = rte_ring_dequeue_burst(p->tx, done, 64, nullptr)) > 0) {
+            rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(done), n);
+            if (p == &io_b) a_sent += n;  // B's port transmits A's flow only
+          }
+        }
+        allocOrDie(stash.data(), received);
+        stashed = received;
+        samples.push_back(rte_rdtsc_precise() - t0);
+        wire();
+      }
+      return tally(e, samples, a_sent, setups0, drops0);
+    };
+
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    std::printf("miss flood: A's established flow, Mpps of lcore time (median of %u rounds of %llu iterations)\n",
-                rounds, static_cast<unsigned long long>(iterations));
-    std::printf("  %-28s %8s %8s %7s %14s\n", "budget", "alone", "flooded", "ratio", "B misses run");
-    for (uint32_t budget : {EngineConfig::kDefaultMissBudget, uint32_t{4}, uint32_t{1}, EngineConfig::kMaxMissBudget}) {
-      auto engine = make(EngineConfig{}.flow_cache_entries, nullptr, budget);
-      size_t next = 0;
-      (void)measure(*engine, false, next);  // A's flow installed, caches warm
-      std::vector<double> alone, flooded;
-      for (unsigned r = 0; r < rounds; ++r) {
-        alone.push_back(measure(*engine, false, next) / 1e6);
-        flooded.push_back(measure(*engine, true, next) / 1e6);
+    struct Config {
+      uint32_t budget;
+      uint32_t share;
+      const char* note;
+    };
+    // Per round, the three cases in turns of kBlock iterations each, so
+    // that all three see the same moments of this shared machine.
+    constexpr uint64_t kBlock = 500;
+    auto table = [&](const char* title, std::initializer_list<Config> configs, std::array<uint16_t, 3> on,
+                     auto&& measure) {
+      std::printf("%s\n  (median of %u rounds of %llu iterations per case, the cases in turns of %llu; A in Mpps of\n"
+                  "   lcore time, B in flow setups/s; ratio: the median of the rounds' A flooded / A alone;\n"
+                  "   preempted: iterations over 10x their turn's median, counted as the median)\n",
+                  title, rounds, static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(kBlock));
+      std::printf("  %-8s %-6s %-14s %8s %9s %6s %11s %10s %11s %10s\n", "budget", "share", "", "A alone", "A flooded",
+                  "ratio", "B setups/s", "B drops/s", "B alone", "preempted");
+      for (const Config& c : configs) {
+        auto engine = make(EngineConfig{}.flow_cache_entries, nullptr, c.budget, c.share, on);
+        size_t next = 0;
+        (void)measure(*engine, true, false, next, kBlock);  // A's flow installed, caches warm
+        std::vector<double> alone, flooded, ratio, setups, drops, setups_alone, preempted;
+        for (unsigned r = 0; r < rounds; ++r) {
+          Tally a, f, b;
+          for (uint64_t done = 0; done < iterations; done += kBlock) {
+            a += measure(*engine, true, false, next, kBlock);
+            f += measure(*engine, true, true, next, kBlock);
+            b += measure(*engine, false, true, next, kBlock);
+          }
+          alone.push_back(a.aMpps());
+          flooded.push_back(f.aMpps());
+          ratio.push_back(f.aMpps() / a.aMpps());
+          setups.push_back(f.setupsPerSecond());
+          drops.push_back(f.dropsPerSecond());
+          setups_alone.push_back(b.setupsPerSecond());
+          preempted.push_back(static_cast<double>(a.preempted + f.preempted + b.preempted) /
+                              static_cast<double>(a.iterations + f.iterations + b.iterations));
+        }
+        char budget[16];
+        if (c.budget == EngineConfig::kMaxMissBudget) std::snprintf(budget, sizeof budget, "none");
+        else std::snprintf(budget, sizeof budget, "%u", c.budget);
+        std::printf("  %-8s %-6s %-14s %8.2f %9.2f %5.0f%% %11.0f %10.0f %11.0f %9.2f%%\n", budget,
+                    (std::to_string(c.share) + "%").c_str(), c.note, median(alone), median(flooded),
+                    100.0 * median(ratio), median(setups), median(drops), median(setups_alone),
+                    100.0 * median(preempted));
       }
-      dataplane::v1::OperatorRequest req;
-      req.mutable_stats();
-      const auto stats = engine->operate(req);
-      uint64_t installed = 0, dropped = 0;
-      for (const auto& c : stats.counters()) {
-        if (c.name() == "FlowMiss") installed = c.value();
-        if (c.name() == "MissBudget") dropped = c.value();
-      }
-      char label[64];
-      if (budget == EngineConfig::kMaxMissBudget) {
-        std::snprintf(label, sizeof label, "%u (no budget)", budget);
-      } else {
-        std::snprintf(label, sizeof label, "%u%s", budget, budget == EngineConfig::kDefaultMissBudget ? " (default)" : "");
-      }
-      const double a = median(alone), f = median(flooded);
-      std::printf("  %-28s %8.2f %8.2f %6.0f%% %13.0f%%\n", label, a, f, 100.0 * f / a,
-                  100.0 * static_cast<double>(installed) / static_cast<double>(installed + dropped));
-    }
+    };
+    if (wanted("miss flood, in-process")) table("miss flood, in-process: processBurst on filled mbufs, no I/O",
+          {{EngineConfig::kDefaultMissBudget, EngineConfig::kDefaultMissCycleShare, "(default)"},
+           {EngineConfig::kDefaultMissBudget, 100, "(count only)"},
+           {1, 100, "(count only)"},
+           {EngineConfig::kMaxMissBudget, 100, "(no budget)"}},
+          {uplink, rep_a, rep_b}, inProcess);
+    if (wanted("miss flood, with I/O"))
+      table("miss flood, with I/O: the lcore loop's iteration (pollOnce) over net_ring ports, mbufs refilled and freed",
+          {{EngineConfig::kDefaultMissBudget, EngineConfig::kDefaultMissCycleShare, "(default)"},
+           {EngineConfig::kDefaultMissBudget, 20, ""},
+           {EngineConfig::kDefaultMissBudget, 5, ""},
+           {EngineConfig::kDefaultMissBudget, 100, "(count only)"}},
+          {io_uplink.id, io_a.id, io_b.id}, withIo);
   }
   {
     auto engine = make(1024, nullptr);

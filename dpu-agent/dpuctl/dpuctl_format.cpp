@@ -67,8 +67,9 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
 }
 
 std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
-  std::vector<std::vector<std::string>> rows{{"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "TX_DROP",
-                                              "MISS_DROP", "BACKEND", "MBUFS", "RXQ", "WORKER", "LOGICAL", "DEVARGS"}};
+  std::vector<std::vector<std::string>> rows{{"PORT", "NAME", "ROLE", "STATE", "RX", "TX", "RX_DROP", "RX_MISSED",
+                                              "TX_DROP", "MISS_DROP", "THROTTLED", "BACKEND", "MBUFS", "RXQ", "WORKER",
+                                              "LOGICAL", "DEVARGS"}};
   std::vector<dataplane::v1::PortInfo> ports(reply.ports().begin(), reply.ports().end());
   // Open ports by DPDK port, then the ones that could not be opened (they have no port).
   std::stable_sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) {
@@ -95,7 +96,8 @@ std::string formatPorts(const dataplane::v1::OperatorReply& reply) {
     }
     rows.push_back({failed ? "-" : std::to_string(p.dpdk_port()), p.name(), p.role(), orDash(p.state()),
                     std::to_string(p.rx_packets()), std::to_string(p.tx_packets()), std::to_string(p.rx_dropped()),
-                    std::to_string(p.tx_dropped()), std::to_string(p.miss_budget_dropped()), orDash(p.backend()),
+                    std::to_string(p.rx_missed()), std::to_string(p.tx_dropped()),
+                    std::to_string(p.miss_budget_dropped()), std::to_string(p.miss_throttled_polls()), orDash(p.backend()),
                     std::to_string(p.mbufs()), failed ? "-" : std::to_string(p.rx_queues()), workers(p),
                     orDash(p.logical_port()), orDash(p.devargs())});
     if (failed) {

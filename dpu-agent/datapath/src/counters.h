@@ -62,6 +62,7 @@ struct PortCounters {
   uint64_t tx_bytes = 0;
   uint64_t tx_dropped = 0;  // refused by the port's tx queue
   uint64_t miss_budget_dropped = 0;  // of rx_dropped: misses over the slow-path budget (MissBudget)
+  uint64_t miss_throttled = 0;       // polls that took less than a full burst for the budget (MissThrottled)
 };
 
 struct WorkerCounters {

@@ -176,6 +176,14 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
     c.flow_idle_timeout_ms = static_cast<uint32_t>(f.uint("idle_timeout_ms", 100, 24ull * 3600 * 1000, 10000));
     c.miss_budget = static_cast<uint32_t>(
         f.uint("miss_budget", 1, kMaxMissBudget, kDefaultMissBudget));
+    // A percent, not a fraction: say what it is when it is out of range.
+    const uint64_t share = f.uint("miss_cycle_share", 0, UINT32_MAX, kDefaultMissCycleShare);
+    if (f.ok() && (share < 1 || share > 100)) {
+      f.fail("miss_cycle_share", "must be between 1 and 100, not " + std::to_string(share) +
+                                     " (percent of a worker's cycles new flows may use while it forwards "
+                                     "established traffic; 100: no bound but miss_budget)");
+    }
+    c.miss_cycle_share = static_cast<uint32_t>(share);
     finishInto(f, errors);
   }
   c.offload = r.str("offload", "none");

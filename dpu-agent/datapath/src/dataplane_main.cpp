@@ -122,8 +122,10 @@ int run(const DataplaneConfig& config, const char* program) {
     engine_config.flow_cache_entries = config.flow_cache_entries;
     engine_config.flow_idle_timeout_ms = config.flow_idle_timeout_ms;
     static_assert(kMaxMissBudget == EngineConfig::kMaxMissBudget &&
-                  kDefaultMissBudget == EngineConfig::kDefaultMissBudget);
+                  kDefaultMissBudget == EngineConfig::kDefaultMissBudget &&
+                  kDefaultMissCycleShare == EngineConfig::kDefaultMissCycleShare);
     engine_config.miss_budget = config.miss_budget;
+    engine_config.miss_cycle_share = config.miss_cycle_share;
     engine_config.tunnel_ip = config.tunnel_ip;
     engine_config.offload = offload;
     auto engine = Engine::create(engine_config);

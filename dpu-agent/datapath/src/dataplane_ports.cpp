@@ -249,6 +249,7 @@ void DataplanePorts::describe(dataplane::v1::OperatorReply& reply) const {
       info->set_rx_packets(stats.ipackets);
       info->set_tx_packets(stats.opackets);
       info->set_rx_dropped(stats.imissed + stats.ierrors + stats.rx_nombuf);
+      info->set_rx_missed(stats.imissed);
       info->set_tx_dropped(stats.oerrors);
       info->set_rx_bytes(stats.ibytes);
       info->set_tx_bytes(stats.obytes);

@@ -53,6 +53,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     return Error{"engine: miss_budget must be 1.." + std::to_string(EngineConfig::kMaxMissBudget) +
                  " slow-path runs per worker and poll iteration, got " + std::to_string(config.miss_budget)};
   }
+  if (config.miss_cycle_share == 0 || config.miss_cycle_share > 100) {
+    return Error{"engine: miss_cycle_share must be 1..100 percent of a worker's cycles (100: no cycle bound), got " +
+                 std::to_string(config.miss_cycle_share)};
+  }
   auto engine = std::make_unique<EngineImpl>(config);
   if (auto r = engine->init(); !r) return std::move(r).takeError();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -103,8 +107,7 @@ Result<void> EngineImpl::init() {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
                                                          config_.offload != nullptr));
       workers_.back()->last_sweep_ms = start_ms_;
-      workers_.back()->miss.left = config_.miss_budget;
-      workers_.back()->miss.share = config_.miss_budget;
+      workers_.back()->miss.configure(config_.miss_budget, config_.miss_cycle_share);
     }
   } catch (const std::bad_alloc&) {
     return Error{"engine: not enough memory for " + std::to_string(config_.workers) + " flow caches of " +
@@ -467,12 +470,14 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
           sum.rx_dropped += readCounter(c.rx_dropped);
           sum.tx_dropped += readCounter(c.tx_dropped);
           sum.miss_budget_dropped += readCounter(c.miss_budget_dropped);
+          sum.miss_throttled += readCounter(c.miss_throttled);
         }
         p->set_rx_packets(sum.rx_packets);
         p->set_tx_packets(sum.tx_packets);
         p->set_rx_dropped(sum.rx_dropped);
         p->set_tx_dropped(sum.tx_dropped);
         p->set_miss_budget_dropped(sum.miss_budget_dropped);
+        p->set_miss_throttled_polls(sum.miss_throttled);
         rte_eth_link link{};
         const uint16_t ethdev = ethdevOf(b.port);
         const bool up = rte_eth_dev_is_valid_port(ethdev) && rte_eth_link_get_nowait(ethdev, &link) == 0 &&

@@ -1,8 +1,8 @@
 // The lcore side of the Engine: receive → (decap) → parse → flow cache →
 // compiled actions → per-port tx buffers; misses run the slow path
-// (pipeline.cpp) on the same lcore and install one flow, at most
-// EngineConfig::miss_budget of them per poll iteration (the rest are dropped
-// as MissBudget). No locks,
+// (pipeline.cpp) on the same lcore and install one flow, within the
+// worker's slow-path budget (miss_budget.h; the rest are dropped as
+// MissBudget). No locks,
 // allocation, exceptions or logging here; every drop is counted by reason.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -675,20 +675,23 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 }
 
 [[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
-  // The budget first: a miss over it costs a drop, not a slow path (worker.h).
-  MissBudget& budget = w.miss;
-  MissBudget::Port& port_budget = budget.ports[pc.rx_port];
-  if (port_budget.iteration != budget.iteration) {
-    port_budget.iteration = budget.iteration;
-    port_budget.used = 0;
-    ++budget.ports_missing;
-  }
-  if (budget.left == 0 || port_budget.used >= budget.share) {
+  // The budget first: a miss over it costs a drop, not a slow path (miss_budget.h).
+  const MissBudget::Admission admission =
+      w.miss.admit(pc.rx_port, readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));
+  if (admission == MissBudget::Admission::kDrop) {
     bump(w.counters.ports[pc.rx_port].miss_budget_dropped);
     return drop(w, pc.mbuf, pc.rx_port, DropReason::kMissBudget);
   }
-  --budget.left;
-  ++port_budget.used;
+  // While other traffic waits, the run is charged what it costs, however it ends.
+  struct Charge {
+    const EngineImpl& engine;
+    MissBudget& budget;
+    const bool timed;
+    const uint64_t start = timed ? engine.cycles() : 0;
+    ~Charge() {
+      if (timed) budget.charge(engine.cycles() - start);
+    }
+  } charge{*this, w.miss, admission == MissBudget::Admission::kRunTimed};
   FlowTable& table = w.table;
   const uint32_t now32 = static_cast<uint32_t>(w.now_ms);
   completeParse(pc);
@@ -741,14 +744,9 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
-  // The end of a poll iteration: a new slow-path budget, shared by the ports
-  // that missed in this one.
-  MissBudget& budget = w.miss;
-  const uint32_t sharing = budget.ports_missing > 1 ? budget.ports_missing : 1;
-  budget.left = config_.miss_budget;
-  budget.share = config_.miss_budget / sharing > 0 ? config_.miss_budget / sharing : 1;
-  budget.ports_missing = 0;
-  ++budget.iteration;
+  // The end of a poll iteration: the slow-path budget's accounts (miss_budget.h).
+  w.miss.endIteration(w.miss.needsTime() ? cycles() : MissBudget::kNoTime,
+                      readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));
   // The aging sweep reads the current snapshot too, before the report.
   if ((++w.quiescent_calls & 15) == 0 || config_.clock_ms != nullptr) {
     const uint64_t t = now();

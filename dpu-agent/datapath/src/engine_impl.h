@@ -1,7 +1,10 @@
 // The Engine's implementation, shared by its source files: engine.cpp (create
 // and the control methods), engine_datapath.cpp (the lcore loop), pipeline.cpp
-// (the slow path) and actions.cpp (flows back to flow::FlowSpec).
+// (the slow path), miss_budget.cpp (its budget) and actions.cpp (flows back to
+// flow::FlowSpec).
 #pragma once
+
+#include <rte_cycles.h>
 
 #include <atomic>
 #include <deque>
@@ -68,6 +71,7 @@ class EngineImpl final : public Engine {
   bool quiesced(uint64_t epoch) const;
 
   WorkerContext& worker(unsigned index) override { return *workers_[index]; }
+  uint16_t rxBurstSize(WorkerContext& worker, uint16_t rx_port) override;  // miss_budget.cpp
   void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override;
   void flush(WorkerContext& worker) override;
   void quiescent(WorkerContext& worker) override;
@@ -125,6 +129,8 @@ class EngineImpl final : public Engine {
   void txPort(WorkerContext& w, uint16_t port);
   void sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets);
   uint64_t now() const;
+  // The cycle counter of the slow-path budget (EngineConfig::cycles).
+  uint64_t cycles() const { return config_.cycles != nullptr ? config_.cycles() : rte_rdtsc(); }
   static uint64_t steadyMs();
 
   // --- control ---

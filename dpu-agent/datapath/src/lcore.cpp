@@ -1,11 +1,8 @@
 // Worker lcore loops and their receive queue lists (lcore.h).
 #include "datapath/lcore.h"
 
-#include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
-#include <rte_mbuf.h>
-#include <rte_pause.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,9 +11,6 @@
 #include "datapath/engine.h"
 
 namespace dpu::datapath {
-namespace {
-constexpr uint16_t kBurst = 32;
-}
 
 WorkerSet::WorkerSet(Engine& engine, unsigned workers, uint32_t idle_sleep_us)
     : engine_(engine), idle_sleep_us_(idle_sleep_us) {
@@ -38,18 +32,9 @@ int WorkerSet::loop(void* arg) {
   Slot& slot = *static_cast<Slot*>(arg);
   WorkerSet& self = *slot.owner;
   WorkerContext& worker = self.engine_.worker(slot.index);
-  rte_mbuf* packets[kBurst];
   while (!self.stop_.load(std::memory_order_relaxed)) {
     const std::vector<RxQueue>* queues = slot.queues.load(std::memory_order_seq_cst);
-    unsigned received = 0;
-    for (const RxQueue& q : *queues) {
-      uint16_t n = rte_eth_rx_burst(q.port, q.queue, packets, kBurst);
-      if (n == 0) continue;
-      received += n;
-      self.engine_.processBurst(worker, q.port, packets, n);
-    }
-    self.engine_.flush(worker);
-    self.engine_.quiescent(worker);
+    const unsigned received = pollOnce(self.engine_, worker, *queues);
     // From here the list read above is no longer used.
     slot.epoch.fetch_add(1, std::memory_order_seq_cst);
     if (received == 0 && self.idle_sleep_us_ > 0) usleep(self.idle_sleep_us_);

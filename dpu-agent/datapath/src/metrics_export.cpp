@@ -161,6 +161,14 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
             "Packets received on the port whose flow-cache miss was over the worker's slow-path budget "
             "(drop reason MissBudget).",
             id, static_cast<double>(p.miss_budget_dropped()));
+    out.add("dpu_dataplane_port_miss_throttled_polls_total", "counter",
+            "Polls of the port that took less than a full burst because its packets were mostly flow-cache misses "
+            "over the slow-path budget (the rest waited in the NIC's ring).",
+            id, static_cast<double>(p.miss_throttled_polls()));
+    out.add("dpu_dataplane_port_receive_missed_packets_total", "counter",
+            "Packets the port's NIC dropped because its receive ring was full (imissed; also counted in "
+            "port_dropped_packets_total{direction=\"rx\"}).",
+            id, static_cast<double>(p.rx_missed()));
   }
 
   for (const auto& c : stats.counters()) {

@@ -12,6 +12,7 @@
 
 #include "counters.h"
 #include "flow_cache.h"
+#include "miss_budget.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
 
@@ -20,6 +21,7 @@ struct rte_mbuf;
 namespace dpu::datapath {
 
 inline constexpr unsigned kBurst = 32;
+static_assert(MissBudget::kFullBurst == kBurst);
 
 // Single producer (the lcore), single consumer (the control thread).
 class SpscRing {
@@ -101,25 +103,6 @@ struct alignas(64) LanePacket {
 };
 static_assert(sizeof(LanePacket) == 64);
 
-// The slow-path budget of one poll iteration (EngineConfig::miss_budget).
-// `left` is the worker's, for all its ports; `share` is what one port may
-// take, the budget split evenly over the ports that missed in the previous
-// iteration, so a port flooding new flows leaves the others their part
-// (a port that starts missing is counted from the next iteration on). Per
-// port, `used` counts for iteration `iteration` only: a stale stamp reads as
-// zero, so quiescent() resets the budget without touching every port.
-struct MissBudget {
-  uint32_t left = 0;
-  uint32_t share = 0;
-  uint32_t iteration = 1;
-  uint32_t ports_missing = 0;  // ports that missed this iteration
-  struct Port {
-    uint32_t iteration = 0;
-    uint32_t used = 0;
-  };
-  Port ports[kMaxPorts];
-};
-
 // Five cache lines, packets first: queueing a packet is one scaled store.
 struct alignas(64) TxBuffer {
   rte_mbuf* packets[kBurst];
@@ -146,7 +129,7 @@ class alignas(64) WorkerContext {
   uint64_t last_sweep_ms = 0;
   uint64_t quiescent_calls = 0;
   uint64_t hits = 0;  // flow hits in the current burst
-  MissBudget miss;    // read and written on the miss path only
+  MissBudget miss;    // the slow-path budget (miss_budget.h)
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

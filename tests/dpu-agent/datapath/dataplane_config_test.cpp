@@ -24,7 +24,7 @@ uplink: {iface: uplink0}
 management: {devargs: "net_ring_mgmt"}
 representors: {mode: hotplug, backends: [af_packet]}
 tunnel_ip: 192.168.100.1
-flow_cache: {entries: 4096, idle_timeout_ms: 500, miss_budget: 64}
+flow_cache: {entries: 4096, idle_timeout_ms: 500, miss_budget: 64, miss_cycle_share: 25}
 offload: rte_flow
 sockets: {programming: /tmp/p.sock, operator: /tmp/o.sock}
 idle_sleep_us: 50
@@ -46,6 +46,7 @@ log: {level: debug}
   CHECK(c->flow_cache_entries == 4096);
   CHECK(c->flow_idle_timeout_ms == 500);
   CHECK(c->miss_budget == 64);
+  CHECK(c->miss_cycle_share == 25);
   CHECK(c->offload == "rte_flow");
   CHECK(c->sockets.programming == "/tmp/p.sock");
   CHECK(c->idle_sleep_us == 50);
@@ -68,6 +69,7 @@ TEST_CASE("dataplane config: a BlueField configuration in JSON", "[dataplane]") 
   CHECK(c->eal.allow.size() == 1);
   CHECK_FALSE(c->management.configured);
   CHECK(c->miss_budget == kDefaultMissBudget);
+  CHECK(c->miss_cycle_share == kDefaultMissCycleShare);
 }
 
 TEST_CASE("dataplane config: the miss budget is refused at 0 and above its limit, naming the key", "[dataplane]") {
@@ -80,6 +82,26 @@ TEST_CASE("dataplane config: the miss budget is refused at 0 and above its limit
   auto edge = parseDataplaneConfig(base + "flow_cache: {miss_budget: 1048576}\n", "test.yaml");
   REQUIRE(edge.ok());
   CHECK(edge->miss_budget == kMaxMissBudget);
+}
+
+TEST_CASE("dataplane config: the miss cycle share is a percent from 1 to 100, and says so", "[dataplane]") {
+  const std::string base = "uplink: {iface: u0}\ntunnel_ip: 1.2.3.4\n";
+  const std::string meaning = "percent of a worker's cycles new flows may use while it forwards established traffic";
+  CHECK_THAT(failure(base + "flow_cache: {miss_cycle_share: 0}\n"),
+             Catch::Contains("config.flow_cache.miss_cycle_share: must be between 1 and 100, not 0") &&
+                 Catch::Contains(meaning));
+  CHECK_THAT(failure(base + "flow_cache: {miss_cycle_share: 101}\n"),
+             Catch::Contains("config.flow_cache.miss_cycle_share: must be between 1 and 100, not 101") &&
+                 Catch::Contains(meaning));
+  CHECK_THAT(failure(base + "flow_cache: {miss_cycle_share: 0.1}\n"),
+             Catch::Contains("config.flow_cache.miss_cycle_share: must be an integer"));
+  CHECK_THAT(failure(base + "flow_cache: {miss_cycle_share: \"10%\"}\n"),
+             Catch::Contains("config.flow_cache.miss_cycle_share: must be an integer"));
+  for (uint32_t edge : {1u, 100u}) {
+    auto c = parseDataplaneConfig(base + "flow_cache: {miss_cycle_share: " + std::to_string(edge) + "}\n", "t.yaml");
+    REQUIRE(c.ok());
+    CHECK(c->miss_cycle_share == edge);
+  }
 }
 
 TEST_CASE("dataplane config: mistakes name the field", "[dataplane]") {

@@ -55,16 +55,21 @@ TEST_CASE("dpuctl: ports and stats tables, JSON", "[dpuctl]") {
   p->set_worker(0);
   p->set_rx_queues(1);
   p->set_miss_budget_dropped(7);
+  p->set_rx_dropped(12);
+  p->set_rx_missed(11);
+  p->set_miss_throttled_polls(9);
   std::string ports = formatPorts(reply);
-  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  TX_DROP  MISS_DROP  BACKEND  "
-                                      "MBUFS  RXQ  WORKER  LOGICAL  DEVARGS\n"));
-  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   0        0        7          af_xdp   "
-                                    "3104   1    0       -        net_af_xdp_pf0vf1"));
+  CHECK_THAT(ports, Catch::StartsWith("PORT  NAME    ROLE         STATE  RX  TX  RX_DROP  RX_MISSED  TX_DROP  MISS_DROP  "
+                                      "THROTTLED  BACKEND  MBUFS  RXQ  WORKER  LOGICAL  DEVARGS\n"));
+  CHECK_THAT(ports, Catch::Contains("2     pf0vf1  representor  up     5   0   12       11         0        7          "
+                                    "9          af_xdp   3104   1    0       -        net_af_xdp_pf0vf1"));
   CHECK_THAT(ports, !Catch::Contains("\n\n"));  // no notes
   CHECK(formatStats(reply, true) == "COUNTER        VALUE  DESCRIPTION\nport_security  3      spoofed source\n");
   CHECK_THAT(formatStats(reply, false), Catch::Contains("ttl_expired"));
   CHECK_THAT(formatJson(reply), Catch::Contains("\"name\": \"pf0vf1\""));
   CHECK_THAT(formatJson(reply), Catch::Contains("\"miss_budget_dropped\""));
+  CHECK_THAT(formatJson(reply), Catch::Contains("\"miss_throttled_polls\""));
+  CHECK_THAT(formatJson(reply), Catch::Contains("\"rx_missed\""));
 }
 
 TEST_CASE("dpuctl: ports that are not on their first backend or not open say why below the table", "[dpuctl]") {
@@ -96,8 +101,8 @@ TEST_CASE("dpuctl: ports that are not on their first backend or not open say why
   INFO(text);
   // The open ports by port, the failed one last, with no port and no worker.
   CHECK(text.find("uplink") < text.find("pf0vf2"));
-  CHECK_THAT(text, Catch::Contains("-     pf0vf31  representor  failed  0   0   0        0        0          -          0      "
-                                   "-    -       att-1"));
+  CHECK_THAT(text, Catch::Contains("-     pf0vf31  representor  failed  0   0   0        0          0        0          "
+                                   "0          -          0      -    -       att-1"));
   CHECK_THAT(text, Catch::EndsWith(
                        "\n\npf0vf2: af_packet, not the first choice: af_xdp: mbuf budget: pf0vf2 on af_xdp needs 3104 mbufs\n"
                        "pf0vf31: not open: RTE_MAX_ETHPORTS (32) ports are in use (next attempt in 4.0s)\n"));

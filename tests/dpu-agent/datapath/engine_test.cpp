@@ -11,6 +11,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -34,6 +35,7 @@
 #include "overlay/parse.h"
 #include "flow_cache.h"
 #include "port_limit.h"
+#include "worker.h"
 #include "worker_actions.h"
 #include "worker.h"
 #include "worker_parse.h"
@@ -112,6 +114,13 @@ Env& env() {
 
 std::atomic<uint64_t> g_clock{1'000'000};
 uint64_t testClock() { return g_clock.load(); }
+
+// The slow-path budget's cycle counter (EngineConfig::cycles): it moves only
+// when a test says what its loop cost. Standing still, nothing costs
+// anything: the cycle share never binds, and the other tests see the count
+// budget only.
+std::atomic<uint64_t> g_cycles{0};
+uint64_t testCycles() { return g_cycles.load(); }
 
 overlay::MacAddress mac(const char* text) { return MacAddress::parse(text).value().bytes; }
 uint32_t ip4(const char* text) { return IpAddress::parse(text).value().v4HostOrder(); }
@@ -199,6 +208,7 @@ struct Fixture {
     Env& en = env();
     drainAll();
     config.clock_ms = testClock;
+    config.cycles = testCycles;
     auto created = Engine::create(config);
     REQUIRE(created.ok());
     engine = std::move(created.value());
@@ -353,6 +363,14 @@ TEST_CASE("engine: create refuses bad configuration with the field to fix", "[en
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.error(), Catch::Contains("miss_budget must be 1..1048576") &&
                               Catch::Contains("got " + std::to_string(budget)));
+  }
+  c.miss_budget = EngineConfig::kDefaultMissBudget;
+  for (uint32_t share : {0u, 101u}) {
+    c.miss_cycle_share = share;
+    r = Engine::create(c);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains("miss_cycle_share must be 1..100 percent") &&
+                              Catch::Contains("got " + std::to_string(share)));
   }
 }
 
@@ -2207,4 +2225,279 @@ TEST_CASE("engine: a port flooding new flows leaves another port its share of th
   CHECK(Fixture::drain(kRepA).size() == 4);
   CHECK(Fixture::drain(kRepB).size() == 4);  // A's half (B did not miss this time)
   CHECK(portInfo(e, "pf0vf1").miss_budget_dropped() == 4);
+}
+
+// The cycle share and the receive bursts (miss_budget.h) ----------------------
+
+namespace {
+
+// The synthetic costs the loop below charges the cycle counter: 32 hits of
+// pod A's established flow, and each slow-path run.
+constexpr uint64_t kHitBurstCycles = 32 * 60;
+constexpr uint64_t kRunCycles = 2000;
+
+uint64_t runsSoFar(Engine& e) { return e.worker(0).counters.events[static_cast<size_t>(Event::kFlowMiss)]; }
+
+// Poll iterations as the lcore loop runs them (poll.h): each port is asked
+// for its burst size first, and only that many of its waiting packets are
+// taken. Pod A sends its established flow (32 packets: it always has a full
+// ring); pod B has `b_next()` waiting (when it sends): new flows while it
+// floods. Each iteration moves the cycle counter by what it cost: A's hits
+// and B's runs. `learn()` runs A alone long enough for the engine to have
+// measured what a hit costs, as it has on a worker forwarding before a flood.
+struct PollLoop {
+  Fixture& f;
+  std::function<Bytes()> b_next;
+  bool a_sends = true;
+  bool b_sends = true;
+  const std::vector<Bytes> a_burst = std::vector<Bytes>(32, aToB(1000));
+  uint64_t a_delivered = 0;   // A's packets out on B's port
+  uint64_t a_asked_less = 0;  // polls in which A was offered less than a full burst
+  // One iteration; returns what B's port was allowed to take.
+  uint16_t iteration() {
+    Engine& e = *f.engine;
+    WorkerContext& w = e.worker(0);
+    if (a_sends) {
+      const uint16_t n = e.rxBurstSize(w, env().port[kRepA]);
+      if (n < 32) ++a_asked_less;
+      burstOnly(e, kRepA, std::vector<Bytes>(a_burst.begin(), a_burst.begin() + n));
+      g_cycles.fetch_add(kHitBurstCycles * n / 32);
+    }
+    const uint16_t b = e.rxBurstSize(w, env().port[kRepB]);
+    std::vector<Bytes> taken;
+    for (uint16_t i = 0; b_sends && i < b; ++i) taken.push_back(b_next());
+    const uint64_t runs = runsSoFar(e);
+    if (!taken.empty()) burstOnly(e, kRepB, taken);
+    g_cycles.fetch_add((runsSoFar(e) - runs) * kRunCycles);
+    e.flush(w);
+    e.quiescent(w);
+    a_delivered += Fixture::drain(kRepB).size();
+    (void)Fixture::drain(kRepA);
+    return b;
+  }
+  void learn() {
+    b_sends = false;
+    for (unsigned i = 0; i < 2 * MissBudget::kLearnEvery; ++i) (void)iteration();
+    b_sends = true;
+    REQUIRE(f.engine->worker(0).miss.hitCost() == kHitBurstCycles / 32);
+  }
+};
+
+// Pod B's flood: a new 5-tuple every packet.
+std::function<Bytes()> flood() {
+  return [n = uint32_t{0}]() mutable {
+    ++n;
+    return udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 64, static_cast<uint16_t>(1024 + n % 60000));
+  };
+}
+
+}  // namespace
+
+TEST_CASE("engine: while other traffic is forwarded, misses use at most their share of the cycles; alone, all of them",
+          "[engine][miss]") {
+  EngineConfig config;  // the defaults: 32 runs per iteration, 10 % of the cycles
+  REQUIRE(config.miss_cycle_share == 10);
+  Fixture f(config);
+  f.inject(kRepA, aToB(1000));  // A's established flow
+  (void)Fixture::drain(kRepB);
+  PollLoop loop{f, flood()};
+  loop.learn();
+
+  // A forwards and B floods: once the engine has learnt what a run costs,
+  // B's runs take 10 % of the cycles.
+  constexpr unsigned kLearn = 50, kIterations = 2000;
+  for (unsigned i = 0; i < kLearn; ++i) (void)loop.iteration();
+  const uint64_t cycles0 = g_cycles.load(), runs0 = runsSoFar(*f.engine);
+  unsigned b_skipped = 0;
+  for (unsigned i = 0; i < kIterations; ++i) b_skipped += loop.iteration() == 0;
+  const uint64_t runs = runsSoFar(*f.engine) - runs0;
+  const double share = static_cast<double>(runs * kRunCycles) / static_cast<double>(g_cycles.load() - cycles0);
+  INFO("B ran " << runs << " misses in " << kIterations << " iterations: " << share * 100 << " % of the cycles");
+  CHECK(share <= 0.10 + 0.005);
+  CHECK(share >= 0.09);  // and the share is used, not starved
+  // A is never held back and all its packets go out.
+  CHECK(loop.a_asked_less == 0);
+  CHECK(loop.a_delivered == 32ull * (2 * MissBudget::kLearnEvery + kLearn + kIterations));
+  // B is held back instead of received and dropped: only its first polls,
+  // while its ratio of misses was being learnt, took more than the budget ran.
+  CHECK(b_skipped > kIterations / 2);
+  CHECK(f.stat("MissBudget") <= 4 * 32);
+  CHECK(f.stat("MissBudget") == portInfo(*f.engine, "pf0vf1").miss_budget_dropped());
+
+  // A stops: from the next iteration on, B's misses may use the whole core.
+  loop.a_sends = false;
+  (void)loop.iteration();  // the last one that saw A's hits
+  const uint64_t drops = f.stat("MissBudget"), before = f.stat("FlowInstalled");
+  for (unsigned i = 0; i < 50; ++i) CHECK(loop.iteration() == 32);
+  CHECK(f.stat("FlowInstalled") - before == 32 * 50);
+  CHECK(f.stat("MissBudget") == drops);
+}
+
+TEST_CASE("engine: a port flooding new flows gets smaller bursts and its full ones back when it stops",
+          "[engine][miss]") {
+  Fixture f;
+  f.inject(kRepA, aToB(1000));
+  f.inject(kRepB, bToA(7));  // B has an established flow too
+  Fixture::drainAll();
+  PollLoop loop{f, flood()};
+  loop.learn();
+  const auto b0 = portInfo(*f.engine, "pf0vf1");
+  REQUIRE(b0.miss_throttled_polls() == 0);
+
+  std::vector<uint16_t> bursts;
+  for (unsigned i = 0; i < 80; ++i) bursts.push_back(loop.iteration());
+  INFO("B's bursts while it floods: " << ::Catch::Detail::stringify(bursts));
+  CHECK(bursts[0] == 32);  // nothing known of B yet
+  // Within three polls its ratio of misses is past one half, and the bursts
+  // shrink to what the budget runs, most iterations nothing.
+  CHECK(bursts[3] < 32);
+  CHECK(*std::max_element(bursts.begin() + 40, bursts.end()) <= 2);
+  CHECK(std::count(bursts.begin(), bursts.end(), 0) >= 40);
+  CHECK(loop.a_asked_less == 0);
+
+  // B stops flooding and sends its established flow only: its hits bring
+  // the ratio down, and it gets full bursts again.
+  loop.b_next = [] { return bToA(7); };
+  bursts.clear();
+  for (unsigned i = 0; i < 30; ++i) bursts.push_back(loop.iteration());
+  INFO("B's bursts after: " << ::Catch::Detail::stringify(bursts));
+  const auto first_full = std::find(bursts.begin(), bursts.end(), 32);
+  REQUIRE(first_full != bursts.end());
+  CHECK(first_full - bursts.begin() <= 10);
+  CHECK(std::all_of(first_full, bursts.end(), [](uint16_t n) { return n == 32; }));
+  CHECK(loop.a_asked_less == 0);
+
+  // Counted per port and in total; A never throttled.
+  const auto b = portInfo(*f.engine, "pf0vf1");
+  CHECK(b.miss_throttled_polls() > 20);
+  CHECK(f.stat("MissThrottled") == b.miss_throttled_polls());
+  CHECK(portInfo(*f.engine, "pf0vf0").miss_throttled_polls() == 0);
+  CHECK(portInfo(*f.engine, "pf0vf0").miss_budget_dropped() == 0);
+  CHECK(b.miss_budget_dropped() == f.stat("MissBudget"));
+}
+
+TEST_CASE("engine: the count alone holds a flooding port's bursts to the runs it may make", "[engine][miss]") {
+  EngineConfig config;
+  config.miss_budget = 8;
+  config.miss_cycle_share = 100;  // no cycle bound
+  Fixture f(config);
+  f.inject(kRepA, aToB(1000));
+  (void)Fixture::drain(kRepB);
+  PollLoop loop{f, flood()};
+  for (unsigned i = 0; i < 12; ++i) (void)loop.iteration();  // B's ratio of misses learnt
+  // While it was learnt, B's bursts brought more misses than the budget
+  // ran: dropped, and counted for B.
+  CHECK(f.stat("MissBudget") > 0);
+  CHECK(portInfo(*f.engine, "pf0vf1").miss_budget_dropped() == f.stat("MissBudget"));
+  CHECK(portInfo(*f.engine, "pf0vf0").miss_budget_dropped() == 0);
+  // While A forwards, B runs its 8 per iteration, and is asked for no more
+  // than about that, so next to nothing is received only to be dropped.
+  const uint64_t runs0 = f.stat("FlowInstalled"), drops0 = f.stat("MissBudget");
+  for (unsigned i = 0; i < 100; ++i) {
+    const uint16_t n = loop.iteration();
+    CHECK(n >= 8);
+    CHECK(n <= 9);
+  }
+  CHECK(f.stat("FlowInstalled") - runs0 == 8 * 100);
+  CHECK(f.stat("MissBudget") - drops0 <= 100);
+  CHECK(loop.a_asked_less == 0);
+  CHECK(loop.a_delivered == 32 * 112);
+}
+
+// The budget's policy alone (miss_budget.h), with numbers for cycles.
+TEST_CASE("miss budget: runs are measured only while other traffic waits", "[engine][miss]") {
+  auto m = std::make_unique<MissBudget>();
+  m->configure(32, 10);
+  // (The counter stands still: nothing costs anything, only who waits matters.)
+  CHECK(m->admit(1, 0) == MissBudget::Admission::kRun);  // no hit yet
+  m->endIteration(1000, 0);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRunTimed);  // hits in this iteration
+  m->endIteration(1000, 5);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRunTimed);  // hits in the last one
+  m->endIteration(1000, 5);
+  CHECK(m->admit(1, 5) == MissBudget::Admission::kRun);  // none in this one or the last
+  auto unbound = std::make_unique<MissBudget>();
+  unbound->configure(32, 100);
+  unbound->endIteration(1000, 5);
+  CHECK(unbound->admit(1, 9) == MissBudget::Admission::kRun);  // no cycle bound at all
+}
+
+TEST_CASE("miss budget: a run the lcore was preempted in leaves a bounded debt", "[engine][miss]") {
+  auto m = std::make_unique<MissBudget>();
+  m->configure(32, 10);
+  uint64_t now = 0, hits = 0;
+  auto iteration = [&](bool miss, uint64_t run_cycles) {
+    hits += 32;
+    now += 1920;  // the hits
+    bool ran = false;
+    if (const auto a = miss ? m->admit(1, hits) : MissBudget::Admission::kDrop; a != MissBudget::Admission::kDrop) {
+      REQUIRE(a == MissBudget::Admission::kRunTimed);  // other traffic waits: the run is measured
+      now += run_cycles;
+      m->charge(run_cycles);
+      ran = true;
+    }
+    m->endIteration(m->needsTime() ? now : MissBudget::kNoTime, hits);
+    return ran;
+  };
+  for (unsigned i = 0; i < 2 * MissBudget::kLearnEvery; ++i) (void)iteration(false, 0);
+  REQUIRE(m->hitCost() == 60);
+  unsigned runs = 0;
+  const uint64_t start = now;
+  for (unsigned i = 0; i < 500; ++i) runs += iteration(true, 2000);
+  const double share = 2000.0 * runs / static_cast<double>(now - start);
+  INFO(runs << " runs, " << share * 100 << " % of the cycles");
+  CHECK(share >= 0.09);
+  CHECK(share <= 0.105);
+  CHECK(m->runCost() == 2000);
+  // One run takes 10 ms (the lcore preempted in it): the debt is four runs'
+  // cost, not 10 ms, and runs resume within the iterations that repay it.
+  while (!iteration(true, 26'000'000)) {
+  }
+  CHECK(m->credit() >= -MissBudget::kCarriedRuns * 2000 * 16);
+  unsigned waited = 0;
+  while (!iteration(true, 2000)) ++waited;
+  CHECK(waited <= (MissBudget::kCarriedRuns + 1) * 2000 * 16 / 192);
+  CHECK(m->runCost() <= 2000 * 16);  // one sample moves the average at most this far
+}
+
+TEST_CASE("miss budget: bursts follow a port's ratio of misses; mostly hits means full bursts", "[engine][miss]") {
+  auto m = std::make_unique<MissBudget>();
+  m->configure(32, 10);
+  uint64_t now = 0, hits = 0, rx_a = 0, rx_b = 0;
+  auto end = [&] {
+    now += 2000;
+    m->endIteration(now, hits);
+  };
+  for (unsigned i = 0; i < 2 * MissBudget::kLearnEvery; ++i) {
+    hits += 32;
+    end();
+  }
+  // Port 2: each poll a third of its packets miss, and the budget is spent
+  // (a run far costlier than the share): still full bursts.
+  for (unsigned i = 0; i < 20; ++i) {
+    CHECK(m->burst(2, rx_b, hits) == 32);
+    rx_b += 32;
+    hits += 21;
+    for (unsigned k = 0; k < 11; ++k) {
+      if (m->admit(2, hits) == MissBudget::Admission::kRunTimed) m->charge(100'000);
+    }
+    end();
+  }
+  CHECK(m->credit() < 0);
+  CHECK(m->missRatio(2) > 65536 / 4);
+  CHECK(m->missRatio(2) <= 65536 / 2);
+  // Port 1: every packet a miss: held back to what the budget runs.
+  unsigned full = 0;
+  for (unsigned i = 0; i < 20; ++i) {
+    const uint16_t n = m->burst(1, rx_a, hits);
+    full += n == 32;
+    rx_a += n;
+    hits += 32;  // port 2's hits
+    for (unsigned k = 0; k < n; ++k) {
+      if (m->admit(1, hits) == MissBudget::Admission::kRunTimed) m->charge(100'000);
+    }
+    end();
+  }
+  CHECK(full <= 3);  // until three polls have shown what it sends
+  CHECK(m->missRatio(1) > 65536 / 2);
 }

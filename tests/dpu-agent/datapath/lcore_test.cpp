@@ -1,8 +1,9 @@
 // WorkerSet (lcore.h) with two worker lcores running around the stub engine:
 // receive queues, not ports, are what the workers are given; the queues of
 // one port go to different workers, ports spread evenly; unassign takes every
-// queue of a port away and returns only once no worker polls any of them.
-// net_ring ports loop what is transmitted on queue i back to receive queue i,
+// queue of a port away and returns only once no worker polls any of them;
+// one iteration of the loop (poll.h) takes from a queue only what the engine
+// asks for. net_ring ports loop what is transmitted on queue i back to receive queue i,
 // so a test picks the queue a packet arrives on (EAL --no-huge, three lcores
 // on whatever CPUs there are).
 #include <rte_eal.h>
@@ -159,4 +160,30 @@ TEST_CASE("workers: unassign removes every queue of a port and returns once none
   inject(a, 1, 1);
   REQUIRE(waitFor([&] { return got(engine, 0, a) + got(engine, 1, a) == 5; }));
   workers.stop();
+}
+
+TEST_CASE("workers: a loop iteration takes from each queue what the engine asks for, and no more", "[lcore]") {
+  const uint16_t a = ringPort("ba", 1), b = ringPort("bb", 1);
+  StubEngine engine;
+  WorkerContext& worker = engine.worker(0);
+  const std::vector<RxQueue> queues{{a, 0}, {b, 0}};
+  inject(a, 0, 40);
+  inject(b, 0, 40);
+  // b held to 5 a poll: a takes full bursts of 32, b its 5.
+  engine.setRxBurst(b, 5);
+  CHECK(pollOnce(engine, worker, queues) == 32 + 5);
+  CHECK(engine.received(a) == 32);
+  CHECK(engine.received(b) == 5);
+  CHECK(worker.iterations.load() == 1);  // flush and quiescent ran
+  // b skipped: its packets wait in its ring.
+  engine.setRxBurst(b, 0);
+  CHECK(pollOnce(engine, worker, queues) == 8);
+  CHECK(engine.received(b) == 5);
+  CHECK(worker.iterations.load() == 2);
+  // b's full bursts back: what waited is taken.
+  engine.setRxBurst(b, kRxBurst);
+  CHECK(pollOnce(engine, worker, queues) == 32);
+  CHECK(pollOnce(engine, worker, queues) == 3);
+  CHECK(engine.received(a) == 40);
+  CHECK(engine.received(b) == 40);
 }

@@ -41,6 +41,8 @@ v1::OperatorReply portsReply() {
   up->set_rx_dropped(1);
   up->set_tx_dropped(2);
   up->set_miss_budget_dropped(4);
+  up->set_miss_throttled_polls(5);
+  up->set_rx_missed(6);
   auto* vf = r.add_ports();
   vf->set_name("pf0vf\"1");  // a name that needs escaping
   vf->set_role("representor");
@@ -181,6 +183,8 @@ TEST_CASE("metrics: every counter of the operator API becomes a typed, labelled 
         "2");
   CHECK(p.samples.at("dpu_dataplane_port_miss_budget_dropped_packets_total{port=\"uplink\",role=\"uplink\"}") ==
         "4");
+  CHECK(p.samples.at("dpu_dataplane_port_miss_throttled_polls_total{port=\"uplink\",role=\"uplink\"}") == "5");
+  CHECK(p.samples.at("dpu_dataplane_port_receive_missed_packets_total{port=\"uplink\",role=\"uplink\"}") == "6");
   CHECK(p.samples.at("dpu_dataplane_port_up{port=\"uplink\",role=\"uplink\"}") == "1");
   CHECK(p.samples.at("dpu_dataplane_port_up{port=\"pf0vf\\\"1\",role=\"representor\"}") == "0");
   CHECK(p.samples.at("dpu_dataplane_port_info{port=\"pf0vf\\\"1\",role=\"representor\",backend=\"\","

@@ -1,7 +1,8 @@
 // A stub Engine for the tests of the dataplane process parts (ports, lcores,
 // sockets): it records port bindings, takes the representors a FullSync or
 // Delta names as wanted (a Delta deletes by representor name), counts the
-// packets each port received and frees them. Its logical port for
+// packets each port received and frees them, and asks the loop for the
+// receive bursts a test sets (setRxBurst). Its logical port for
 // representor R is "pod-R".
 #pragma once
 
@@ -94,6 +95,11 @@ class StubEngine final : public Engine {
   std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
   size_t bytesPerFlow() const override { return 0; }
   WorkerContext& worker(unsigned index) override { return workers_.at(index); }
+  uint16_t rxBurstSize(WorkerContext&, uint16_t rx_port) override {
+    return static_cast<uint16_t>(kRxBurst - cut_[rx_port].load());
+  }
+  // What rxBurstSize answers for `port` from now on (kRxBurst until set).
+  void setRxBurst(uint16_t port, uint16_t n) { cut_[port].store(static_cast<uint16_t>(kRxBurst - n)); }
   void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override {
     worker.packets.fetch_add(count);
     worker.per_port[rx_port].fetch_add(count);
@@ -117,6 +123,7 @@ class StubEngine final : public Engine {
   uint64_t generation_ = 0;
   std::array<WorkerContext, 4> workers_;
   std::atomic<uint64_t> per_port_[RTE_MAX_ETHPORTS] = {};
+  std::atomic<uint16_t> cut_[RTE_MAX_ETHPORTS] = {};  // kRxBurst less what rxBurstSize answers
 };
 
 }  // namespace dpu::datapath::testing

@@ -11,7 +11,7 @@
 //   management: {devargs: "net_af_packet_mgmt,iface=mgmt0"}
 //   representors: {mode: hotplug, backends: [af_xdp, af_packet]}
 //   tunnel_ip: 192.168.100.1
-//   flow_cache: {entries: 65536, idle_timeout_ms: 10000, miss_budget: 32}
+//   flow_cache: {entries: 65536, idle_timeout_ms: 10000, miss_budget: 32, miss_cycle_share: 10}
 //   sockets: {programming: /run/dpu/dataplane.sock, operator: /run/dpu/dpuctl.sock}
 //   metrics: {listen: "0.0.0.0:9476"}                # Prometheus text on GET /metrics
 //
@@ -91,9 +91,10 @@ struct MetricsConfig {
 // "ADDR:PORT" → MetricsConfig, or what is wrong with it.
 Result<MetricsConfig> parseMetricsListen(std::string_view text);
 
-// flow_cache.miss_budget (the engine's limits: EngineConfig).
+// flow_cache.miss_budget and miss_cycle_share (the engine's limits: EngineConfig).
 inline constexpr uint32_t kDefaultMissBudget = 32;
 inline constexpr uint32_t kMaxMissBudget = 1u << 20;
+inline constexpr uint32_t kDefaultMissCycleShare = 10;
 
 struct DataplaneConfig {
   EalConfig eal;
@@ -129,12 +130,19 @@ struct DataplaneConfig {
   bool resolve_next_hops = true;
   uint32_t flow_cache_entries = 65536;
   uint32_t flow_idle_timeout_ms = 10000;
+  // The slow-path budget, so a flood of new flows does not slow the
+  // established ones; a miss over it is dropped (drop reason MissBudget, per
+  // port in dpuctl ports: MISS_DROP) and a port whose packets are mostly such
+  // misses is polled with smaller bursts (THROTTLED), the rest left to the
+  // NIC's ring (RX_MISSED when it overflows).
   // Slow-path runs (flow-cache misses) per worker and poll iteration, across
-  // its ports, shared fairly among the ports that miss; a miss over it is
-  // dropped (drop reason MissBudget, per port in dpuctl ports: MISS_DROP), so
-  // a flood of new flows does not slow the established ones
+  // its ports, shared fairly among the ports that miss
   // (flow_cache.miss_budget, 1..kMaxMissBudget).
   uint32_t miss_budget = kDefaultMissBudget;
+  // Percent of a worker's cycles misses may use while it forwards established
+  // traffic; all of them when it forwards nothing else
+  // (flow_cache.miss_cycle_share, 1..100; 100: no cycle bound).
+  uint32_t miss_cycle_share = kDefaultMissCycleShare;
   std::string offload = "none";          // "none" | "rte_flow"
   SocketConfig sockets;
   MetricsConfig metrics;

@@ -18,8 +18,9 @@
 //  - Worker i transmits on tx queue i of every port (the process configures
 //    one tx queue per worker on each port it binds).
 //  - Flows: each worker has its own exact-match flow cache; a miss runs the
-//    logical pipeline on the lcore itself (run to completion, no allocation)
-//    and installs one flow. A flow records the versions of the model objects
+//    logical pipeline on the lcore itself (run to completion, no allocation,
+//    within the worker's slow-path budget: EngineConfig::miss_budget) and
+//    installs one flow. A flow records the versions of the model objects
 //    its decision read (ports, remote nodes, node settings); a snapshot in
 //    which one of them changed makes it stale, and a stale flow is never used
 //    again (removed on lookup or by the aging sweep).
@@ -62,22 +63,39 @@ struct EngineConfig {
   // (per worker, rounded up to a power of two); beyond it a flow stays in
   // software until a periodic scan offers it (counted as `OffloadQueueFull`).
   uint32_t offload_queue = 4096;
+  // The slow-path budget (src/miss_budget.h), so that one pod sending new
+  // 5-tuples at line rate cannot stall the established flows on its lcore
+  // (Open vSwitch bounds its upcalls the same way). A miss over it is dropped
+  // and counted (`MissBudget`, and per port); the sender's retransmission
+  // finds budget later. A port whose packets are mostly such misses gets
+  // smaller receive bursts (rxBurstSize), so the excess waits in the NIC.
+  //
   // Slow-path runs (flow-cache misses) a worker may make per poll iteration
-  // (between two quiescent() calls), across all its ports, so that one pod
-  // sending new 5-tuples at line rate cannot stall the established flows on
-  // that lcore (Open vSwitch bounds its upcalls the same way). A miss over
-  // the budget is dropped and counted (`MissBudget`, and per port); the
-  // sender's retransmission finds budget in a later iteration. Shared fairly:
-  // each port that missed in the last iteration may take an equal share.
+  // (between two quiescent() calls), across all its ports; each port that
+  // missed in the last iteration may take an equal share. It bounds how long
+  // one iteration's misses hold up the packets behind them.
   static constexpr uint32_t kDefaultMissBudget = 32;
   static constexpr uint32_t kMaxMissBudget = 1u << 20;
   uint32_t miss_budget = kDefaultMissBudget;
+  // Percent of a worker's cycles its slow-path runs may use while it also
+  // forwards established traffic (a flow hit in this or the last poll
+  // iteration); with nothing else to forward they may use the whole core.
+  // 100: no bound but the count above.
+  static constexpr uint32_t kDefaultMissCycleShare = 10;
+  uint32_t miss_cycle_share = kDefaultMissCycleShare;
+  // The cycle counter slow-path runs and poll iterations are measured with;
+  // nullptr: the TSC. Tests pass a controllable one.
+  uint64_t (*cycles)() = nullptr;
   // The lanes (actions.def): the common packets' own parse and the common
   // records' own routines. Off, every packet takes the general parse and
   // every record the general routine, which do the same, slower: the engine
   // tests compare the two byte for byte, and a benchmark shows the gain.
   bool lanes = true;
 };
+
+// The most packets the lcore loop takes from one receive queue per poll
+// iteration (Engine::rxBurstSize says how many it should take).
+inline constexpr uint16_t kRxBurst = 32;
 
 class WorkerContext;
 
@@ -125,6 +143,12 @@ class Engine {
 
   // --- lcore ---
   virtual WorkerContext& worker(unsigned index) = 0;
+  // How many packets the loop should take from `rx_port` (any of its receive
+  // queues this worker polls) before it hands them to processBurst: kRxBurst,
+  // or fewer, or none while the port's packets are mostly misses over the
+  // slow-path budget; the rest wait in the NIC's ring (and when it is full,
+  // the NIC drops them: imissed). Ask before every receive burst.
+  virtual uint16_t rxBurstSize(WorkerContext& worker, uint16_t rx_port) = 0;
   // Handles a burst received on `rx_port`. Every mbuf is consumed: transmitted
   // (buffered per output port), or freed and counted under a drop reason.
   virtual void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) = 0;

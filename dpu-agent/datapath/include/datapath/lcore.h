@@ -1,7 +1,9 @@
 // The worker lcores of dpu-dataplane: run-to-completion loops, one per worker
 // lcore, each polling the (port, receive queue) pairs assigned to it:
-//   for each (port, queue): rte_eth_rx_burst(32) → Engine::processBurst
-//   Engine::flush; Engine::quiescent; report our own quiescent state.
+//   pollOnce (poll.h): for each (port, queue): Engine::rxBurstSize →
+//     rte_eth_rx_burst(up to 32) → Engine::processBurst; Engine::flush;
+//     Engine::quiescent
+//   report our own quiescent state.
 //
 // What is scheduled is a receive queue, not a port: the queues of a port with
 // several (RSS, af_packet's kernel fanout: port.h) go to different workers,
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "datapath/poll.h"
 
 namespace dpu::datapath {
 
@@ -41,11 +44,7 @@ class WorkerSet {
   // Stops the loops and waits for them to return.
   void stop();
 
-  struct RxQueue {
-    uint16_t port = 0;
-    uint16_t queue = 0;
-    bool operator==(const RxQueue&) const = default;
-  };
+  using RxQueue = datapath::RxQueue;
 
   // Adds receive queues 0..rx_queues-1 of `port`, each to the worker polling
   // the fewest queues (among equals, one not yet polling this port, then the
