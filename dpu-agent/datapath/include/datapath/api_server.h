@@ -30,6 +30,7 @@ namespace dpu::datapath {
 class Engine;
 class DataplanePorts;
 class TunnelNeighbours;
+class StartupTimeline;
 
 class ApiServer {
  public:
@@ -37,6 +38,10 @@ class ApiServer {
   ~ApiServer();
 
   Result<void> open();
+  // Start-up phases: the agent's connection, the first full sync, the
+  // representors it wants, forwarding (then logged); the stats answer carries
+  // them. nullptr: none. It must outlive this.
+  void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
   // Serves until `stop` is set.
   void run(const std::atomic<bool>& stop);
   // Closes the sockets and removes their files.
@@ -56,6 +61,7 @@ class ApiServer {
   ipc::Socket agent_;
   std::chrono::steady_clock::time_point next_reconcile_{};  // tunnel next hops
   int agent_pid_ = -1;
+  StartupTimeline* timeline_ = nullptr;
 };
 
 }  // namespace dpu::datapath

@@ -32,6 +32,7 @@
 #include "datapath/mbuf_budget.h"
 #include "datapath/port.h"
 #include "datapath/port_retry.h"
+#include "datapath/startup_timeline.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 namespace dpu::datapath {
@@ -83,6 +84,9 @@ class DataplanePorts {
   // (removed): the rte_flow offload backend tracks the eswitch's ports.
   using PortObserver = std::function<void(const Port& port, PortRole role, bool added)>;
   void setObserver(PortObserver observer) { observer_ = std::move(observer); }
+  // Where each port opened during start-up is recorded, with its steps
+  // (until the timeline finishes); nullptr: nowhere. It must outlive this.
+  void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
   // The clock the retries follow (tests).
   void setClock(std::function<Clock::time_point()> clock) { clock_ = std::move(clock); }
   const PortRetries& retries() const { return retries_; }
@@ -107,6 +111,7 @@ class DataplanePorts {
   bool active_ = false;
   std::string xdp_iface_;                        // uplink netdev running overlay_steer
   PortObserver observer_;
+  StartupTimeline* timeline_ = nullptr;
 };
 
 }  // namespace dpu::datapath
