@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/log.h"
 #include "common/version.h"
@@ -37,6 +38,7 @@
 #include "datapath/metrics.h"
 #include "datapath/port.h"
 #include "datapath/startup_timeline.h"
+#include "datapath/xdp.h"
 #include "offload/none_backend.h"
 #include "offload/rte_flow_backend.h"
 
@@ -65,12 +67,31 @@ int fail(const std::string& message) {
 int run(const DataplaneConfig& config, const char* program, StartupTimeline& timeline) {
   using Clock = StartupTimeline::Clock;
   // Beside EAL's start, which is mostly waiting (it loads every PMD and, on
-  // x86 without an Intel TSC leaf, sleeps 100 ms to measure the TSC), the
-  // pool's memory is faulted in without hugepages (mbuf_pool.h).
+  // x86 without an Intel TSC leaf, sleeps 100 ms to measure the TSC): the pool's
+  // memory is faulted in without hugepages (mbuf_pool.h), and the XDP
+  // programs a killed predecessor left are detached (xdp.h).
   std::unique_ptr<PoolArea> area = PoolArea::prepare(config);
+  StaleXdpSweep stale;
+  Clock::time_point sweep_began{}, sweep_ended{};
+  std::thread sweeper;
+  if (mayUseAfXdp(config)) {
+    sweeper = std::thread([&] {
+      sweep_began = Clock::now();
+      stale = detachStaleXdpPrograms();
+      sweep_ended = Clock::now();
+    });
+  }
   auto began = Clock::now();
-  if (auto init = initEal(config, program); !init) return fail(init.error());
+  auto init = initEal(config, program);
+  if (sweeper.joinable()) sweeper.join();
+  if (!init) return fail(init.error());
   timeline.add("eal", began);
+  if (sweep_ended != Clock::time_point{}) {
+    timeline.add("stale xdp detach (beside eal)", sweep_began, sweep_ended);
+    for (const auto& iface : stale.detached)
+      DPU_LOG(kInfo, "dataplane") << "detached the XDP program a previous dataplane left on " << iface;
+    for (const auto& error : stale.errors) DPU_LOG(kWarn, "dataplane") << error;
+  }
 
   began = Clock::now();
   auto created_pool = createMbufPool(config, area.get());
