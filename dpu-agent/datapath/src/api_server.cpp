@@ -111,10 +111,10 @@ void ApiServer::serveAgent() {
     neighbours_.refresh();
     if (first) {
       const auto activating = std::chrono::steady_clock::now();
-      ports_.activate();
-      if (timeline_ != nullptr) {
+      if (auto polling = ports_.activate(); !polling) {
+        failure_ = polling.error();
+      } else if (timeline_ != nullptr) {
         timeline_->add("next hops refresh", refreshing, activating);
-        // Each port handed to the workers waits for them to pass a quiescent point.
         timeline_->add("polling", activating);
         DPU_LOG(kInfo, "dataplane") << "start-up: " << timeline_->finish(std::chrono::steady_clock::now());
       }
@@ -157,7 +157,7 @@ void ApiServer::serveOperator() {
 void ApiServer::run(const std::atomic<bool>& stop) {
   auto next_maintain = std::chrono::steady_clock::now();
   next_reconcile_ = next_maintain + kReconcileRetry;
-  while (!stop.load()) {
+  while (!stop.load() && failure_.empty()) {
     // poll(2) skips a negative fd: no kernel next-hop lookup, or no agent.
     pollfd fds[4] = {{programming_.fd(), POLLIN, 0},
                      {operator_.fd(), POLLIN, 0},

@@ -210,13 +210,13 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
                                                          : Result<void>{};
                  !listening) {
         status = fail(listening.error());
-      } else if (auto started = timed("lcores", [&] { return workers.start(); }); !started) {
-        status = fail(started.error());
       } else {
+        // The worker lcores start with the first model (DataplanePorts::activate).
         DPU_LOG(kInfo, "dataplane") << "running: " << config.workers << " worker lcore(s), flow cache "
                                     << config.flow_cache_entries << " entries per worker ("
                                     << (*engine)->bytesPerFlow() << " bytes per flow), offload " << config.offload;
         server.run(g_stop);
+        if (!server.failure().empty()) status = fail(server.failure());
         DPU_LOG(kInfo, "dataplane") << "stopping";
       }
       metrics.stop();

@@ -42,8 +42,10 @@ class ApiServer {
   // representors it wants, forwarding (then logged); the stats answer carries
   // them. nullptr: none. It must outlive this.
   void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
-  // Serves until `stop` is set.
+  // Serves until `stop` is set, or until the dataplane cannot forward at all
+  // (its worker lcores would not start): then failure() says why.
   void run(const std::atomic<bool>& stop);
+  const std::string& failure() const { return failure_; }
   // Closes the sockets and removes their files.
   void close();
 
@@ -62,6 +64,7 @@ class ApiServer {
   std::chrono::steady_clock::time_point next_reconcile_{};  // tunnel next hops
   int agent_pid_ = -1;
   StartupTimeline* timeline_ = nullptr;
+  std::string failure_;
 };
 
 }  // namespace dpu::datapath

@@ -6,7 +6,10 @@
 //
 // Ports are polled only once the dataplane has a model (the first accepted
 // FullSync): before that every packet would be dropped for want of a model,
-// and a pcap or ring port keeps its packets until then.
+// and a pcap or ring port keeps its packets until then. The worker lcores
+// start then too (unless started before): a queue handed to a running worker
+// waits until the worker passes a quiescent point, which on a loaded machine
+// is a scheduling delay per port, and start-up is the outage of a restart.
 //
 // A wanted representor that cannot be opened is not forgotten: it is retried
 // with backoff (port_retry.h), its failure is logged once per reason, it is
@@ -52,8 +55,9 @@ class DataplanePorts {
   // Binds the role ports to the engine; from here on ports are bound as they
   // come. Not polled until activate().
   Result<void> attach(Engine& engine, WorkerSet& workers);
-  // Starts polling every bound port (after the first model).
-  void activate();
+  // Starts polling every bound port (after the first model): hands them to
+  // the workers, then starts the workers if they are not running yet.
+  Result<void> activate();
   bool active() const { return active_; }
   // Creates representors the model wants and lacks (those that failed before
   // only when their retry is due), removes those it no longer wants.
