@@ -139,7 +139,8 @@ Result<void> DataplanePorts::activate() {
   if (active_) return {};
   active_ = true;
   for (const auto& [name, port] : ports_) workers_->assign(port.port_id, port.rx_queues);
-  if (auto started = workers_->start(); !started) return prefixed("starting the worker lcores", std::move(started).takeError());
+  if (auto started = workers_->start(); !started)
+    return prefixed("starting the worker lcores", std::move(started).takeError());
   DPU_LOG(kInfo, "dataplane") << "polling " << ports_.size() << " ports";
   return {};
 }

@@ -259,7 +259,8 @@ Result<void> ethdevAvailable(const std::string& for_port) {
 
 namespace {
 
-Result<Port> adoptProbed(const std::string& name, uint16_t port_id, const PortSetup& setup, std::vector<PortStep> steps) {
+Result<Port> adoptProbed(const std::string& name, uint16_t port_id, const PortSetup& setup,
+                         std::vector<PortStep> steps) {
   Port port;
   port.name = name;
   port.port_id = port_id;
