@@ -1,7 +1,7 @@
 // dpuctl: the operator's view of a running dpu-dataplane over its operator
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
-//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems
+//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
@@ -37,6 +37,9 @@ void usage(FILE* out) {
                "  stats [--all]  drop reasons and events (non-zero ones unless --all)\n"
                "  problems       model objects the dataplane does not forward for (refused, or\n"
                "                 their port could not be opened), with the reason\n"
+               "  startup        how the dataplane started, phase by phase (EAL, mbuf pool, each\n"
+               "                 port's steps on its backend, sockets, agent, first full sync,\n"
+               "                 forwarding), in milliseconds from its start\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
@@ -83,6 +86,8 @@ int main(int argc, char** argv) {
     request.mutable_stats();
   } else if (command == "problems") {
     request.mutable_problems();
+  } else if (command == "startup") {
+    request.mutable_stats();
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -111,6 +116,8 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatPorts(*reply);
   } else if (command == "problems") {
     out = dpu::dpuctl::formatProblems(*reply);
+  } else if (command == "startup") {
+    out = dpu::dpuctl::formatStartup(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

@@ -151,6 +151,21 @@ std::string formatProblems(const dataplane::v1::OperatorReply& reply) {
   return table(rows);
 }
 
+std::string formatStartup(const dataplane::v1::OperatorReply& reply) {
+  if (reply.startup().empty()) return "no start-up phases in the answer (a dataplane that does not time them)\n";
+  auto ms = [](uint64_t us) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(us) / 1000.0);
+    return std::string(text);
+  };
+  std::vector<std::vector<std::string>> rows{{"PHASE", "START_MS", "DURATION_MS"}};
+  for (const auto& p : reply.startup())
+    rows.push_back({p.name(), ms(p.start_us()), p.moment() ? "-" : ms(p.duration_us())});
+  std::string out = table(rows);
+  if (reply.startup_us() == 0) out += "not forwarding yet: waiting for the agent's first full sync\n";
+  return out;
+}
+
 std::string formatJson(const dataplane::v1::OperatorReply& reply) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;

@@ -19,6 +19,9 @@ std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_
 // One row per object not forwarding (kind, name, state, reason), or a line
 // saying every object forwards.
 std::string formatProblems(const dataplane::v1::OperatorReply& reply);
+// The dataplane's start-up phases (stats answer): when each began and how
+// long it took, in milliseconds from the process's start; moments have no duration.
+std::string formatStartup(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

@@ -66,16 +66,20 @@ dl_spawn() {
   dl_wait 5 test -s "$pidfile" || { dl_die "could not start $1 (no pid file $pidfile)"; return 1; }
 }
 
+# Bash builtins only, here and in _dl_pid_gone: these are polled every 10 ms
+# while a daemon restarts, and a fork per poll costs a millisecond or more on
+# a loaded machine.
 _dl_pid_ours() {  # PID: alive, not a zombie, and its command line names the lab dir
-  local pid=$1
+  local pid=$1 stat args
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-  local cmd
-  cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")
+  { read -r stat < "/proc/$pid/stat"; } 2>/dev/null || return 1
+  stat=${stat##*) }  # the state follows the command name, which may hold spaces
+  [ "${stat%% *}" != Z ] || return 1
+  { mapfile -d '' -t args < "/proc/$pid/cmdline"; } 2>/dev/null
   # An empty command line: the process is inside execve (bash -> ip netns
   # exec -> the daemon), which a loaded machine makes long enough to see.
-  [ -z "$cmd" ] && kill -0 "$pid" 2>/dev/null && return 0
-  [[ "$cmd" == *"$DL_DIR/"* ]]
+  [ ${#args[@]} -eq 0 ] && kill -0 "$pid" 2>/dev/null && return 0
+  [[ "${args[*]}" == *"$DL_DIR/"* ]]
 }
 
 dl_proc_alive() {
@@ -89,8 +93,12 @@ dl_proc_alive() {
 # the same file prefix at that moment fails in EAL.
 _dl_pid_gone() {
   [ -d "/proc/$1" ] || return 0
-  if [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; then
-    [ "$(ls "/proc/$1/task" 2>/dev/null | wc -l)" -le 1 ]
+  local stat tasks
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || return 0
+  stat=${stat##*) }
+  if [ "${stat%% *}" = Z ]; then
+    tasks=("/proc/$1/task/"*)
+    [ ${#tasks[@]} -le 1 ]
     return
   fi
   ! _dl_pid_ours "$1"  # running: gone only if the PID is another process's by now
@@ -102,14 +110,16 @@ _dl_pid_stop() {  # PID [-9]
   _dl_pid_ours "$pid" || return 0
   kill -CONT "$pid" 2>/dev/null
   kill -"$sig" "$pid" 2>/dev/null
-  for (( i = 0; i < 100; i++ )); do
+  # Polled every 10 ms (5 s at most each): a supervisor restarting the daemon
+  # waits for exactly this, and each poll's lateness adds to the outage.
+  for (( i = 0; i < 500; i++ )); do
     _dl_pid_gone "$pid" && break
-    sleep 0.05
+    sleep 0.01
   done
   _dl_pid_ours "$pid" && kill -KILL "$pid" 2>/dev/null
-  for (( i = 0; i < 100; i++ )); do
+  for (( i = 0; i < 500; i++ )); do
     _dl_pid_gone "$pid" && break
-    sleep 0.05
+    sleep 0.01
   done
   # Our own child (a test that sourced the library): reap it.
   wait "$pid" 2>/dev/null

@@ -87,7 +87,8 @@ Result<OffloadHandle> FakeEswitch::install(const flow::FlowSpec& flow) {
   ++install_calls_;
   if (auto ok = check(flow); !ok) return std::move(ok).takeError();
   const uint64_t id = next_id_++;
-  rules_.emplace(id, Rule{flow, 0, 0, now_});
+  rules_.emplace(id, Rule{flow, 0, 0, now_, false});
+  if (observer_) observer_("install", OffloadHandle{id}, flow);
   return OffloadHandle{id};
 }
 
@@ -98,7 +99,9 @@ Result<void> FakeEswitch::remove(OffloadHandle handle) {
     fail_next_remove_ = false;
     return Error{"fake eswitch: rule destruction failed (injected)"};
   }
+  const flow::FlowSpec flow = it->second.flow;
   rules_.erase(it);
+  if (observer_) observer_("remove", handle, flow);
   return {};
 }
 
@@ -137,6 +140,28 @@ void FakeEswitch::refuseNext(std::string reason) { refuse_next_ = std::move(reas
 void FakeEswitch::failNextRemove() { fail_next_remove_ = true; }
 
 void FakeEswitch::flush() { rules_.clear(); }
+
+std::vector<InheritedRule> FakeEswitch::inherited() {
+  std::vector<InheritedRule> out;
+  for (const auto& [id, rule] : rules_) {
+    if (rule.inherited) out.push_back(InheritedRule{OffloadHandle{id}, rule.flow});
+  }
+  return out;
+}
+
+void FakeEswitch::restart(bool rules_survive) {
+  if (!rules_survive) rules_.clear();
+  for (auto& [id, rule] : rules_) rule.inherited = true;
+}
+
+std::optional<OffloadHandle> FakeEswitch::forwarder(const flow::FlowMatch& match) const {
+  // Ids grow with each install: the last equal match is the newest rule.
+  std::optional<OffloadHandle> newest;
+  for (const auto& [id, rule] : rules_) {
+    if (rule.flow.match == match) newest = OffloadHandle{id};
+  }
+  return newest;
+}
 
 const flow::FlowSpec* FakeEswitch::installed(OffloadHandle handle) const {
   auto it = rules_.find(handle.id);

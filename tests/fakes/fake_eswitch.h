@@ -9,9 +9,19 @@
 // hardware-independent refusals, same reasons), then the profile's supported
 // kinds ("fake eswitch (restrictive): action RAW_ENCAP not supported"), then
 // capacity ("table full").
+//
+// A dataplane restart is restart(): the process that installed the rules is
+// gone and a new one uses the eswitch. Whether the rules outlive their
+// process is a parameter, because on mlx5 it is a driver question nobody has
+// answered on hardware; when they do, inherited() lists them to the new one.
+// Traffic is modelled by forwarder(): the rule a packet of a match would hit
+// (of several with the same match, the newest, as a replacement must win),
+// and every install and remove is told to an observer, so a test can check
+// the eswitch between any two steps.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,8 +56,19 @@ class FakeEswitch final : public OffloadBackend {
   Result<OffloadHandle> install(const flow::FlowSpec& flow) override;
   Result<void> remove(OffloadHandle handle) override;
   Result<HwCounters> query(OffloadHandle handle) override;
+  // The rules present at the last restart() that are still there.
+  std::vector<InheritedRule> inherited() override;
 
   // --- test controls ---
+  // The dataplane process died and another took the eswitch over: with
+  // `rules_survive` its rules stay, inherited by the next; without, they go
+  // with it (a flush).
+  void restart(bool rules_survive);
+  // The rule a packet of `match` hits now (the newest of equal matches), if any.
+  std::optional<OffloadHandle> forwarder(const flow::FlowMatch& match) const;
+  // Called after every install ("install") and remove ("remove") that changed the table.
+  using Observer = std::function<void(const std::string& op, OffloadHandle handle, const flow::FlowSpec& flow)>;
+  void setObserver(Observer observer) { observer_ = std::move(observer); }
   // Traffic the "hardware" forwarded for a rule; false for an unknown handle.
   bool hit(OffloadHandle handle, uint64_t packets, uint64_t bytes);
   // The clock: idle times grow, aging reports rules idle past the timeout.
@@ -74,6 +95,7 @@ class FakeEswitch final : public OffloadBackend {
     uint64_t packets = 0;
     uint64_t bytes = 0;
     uint64_t last_hit = 0;  // clock seconds
+    bool inherited = false; // present at the last restart()
   };
   Result<void> check(const flow::FlowSpec& flow);
 
@@ -84,6 +106,7 @@ class FakeEswitch final : public OffloadBackend {
   uint64_t install_calls_ = 0;
   std::optional<std::string> refuse_next_;
   bool fail_next_remove_ = false;
+  Observer observer_;
 };
 
 }  // namespace dpu::offload::testing

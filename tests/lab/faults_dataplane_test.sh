@@ -5,8 +5,11 @@
 #  - forwarding comes back by itself (the agent reconnects and pushes its
 #    whole model into the new dataplane) within a bound: the outage (kill to
 #    the first reply after the gap) and the lost pings are printed as
-#    `FIGURE: dataplane restart outage <n> ms`, and must stay under
-#    FAULT_DP_BOUND_MS (default 5000; measured about 650 ms);
+#    `FIGURE: dataplane restart outage <n> ms`, with the new process's
+#    start-up phases (dpuctl startup: EAL, mbuf pool, each port on its
+#    backend, sockets, the agent, the first full sync, forwarding), and must
+#    stay under FAULT_DP_BOUND_MS (default 5000: a bound against a hang on a
+#    loaded machine, not the target; the figure is the measurement);
 #  - the pods keep their addresses (eth0 untouched, the agent's attachments
 #    unchanged, the new dataplane has flows for both), TCP works again both
 #    ways, and a new pod attaches and forwards;
@@ -37,8 +40,10 @@ flowing_since() { [ "$(replies_after "$pr" "$1")" -ge 20 ] && [ "$(replies_after
 # Both pings are answered before the kill, so a gap in them is the restart's.
 dl_wait 10 flowing_since 0 || fail "the pings got no replies before the kill"
 old_pid=$(dl_daemon_pid 1 dataplane)
-t_kill=$(date +%s.%N)
+# EPOCHREALTIME (bash): no fork between the time stamp and the kill.
+t_kill=$EPOCHREALTIME
 dl_daemon_stop 1 dataplane -9
+t_gone=$EPOCHREALTIME
 [ -z "$(dl_daemon_pid 1 dataplane)" ] && pass "dpu-dataplane of node1 (pid $old_pid) killed with SIGKILL" || fail "dpu-dataplane survived SIGKILL"
 dl_daemon_start 1 dataplane || fail "dpu-dataplane of node1 did not start again"
 t_up=$(date +%s.%N)
@@ -51,6 +56,19 @@ dl_wait 30 back
 dl_wait 10 flowing_since "$t_up"
 dl_ping_stop "$ppr"; dl_ping_stop "$pph"
 
+# The new process's start-up, phase by phase (dpuctl startup: milliseconds
+# from its start; the ports' steps left out), and how long after the kill the
+# old process was gone (the lab waits for that before it starts the new one) and the new one started.
+startup=$(dl_dpuctl 1 --json stats 2>/dev/null | jq -r --arg kill "$t_kill" --arg gone "$t_gone" '
+  def ms: (tonumber / 100 | round) / 10;
+  if (.startup | length) == 0 then "no start-up phases" else
+    "the old process was gone \(($gone | tonumber) * 1000 - ($kill | tonumber) * 1000 | round) ms after the kill, " +
+    "the new one began \(((.started_unix_us | tonumber) / 1000 - ($kill | tonumber) * 1000) | round) ms after the kill; start-up: " +
+    ([.startup[] | select(.name | test(": ") | not)
+      | if .moment then "\(.name) @\(.start_us | ms)" else "\(.name) \(.duration_us | ms)" end] | join(", ")) + " ms"
+  end' 2>/dev/null)
+[ -n "$startup" ] || startup="start-up phases unavailable"
+
 for p in remote host; do
   f=$DL_DIR/ping-$p
   res=$(dl_ping_result "$f"); out=$(dl_ping_outage "$f" "$t_kill")
@@ -60,7 +78,7 @@ for p in remote host; do
     fail "$what: no reply after the new dataplane was up ($res transmitted/received): forwarding did not come back"
     continue
   fi
-  echo "FIGURE: dataplane restart outage $out ms ($what, $lost of ${res% *} pings at 10 ms lost; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN{printf "%d", (b-a)*1000}') ms after the kill)"
+  echo "FIGURE: dataplane restart outage $out ms ($what, $lost of ${res% *} pings at 10 ms lost; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN{printf "%d", (b-a)*1000}') ms after the kill; $startup)"
   [ "$out" -le "$bound" ] && pass "$what: forwarding back $out ms after the kill (bound $bound ms)" ||
     fail "$what: forwarding back only $out ms after the kill (bound $bound ms)"
 done

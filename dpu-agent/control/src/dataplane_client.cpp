@@ -26,6 +26,28 @@ std::string problemKey(const dpv1::ObjectProblem& p) {
 
 }  // namespace
 
+// After a dataplane it was connected to went away, and when the agent starts,
+// the dataplane is most likely (re)starting: its socket appears within a
+// second or so and every millisecond until the full sync is an outage, so the
+// client tries every 10 ms (a connect to a missing unix socket costs
+// microseconds) for a while before it backs off.
+ReconnectBackoff::ReconnectBackoff(Clock::time_point start, uint32_t seed)
+    : quick_until_(start + kQuickRetryWindow), rng_(seed != 0 ? seed : std::random_device{}()) {}
+
+ReconnectBackoff::Clock::duration ReconnectBackoff::next(Clock::time_point began, Clock::time_point now,
+                                                         bool was_connected) {
+  if (now - began > std::chrono::seconds(5)) backoff_ = std::chrono::milliseconds(100);
+  if (was_connected) quick_until_ = now + kQuickRetryWindow;
+  if (now < quick_until_) return kQuickRetry;
+  // Jitter so that many agents (or a fast restart loop) do not hammer in step.
+  std::mt19937 rng(rng_++);
+  const auto jitter =
+      std::chrono::milliseconds(std::uniform_int_distribution<int>(0, static_cast<int>(backoff_.count() / 4))(rng));
+  const Clock::duration wait = backoff_ + jitter;
+  backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(2000));
+  return wait;
+}
+
 DataplaneClient::DataplaneClient(std::string socket_path, std::string agent_id, ModelState& model, Histogram& latency)
     : socket_path_(std::move(socket_path)), agent_id_(std::move(agent_id)), model_(model), latency_(latency) {}
 
@@ -54,32 +76,31 @@ void DataplaneClient::setError(const std::string& e) {
 }
 
 void DataplaneClient::run() {
-  std::mt19937 rng(std::random_device{}());
-  auto backoff = std::chrono::milliseconds(100);
+  using Clock = ReconnectBackoff::Clock;
+  ReconnectBackoff backoff(Clock::now());
   bool logged_down = false;
   while (running_.load()) {
-    auto started = std::chrono::steady_clock::now();
+    auto started = Clock::now();
     bool clean = session();
+    bool was_connected;
     {
       std::lock_guard lock(mu_);
+      was_connected = status_.connected;
       status_.connected = false;
       status_.programmed = false;
     }
     if (!running_.load()) break;
-    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(5)) backoff = std::chrono::milliseconds(100);
     if (!clean && !logged_down) {
       DPU_LOG(kWarn, kLog) << "dataplane at " << socket_path_ << " unavailable (" << status().last_error
-                           << "); retrying with backoff";
+                           << "); retrying every " << ReconnectBackoff::kQuickRetry.count() << " ms for "
+                           << ReconnectBackoff::kQuickRetryWindow.count() << " s, then with backoff";
       logged_down = true;
     }
     if (clean) logged_down = false;
-    // Jitter so that many agents (or a fast restart loop) do not hammer in step.
-    auto jitter = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, static_cast<int>(backoff.count() / 4))(rng));
-    auto wait = backoff + jitter;
-    for (auto slept = std::chrono::milliseconds(0); slept < wait && running_.load(); slept += std::chrono::milliseconds(20)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto until = Clock::now() + backoff.next(started, Clock::now(), was_connected);
+    while (running_.load() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(20)));
     }
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
     std::lock_guard lock(mu_);
     ++status_.reconnects;
   }
@@ -244,11 +265,16 @@ bool DataplaneClient::sendDelta(const ipc::Socket& s, ModelState::Pending& pendi
   return true;
 }
 
-bool DataplaneClient::peerClosed(const ipc::Socket& s) const {
+bool DataplaneClient::waitIdle(const ipc::Socket& s, std::chrono::milliseconds timeout) const {
   // The dataplane never speaks first: anything readable on an idle connection
-  // is the end of the stream (it restarted or closed us).
-  pollfd p{s.fd(), POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
+  // is the end of the stream (it restarted or closed us). Waiting on the
+  // socket too, not only on the model, notices it at once: every moment
+  // until the reconnect's full sync is an outage.
+  pollfd fds[2] = {{s.fd(), POLLIN, 0}, {model_.changeFd(), POLLIN, 0}};
+  if (fds[1].fd < 0) timeout = std::min(timeout, std::chrono::milliseconds(20));  // no eventfd: look often
+  if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0) return false;
+  if (fds[1].revents & POLLIN) model_.clearChangeFd();
+  return fds[0].revents != 0;
 }
 
 bool DataplaneClient::session() {
@@ -280,12 +306,17 @@ bool DataplaneClient::session() {
   if (!fullSync(*sock)) return false;
   auto last_exchange = std::chrono::steady_clock::now();
   while (running_.load()) {
-    if (!model_.waitForChange(std::chrono::milliseconds(100))) {
-      if (peerClosed(*sock)) {
+    if (!model_.hasPending()) {
+      const auto since = std::chrono::steady_clock::now() - last_exchange;
+      const auto until_status = since >= kStatusPeriod ? std::chrono::milliseconds(0)
+                                                       : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                             kStatusPeriod - since) + std::chrono::milliseconds(1);
+      if (waitIdle(*sock, until_status)) {
         setError("the dataplane closed the connection");
         DPU_LOG(kWarn, kLog) << "dataplane connection closed; reconnecting";
         return false;
       }
+      if (!running_.load() || model_.hasPending()) continue;
       if (std::chrono::steady_clock::now() - last_exchange >= kStatusPeriod) {
         if (!pollStatus(*sock)) return false;
         last_exchange = std::chrono::steady_clock::now();

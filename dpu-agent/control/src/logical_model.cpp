@@ -2,6 +2,8 @@
 #include "control/logical_model.h"
 
 #include <google/protobuf/util/message_differencer.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -52,10 +54,32 @@ uint32_t datapathKeyFor(const IpPrefix& subnet, const std::vector<IpPrefix>& clu
   return (1u << 23) | (fnv1a(subnet.str()) & ((1u << 23) - 1));
 }
 
+ModelState::ModelState() : change_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+ModelState::~ModelState() {
+  if (change_fd_ >= 0) ::close(change_fd_);
+}
+
+void ModelState::signalChange() const {
+  const uint64_t one = 1;
+  if (change_fd_ >= 0) (void)!::write(change_fd_, &one, sizeof one);
+}
+
+void ModelState::clearChangeFd() const {
+  uint64_t count = 0;
+  if (change_fd_ >= 0) (void)!::read(change_fd_, &count, sizeof count);
+}
+
+void ModelState::notifyAll() const {
+  cv_.notify_all();
+  signalChange();
+}
+
 void ModelState::markLocked() {
   if (!oldest_) oldest_ = Clock::now();
   ++sequence_;
   cv_.notify_all();
+  signalChange();
 }
 
 void ModelState::setNode(const dpv1::NodeSettings& node) {

@@ -11,6 +11,7 @@
 #include "datapath/dataplane_neighbours.h"
 #include "datapath/dataplane_ports.h"
 #include "datapath/engine.h"
+#include "datapath/startup_timeline.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 namespace dpu::datapath {
@@ -78,6 +79,7 @@ void ApiServer::acceptAgent() {
   }
   agent_ = std::move(*sock);
   agent_pid_ = pid;
+  if (timeline_ != nullptr) timeline_->mark("agent connected", std::chrono::steady_clock::now());
   DPU_LOG(kInfo, "dataplane") << "agent connected (pid " << pid << ")";
 }
 
@@ -97,11 +99,26 @@ void ApiServer::serveAgent() {
   if (request.has_hello()) {
     DPU_LOG(kInfo, "dataplane") << "hello from agent " << request.hello().agent_id();
   }
+  const auto began = std::chrono::steady_clock::now();
   v1::ProgramReply reply = engine_.program(request);
   if (reply.status() == v1::OK && (request.has_full_sync() || request.has_delta())) {
+    const bool first = !ports_.active() && reply.generation() > 0;
+    if (first && timeline_ != nullptr) timeline_->add("first full sync", began);
+    const auto reconciling = std::chrono::steady_clock::now();
     ports_.reconcile();
+    if (first && timeline_ != nullptr) timeline_->add("representors", reconciling);
+    const auto refreshing = std::chrono::steady_clock::now();
     neighbours_.refresh();
-    if (!ports_.active() && reply.generation() > 0) ports_.activate();
+    if (first) {
+      const auto activating = std::chrono::steady_clock::now();
+      if (auto polling = ports_.activate(); !polling) {
+        failure_ = polling.error();
+      } else if (timeline_ != nullptr) {
+        timeline_->add("next hops refresh", refreshing, activating);
+        timeline_->add("polling", activating);
+        DPU_LOG(kInfo, "dataplane") << "start-up: " << timeline_->finish(std::chrono::steady_clock::now());
+      }
+    }
   }
   if (reply.status() != v1::OK) {
     DPU_LOG(kWarn, "dataplane") << "program request refused (" << v1::ProgramStatus_Name(reply.status())
@@ -125,6 +142,7 @@ void ApiServer::serveOperator() {
   v1::OperatorReply reply = engine_.operate(request);
   if (request.has_ports()) ports_.describe(reply);
   if (request.has_stats()) {
+    if (timeline_ != nullptr) timeline_->describe(reply);
     ports_.addCounters(reply);
     neighbours_.addCounters(reply);
     auto* c = reply.add_counters();
@@ -139,7 +157,7 @@ void ApiServer::serveOperator() {
 void ApiServer::run(const std::atomic<bool>& stop) {
   auto next_maintain = std::chrono::steady_clock::now();
   next_reconcile_ = next_maintain + kReconcileRetry;
-  while (!stop.load()) {
+  while (!stop.load() && failure_.empty()) {
     // poll(2) skips a negative fd: no kernel next-hop lookup, or no agent.
     pollfd fds[4] = {{programming_.fd(), POLLIN, 0},
                      {operator_.fd(), POLLIN, 0},

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/log.h"
 #include "common/version.h"
@@ -36,6 +37,8 @@
 #include "datapath/mbuf_pool.h"
 #include "datapath/metrics.h"
 #include "datapath/port.h"
+#include "datapath/startup_timeline.h"
+#include "datapath/xdp.h"
 #include "offload/none_backend.h"
 #include "offload/rte_flow_backend.h"
 
@@ -61,15 +64,48 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int run(const DataplaneConfig& config, const char* program) {
-  if (auto init = initEal(config, program); !init) return fail(init.error());
+int run(const DataplaneConfig& config, const char* program, StartupTimeline& timeline) {
+  using Clock = StartupTimeline::Clock;
+  // Beside EAL's start, which is mostly waiting (it loads every PMD and, on
+  // x86 without an Intel TSC leaf, sleeps 100 ms to measure the TSC): the pool's
+  // memory is faulted in without hugepages (mbuf_pool.h), and the XDP
+  // programs a killed predecessor left are detached (xdp.h).
+  std::unique_ptr<PoolArea> area = PoolArea::prepare(config);
+  StaleXdpSweep stale;
+  Clock::time_point sweep_began{}, sweep_ended{};
+  std::thread sweeper;
+  if (mayUseAfXdp(config)) {
+    sweeper = std::thread([&] {
+      sweep_began = Clock::now();
+      stale = detachStaleXdpPrograms();
+      sweep_ended = Clock::now();
+    });
+  }
+  auto began = Clock::now();
+  auto init = initEal(config, program);
+  if (sweeper.joinable()) sweeper.join();
+  if (!init) return fail(init.error());
+  timeline.add("eal", began);
+  if (sweep_ended != Clock::time_point{}) {
+    timeline.add("stale xdp detach (beside eal)", sweep_began, sweep_ended);
+    for (const auto& iface : stale.detached)
+      DPU_LOG(kInfo, "dataplane") << "detached the XDP program a previous dataplane left on " << iface;
+    for (const auto& error : stale.errors) DPU_LOG(kWarn, "dataplane") << error;
+  }
 
-  auto created_pool = createMbufPool(config);
+  began = Clock::now();
+  auto created_pool = createMbufPool(config, area.get());
+  if (area) {
+    (void)area->wait();  // its thread is done: the times are final
+    timeline.add("mbuf pool memory (beside eal)", area->began(), area->ended());
+    area.reset();
+  }
   if (!created_pool) {
     cleanupEal();
     return fail(created_pool.error());
   }
   rte_mempool* pool = *created_pool;
+  timeline.add("mbuf pool", began);
 
   int status = 0;
   {
@@ -89,6 +125,7 @@ int run(const DataplaneConfig& config, const char* program) {
                                 << " kept for lcore caches and bursts, the rest budgeted per port"
                                 << (setup.af_xdp_problem.empty() ? "" : "; no af_xdp: " + setup.af_xdp_problem);
     DataplanePorts ports(*backend, setup);
+    ports.setTimeline(&timeline);
     if (auto opened = ports.openRolePorts(config); !opened) {
       rte_mempool_free(pool);
       cleanupEal();
@@ -117,6 +154,7 @@ int run(const DataplaneConfig& config, const char* program) {
       offload = rte_flow.get();
     }
 
+    began = Clock::now();
     EngineConfig engine_config;
     engine_config.workers = config.workers;
     engine_config.flow_cache_entries = config.flow_cache_entries;
@@ -136,6 +174,7 @@ int run(const DataplaneConfig& config, const char* program) {
       cleanupEal();
       return fail("engine: " + engine.error());
     }
+    timeline.add("engine", began);
     WorkerSet workers(**engine, config.workers, config.idle_sleep_us);
     if (rte_flow) {
       ports.setObserver([&](const Port& port, PortRole role, bool added) {
@@ -156,20 +195,30 @@ int run(const DataplaneConfig& config, const char* program) {
       std::string uplink_iface = config.resolve_next_hops ? ports.rolePort("uplink")->iface : "";
       TunnelNeighbours neighbours(**engine, uplink_iface, std::move(static_hops));
       ApiServer server(**engine, ports, neighbours, config.sockets);
+      server.setTimeline(&timeline);
       MetricsEndpoint metrics(config.metrics, config.sockets.operator_api);
-      if (auto resolving = neighbours.open(); !resolving) {
+      // Each step, when it succeeds, is a start-up phase.
+      auto timed = [&](const char* phase, const auto& step) -> Result<void> {
+        const auto at = Clock::now();
+        Result<void> done = step();
+        if (done) timeline.add(phase, at);
+        return done;
+      };
+      if (auto resolving = timed("next hops", [&] { return neighbours.open(); }); !resolving) {
         status = fail(resolving.error());
-      } else if (auto open = server.open(); !open) {
+      } else if (auto open = timed("sockets", [&] { return server.open(); }); !open) {
         status = fail(open.error());
-      } else if (auto listening = config.metrics.enabled ? metrics.start() : Result<void>{}; !listening) {
+      } else if (auto listening = config.metrics.enabled ? timed("metrics", [&] { return metrics.start(); })
+                                                         : Result<void>{};
+                 !listening) {
         status = fail(listening.error());
-      } else if (auto started = workers.start(); !started) {
-        status = fail(started.error());
       } else {
+        // The worker lcores start with the first model (DataplanePorts::activate).
         DPU_LOG(kInfo, "dataplane") << "running: " << config.workers << " worker lcore(s), flow cache "
                                     << config.flow_cache_entries << " entries per worker ("
                                     << (*engine)->bytesPerFlow() << " bytes per flow), offload " << config.offload;
         server.run(g_stop);
+        if (!server.failure().empty()) status = fail(server.failure());
         DPU_LOG(kInfo, "dataplane") << "stopping";
       }
       metrics.stop();
@@ -191,6 +240,9 @@ int run(const DataplaneConfig& config, const char* program) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Start-up is timed from here: the dynamic loader's work before it is a
+  // few milliseconds (LD_DEBUG=statistics), EAL loading its PMDs is counted in "eal".
+  StartupTimeline timeline;
   std::string config_path;
   bool check = false;
   for (int i = 1; i < argc; ++i) {
@@ -241,5 +293,5 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  return run(*config, argv[0]);
+  return run(*config, argv[0], timeline);
 }

@@ -64,6 +64,11 @@ Result<void> DataplanePorts::add(Port port, PortRole role) {
                               << port.mac.str() << ", " << port.rx_queues << " rx queue(s)"
                               << (port.rx_queues > 1 ? " spread by " + rxSpreadName(port.rx_spread) : "");
   if (observer_) observer_(port, role, true);
+  if (timeline_ != nullptr && !port.steps.empty()) {
+    const std::string phase = "port " + port.name + " " + port.backend;
+    timeline_->add(phase, port.steps.front().began, port.steps.back().ended);
+    for (const PortStep& s : port.steps) timeline_->add(phase + ": " + s.name, s.began, s.ended);
+  }
   uint16_t id = port.port_id;
   uint16_t rx_queues = port.rx_queues;
   std::string name = port.name;
@@ -79,11 +84,13 @@ Result<void> DataplanePorts::openRolePorts(const DataplaneConfig& config) {
   if (!uplink) return prefixed("uplink", std::move(uplink).takeError());
   if (uplink->backend == "af_xdp") {
     auto ip = IpAddress::parse(config.tunnel_ip);
+    const auto began = std::chrono::steady_clock::now();
     auto steered = configureAttachedSteering(uplink->iface, makeSteerConfig(*ip, config.xdp_steer_arp));
     if (!steered) {
       destroyPort(*uplink);
       return prefixed("uplink XDP program", std::move(steered).takeError());
     }
+    uplink->steps.push_back(PortStep{"steering", began, std::chrono::steady_clock::now()});
     xdp_iface_ = uplink->iface;
     DPU_LOG(kInfo, "dataplane") << "uplink " << uplink->iface << ": overlay_steer steers Geneve/ESP to "
                                 << config.tunnel_ip << (config.xdp_steer_arp ? " and its ARP" : "")
@@ -128,11 +135,14 @@ const Port* DataplanePorts::rolePort(const std::string& name) const {
   return nullptr;
 }
 
-void DataplanePorts::activate() {
-  if (active_) return;
+Result<void> DataplanePorts::activate() {
+  if (active_) return {};
   active_ = true;
   for (const auto& [name, port] : ports_) workers_->assign(port.port_id, port.rx_queues);
+  if (auto started = workers_->start(); !started)
+    return prefixed("starting the worker lcores", std::move(started).takeError());
   DPU_LOG(kInfo, "dataplane") << "polling " << ports_.size() << " ports";
+  return {};
 }
 
 uint32_t DataplanePorts::openRepresentors() const {

@@ -7,10 +7,14 @@
 #include <rte_mbuf_pool_ops.h>
 #include <rte_memzone.h>
 #include <rte_mempool.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 
 namespace dpu::datapath {
 namespace {
@@ -30,8 +34,20 @@ std::string poolError(const DataplaneConfig& config, const std::string& what) {
 
 void freeMemzone(rte_mempool_memhdr*, void* opaque) { rte_memzone_free(static_cast<const rte_memzone*>(opaque)); }
 
-// Page-sized objects in one page-aligned area (see the header).
-Result<rte_mempool*> createPagedPool(const DataplaneConfig& config, uint32_t page) {
+struct Mapping {
+  void* addr;
+  size_t len;
+};
+
+void freeMapping(rte_mempool_memhdr*, void* opaque) {
+  auto* m = static_cast<Mapping*>(opaque);
+  ::munmap(m->addr, m->len);
+  delete m;
+}
+
+// Page-sized objects in one page-aligned area (see the header): `area`'s
+// memory, or an EAL memzone.
+Result<rte_mempool*> createPagedPool(const DataplaneConfig& config, uint32_t page, PoolArea* area) {
   const int socket = static_cast<int>(rte_socket_id());
   rte_mempool_objsz sizes{};
   (void)rte_mempool_calc_obj_size(0, RTE_MEMPOOL_F_NO_SPREAD, &sizes);
@@ -44,8 +60,11 @@ Result<rte_mempool*> createPagedPool(const DataplaneConfig& config, uint32_t pag
   priv.mbuf_data_room_size = static_cast<uint16_t>(elt - sizeof(rte_mbuf));
   priv.mbuf_priv_size = 0;
   // No spreading over memory channels: it would pad the object past the page.
+  // Memory without IOVA (the area) is one chunk: DPDK would otherwise cut it
+  // page by page, and net_af_xdp's umem starts at the first chunk.
+  const unsigned flags = RTE_MEMPOOL_F_NO_SPREAD | (area != nullptr ? RTE_MEMPOOL_F_NO_IOVA_CONTIG : 0);
   rte_mempool* pool = rte_mempool_create_empty(kPoolName, config.mbuf_pool_size, elt, config.mbuf_cache_size,
-                                               sizeof(priv), socket, RTE_MEMPOOL_F_NO_SPREAD);
+                                               sizeof(priv), socket, flags);
   if (pool == nullptr) return Error{poolError(config, rte_strerror(rte_errno))};
   auto fail = [&](const std::string& what) -> Result<rte_mempool*> {
     rte_mempool_free(pool);
@@ -55,6 +74,22 @@ Result<rte_mempool*> createPagedPool(const DataplaneConfig& config, uint32_t pag
     return fail(std::string("mempool ops: ") + rte_strerror(-ret));
   rte_pktmbuf_pool_init(pool, &priv);
   const size_t bytes = size_t{config.mbuf_pool_size} * page;
+  if (area != nullptr) {
+    auto memory = area->wait();
+    if (!memory) return fail(memory.error());
+    if (area->bytes() < bytes) return fail("its prepared area is smaller than the pool");
+    auto mapping = std::make_unique<Mapping>(Mapping{*memory, bytes});
+    const int added = rte_mempool_populate_virt(pool, *memory, bytes, page, freeMapping, mapping.get());
+    if (added > 0) {
+      // The chunk holds the mapping: freeing the pool unmaps it.
+      mapping.release();
+      area->release();
+    }
+    if (added < 0 || static_cast<uint32_t>(added) != config.mbuf_pool_size)
+      return fail("populating it: " + std::string(added < 0 ? rte_strerror(-added) : "not every mbuf fits"));
+    rte_mempool_obj_iter(pool, rte_pktmbuf_init, nullptr);
+    return pool;
+  }
   const rte_memzone* zone = rte_memzone_reserve_aligned("dpu_mbufs_area", bytes, socket, 0, page);
   if (zone == nullptr)
     return fail("no " + std::to_string(bytes >> 20) + " MB area for it: " + rte_strerror(rte_errno));
@@ -103,8 +138,43 @@ bool mayUseAfXdp(const DataplaneConfig& config) {
   return false;
 }
 
-Result<rte_mempool*> createMbufPool(const DataplaneConfig& config) {
-  if (mayUseAfXdp(config)) return createPagedPool(config, static_cast<uint32_t>(getpagesize()));
+PoolArea::PoolArea(size_t bytes) : bytes_(bytes) {}
+
+std::unique_ptr<PoolArea> PoolArea::prepare(const DataplaneConfig& config) {
+  if (!config.eal.no_huge || !config.eal.no_pci || !mayUseAfXdp(config)) return nullptr;
+  std::unique_ptr<PoolArea> area(new PoolArea(size_t{config.mbuf_pool_size} * static_cast<size_t>(getpagesize())));
+  area->thread_ = std::thread([a = area.get()] { a->fault(); });
+  return area;
+}
+
+void PoolArea::fault() {
+  began_ = std::chrono::steady_clock::now();
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    error_ = errno;
+  } else {
+    memory_ = static_cast<char*>(p);
+    // One write per page is what the pool's population would do, later and
+    // on the way to forwarding.
+    const size_t page = static_cast<size_t>(getpagesize());
+    for (size_t off = 0; off < bytes_; off += page) memory_[off] = 0;
+  }
+  ended_ = std::chrono::steady_clock::now();
+}
+
+Result<char*> PoolArea::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (memory_ == nullptr) return Error{"no " + std::to_string(bytes_ >> 20) + " MB for it: " + std::strerror(error_)};
+  return memory_;
+}
+
+PoolArea::~PoolArea() {
+  if (thread_.joinable()) thread_.join();
+  if (memory_ != nullptr && !released_) ::munmap(memory_, bytes_);
+}
+
+Result<rte_mempool*> createMbufPool(const DataplaneConfig& config, PoolArea* area) {
+  if (mayUseAfXdp(config)) return createPagedPool(config, static_cast<uint32_t>(getpagesize()), area);
   rte_mempool* pool = rte_pktmbuf_pool_create(kPoolName, config.mbuf_pool_size, config.mbuf_cache_size, 0,
                                               RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
   if (pool == nullptr) return Error{poolError(config, rte_strerror(rte_errno))};

@@ -171,6 +171,20 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
             id, static_cast<double>(p.rx_missed()));
   }
 
+  // How this process started (a restart's outage, less the time before it
+  // began): once it forwards, the whole and each phase but the ports' steps.
+  if (stats.startup_us() != 0) {
+    out.add("dpu_dataplane_startup_seconds", "gauge",
+            "From the dataplane process's start until it forwarded with its first model.", {},
+            static_cast<double>(stats.startup_us()) / 1e6);
+    for (const auto& phase : stats.startup()) {
+      if (phase.moment() || phase.name().find(": ") != std::string::npos) continue;
+      out.add("dpu_dataplane_startup_phase_seconds", "gauge",
+              "How long each phase of the dataplane's start took (dpuctl startup; phases beside eal overlap it).",
+              {{"phase", phase.name()}}, static_cast<double>(phase.duration_us()) / 1e6);
+    }
+  }
+
   for (const auto& c : stats.counters()) {
     const double v = static_cast<double>(c.value());
     if (c.kind() == v1::COUNTER_DROP) {

@@ -79,6 +79,12 @@ class DpdkLogCapture {
   size_t size_ = 0;
 };
 
+using StepClock = std::chrono::steady_clock;
+
+void step(Port& port, const char* name, StepClock::time_point began) {
+  port.steps.push_back(PortStep{name, began, StepClock::now()});
+}
+
 std::string withDpdkLog(std::string message, const std::string& logged) {
   return logged.empty() ? message : message + " (DPDK: " + logged + ")";
 }
@@ -138,9 +144,12 @@ Result<void> startPort(uint16_t port_id, const PortSetup& setup, Port& port) {
     conf.rx_adv_conf.rss_conf.rss_key = key.empty() ? nullptr : key.data();
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(key.size());
   }
+  auto began = StepClock::now();
   if (int ret = rte_eth_dev_configure(port_id, rx.queues, tx_queues, &conf); ret != 0)
     return Error{"rte_eth_dev_configure (" + std::to_string(rx.queues) + " rx, " + std::to_string(tx_queues) +
                  " tx queues): " + dpdkError(ret)};
+  step(port, "configure", began);
+  began = StepClock::now();
   uint16_t rx_desc = setup.rx_ring_size, tx_desc = setup.tx_ring_size;
   (void)rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
   int socket = rte_eth_dev_socket_id(port_id);
@@ -154,9 +163,12 @@ Result<void> startPort(uint16_t port_id, const PortSetup& setup, Port& port) {
     if (int ret = rte_eth_tx_queue_setup(port_id, q, tx_desc, static_cast<unsigned>(socket), nullptr); ret != 0)
       return Error{"transmit queue " + std::to_string(q) + " set-up: " + dpdkError(ret)};
   }
+  step(port, "queues", began);
+  began = StepClock::now();
   if (int ret = rte_eth_dev_start(port_id); ret != 0) return Error{"rte_eth_dev_start: " + dpdkError(ret)};
   // Representors and the uplink see frames for many MACs (pods, the router MAC).
   (void)rte_eth_promiscuous_enable(port_id);
+  step(port, "start", began);
   port.tx_queues = tx_queues;
   port.rx_queues = rx.queues;
   port.rx_spread = rx.spread;
@@ -245,19 +257,30 @@ Result<void> ethdevAvailable(const std::string& for_port) {
                ErrorCode::kExhausted};
 }
 
-Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetup& setup) {
+namespace {
+
+Result<Port> adoptProbed(const std::string& name, uint16_t port_id, const PortSetup& setup,
+                         std::vector<PortStep> steps) {
   Port port;
   port.name = name;
   port.port_id = port_id;
+  port.steps = std::move(steps);
   if (auto started = startPort(port_id, setup, port); !started)
     return prefixed("port " + name + " (ethdev " + std::to_string(port_id) + ")", std::move(started).takeError());
   port.mac = portMac(port_id);
   return port;
 }
 
+}  // namespace
+
+Result<Port> adoptPort(const std::string& name, uint16_t port_id, const PortSetup& setup) {
+  return adoptProbed(name, port_id, setup, {});
+}
+
 Result<Port> createPort(const std::string& name, const std::string& devargs, const PortSetup& setup) {
   if (auto free = ethdevAvailable("port " + name); !free) return std::move(free).takeError();
   DpdkLogCapture dpdk_log;
+  const auto began = StepClock::now();
   if (int ret = rte_dev_probe(devargs.c_str()); ret != 0) {
     // Probing -1 carries no errno; what the driver logged says why.
     std::string why = ret == -1 ? "the driver refused it" : dpdkError(ret);
@@ -271,7 +294,7 @@ Result<Port> createPort(const std::string& name, const std::string& devargs, con
     return Error{withDpdkLog("probed " + devargs + " but it created no ethdev named " + dev, dpdk_log.text()),
                  ErrorCode::kUnavailable};
   }
-  auto port = adoptPort(name, port_id, setup);
+  auto port = adoptProbed(name, port_id, setup, {PortStep{"probe", began, StepClock::now()}});
   if (!port) {
     (void)rte_eth_dev_close(port_id);
     removeDevice(port_id, devargs);
@@ -344,8 +367,10 @@ Result<Port> createOnNetdev(const std::string& name, const std::string& iface, c
   const PortShape shape = setup.shape(static_cast<uint16_t>(setup.workers));
   std::string passed;  // why earlier backends were not used
   Error last{"no backend to open " + name + " with"};
+  std::vector<PortStep> steps;  // before the backend that opens it
   for (PortKind kind : backends) {
     Result<Port> port = Error{""};
+    const auto began = StepClock::now();
     if (kind == PortKind::kAfXdp) {
       const MbufDemand demand = afXdpDemand(shape);
       // A veth has one queue: net_af_xdp opens queue_count=1, one transmit
@@ -363,6 +388,7 @@ Result<Port> createOnNetdev(const std::string& name, const std::string& iface, c
         continue;
       }
       detachStale(iface);
+      steps.push_back(PortStep{"xdp detach", began, StepClock::now()});
       port = createBudgeted(name, afXdpDevargs(name, iface, program), setup, demand);
       // A failed AF_XDP set-up can leave its program attached, redirecting
       // every packet to a socket that does not exist: the next backend would
@@ -375,8 +401,10 @@ Result<Port> createOnNetdev(const std::string& name, const std::string& iface, c
       port->backend = portKindName(kind);
       port->backend_reason = passed;
       port->iface = iface;
+      port->steps.insert(port->steps.begin(), steps.begin(), steps.end());
       return port;
     }
+    steps.push_back(PortStep{portKindName(kind) + " refused", began, StepClock::now()});
     passed += (passed.empty() ? "" : "; ") + portKindName(kind) + ": " + port.error();
     last = std::move(port).takeError();
   }

@@ -147,6 +147,25 @@ Result<bool> detachStaleXdpProgram(const std::string& ifname) {
   return detached;
 }
 
+StaleXdpSweep detachStaleXdpPrograms() {
+  StaleXdpSweep sweep;
+  struct if_nameindex* all = if_nameindex();
+  if (all == nullptr) {
+    sweep.errors.push_back(std::string("cannot list the network interfaces: ") + std::strerror(errno));
+    return sweep;
+  }
+  for (struct if_nameindex* i = all; i->if_index != 0; ++i) {
+    auto detached = detachStaleXdpProgram(i->if_name);
+    if (!detached) {
+      sweep.errors.push_back(detached.error());
+    } else if (*detached) {
+      sweep.detached.push_back(i->if_name);
+    }
+  }
+  if_freenameindex(all);
+  return sweep;
+}
+
 namespace {
 
 // An installed dpu-dataplane (the image: /usr/bin) finds its programs in

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "overlay/flow_key.h"
 
 namespace dpu::offload {
 
@@ -35,6 +36,58 @@ OffloadManager::~OffloadManager() {
       (void)backend_.remove(OffloadHandle{r.handle});
     }
   }
+  // A clean stop leaves nothing behind, a predecessor's rules included.
+  for (const InheritedRule& rule : inherited_) {
+    if (rule.handle.id != 0) (void)backend_.remove(rule.handle);
+  }
+  for (const OffloadHandle& h : stale_) (void)backend_.remove(h);
+}
+
+size_t OffloadManager::beginResync() {
+  inherited_ = backend_.inherited();
+  inherited_by_match_.clear();
+  for (size_t i = 0; i < inherited_.size(); ++i)
+    inherited_by_match_.emplace(overlay::flowHash64(inherited_[i].flow.match.key), i);
+  inherited_left_ = static_cast<uint32_t>(inherited_.size());
+  resync_ = {};
+  resyncing_ = true;
+  return inherited_.size();
+}
+
+InheritedRule* OffloadManager::inheritedFor(const flow::FlowSpec& flow) {
+  auto [first, last] = inherited_by_match_.equal_range(overlay::flowHash64(flow.match.key));
+  for (auto it = first; it != last; ++it) {
+    InheritedRule& rule = inherited_[it->second];
+    if (rule.handle.id != 0 && rule.flow.match == flow.match) return &rule;
+  }
+  return nullptr;
+}
+
+bool OffloadManager::dropInherited(InheritedRule& rule) {
+  const auto removed = backend_.remove(rule.handle);
+  if (!removed) {
+    DPU_LOG(kWarn, "offload") << "removing a previous dataplane's rule from hardware failed (retried): "
+                              << removed.error();
+    ++resync_.remove_errors;
+    ++stats_.remove_errors;
+    stale_.push_back(rule.handle);
+  }
+  rule.handle = {};
+  --inherited_left_;
+  return removed.ok();
+}
+
+OffloadManager::ResyncResult OffloadManager::endResync() {
+  // The new model has been offered: what it did not re-create goes now, and
+  // only now, after every replacement is in place.
+  for (InheritedRule& rule : inherited_) {
+    if (rule.handle.id != 0 && dropInherited(rule)) ++resync_.removed;
+  }
+  inherited_.clear();
+  inherited_by_match_.clear();
+  inherited_left_ = 0;
+  resyncing_ = false;
+  return resync_;
 }
 
 uint32_t OffloadManager::capacity() const {
@@ -91,25 +144,51 @@ Result<OffloadState> OffloadManager::offer(FlowId id, const flow::FlowSpec& flow
   r = Record{};
   r.state = OffloadState::kPending;
 
-  const uint32_t cap = capacity();
-  if (cap != 0 && stats_.in_hw + stats_.removing >= cap) {
-    toSoftware(r, "offload table full (" + std::to_string(cap) + " flows in hardware)");
+  // A previous dataplane's rule for this match (restart: see the header).
+  InheritedRule* old = resyncing_ ? inheritedFor(flow) : nullptr;
+  if (old != nullptr && old->flow == flow) {
+    // Unchanged: this flow's rule already forwards; take it over as it is.
+    r.handle = old->handle.id;
+    r.state = OffloadState::kInHw;
+    // What it counted so far was the previous process's traffic, not news for this flow.
+    if (auto hw = backend_.query(old->handle); hw) {
+      r.seen_packets = hw->packets;
+      r.seen_bytes = hw->bytes;
+    }
+    old->handle = {};
+    --inherited_left_;
+    ++resync_.adopted;
+    ++stats_.in_hw;
     return r.state;
+  }
+  install(r, flow);
+  if (old != nullptr) {
+    // Its replacement (a rule, or the software path) is in place: the old rule goes.
+    dropInherited(*old);
+    ++resync_.replaced;
+  }
+  return r.state;
+}
+
+void OffloadManager::install(Record& r, const flow::FlowSpec& flow) {
+  const uint32_t cap = capacity();
+  if (cap != 0 && stats_.in_hw + stats_.removing + inherited_left_ >= cap) {
+    toSoftware(r, "offload table full (" + std::to_string(cap) + " flows in hardware)");
+    return;
   }
   if (auto ok = backend_.validate(flow); !ok) {
     toSoftware(r, ok.error());
-    return r.state;
+    return;
   }
   auto handle = backend_.install(flow);
   if (!handle) {
     toSoftware(r, handle.error());
-    return r.state;
+    return;
   }
   r.handle = handle->id;
   r.state = OffloadState::kInHw;
   ++stats_.in_hw;
   ++stats_.installed;
-  return r.state;
 }
 
 bool OffloadManager::readDelta(FlowId id, const Record& r, CounterDelta& delta, HwCounters& absolute) {
@@ -176,6 +255,12 @@ Result<CounterDelta> OffloadManager::withdraw(FlowId id) {
 
 std::vector<CounterDelta> OffloadManager::pollCounters(size_t budget) {
   std::vector<CounterDelta> out;
+  // A previous dataplane's rules whose removal failed.
+  std::erase_if(stale_, [&](const OffloadHandle& h) {
+    if (backend_.remove(h)) return true;
+    ++stats_.remove_errors;
+    return false;
+  });
   // Removals that failed before: the rule may still be forwarding.
   for (size_t i = 0; i < removing_.size();) {
     const FlowId id = removing_[i];

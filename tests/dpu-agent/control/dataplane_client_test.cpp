@@ -4,8 +4,11 @@
 // a dataplane restart lead to a full sync that changes only what differs.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "common/ipc_proto.h"
 #include "control/dataplane_client.h"
@@ -313,5 +316,63 @@ TEST_CASE("the client learns the dataplane's port capacity and which ports it co
   CHECK(client.status().ports_unavailable == 1);  // att-2, beyond the capacity
   model.deletePort("att-2");
   REQUIRE(eventually([&] { return client.status().ports_unavailable == 0; }));
+  client.stop();
+}
+
+TEST_CASE("reconnecting: every 10 ms for 3 s after a dataplane went away, then backing off to 2 s") {
+  using Clock = ReconnectBackoff::Clock;
+  using std::chrono::milliseconds;
+  const Clock::time_point t0{std::chrono::hours(1)};
+  ReconnectBackoff backoff(t0, 7);
+  // The agent starts: the dataplane may be starting too.
+  CHECK(backoff.next(t0, t0 + milliseconds(1), false) == milliseconds(10));
+  CHECK(backoff.next(t0, t0 + milliseconds(2999), false) == milliseconds(10));
+  // No dataplane for 3 s: 100 ms doubling to 2 s, each with at most a quarter more.
+  Clock::time_point now = t0 + std::chrono::seconds(3);
+  std::vector<Clock::duration> waits;
+  for (int i = 0; i < 7; ++i) waits.push_back(backoff.next(now, now + milliseconds(1), false));
+  const int base[] = {100, 200, 400, 800, 1600, 2000, 2000};
+  for (int i = 0; i < 7; ++i) {
+    CHECK(waits[i] >= milliseconds(base[i]));
+    CHECK(waits[i] <= milliseconds(base[i] + base[i] / 4));
+  }
+  // Connected for a moment, then the dataplane went away (killed): quick
+  // again, for 3 s from then.
+  now += std::chrono::seconds(60);
+  CHECK(backoff.next(now, now + milliseconds(200), true) == milliseconds(10));
+  CHECK(backoff.next(now, now + milliseconds(3100), false) == milliseconds(10));
+  const auto slow = backoff.next(now, now + milliseconds(3300), false);
+  CHECK(slow >= milliseconds(2000));  // the backoff kept its place: the sessions were short
+  // A session that lasted over 5 s starts the backoff over at 100 ms.
+  now += std::chrono::seconds(60);
+  const auto after_long = backoff.next(now, now + std::chrono::seconds(6), false);
+  CHECK(after_long >= milliseconds(100));
+  CHECK(after_long <= milliseconds(125));
+}
+
+TEST_CASE("a dataplane that goes away is noticed at once and reconnected to when it is back") {
+  TempDir dir;
+  ModelState model;
+  addNode(model);
+  Histogram latency(Histogram::latencyBounds());
+  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+  {
+    Server server(dir / "dp.sock");
+    client.start(0);
+    REQUIRE(eventually([&] { return client.status().programmed; }));
+  }
+  // Gone (its socket with it): the client knows without waiting for a Status poll.
+  CHECK(eventually([&] { return !client.status().connected; }));
+  ::unlink((dir / "dp.sock").c_str());
+  // Back after a while: the client is still trying often (not 100, 200, 400 ms apart) and programs it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t tries = client.status().reconnects;
+  CHECK(tries >= 10);
+  Server again(dir / "dp.sock");
+  REQUIRE(eventually([&] { return client.status().programmed; }));
+  auto h = again.with([](auto& m) { return m.history(); });
+  REQUIRE(h.size() >= 2);
+  CHECK(h[0].request == "hello");
+  CHECK(h[1].request == "full_sync");
   client.stop();
 }

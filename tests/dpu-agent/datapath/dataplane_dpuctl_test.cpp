@@ -164,3 +164,27 @@ TEST_CASE("dpuctl: problems, one row per object not forwarding, or a line saying
         "remote-node  node3  port-unavailable  x\n");
   CHECK_THAT(formatJson(reply), Catch::Contains("\"state\": \"REFUSED\""));
 }
+
+TEST_CASE("dpuctl: start-up phases, milliseconds from the process's start", "[dpuctl]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  CHECK_THAT(formatStartup(reply), Catch::Contains("no start-up phases"));
+  auto add = [&](const char* name, uint64_t start_us, uint64_t duration_us, bool moment) {
+    auto* p = reply.add_startup();
+    p->set_name(name);
+    p->set_start_us(start_us);
+    p->set_duration_us(duration_us);
+    p->set_moment(moment);
+  };
+  add("eal", 100, 150'000, false);
+  add("port uplink af_xdp", 240'300, 40'050, false);
+  add("agent connected", 300'000, 0, true);
+  CHECK(formatStartup(reply) ==
+        "PHASE               START_MS  DURATION_MS\n"
+        "eal                 0.1       150.0\n"
+        "port uplink af_xdp  240.3     40.0\n"
+        "agent connected     300.0     -\n"
+        "not forwarding yet: waiting for the agent's first full sync\n");
+  add("forwarding", 402'700, 0, true);
+  reply.set_startup_us(402'700);
+  CHECK_THAT(formatStartup(reply), Catch::EndsWith("forwarding          402.7     -\n"));
+}

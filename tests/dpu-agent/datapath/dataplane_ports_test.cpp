@@ -108,6 +108,27 @@ TEST_CASE("mbuf pool: net_af_xdp's umem covers every mbuf of the dataplane's poo
   rte_pktmbuf_free_bulk(all.data(), 4095);
   rte_mempool_free(*pool);
 
+  // Without hugepages the same pool lives in memory faulted in beforehand,
+  // beside EAL's start: the umem covers it the same, every mbuf works.
+  auto area = PoolArea::prepare(*parsed);
+  REQUIRE(area != nullptr);
+  auto in_area = createMbufPool(*parsed, area.get());
+  REQUIRE(in_area.ok());
+  REQUIRE(area->wait().ok());
+  CHECK(area->ended() >= area->began());
+  area.reset();  // the pool owns the memory now
+  CHECK(afXdpUmemProblem(*in_area) == "");
+  CHECK(rte_mempool_avail_count(*in_area) == 4095);
+  REQUIRE(rte_pktmbuf_alloc_bulk(*in_area, all.data(), 4095) == 0);
+  for (rte_mbuf* m : all) CHECK(rte_pktmbuf_append(m, 1514) != nullptr);
+  rte_pktmbuf_free_bulk(all.data(), 4095);
+  rte_mempool_free(*in_area);
+  // With hugepages (or PCI devices, or no af_xdp) the pool comes from EAL.
+  auto huge = parseDataplaneConfig(
+      "eal: {no_huge: false}\nuplink: {kind: af_xdp, iface: u0}\ntunnel_ip: 192.168.100.1\n", "test");
+  REQUIRE(huge.ok());
+  CHECK(PoolArea::prepare(*huge) == nullptr);
+
   // DPDK's default layout, which the dataplane used: without hugepages each
   // object has a page of its own and the umem ends long before the pool does.
   rte_mempool* plain = rte_pktmbuf_pool_create("plain_layout", 4095, 128, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);

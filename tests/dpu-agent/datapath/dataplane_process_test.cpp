@@ -112,7 +112,6 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     TunnelNeighbours neighbours(engine, "", {});
     ApiServer server(engine, ports, neighbours, config.sockets);
     REQUIRE(server.open().ok());
-    REQUIRE(workers.start().ok());
     std::atomic<bool> stop{false};
     std::thread control([&] { server.run(stop); });
 
@@ -143,8 +142,11 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
       CHECK_THAT(refusal.message(), Catch::Contains("another agent"));
     }
 
+    // The worker lcores start with the first model, every port already theirs.
+    CHECK(workers.iterations(0) == 0);
     CHECK(send(*agent, fullSync(1, {"ra", "rb"})).status() == v1::OK);
     REQUIRE(waitFor([&] { return engine.bound().count("ra") && engine.bound().count("rb"); }));
+    REQUIRE(waitFor([&] { return workers.iterations(0) > 0; }));
     // The backlog on the uplink is polled now.
     REQUIRE(waitFor([&] { return engine.received(uplink) == 4; }));
     uint16_t ra = engine.bound().at("ra");

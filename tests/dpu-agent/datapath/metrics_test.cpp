@@ -261,6 +261,30 @@ TEST_CASE("metrics: the port limit, a representor that could not be opened and t
   CHECK(p.samples.at("dpu_dataplane_port_mbufs{port=\"pf0vf31\",role=\"representor\"}") == "0");
 }
 
+TEST_CASE("metrics: the start-up, once the dataplane forwards: the whole and each phase but the ports' steps") {
+  v1::OperatorReply ports, stats;
+  auto phase = [&stats](const char* name, uint64_t duration_us, bool moment = false) {
+    auto* p = stats.add_startup();
+    p->set_name(name);
+    p->set_duration_us(duration_us);
+    p->set_moment(moment);
+  };
+  phase("eal", 150'000);
+  phase("port uplink af_xdp", 40'000);
+  phase("port uplink af_xdp: queues", 30'000);
+  phase("agent connected", 0, true);
+  CHECK(parse(renderMetrics(ports, stats)).samples.count("dpu_dataplane_startup_seconds") == 0);  // not forwarding yet
+  phase("forwarding", 0, true);
+  stats.set_startup_us(402'700);
+  Parsed p = parse(renderMetrics(ports, stats));
+  CHECK(p.samples.at("dpu_dataplane_startup_seconds") == "0.4027");
+  CHECK(p.types.at("dpu_dataplane_startup_seconds") == "gauge");
+  CHECK(p.samples.at("dpu_dataplane_startup_phase_seconds{phase=\"eal\"}") == "0.15");
+  CHECK(p.samples.at("dpu_dataplane_startup_phase_seconds{phase=\"port uplink af_xdp\"}") == "0.04");
+  CHECK(p.samples.count("dpu_dataplane_startup_phase_seconds{phase=\"port uplink af_xdp: queues\"}") == 0);
+  CHECK(p.samples.count("dpu_dataplane_startup_phase_seconds{phase=\"forwarding\"}") == 0);
+}
+
 TEST_CASE("metrics: the listen address is checked when the config is read") {
   auto v4 = parseMetricsListen("169.254.0.2:9476");
   REQUIRE(v4.ok());

@@ -11,6 +11,7 @@ using namespace dpu::offload;
 using namespace dpu::offload::fixtures;
 using testing::EswitchProfile;
 using testing::FakeEswitch;
+using dpu::Result;
 
 TEST_CASE("manager: a flow the eswitch takes runs in hardware", "[manager]") {
   FakeEswitch sw(EswitchProfile::mlx5Like());
@@ -242,4 +243,199 @@ TEST_CASE("manager: with no offload every flow is in software, 'offload disabled
 
 TEST_CASE("manager: bookkeeping per flow", "[manager]") {
   CHECK(OffloadManager::kBookkeepingBytesPerFlow == 32);
+}
+
+namespace {
+
+// The dataplane process that drives an OffloadBackend, which can be killed:
+// once dead it touches the eswitch no more (a SIGKILLed process removes
+// nothing), whatever its manager's destructor asks.
+class Process final : public OffloadBackend {
+ public:
+  explicit Process(FakeEswitch& sw) : sw_(sw) {}
+  void kill() { dead_ = true; }
+  Capabilities capabilities() const override { return sw_.capabilities(); }
+  Result<void> validate(const dpu::flow::FlowSpec& flow) override { return alive() ? sw_.validate(flow) : gone(); }
+  Result<OffloadHandle> install(const dpu::flow::FlowSpec& flow) override {
+    if (!alive()) return dpu::Error{"the process is gone"};
+    return sw_.install(flow);
+  }
+  Result<void> remove(OffloadHandle h) override { return alive() ? sw_.remove(h) : gone(); }
+  Result<HwCounters> query(OffloadHandle h) override {
+    if (!alive()) return dpu::Error{"the process is gone"};
+    return sw_.query(h);
+  }
+  std::vector<InheritedRule> inherited() override { return alive() ? sw_.inherited() : std::vector<InheritedRule>{}; }
+
+ private:
+  bool alive() const { return !dead_; }
+  static Result<void> gone() { return dpu::Error{"the process is gone"}; }
+  FakeEswitch& sw_;
+  bool dead_ = false;
+};
+
+// Another pod's flow of the old model, which the new one no longer has.
+FlowSpec droppedFlow() { return localFlow(true); }
+// A flow only the new model has.
+FlowSpec newFlow() { return localFlow(false, dpu::overlay::ipproto::kIcmp); }
+
+}  // namespace
+
+TEST_CASE("manager: a restart replaces the old rules before removing any, traffic stays on the eswitch",
+          "[manager][restart]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  // The old dataplane: pod 1 → pod 2 routed locally, Geneve from a peer to pod
+  // 2, a service flow, and a flow of a pod that will be gone.
+  Process old_process(sw);
+  {
+    OffloadManager old_manager(old_process);
+    REQUIRE(*old_manager.offer(0, localFlow()) == OffloadState::kInHw);
+    REQUIRE(*old_manager.offer(1, decapFlow()) == OffloadState::kInHw);
+    REQUIRE(*old_manager.offer(2, natFlow()) == OffloadState::kInHw);
+    REQUIRE(*old_manager.offer(3, droppedFlow()) == OffloadState::kInHw);
+    for (const auto& f : {localFlow(), decapFlow(), natFlow(), droppedFlow()}) REQUIRE(sw.hit(*sw.find(f), 10, 1000));
+    old_process.kill();  // SIGKILL: its manager's destructor removes nothing
+  }
+  sw.restart(true);  // the hardware question: here the eswitch kept them
+  REQUIRE(sw.installedCount() == 4);
+
+  // The new model: pod 2 moved to another node (same match, now Geneve), the
+  // decap and service flows unchanged, a new flow, the dropped pod's flow gone.
+  // At every change of the eswitch, each flow of the new model that the old
+  // one had has a rule its packets hit; each old rule goes only after its
+  // replacement is in.
+  std::vector<std::string> events;
+  bool resync_over = false;
+  sw.setObserver([&](const std::string& op, OffloadHandle, const dpu::flow::FlowSpec& f) {
+    events.push_back(op + (f == localFlow()       ? " old local"
+                           : f == encapFlow()     ? " encap"
+                           : f == droppedFlow()   ? " dropped"
+                           : f == newFlow()       ? " new"
+                                                  : " other"));
+    for (const auto& kept : {encapFlow(), decapFlow(), natFlow()}) CHECK(sw.forwarder(kept.match).has_value());
+    if (!resync_over) CHECK(sw.forwarder(droppedFlow().match).has_value());
+  });
+  Process new_process(sw);
+  OffloadManager m(new_process);
+  REQUIRE(m.beginResync() == 4);
+  CHECK(m.resyncing());
+  CHECK(*m.offer(10, decapFlow()) == OffloadState::kInHw);
+  CHECK(*m.offer(11, encapFlow()) == OffloadState::kInHw);
+  CHECK(*m.offer(12, natFlow()) == OffloadState::kInHw);
+  CHECK(*m.offer(13, newFlow()) == OffloadState::kInHw);
+  // The unchanged rules were taken over, never reinstalled; the changed one
+  // was installed before the old one went, and now takes the packets.
+  CHECK(events == std::vector<std::string>{"install encap", "remove old local", "install new"});
+  CHECK(sw.forwarder(encapFlow().match) == sw.find(encapFlow()));
+  // The dropped pod's rule still forwards until the new model is all in.
+  CHECK(sw.find(droppedFlow()).has_value());
+  resync_over = true;
+  const auto result = m.endResync();
+  CHECK_FALSE(m.resyncing());
+  CHECK(result.adopted == 2);
+  CHECK(result.replaced == 1);
+  CHECK(result.removed == 1);
+  CHECK(result.remove_errors == 0);
+  CHECK(events.back() == "remove dropped");
+  sw.setObserver(nullptr);  // the restart is over
+  CHECK_FALSE(sw.find(droppedFlow()).has_value());
+  CHECK(sw.installedCount() == 4);
+  CHECK(m.stats().in_hw == 4);
+  CHECK(m.stats().installed == 2);  // the encap and the new flow only
+
+  // The adopted rules' counts so far were the old process's: only new traffic is reported.
+  REQUIRE(sw.hit(*sw.find(decapFlow()), 3, 300));
+  const auto deltas = m.pollCounters();
+  REQUIRE(deltas.size() == 1);
+  CHECK(deltas[0].id == 10);
+  CHECK(deltas[0].packets == 3);
+  CHECK(deltas[0].bytes == 300);
+  // The new dataplane owns them now: withdrawing one removes its rule.
+  REQUIRE(m.withdraw(12).ok());
+  CHECK_FALSE(sw.find(natFlow()).has_value());
+}
+
+TEST_CASE("manager: in a restart, a flow that now stays in software takes its old rule out at once",
+          "[manager][restart]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  Process old_process(sw);
+  {
+    OffloadManager old_manager(old_process);
+    REQUIRE(*old_manager.offer(0, localFlow()) == OffloadState::kInHw);
+    old_process.kill();
+  }
+  sw.restart(true);
+  Process new_process(sw);
+  OffloadManager m(new_process);
+  REQUIRE(m.beginResync() == 1);
+  // Same match, now encrypted: ESP stays in software, so the old rule (which
+  // forwards in clear) must not keep the packets.
+  CHECK(*m.offer(5, espFlow()) == OffloadState::kSoftware);
+  CHECK_FALSE(sw.forwarder(localFlow().match).has_value());
+  CHECK(sw.installedCount() == 0);
+  const auto result = m.endResync();
+  CHECK(result.replaced == 1);
+  CHECK(result.removed == 0);
+}
+
+TEST_CASE("manager: in a restart, a failed removal of an old rule is retried", "[manager][restart]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  Process old_process(sw);
+  {
+    OffloadManager old_manager(old_process);
+    REQUIRE(*old_manager.offer(0, droppedFlow()) == OffloadState::kInHw);
+    old_process.kill();
+  }
+  sw.restart(true);
+  Process new_process(sw);
+  OffloadManager m(new_process);
+  REQUIRE(m.beginResync() == 1);
+  sw.failNextRemove();
+  const auto result = m.endResync();
+  CHECK(result.removed == 0);
+  CHECK(result.remove_errors == 1);
+  CHECK(sw.installedCount() == 1);  // still forwarding the old way: retried
+  (void)m.pollCounters();
+  CHECK(sw.installedCount() == 0);
+}
+
+TEST_CASE("manager: when the eswitch lost the old rules (or cannot show them), a restart installs afresh",
+          "[manager][restart]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  Process old_process(sw);
+  {
+    OffloadManager old_manager(old_process);
+    REQUIRE(*old_manager.offer(0, localFlow()) == OffloadState::kInHw);
+    old_process.kill();
+  }
+  sw.restart(false);  // the rules died with their process
+  Process new_process(sw);
+  OffloadManager m(new_process);
+  CHECK(m.beginResync() == 0);
+  CHECK(*m.offer(0, localFlow()) == OffloadState::kInHw);
+  CHECK(m.endResync().removed == 0);
+  CHECK(m.stats().installed == 1);
+  // The backends that cannot see another process's rules (rte_flow) inherit none either.
+  NoOffloadBackend none;
+  CHECK(none.inherited().empty());
+}
+
+TEST_CASE("manager: inherited rules hold their places in the table until taken or removed", "[manager][restart]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like(2));
+  Process old_process(sw);
+  {
+    OffloadManager old_manager(old_process);
+    REQUIRE(*old_manager.offer(0, droppedFlow()) == OffloadState::kInHw);
+    REQUIRE(*old_manager.offer(1, decapFlow()) == OffloadState::kInHw);
+    old_process.kill();
+  }
+  sw.restart(true);
+  Process new_process(sw);
+  OffloadManager m(new_process);
+  REQUIRE(m.beginResync() == 2);
+  CHECK(*m.offer(7, newFlow()) == OffloadState::kSoftware);  // full: the old rules still forward
+  CHECK(m.status(7).reason == "offload table full (2 flows in hardware)");
+  CHECK(*m.offer(8, decapFlow()) == OffloadState::kInHw);  // taken over: no place needed
+  m.endResync();
+  CHECK(*m.offer(7, newFlow()) == OffloadState::kInHw);  // the dropped flow's place is free now
 }

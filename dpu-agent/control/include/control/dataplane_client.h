@@ -4,8 +4,12 @@
 // base_generation → generation. RESYNC_NEEDED, a reconnect (the dataplane
 // restarted, or we did) and a refused Delta all lead back to a FullSync,
 // which the dataplane applies as a diff, so nothing that stayed the same is
-// touched. While the dataplane is down the client retries with exponential
-// backoff (100 ms .. 2 s, jittered) and the model keeps collecting changes.
+// touched. The client notices at once that the dataplane went away (it waits
+// on the connection as well as on the model) and retries every 10 ms for the
+// first 3 s after that and after its own start (a restarting dataplane is
+// back within them, and until the full sync its pods have no network), then
+// with exponential backoff (100 ms .. 2 s, jittered); the model keeps
+// collecting changes meanwhile.
 //
 // The dataplane reports, on every reply, the objects of the model it does not
 // forward for (refused by its validation, or a port it could not open). The
@@ -18,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -53,6 +58,28 @@ struct DataplaneStatus {
 inline constexpr const char* kProgrammed = "programmed";
 inline constexpr const char* kPending = "pending";
 
+// When the client tries the dataplane's socket again (see the top): every
+// kQuickRetry for kQuickRetryWindow after it lost a dataplane it was connected
+// to (and after its own start), then 100 ms doubling to 2 s, each with up to a
+// quarter more of jitter; back to 100 ms after a session that lasted 5 s.
+// Pure, on the clock it is given.
+class ReconnectBackoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kQuickRetry{10};
+  static constexpr std::chrono::seconds kQuickRetryWindow{3};
+
+  explicit ReconnectBackoff(Clock::time_point start, uint32_t seed = 0);
+  // A session that began at `began` ended at `now`, after a connection to a
+  // dataplane (`was_connected`) or not: how long to wait before the next try.
+  Clock::duration next(Clock::time_point began, Clock::time_point now, bool was_connected);
+
+ private:
+  Clock::time_point quick_until_;
+  std::chrono::milliseconds backoff_{100};
+  uint32_t rng_;
+};
+
 class DataplaneClient {
  public:
   DataplaneClient(std::string socket_path, std::string agent_id, ModelState& model, Histogram& latency);
@@ -80,7 +107,9 @@ class DataplaneClient {
   bool exchange(const ipc::Socket& s, const dpv1::ProgramRequest& req, dpv1::ProgramReply& reply);
   bool pollStatus(const ipc::Socket& s);
   void takeProblems(const dpv1::ProgramReply& reply);
-  bool peerClosed(const ipc::Socket& s) const;
+  // Waits up to `timeout` for a change of the model or the end of the
+  // connection; true when the dataplane closed it.
+  bool waitIdle(const ipc::Socket& s, std::chrono::milliseconds timeout) const;
   void setError(const std::string& e);
   void acked(uint64_t generation, std::chrono::steady_clock::time_point since);
 

@@ -46,6 +46,11 @@ class ModelState {
  public:
   using Clock = std::chrono::steady_clock;
 
+  ModelState();
+  ~ModelState();
+  ModelState(const ModelState&) = delete;
+  ModelState& operator=(const ModelState&) = delete;
+
   struct Pending {
     dpv1::Delta delta;            // generations left at 0: the client stamps them
     Clock::time_point oldest;     // when the oldest change in it was made
@@ -71,7 +76,12 @@ class ModelState {
   // Waits until a change is pending or the timeout passes; true when one is.
   bool waitForChange(std::chrono::milliseconds timeout) const;
   // Wakes waiters (shutdown).
-  void notifyAll() const { cv_.notify_all(); }
+  void notifyAll() const;
+  // Readable (poll POLLIN) after every change and notifyAll(), for a waiter
+  // that also waits on a socket (the dataplane client); clearChangeFd()
+  // before looking for what changed, so a change after the look wakes it again.
+  int changeFd() const { return change_fd_; }
+  void clearChangeFd() const;
 
   size_t portCount() const;
   size_t remoteNodeCount() const;
@@ -89,8 +99,11 @@ class ModelState {
  private:
   void markLocked();
 
+  void signalChange() const;
+
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
+  int change_fd_ = -1;  // eventfd
   std::optional<dpv1::NodeSettings> node_;
   std::map<std::string, dpv1::LogicalPort> ports_;
   std::map<std::string, dpv1::Subnet> local_subnets_;

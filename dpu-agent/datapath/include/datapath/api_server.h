@@ -30,6 +30,7 @@ namespace dpu::datapath {
 class Engine;
 class DataplanePorts;
 class TunnelNeighbours;
+class StartupTimeline;
 
 class ApiServer {
  public:
@@ -37,8 +38,14 @@ class ApiServer {
   ~ApiServer();
 
   Result<void> open();
-  // Serves until `stop` is set.
+  // Start-up phases: the agent's connection, the first full sync, the
+  // representors it wants, forwarding (then logged); the stats answer carries
+  // them. nullptr: none. It must outlive this.
+  void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
+  // Serves until `stop` is set, or until the dataplane cannot forward at all
+  // (its worker lcores would not start): then failure() says why.
   void run(const std::atomic<bool>& stop);
+  const std::string& failure() const { return failure_; }
   // Closes the sockets and removes their files.
   void close();
 
@@ -56,6 +63,8 @@ class ApiServer {
   ipc::Socket agent_;
   std::chrono::steady_clock::time_point next_reconcile_{};  // tunnel next hops
   int agent_pid_ = -1;
+  StartupTimeline* timeline_ = nullptr;
+  std::string failure_;
 };
 
 }  // namespace dpu::datapath

@@ -6,7 +6,10 @@
 //
 // Ports are polled only once the dataplane has a model (the first accepted
 // FullSync): before that every packet would be dropped for want of a model,
-// and a pcap or ring port keeps its packets until then.
+// and a pcap or ring port keeps its packets until then. The worker lcores
+// start then too (unless started before): a queue handed to a running worker
+// waits until the worker passes a quiescent point, which on a loaded machine
+// is a scheduling delay per port, and start-up is the outage of a restart.
 //
 // A wanted representor that cannot be opened is not forgotten: it is retried
 // with backoff (port_retry.h), its failure is logged once per reason, it is
@@ -32,6 +35,7 @@
 #include "datapath/mbuf_budget.h"
 #include "datapath/port.h"
 #include "datapath/port_retry.h"
+#include "datapath/startup_timeline.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 namespace dpu::datapath {
@@ -51,8 +55,9 @@ class DataplanePorts {
   // Binds the role ports to the engine; from here on ports are bound as they
   // come. Not polled until activate().
   Result<void> attach(Engine& engine, WorkerSet& workers);
-  // Starts polling every bound port (after the first model).
-  void activate();
+  // Starts polling every bound port (after the first model): hands them to
+  // the workers, then starts the workers if they are not running yet.
+  Result<void> activate();
   bool active() const { return active_; }
   // Creates representors the model wants and lacks (those that failed before
   // only when their retry is due), removes those it no longer wants.
@@ -83,6 +88,9 @@ class DataplanePorts {
   // (removed): the rte_flow offload backend tracks the eswitch's ports.
   using PortObserver = std::function<void(const Port& port, PortRole role, bool added)>;
   void setObserver(PortObserver observer) { observer_ = std::move(observer); }
+  // Where each port opened during start-up is recorded, with its steps
+  // (until the timeline finishes); nullptr: nowhere. It must outlive this.
+  void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
   // The clock the retries follow (tests).
   void setClock(std::function<Clock::time_point()> clock) { clock_ = std::move(clock); }
   const PortRetries& retries() const { return retries_; }
@@ -107,6 +115,7 @@ class DataplanePorts {
   bool active_ = false;
   std::string xdp_iface_;                        // uplink netdev running overlay_steer
   PortObserver observer_;
+  StartupTimeline* timeline_ = nullptr;
 };
 
 }  // namespace dpu::datapath

@@ -32,9 +32,11 @@
 // All calls are control-thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/net_address.h"
 #include "common/result.h"
@@ -63,6 +65,12 @@ struct PortSetup {
 enum class RxSpread { kSingle, kRss, kKernelFanout };
 std::string rxSpreadName(RxSpread spread);  // "single", "rss", "kernel fanout"
 
+// One step of opening a port and when it ran (start-up phases: startup_timeline.h).
+struct PortStep {
+  std::string name;  // "xdp detach", "probe", "configure", "queues", "start", "steering"
+  std::chrono::steady_clock::time_point began, ended;
+};
+
 // A created, started ethdev.
 struct Port {
   std::string name;          // model name: representor netdev, "uplink", "management"
@@ -78,6 +86,10 @@ struct Port {
   uint32_t mbufs = 0;        // budgeted to it from the pool
   MbufBudget* budget = nullptr;  // what it is charged to (released by destroyPort)
   bool hotplugged = false;   // we probed it: remove it on close
+  // How opening it went, step by step: on net_af_xdp "queues" holds the umem,
+  // the socket and the XDP program; a backend tried and passed over is one
+  // step ("af_xdp refused").
+  std::vector<PortStep> steps;
 };
 
 // Why another ethdev cannot be created: every one of RTE_MAX_ETHPORTS is in

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/net_address.h"
 #include "common/result.h"
@@ -50,6 +51,17 @@ Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname);
 // keeps them, 15 characters); anything else is left alone. True when it
 // detached one.
 Result<bool> detachStaleXdpProgram(const std::string& ifname);
+
+// The same on every netdev of this network namespace, for a dataplane that
+// starts: its predecessor's programs on the uplink and the representors go
+// in one sweep that dpu-dataplane runs beside EAL's start, rather than one
+// detach (tens of milliseconds on a veth) on the way to each port's opening.
+// A dataplane owns these two programs in its namespace.
+struct StaleXdpSweep {
+  std::vector<std::string> detached;  // the netdevs it detached a program from
+  std::vector<std::string> errors;    // what it could not detach, and why
+};
+StaleXdpSweep detachStaleXdpPrograms();
 
 // On a program or map fd (tests load the object themselves).
 Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config);

@@ -14,11 +14,23 @@
 //  - query() returns the hardware counters since install (absolute, not deltas);
 //    the caller merges them into the flow's software statistics.
 //  - remove() of an unknown handle is an error the caller logs; it changes nothing.
+//  - Restart: a backend never flushes the eswitch when it starts. The rules a
+//    previous dataplane process left there may still carry traffic; the new
+//    process replaces them before it removes any (OffloadManager's resync:
+//    install the new model's rules, take over the ones that did not change,
+//    and only then remove those the new model did not re-create). inherited()
+//    lists them, each with its flow and a handle this instance may remove()
+//    and query(); a backend that cannot see another process's rules lists
+//    none. rte_flow is one: its handles are the creating process's pointers
+//    and no call lists or removes another process's rules; whether mlx5
+//    keeps the rules of a process that died at all is the driver's and
+//    firmware's behaviour, unproven on hardware (offload/README.md).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "flow/flow.h"
@@ -48,6 +60,13 @@ struct HwCounters {
   uint32_t idle_seconds = 0;  // from the AGE action where supported
 };
 
+// A rule in the eswitch that this backend instance did not install: a
+// previous dataplane process's (the contract's Restart).
+struct InheritedRule {
+  OffloadHandle handle;
+  flow::FlowSpec flow;
+};
+
 class OffloadBackend {
  public:
   virtual ~OffloadBackend() = default;
@@ -56,6 +75,9 @@ class OffloadBackend {
   virtual Result<OffloadHandle> install(const flow::FlowSpec& flow) = 0;
   virtual Result<void> remove(OffloadHandle handle) = 0;
   virtual Result<HwCounters> query(OffloadHandle handle) = 0;
+  // The rules a previous instance left in the eswitch (the contract's
+  // Restart), at this backend's start; none where it cannot see them.
+  virtual std::vector<InheritedRule> inherited() { return {}; }
 };
 
 }  // namespace dpu::offload

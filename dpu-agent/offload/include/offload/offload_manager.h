@@ -18,6 +18,18 @@
 // kPending lasts only inside offer() with a synchronous backend; an async
 // (template) backend would leave flows pending until its completion arrives.
 //
+// Restart, make before break (offload.h, Restart): beginResync() takes over
+// the rules a previous dataplane left in the eswitch (backend.inherited()).
+// Until endResync(), a flow offered that equals one of them adopts that rule
+// — nothing is installed or removed, so its traffic never leaves the eswitch;
+// one with the same match and other actions gets its new rule installed first
+// and the old one removed after (kept in software instead, the old rule is
+// removed at once: it forwards the old way); endResync() then removes the
+// inherited rules the new model did not offer again. So at every step a flow
+// the new model keeps has a rule in the eswitch, and a rule goes only once
+// its replacement (in hardware or in software) is in place. Inherited rules
+// count against the capacity until they are adopted or removed.
+//
 // Thread contract: one control thread (the engine's maintain()); not thread-safe.
 #pragma once
 
@@ -101,6 +113,19 @@ class OffloadManager {
   // pending removals first. Call it every few hundred milliseconds.
   std::vector<CounterDelta> pollCounters(size_t budget = SIZE_MAX);
 
+  // Restart (above): takes the backend's inherited rules; returns how many.
+  size_t beginResync();
+  struct ResyncResult {
+    uint32_t adopted = 0;        // offered again unchanged: kept, never reinstalled
+    uint32_t replaced = 0;       // offered with other actions: new rule (or software) first, then removed
+    uint32_t removed = 0;        // not offered again: removed by endResync
+    uint32_t remove_errors = 0;  // removals that failed (retried by pollCounters; the rule may still forward)
+  };
+  // The new model has been offered: removes the inherited rules it did not
+  // re-create. Returns what the resync did.
+  ResyncResult endResync();
+  bool resyncing() const { return resyncing_; }
+
   FlowOffloadStatus status(FlowId id) const;
   // For dump-flows (proto FlowEntry.offload_status): "offloaded",
   // "software: <reason>", "removing", "pending" or "" for an unknown id.
@@ -124,6 +149,8 @@ class OffloadManager {
   static_assert(sizeof(Record) == kBookkeepingBytesPerFlow, "keep the per-flow record at 32 bytes");
 
   Record* find(FlowId id);
+  // Validate and install `flow` for the pending record `r`, or software with the reason.
+  void install(Record& r, const flow::FlowSpec& flow);
   const Record* find(FlowId id) const;
   uint16_t intern(const std::string& reason);
   void toSoftware(Record& r, const std::string& reason);
@@ -132,8 +159,19 @@ class OffloadManager {
   bool readDelta(FlowId id, const Record& r, CounterDelta& delta, HwCounters& absolute);
   uint32_t capacity() const;
 
+  // The inherited rule with `flow`'s match that is not taken yet (nullptr: none).
+  InheritedRule* inheritedFor(const flow::FlowSpec& flow);
+  // Removes it from the eswitch (or queues the removal's retry) and forgets it; false when the removal failed.
+  bool dropInherited(InheritedRule& rule);
+
   OffloadBackend& backend_;
   OffloadManagerConfig config_;
+  bool resyncing_ = false;
+  std::vector<InheritedRule> inherited_;                  // during a resync; taken ones have handle 0
+  std::unordered_multimap<uint64_t, size_t> inherited_by_match_;  // match hash → index in inherited_
+  uint32_t inherited_left_ = 0;                           // not taken yet (they hold table places)
+  ResyncResult resync_;
+  std::vector<OffloadHandle> stale_;                      // inherited rules whose removal failed, retried
   Capabilities caps_;
   std::vector<Record> records_;
   std::vector<std::string> reasons_;

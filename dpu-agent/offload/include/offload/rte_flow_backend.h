@@ -10,6 +10,12 @@
 // is synchronous (dv_flow_en=1); HARDWARE.md's template/async API (dv_flow_en=2)
 // would be another backend behind the same interface.
 //
+// At start it flushes nothing (no rte_flow_flush, no port restart of its
+// own): a previous dataplane's rules, if the device kept them, stay until a
+// resync replaces them (offload.h, Restart). It cannot see them, though: its
+// inherited() is empty, since rte_flow neither lists nor removes rules another
+// process created (README: what that means on mlx5).
+//
 // Thread contract: the OffloadBackend one — one control thread, never an lcore.
 // The EAL must be initialised and the ports configured by the caller.
 #pragma once
