@@ -72,6 +72,8 @@ class StoringListener : public ClusterListener {
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override {
     policies_.erase(ns + "/" + name);
   }
+  void namespaceUpserted(const NamespaceInfo& n) override { namespaces_[n.name] = n; }
+  void namespaceDeleted(const std::string& name) override { namespaces_.erase(name); }
   void synced() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!synced_) synced_at_ = Clock::now();
@@ -106,6 +108,7 @@ class StoringListener : public ClusterListener {
   std::unordered_map<std::string, ServiceInfo> services_;
   std::unordered_map<std::string, EndpointSliceInfo> slices_;
   std::unordered_map<std::string, NetworkPolicyInfo> policies_;
+  std::unordered_map<std::string, NamespaceInfo> namespaces_;
 
  private:
   std::mutex mu_;

@@ -845,6 +845,8 @@ void Agent::endpointSliceUpserted(const EndpointSliceInfo&) {}
 void Agent::endpointSliceDeleted(const std::string&, const std::string&) {}
 void Agent::networkPolicyUpserted(const NetworkPolicyInfo&) {}
 void Agent::networkPolicyDeleted(const std::string&, const std::string&) {}
+void Agent::namespaceUpserted(const NamespaceInfo&) {}
+void Agent::namespaceDeleted(const std::string&) {}
 
 void Agent::releaseOrphansLocked() {
   std::vector<std::string> gone;

@@ -39,6 +39,7 @@ const char* resourcePath(ObjectKind kind) {
     case ObjectKind::kService: return "/api/v1/services";
     case ObjectKind::kEndpointSlice: return "/apis/discovery.k8s.io/v1/endpointslices";
     case ObjectKind::kNetworkPolicy: return "/apis/networking.k8s.io/v1/networkpolicies";
+    case ObjectKind::kNamespace: return "/api/v1/namespaces";
   }
   return "/";
 }
@@ -410,6 +411,7 @@ class KubeSource final : public ClusterSource {
         case ObjectKind::kService: l.serviceDeleted(o.ns, o.name); break;
         case ObjectKind::kEndpointSlice: l.endpointSliceDeleted(o.ns, o.name); break;
         case ObjectKind::kNetworkPolicy: l.networkPolicyDeleted(o.ns, o.name); break;
+        case ObjectKind::kNamespace: l.namespaceDeleted(o.name); break;
       }
       return;
     }
@@ -419,6 +421,7 @@ class KubeSource final : public ClusterSource {
       case ObjectKind::kService: l.serviceUpserted(std::get<ServiceInfo>(o.info)); break;
       case ObjectKind::kEndpointSlice: l.endpointSliceUpserted(std::get<EndpointSliceInfo>(o.info)); break;
       case ObjectKind::kNetworkPolicy: l.networkPolicyUpserted(std::get<NetworkPolicyInfo>(o.info)); break;
+      case ObjectKind::kNamespace: l.namespaceUpserted(std::get<NamespaceInfo>(o.info)); break;
     }
   }
 
@@ -596,7 +599,7 @@ class KubeSource final : public ClusterSource {
   static void splitKey(ObjectKind kind, const std::string& key, KubeObject& o) {
     o.kind = kind;
     auto slash = key.find('/');
-    if (kind == ObjectKind::kNode || slash == std::string::npos) {
+    if (kind == ObjectKind::kNode || kind == ObjectKind::kNamespace || slash == std::string::npos) {
       o.name = key;
     } else {
       o.ns = key.substr(0, slash);

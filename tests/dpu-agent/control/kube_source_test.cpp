@@ -128,16 +128,24 @@ class RecordingListener : public ClusterListener {
   void podDeleted(const std::string& ns, const std::string& name) override {
     add("pod- " + ns + "/" + name, [&] { pods.erase(ns + "/" + name); });
   }
-  void serviceUpserted(const ServiceInfo& s) override { add("svc+ " + s.ns + "/" + s.name, [] {}); }
+  void serviceUpserted(const ServiceInfo& s) override {
+    add("svc+ " + s.ns + "/" + s.name, [&] { services[s.ns + "/" + s.name] = s; });
+  }
   void serviceDeleted(const std::string& ns, const std::string& name) override { add("svc- " + ns + "/" + name, [] {}); }
-  void endpointSliceUpserted(const EndpointSliceInfo& s) override { add("eps+ " + s.ns + "/" + s.name, [] {}); }
+  void endpointSliceUpserted(const EndpointSliceInfo& s) override {
+    add("eps+ " + s.ns + "/" + s.name, [&] { slices[s.ns + "/" + s.name] = s; });
+  }
   void endpointSliceDeleted(const std::string& ns, const std::string& name) override {
     add("eps- " + ns + "/" + name, [] {});
   }
-  void networkPolicyUpserted(const NetworkPolicyInfo& p) override { add("np+ " + p.ns + "/" + p.name, [] {}); }
+  void networkPolicyUpserted(const NetworkPolicyInfo& p) override {
+    add("np+ " + p.ns + "/" + p.name, [&] { policies[p.ns + "/" + p.name] = p; });
+  }
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override {
     add("np- " + ns + "/" + name, [] {});
   }
+  void namespaceUpserted(const NamespaceInfo& n) override { add("ns+ " + n.name, [&] { namespaces[n.name] = n; }); }
+  void namespaceDeleted(const std::string& name) override { add("ns- " + name, [&] { namespaces.erase(name); }); }
   void synced() override { add("synced", [&] { syncs++; }); }
 
   template <class Pred>
@@ -160,6 +168,10 @@ class RecordingListener : public ClusterListener {
   std::vector<std::string> log;
   std::map<std::string, PodInfo> pods;
   std::map<std::string, NodeInfo> nodes;
+  std::map<std::string, ServiceInfo> services;
+  std::map<std::string, EndpointSliceInfo> slices;
+  std::map<std::string, NetworkPolicyInfo> policies;
+  std::map<std::string, NamespaceInfo> namespaces;
   int syncs = 0;
 
  private:
@@ -637,6 +649,82 @@ TEST_CASE("kube source: malformed objects are skipped, counted, and the last goo
   REQUIRE(l.waitFor([&] { return l.log.size() > mark; }));
   CHECK(l.since(mark) == std::vector<std::string>{"pod+ d/next 10.244.1.5"});
   CHECK(l.pods["d/good"].ips == std::vector<std::string>{"10.244.1.2"});
+  source->stop();
+}
+
+TEST_CASE("kube source: Namespaces, Services, EndpointSlices and NetworkPolicies whole, through the API", "[kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "shop"}, {"labels", {{"team", "a"}}}}}}).ok());
+  REQUIRE(fake.apply(KubeResource::kServices,
+                     json::parse(R"({"metadata":{"name":"web","namespace":"shop","labels":{"app":"web"}},
+                       "spec":{"type":"NodePort","clusterIP":"10.96.0.10","clusterIPs":["10.96.0.10"],
+                       "ports":[{"name":"http","port":80,"targetPort":"http","nodePort":30080}],
+                       "sessionAffinity":"ClientIP","externalTrafficPolicy":"Local"},
+                       "status":{"loadBalancer":{"ingress":[{"ip":"203.0.113.7"}]}}})"))
+              .ok());
+  REQUIRE(fake.apply(KubeResource::kEndpointSlices,
+                     json::parse(R"({"metadata":{"name":"web-x","namespace":"shop",
+                       "labels":{"kubernetes.io/service-name":"web"}},"addressType":"IPv4",
+                       "endpoints":[{"addresses":["10.244.1.5"],"conditions":{"ready":false,"terminating":true},
+                       "nodeName":"node-a","targetRef":{"kind":"Pod","namespace":"shop","name":"web-1"}}],
+                       "ports":[{"name":"http","port":8080}]})"))
+              .ok());
+  REQUIRE(fake.apply(KubeResource::kNetworkPolicies,
+                     json::parse(R"({"metadata":{"name":"web","namespace":"shop"},"spec":{
+                       "podSelector":{"matchLabels":{"app":"web"}},
+                       "egress":[{"to":[{"ipBlock":{"cidr":"10.0.0.0/8","except":["10.1.0.0/16"]}}],
+                                  "ports":[{"port":53,"protocol":"UDP"}]}]}})"))
+              .ok());
+  // What no real API server would hold: refused by the agent, named, counted.
+  fake.applyRaw(KubeResource::kServices, "shop", "dup",
+                R"({"metadata":{"name":"dup","namespace":"shop"},"spec":{"clusterIP":"10.96.0.11",
+                    "ports":[{"name":"a","port":80},{"name":"b","port":80}]}})");
+  fake.applyRaw(KubeResource::kNetworkPolicies, "shop", "bad",
+                R"({"metadata":{"name":"bad","namespace":"shop"},"spec":{"ingress":[{"ports":[{"port":80,"endPort":70}]}]}})");
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNamespace, ObjectKind::kService, ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    // The fake, as a real server, labels every namespace with its name.
+    CHECK(l.namespaces.at("shop").labels ==
+          std::map<std::string, std::string>{{"kubernetes.io/metadata.name", "shop"}, {"team", "a"}});
+    const ServiceInfo& s = l.services.at("shop/web");
+    CHECK(s.type == ServiceType::kNodePort);
+    CHECK(s.ports.at(0) == ServicePort{"http", Protocol::kTcp, 80, PortRef{0, "http"}, 30080});
+    CHECK(s.affinity_timeout_seconds == 10800);  // the server's default, as the agent's
+    CHECK(s.external_traffic_policy == TrafficPolicy::kLocal);
+    CHECK(s.internal_traffic_policy == TrafficPolicy::kCluster);
+    CHECK(s.load_balancer_ips == std::vector<std::string>{"203.0.113.7"});
+    CHECK(s.labels.at("app") == "web");
+    const EndpointInfo& e = l.slices.at("shop/web-x").endpoints.at(0);
+    CHECK(e == EndpointInfo{{"10.244.1.5"}, false, true, true, "node-a", {"Pod", "shop", "web-1"}});
+    const NetworkPolicyInfo& p = l.policies.at("shop/web");
+    CHECK(p.policy_ingress);
+    CHECK(p.policy_egress);  // defaulted by the server: it has egress rules
+    CHECK(p.egress.at(0).peers.at(0).ip_block == IpBlock{"10.0.0.0/8", {"10.1.0.0/16"}});
+    CHECK(p.egress.at(0).ports.at(0) == NetworkPolicyPort{Protocol::kUdp, PortRef{53, ""}, 0});
+    CHECK(l.services.count("shop/dup") == 0);
+    CHECK(l.policies.count("shop/bad") == 0);
+  }
+  CHECK(source->stats().malformed == 2);
+  // Namespaces are watched like the rest: a new one, a label change, a deletion.
+  size_t mark = l.mark();
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "tools"}}}}).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "shop"}, {"labels", {{"team", "b"}}}}}}).ok());
+  REQUIRE(fake.remove(KubeResource::kNamespaces, "", "tools"));
+  REQUIRE(l.waitFor([&] { return l.log.size() >= mark + 3; }));
+  CHECK(l.since(mark) == std::vector<std::string>{"ns+ tools", "ns+ shop", "ns- tools"});
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    CHECK(l.namespaces.at("shop").labels.at("team") == "b");
+  }
+  auto st = source->stats();
+  CHECK(st.events_by_kind[static_cast<size_t>(ObjectKind::kNamespace)] >= 4);
   source->stop();
 }
 

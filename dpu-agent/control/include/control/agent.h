@@ -123,6 +123,8 @@ class Agent : public ClusterListener {
   void endpointSliceDeleted(const std::string& ns, const std::string& name) override;
   void networkPolicyUpserted(const NetworkPolicyInfo& policy) override;
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override;
+  void namespaceUpserted(const NamespaceInfo& ns) override;
+  void namespaceDeleted(const std::string& name) override;
   void synced() override;
 
  private:

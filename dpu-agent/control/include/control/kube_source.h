@@ -1,5 +1,5 @@
 // The Kubernetes implementation of ClusterSource: list+watch of Nodes, Pods,
-// Services, EndpointSlices (discovery.k8s.io/v1) and NetworkPolicies over
+// Namespaces, Services, EndpointSlices (discovery.k8s.io/v1) and NetworkPolicies over
 // HTTPS (cpprestsdk) with a bearer token, as client-go's reflector does it:
 //
 //  - paginated lists (limit/continue) decoded while they stream in; then a
@@ -36,7 +36,8 @@ struct KubeSourceConfig {
   std::string api_server;    // in-cluster only: instead of KUBERNETES_SERVICE_HOST/PORT
   std::string node_name;     // this host's Node, for publishSelf()
   std::vector<ObjectKind> resources = {ObjectKind::kNode, ObjectKind::kPod, ObjectKind::kService,
-                                       ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy};
+                                       ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy,
+                                       ObjectKind::kNamespace};
   uint32_t page_size = 2000;                      // list limit, 1..10000
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{30000};
