@@ -14,9 +14,11 @@
 #include "control/kube_objects.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <istream>
 #include <optional>
 #include <streambuf>
 #include <string>
@@ -1212,11 +1214,25 @@ void Decoder::complete(KubeObject& o, bool name_only) {
 
 namespace {
 
+std::atomic<KubeJsonReader> g_reader{KubeJsonReader::kOwn};
+
+// nlohmann's SAX parser over a text or a stream.
+bool nlohmannSax(std::string_view text, Decoder& d) { return json::sax_parse(text.begin(), text.end(), &d); }
+bool nlohmannSax(std::streambuf* body, Decoder& d) {
+  std::istream in(body);
+  return json::sax_parse(in, &d);
+}
+
 template <class Input>
 bool runSax(Input&& input, Decoder& d) {
   try {
-    JsonReader reader(std::forward<Input>(input), d);
-    bool ok = reader.parse();
+    bool ok;
+    if (g_reader.load(std::memory_order_relaxed) == KubeJsonReader::kNlohmann) {
+      ok = nlohmannSax(input, d);
+    } else {
+      JsonReader reader(std::forward<Input>(input), d);
+      ok = reader.parse();
+    }
     if (!ok && d.fatal_.empty()) d.fatal_ = "the JSON could not be parsed";
     return ok && d.fatal_.empty();
   } catch (const std::exception& e) {
@@ -1243,6 +1259,8 @@ Result<KubeObject> decodeObject(ObjectKind kind, std::string_view text) {
 }
 
 }  // namespace
+
+void setKubeJsonReader(KubeJsonReader reader) { g_reader.store(reader); }
 
 const char* kubeKindName(ObjectKind kind) {
   switch (kind) {

@@ -32,6 +32,11 @@ const char* kubeKindName(ObjectKind kind);
 // "v1", "discovery.k8s.io/v1", "networking.k8s.io/v1".
 const char* kubeApiVersion(ObjectKind kind);
 
+// Which JSON tokenizer drives the decoder: our own reader or nlohmann's SAX
+// parser (bench/control.sh measures both on the same cluster).
+enum class KubeJsonReader { kOwn, kNlohmann };
+void setKubeJsonReader(KubeJsonReader reader);
+
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
 inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-public-key";
