@@ -5,9 +5,7 @@
 #   DPU_BUILD_DIR=/path/to/build bash bench/control.sh   # use an existing build
 # Cluster: 5,000 nodes, 150,000 pods (30 a node), 10,000 services with one
 # EndpointSlice of 10 endpoints each (100,000 endpoints), 100 namespaces.
-# Figures (median of DPU_BENCH_RUNS runs, default 3), for each of the decoder's
-# two JSON tokenizers (our own reader and nlohmann's SAX parser, run back to
-# back per round): initial sync time (start()
+# Figures (median of DPU_BENCH_RUNS runs, default 3): initial sync time (start()
 # to synced(), every object decoded and stored in maps as the agent keeps them),
 # resident memory of that process once synced, and the p50/p99 latency from one
 # EndpointSlice change at the fake server (its clock when it applied it) to the
@@ -45,47 +43,37 @@ url=$(awk '/^listening /{print $2}' "$out/fake.out")
 [[ -n "$url" ]] || { echo "control.sh: the fake API server did not start" >&2; exit 1; }
 echo "== fake API server at $url (5,000 nodes, 150,000 pods, 10,000 services, 100,000 endpoints)" >&2
 
-# Both JSON tokenizers of the decoder, back to back in every run (their order
-# alternating), so each pair sees the same machine.
-readers=(own nlohmann)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do
-  order=("${readers[@]}")
-  (( run % 2 == 0 )) && order=(nlohmann own)
-  for reader in "${order[@]}"; do
-    "$build/bench/control_bench" --server "$url" --changes "$changes" --json-reader "$reader" > "$out/$reader.$run"
-    echo "== run $run, $reader reader: $(tr '\n' ' ' < "$out/$reader.$run")" >&2
-  done
+  "$build/bench/control_bench" --server "$url" --changes "$changes" > "$out/run$run"
+  echo "== run $run: $(tr '\n' ' ' < "$out/run$run")" >&2
 done
 
 echo "load average before the runs: $load_before" >&2
-/usr/bin/python3 - "$out" "$runs" <<'PY'
+/usr/bin/python3 - "$out"/run* <<'PY'
 import statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-def load(path):
+runs = []
+for path in sys.argv[1:]:
     d = {}
     for line in open(path):
         k, v = line.split()
         d[k] = float(v)
-    return d
-res = {r: [load(f"{out}/{r}.{i}") for i in range(1, runs + 1)] for r in ("own", "nlohmann")}
-def med(r, k): return statistics.median(x[k] for x in res[r])
-r0 = res["own"][0]
+    runs.append(d)
+def med(k): return statistics.median(r[k] for r in runs)
+r0 = runs[0]
 print(f"objects: {int(r0['nodes'])} nodes, {int(r0['pods'])} pods, {int(r0['services'])} services, "
       f"{int(r0['endpointslices'])} EndpointSlices, {int(r0['endpoints'])} endpoints")
-print(f"{'figure (median of ' + str(runs) + ')':<34}{'own':>10}{'nlohmann':>10}{'target':>10}")
-for key, label, target in [
-    ("sync_s", "initial sync (s)", 3.0),
-    ("sync_cpu_s", "  CPU used by the sync (s)", None),
-    ("rss_mb", "resident memory when synced (MB)", 300.0),
-    ("p50_ms", "EndpointSlice change p50 (ms)", None),
-    ("p99_ms", "EndpointSlice change p99 (ms)", 5.0),
-    ("e2e_p99_ms", "  p99 incl. sending it (ms)", None),
+print(f"{'figure':<34}{'median':>10}{'target':>10}")
+for key, label, target, unit in [
+    ("sync_s", "initial sync (s)", 3.0, "s"),
+    ("sync_cpu_s", "  CPU used by the sync (s)", None, "s"),
+    ("rss_mb", "resident memory when synced (MB)", 300.0, "MB"),
+    ("p50_ms", "EndpointSlice change p50 (ms)", None, "ms"),
+    ("p99_ms", "EndpointSlice change p99 (ms)", 5.0, "ms"),
+    ("e2e_p99_ms", "  p99 incl. sending it (ms)", None, "ms"),
 ]:
+    v = med(key)
     t = f"{target:g}" if target else "-"
-    print(f"{label:<34}{med('own', key):>10.3f}{med('nlohmann', key):>10.3f}{t:>10}")
-# The per-run ratio of the sync, each pair measured back to back.
-for key, label in (("sync_s", "sync time"), ("sync_cpu_s", "sync CPU")):
-    ratios = sorted(b[key] / a[key] for a, b in zip(res["own"], res["nlohmann"]))
-    print(f"nlohmann / own {label}: median {statistics.median(ratios):.2f} (runs {', '.join(f'{r:.2f}' for r in ratios)})")
+    flag = "" if target is None or v <= target else "  (over target)"
+    print(f"{label:<34}{v:>10.3f}{t:>10}{flag}")
 PY

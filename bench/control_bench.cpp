@@ -11,7 +11,7 @@
 // that stores it; e2e_* also counts sending the change to the fake.
 //
 //   control_bench --server http://127.0.0.1:PORT [--changes 500] [--page-size 5000]
-//                 [--expect-pods N] [--namespaces 100] [--services 10000] [--json-reader own|nlohmann]
+//                 [--expect-pods N] [--namespaces 100] [--services 10000]
 // Prints "KEY value" lines (sync_s, rss_mb, hwm_mb, p50_ms, p99_ms, e2e_p99_ms, ...).
 #include <algorithm>
 #include <atomic>
@@ -32,7 +32,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
-#include "control/kube_objects.h"
 #include "control/kube_source.h"
 
 namespace {
@@ -132,7 +131,6 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--max-pending") max_pending = static_cast<uint32_t>(std::stoul(v));
-    if (a == "--json-reader") setKubeJsonReader(v == "nlohmann" ? KubeJsonReader::kNlohmann : KubeJsonReader::kOwn);
     if (a == "--server") server = v;
     else if (a == "--changes") changes = std::stoi(v);
     else if (a == "--page-size") page = static_cast<uint32_t>(std::stoul(v));

@@ -4,7 +4,8 @@
 // object that fails is reported with its kind, namespace/name and the reason so
 // the source can skip it, count it and log it — never half-apply it.
 //
-// Decoding is one streaming SAX pass (see kube_objects.cpp) that keeps only
+// Decoding is one streaming SAX pass (our own JSON reader, kube_objects.cpp,
+// which bench/control.sh measured faster than nlohmann's SAX parser) that keeps only
 // the fields the agent reads: a list page or a watch event is never held as a
 // DOM, which is what lets 150,000 pods sync in a few seconds and little
 // memory. The parts a Service, an EndpointSlice and a NetworkPolicy share with
@@ -31,11 +32,6 @@ namespace dpu::control {
 const char* kubeKindName(ObjectKind kind);
 // "v1", "discovery.k8s.io/v1", "networking.k8s.io/v1".
 const char* kubeApiVersion(ObjectKind kind);
-
-// Which JSON tokenizer drives the decoder: our own reader or nlohmann's SAX
-// parser (bench/control.sh measures both on the same cluster).
-enum class KubeJsonReader { kOwn, kNlohmann };
-void setKubeJsonReader(KubeJsonReader reader);
 
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
