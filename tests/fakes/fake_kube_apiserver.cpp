@@ -737,6 +737,16 @@ bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
     }
   }
 
+  if (int code = failing_[static_cast<int>(route.kind->id)].load(); code != 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.injected_failures++;
+    }
+    return status(code, code == 503 ? "ServiceUnavailable" : "InternalError",
+                  std::string("the server is currently unable to handle the request (") + route.kind->plural +
+                      " are failed on purpose)");
+  }
+
   if (req.method == "GET" && route.collection())
     return watch ? handleWatch(conn, route, req) : handleList(conn, route, req);
   Reply reply;
@@ -1854,6 +1864,8 @@ uint64_t FakeKubeApiServer::resourceVersion() const {
   std::lock_guard<std::mutex> lock(mu_);
   return rv_;
 }
+
+void FakeKubeApiServer::failResource(KubeResource r, int code) { failing_[static_cast<int>(r)].store(code); }
 
 void FakeKubeApiServer::compact() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -510,6 +510,90 @@ TEST_CASE("kube source: 410 Gone relists and delivers only the differences", "[k
   }
 }
 
+TEST_CASE("kube source: one kind's 410 relists that kind only", "[kube]") {
+  FakeKubeApiServer fake;
+  FakeKubeApiServerOptions opt;
+  opt.bookmark_interval = 0ms;  // an idle watch keeps its old version
+  REQUIRE(fake.start(opt).ok());
+  for (const char* n : {"a", "b"}) REQUIRE(fake.apply(KubeResource::kPods, pod("d", n, "10.244.1.2")).ok());
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n0", "10.0.0.0/24")).ok());
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNode, ObjectKind::kPod};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  REQUIRE(eventually([&] { return fake.stats().open_watches == 2; }));
+  // The pods' watch is cut and cannot come back for a while; meanwhile pods
+  // change, a node changes (the node watch, back at once, sees it) and the
+  // history is compacted: the pods' version is now too old, the nodes' not.
+  fake.failResource(KubeResource::kPods, 503);
+  fake.dropWatches();
+  REQUIRE(eventually([&] { return fake.stats().injected_failures >= 1 && fake.stats().open_watches == 1; }));
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "a", "10.244.1.9")).ok());
+  REQUIRE(fake.remove(KubeResource::kPods, "d", "b"));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n1", "10.0.1.0/24")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n1") == 1; }));
+  fake.compact();
+  size_t mark = l.mark();
+  fake.failResource(KubeResource::kPods, 0);
+  // The pod reflector gets 410, relists and delivers what it missed, nothing
+  // more; the node reflector goes on watching.
+  REQUIRE(l.waitFor([&] { return l.syncs == 2; }));
+  CHECK(l.since(mark) == std::vector<std::string>{"pod+ d/a 10.244.1.9", "pod- d/b", "synced"});
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n2", "10.0.2.0/24")).ok());
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "c", "10.244.1.3")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n2") == 1 && l.pods.count("d/c") == 1; }));
+  auto st = source->stats();
+  CHECK(st.relists_by_kind[static_cast<size_t>(ObjectKind::kPod)] == 1);
+  CHECK(st.relists_by_kind[static_cast<size_t>(ObjectKind::kNode)] == 0);
+  CHECK(st.relists == 1);
+  source->stop();
+}
+
+TEST_CASE("kube source: a failing kind backs off alone; the others sync and watch", "[kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "a", "10.244.1.2")).ok());
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n0", "10.0.0.0/24")).ok());
+  fake.failResource(KubeResource::kPods, 503);
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNode, ObjectKind::kPod, ObjectKind::kNamespace};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  // Pods cannot be listed: the others are listed and watched all the same.
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n0") == 1; }));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n1", "10.0.1.0/24")).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "x"}}}}).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n1") == 1; }));
+  REQUIRE(l.waitFor([&] {
+    return std::find(l.log.begin(), l.log.end(), "ns+ x") != l.log.end();
+  }));
+  // ... while the pods are retried (with backoff) and the reason is reported.
+  REQUIRE(eventually([&] { return fake.stats().injected_failures >= 2; }));
+  CHECK_THAT(source->stats().last_error, Catch::Contains("listing Pods") && Catch::Contains("HTTP 503"));
+  CHECK(l.syncs == 0);  // not every kind is listed
+  CHECK(l.pods.empty());
+  // The pods come back: the source completes its sync.
+  fake.failResource(KubeResource::kPods, 0);
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  CHECK(l.pods.count("d/a") == 1);
+  // Later the pods fail again (their watch is cut and cannot come back):
+  // node changes still flow.
+  fake.failResource(KubeResource::kPods, 503);
+  uint64_t failed = fake.stats().injected_failures;
+  fake.dropWatches();
+  REQUIRE(eventually([&] { return fake.stats().injected_failures > failed; }));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n2", "10.0.2.0/24")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n2") == 1; }));
+  fake.failResource(KubeResource::kPods, 0);
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "b", "10.244.1.3")).ok());
+  REQUIRE(l.waitFor([&] { return l.pods.count("d/b") == 1; }));
+  CHECK(source->stats().relists_by_kind[static_cast<size_t>(ObjectKind::kNode)] == 0);
+  source->stop();
+}
+
 TEST_CASE("kube source: a dropped stream resumes from the last version without duplicates", "[kube]") {
   FakeKubeApiServer fake;
   FakeKubeApiServerOptions opt;

@@ -271,6 +271,9 @@ struct ClusterSourceStats {
   uint64_t malformed = 0;                // objects skipped
   uint64_t watch_restarts = 0;           // streams resumed or relisted
   uint64_t relists = 0;                  // 410 Gone / file reloads
+  // The Kubernetes source's relists by kind (index: ObjectKind): each kind
+  // relists alone. The file source reloads everything at once (`relists`).
+  std::array<uint64_t, kObjectKindCount> relists_by_kind{};
   uint64_t events = 0;
   // `events` by kind (index: ObjectKind), so an operator sees that Services or
   // NetworkPolicies arrive even while the agent does nothing with them yet.

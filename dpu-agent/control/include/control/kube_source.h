@@ -12,8 +12,12 @@
 //  - MODIFIED events that change nothing the agent reads are not delivered;
 //  - malformed objects are skipped, counted and logged with kind/ns/name.
 //
-// One thread per resource reads and decodes; one dispatcher thread calls the
-// listener, so callbacks never run concurrently (see cluster_source.h).
+// Each kind has its own reflector (src/kube_reflector.h): its own thread,
+// versions, backoff and relists, so one kind's 410 or outage touches no other.
+// They share one transport (src/kube_transport.h: the HTTPS clients and the
+// rotating token); one dispatcher thread (src/kube_dispatcher.h) calls the
+// listener, so callbacks never run concurrently (see cluster_source.h); the
+// Node PATCH of publishSelf() is src/kube_node_publisher.h.
 #pragma once
 
 #include <chrono>
