@@ -4,13 +4,14 @@
 // walks them with a stack of frames. Each frame carries a small state saying
 // where we are inside the object ("spec.containers[].ports[]",
 // "metadata.labels", ...); the state of a child is chosen from its parent's
-// state and the key, so the fields the agent reads of Nodes and Pods — nearly
-// every object of a large cluster — are written straight into the Info
-// structs and every other subtree is skipped without building anything. The
-// parts a Service, an EndpointSlice and a NetworkPolicy share with the
-// cluster file (their spec, status, endpoints) are captured as a small DOM of
-// that part only and read by cluster_objects.h's readers, which the file
-// source uses too: one decoder, one validation for both.
+// state and the key, so the fields the agent reads of Nodes, Pods and
+// EndpointSlices — nearly every object (and change) of a large cluster — are
+// written straight into the Info structs and every other subtree is skipped
+// without building anything; the checks they share with the cluster file
+// (validateEndpointSlice, containerPortProblem) run on the structs. A
+// Service's spec and status and a NetworkPolicy's spec are captured as a
+// small DOM of that part only and read by cluster_objects.h's readers, which
+// the file source uses on its entries too: the same validation for both.
 #include "control/kube_objects.h"
 
 #include <algorithm>

@@ -274,6 +274,12 @@ TEST_CASE("cluster objects: an EndpointSlice with the API's condition defaults",
     "endpoints":[{"addresses":["FD00:10:244:1::5"]}],"ports":[{"name":"all"}]})");
   CHECK(v6.first.endpoints[0].addresses == std::vector<std::string>{"fd00:10:244:1::5"});
   CHECK(v6.first.ports[0] == EndpointSliceInfo::Port{"all", Protocol::kTcp, 0});
+  // FQDN slices name hosts, not addresses (the agent programs none of them).
+  auto fqdn = bothWays<EndpointSliceInfo>(ObjectKind::kEndpointSlice, R"({"metadata":{"name":"e","namespace":"d",
+    "labels":{"kubernetes.io/service-name":"s"}},"addressType":"FQDN",
+    "endpoints":[{"addresses":["db.example.com"]}],"ports":[{"name":"pg","port":5432}]})");
+  CHECK(fqdn.first.address_type == AddressType::kFQDN);
+  CHECK(fqdn.first.endpoints[0].addresses == std::vector<std::string>{"db.example.com"});
 }
 
 TEST_CASE("cluster objects: a Namespace and its labels", "[cluster]") {

@@ -1,12 +1,14 @@
-// The cluster's objects as both ClusterSources read them. The parts a
-// Kubernetes object and a cluster-file entry share — a Service's spec and
-// status, an EndpointSlice's body, a NetworkPolicy's spec, a pod's container
-// ports — are read here, by one function each, from a FieldReader over either
-// the Kubernetes object's part ("spec", "status") or the file's entry, so both
-// sources give the same fields, the same defaults (the API server's, e.g. a
-// port's protocol TCP, a ClientIP affinity's 10800 s, a NetworkPolicy's
-// policyTypes) and the same refusals, with the field named as the input names
-// it ("spec.ports[1].port", "cluster.yaml.services[0].ports[1].port").
+// The cluster's objects as both ClusterSources read them. A Service's spec
+// and status and a NetworkPolicy's spec are read here, by one function each,
+// from a FieldReader over either the Kubernetes object's part ("spec",
+// "status") or the file's entry; an EndpointSlice and a pod's container ports,
+// which the Kubernetes decoder reads as they stream in (they are most of a
+// large cluster), are checked here by one function each after either source
+// read them. So both sources give the same fields, the same defaults (the API
+// server's, e.g. a port's protocol TCP, a ClientIP affinity's 10800 s, a
+// NetworkPolicy's policyTypes) and the same refusals, with the field named as
+// the input names it ("spec.ports[1].port",
+// "cluster.yaml.services[0].ports[1].port").
 //
 // The input is untrusted (an API server, a hand-written file): what the real
 // API server's validation refuses is refused here too, so a bad object is

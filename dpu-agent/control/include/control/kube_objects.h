@@ -8,9 +8,9 @@
 // which bench/control.sh measured faster than nlohmann's SAX parser) that keeps only
 // the fields the agent reads: a list page or a watch event is never held as a
 // DOM, which is what lets 150,000 pods sync in a few seconds and little
-// memory. The parts a Service, an EndpointSlice and a NetworkPolicy share with
-// the cluster file are read by cluster_objects.h, the same code the file
-// source uses.
+// memory. What a Service, an EndpointSlice, a NetworkPolicy and a pod's
+// container ports share with the cluster file is read or checked by
+// cluster_objects.h, the same code the file source uses.
 #pragma once
 
 #include <cstdint>
