@@ -36,19 +36,6 @@ void Dispatcher::enqueue(std::vector<Delivery>& batch) {
 }
 
 void Dispatcher::enqueueOne(Delivery&& d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  // Nothing of this kind can be queued ahead of it (the queue is empty), so
-  // delivering it here keeps the order.
-  if (queue_.empty() && !delivering_ && !stopping_) {
-    delivering_ = true;
-    lock.unlock();
-    deliver(d);
-    lock.lock();
-    delivering_ = false;
-    if (!queue_.empty()) queue_cv_.notify_one();
-    return;
-  }
-  lock.unlock();
   std::vector<Delivery> one;
   one.push_back(std::move(d));
   enqueue(one);
@@ -56,15 +43,11 @@ void Dispatcher::enqueueOne(Delivery&& d) {
 
 void Dispatcher::run() {
   std::vector<Delivery> work;
-  bool mine = false;  // this thread holds delivering_
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (mine) delivering_ = false;
-      mine = false;
-      queue_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !delivering_); });
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      delivering_ = mine = true;
       size_t n = std::min<size_t>(queue_.size(), 1024);
       for (size_t i = 0; i < n; ++i) {
         work.push_back(std::move(queue_.front()));

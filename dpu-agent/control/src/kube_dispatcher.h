@@ -1,11 +1,9 @@
 // The one thread that calls the ClusterListener for the Kubernetes source:
 // every reflector hands its changes here, so callbacks never run
-// concurrently and each kind's changes arrive in the order its reflector saw
-// them. A bounded queue pushes back on the reflectors (max_pending decoded
-// objects waiting); a single watch event is delivered by the watch's own
-// thread when nothing is queued and nobody is delivering, one thread wake-up
-// less between the API server and the listener. synced() is called each time
-// a kind finishes a listing while every kind has listed at least once.
+// concurrently, always on this thread, and each kind's changes arrive in the
+// order its reflector saw them. A bounded queue pushes back on the
+// reflectors (max_pending decoded objects waiting). synced() is called each
+// time a kind finishes a listing while every kind has listed at least once.
 //
 // Private to dpu_control_kube.
 #pragma once
@@ -44,7 +42,6 @@ class Dispatcher {
 
   // Queues a batch in order (and clears it); waits while max_pending are queued.
   void enqueue(std::vector<Delivery>& batch);
-  // One delivery (see the top of the file).
   void enqueueOne(Delivery&& d);
 
   bool synced() const { return synced_.load(); }
@@ -53,7 +50,6 @@ class Dispatcher {
 
  private:
   void run();
-  // Called by exactly one thread at a time (the one holding delivering_).
   void deliver(Delivery& d);
 
   ClusterListener& listener_;
@@ -66,8 +62,7 @@ class Dispatcher {
   std::condition_variable space_cv_;
   std::deque<Delivery> queue_;
   std::atomic<bool> stopping_{false};  // set under mu_, so waiters see it
-  bool delivering_ = false;  // a thread is calling the listener (under mu_)
-  uint32_t listed_ = 0;      // kinds listed at least once; touched only while delivering_
+  uint32_t listed_ = 0;                // kinds listed at least once; the dispatcher thread's
 
   std::atomic<uint64_t> events_{0};
   std::array<std::atomic<uint64_t>, kObjectKindCount> events_by_kind_{};
