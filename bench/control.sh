@@ -4,7 +4,8 @@
 #   bash bench/control.sh                 # as root on Debian 12
 #   DPU_BUILD_DIR=/path/to/build bash bench/control.sh   # use an existing build
 # Cluster: 5,000 nodes, 150,000 pods (30 a node), 10,000 services with one
-# EndpointSlice of 10 endpoints each (100,000 endpoints), 100 namespaces.
+# EndpointSlice of 10 endpoints each (100,000 endpoints), 100 namespaces; the
+# source watches every kind the agent reads (NetworkPolicies too, none here).
 # Figures (median of DPU_BENCH_RUNS runs, default 3): initial sync time (start()
 # to synced(), every object decoded and stored in maps as the agent keeps them),
 # resident memory of that process once synced, and the p50/p99 latency from one
@@ -62,7 +63,8 @@ for path in sys.argv[1:]:
 def med(k): return statistics.median(r[k] for r in runs)
 r0 = runs[0]
 print(f"objects: {int(r0['nodes'])} nodes, {int(r0['pods'])} pods, {int(r0['services'])} services, "
-      f"{int(r0['endpointslices'])} EndpointSlices, {int(r0['endpoints'])} endpoints")
+      f"{int(r0['endpointslices'])} EndpointSlices, {int(r0['endpoints'])} endpoints, "
+      f"{int(r0.get('namespaces', 0))} namespaces")
 print(f"{'figure':<34}{'median':>10}{'target':>10}")
 for key, label, target, unit in [
     ("sync_s", "initial sync (s)", 3.0, "s"),

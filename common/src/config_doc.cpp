@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <regex>
+#include <sstream>
 
 #include "common/atomic_file.h"
 
@@ -88,6 +89,35 @@ Result<json> parseConfigText(std::string_view text, std::string_view origin) {
   } catch (const YAML::Exception& e) {
     return Error{std::string(origin) + " is not valid YAML or JSON: " + e.what()};
   }
+}
+
+Result<std::vector<json>> parseConfigDocuments(std::string_view text, std::string_view origin) {
+  std::vector<json> out;
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return out;
+  if (text[first] == '{' || text[first] == '[') {
+    // One JSON value after another: operator>> stops after each.
+    std::istringstream in{std::string(text)};
+    for (size_t n = 1; (in >> std::ws).peek() != std::char_traits<char>::eof(); ++n) {
+      json doc;
+      try {
+        in >> doc;
+      } catch (const json::exception& e) {
+        return Error{std::string(origin) + " is not valid JSON (value " + std::to_string(n) + "): " + e.what()};
+      }
+      out.push_back(std::move(doc));
+    }
+    return out;
+  }
+  try {
+    for (const YAML::Node& node : YAML::LoadAll(std::string(text))) {
+      json doc = fromYaml(node);
+      if (!doc.is_null()) out.push_back(std::move(doc));
+    }
+  } catch (const YAML::Exception& e) {
+    return Error{std::string(origin) + " is not valid YAML or JSON: " + e.what()};
+  }
+  return out;
 }
 
 namespace {
@@ -309,6 +339,11 @@ Result<void> FieldReader::finish(bool allow_unknown) {
     }
   }
   return {};
+}
+
+void FieldReader::close(bool allow_unknown) {
+  auto done = finish(allow_unknown);
+  if (!done && state_->error.empty()) state_->error = done.error();
 }
 
 }  // namespace dpu

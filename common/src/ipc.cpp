@@ -169,7 +169,7 @@ Result<void> sendFrame(const Socket& s, std::string_view payload, Deadline deadl
 namespace {
 
 // Reads exactly n bytes; `started` says whether a partial frame was already read.
-RecvFailure readExactly(const Socket& s, char* out, size_t n, Deadline d, bool started, std::string& error) {
+Result<void> readExactly(const Socket& s, char* out, size_t n, Deadline d, bool started) {
   size_t got = 0;
   while (got < n) {
     ssize_t r = ::recv(s.fd(), out + got, n - got, 0);
@@ -178,44 +178,35 @@ RecvFailure readExactly(const Socket& s, char* out, size_t n, Deadline d, bool s
       continue;
     }
     if (r == 0) {
-      if (got == 0 && !started) return RecvFailure::kClosed;
-      error = "peer closed the connection in the middle of a message";
-      return RecvFailure::kError;
+      if (got == 0 && !started) return Error{"peer closed the connection", ErrorCode::kClosed};
+      return Error{"peer closed the connection in the middle of a message"};
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!waitFor(s.fd(), POLLIN, d)) {
-        error = errno == ETIMEDOUT ? "timed out waiting for the peer" : "poll failed: " + errnoText();
-        return errno == ETIMEDOUT ? RecvFailure::kTimeout : RecvFailure::kError;
+        if (errno == ETIMEDOUT) return Error{"timed out waiting for the peer", ErrorCode::kTimeout};
+        return Error{"poll failed: " + errnoText()};
       }
       continue;
     }
-    error = "recv failed: " + errnoText();
-    return RecvFailure::kError;
+    return Error{"recv failed: " + errnoText()};
   }
-  return RecvFailure::kNone;
+  return {};
 }
 
 }  // namespace
 
-Frame recvFrame(const Socket& s, Deadline deadline, size_t max_size) {
-  Frame f;
+Result<std::string> recvFrame(const Socket& s, Deadline deadline, size_t max_size) {
   uint8_t header[4];
-  f.failure = readExactly(s, reinterpret_cast<char*>(header), 4, deadline, false, f.error);
-  if (!f.ok()) {
-    if (f.failure == RecvFailure::kClosed) f.error = "peer closed the connection";
-    return f;
-  }
+  if (auto r = readExactly(s, reinterpret_cast<char*>(header), 4, deadline, false); !r) return std::move(r).takeError();
   size_t n = (size_t{header[0]} << 24) | (size_t{header[1]} << 16) | (size_t{header[2]} << 8) | header[3];
   if (n > max_size) {
-    f.failure = RecvFailure::kError;
-    f.error = "message of " + std::to_string(n) + " bytes exceeds the limit of " + std::to_string(max_size);
-    return f;
+    return Error{"message of " + std::to_string(n) + " bytes exceeds the limit of " + std::to_string(max_size),
+                 ErrorCode::kTooLarge};
   }
-  f.payload.resize(n);
-  f.failure = readExactly(s, f.payload.data(), n, deadline, true, f.error);
-  if (!f.ok()) f.payload.clear();
-  return f;
+  std::string payload(n, '\0');
+  if (auto r = readExactly(s, payload.data(), n, deadline, true); !r) return std::move(r).takeError();
+  return payload;
 }
 
 Result<PeerCredentials> peerCredentials(const Socket& s) {

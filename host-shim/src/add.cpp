@@ -141,7 +141,7 @@ class AddFlow {
         rec_.vf = {v.pf_index, v.vf_index};
         rec_.pci_address = v.pci_address;
         auto c = ctx_.store.claim(rec_);
-        if (c.failure == ClaimFailure::kIo) return cniError(CniCode::kIoFailure, "cannot claim a VF", c.message);
+        if (!c && c.code() == ErrorCode::kFailed) return cniError(CniCode::kIoFailure, "cannot claim a VF", c.error());
         if (!c.ok()) continue;
         // A VF without its netdev (bound to vfio, or lost) is skipped, not failed.
         auto l = host_->findLink(netdevOf(v));
@@ -186,15 +186,16 @@ class AddFlow {
     auto c = ctx_.store.claim(rec_);
     // The VF's previous pod was just deleted and it is on its way home: wait
     // for it (tens of ms), bounded, then let the runtime retry.
-    if (c.failure == ClaimFailure::kReturning && ctx_.returner.waitReturned(rec_.vf, kVfWait))
-      c = ctx_.store.claim(rec_);
-    if (c.failure == ClaimFailure::kReturning)
+    auto returning = [&] { return !c && c.code() == ErrorCode::kUnavailable; };
+    if (returning() && ctx_.returner.waitReturned(rec_.vf, kVfWait)) c = ctx_.store.claim(rec_);
+    if (returning())
       return cniError(CniCode::kTryAgainLater, "the VF is still returning to the host",
-                      c.message + "; it did not come home within 5 s; the runtime retries the ADD (see host-shim's log)");
-    if (!c.ok())
-      return cniError(
-          c.failure == ClaimFailure::kHeld ? CniCode::kVfUnavailable : CniCode::kIoFailure, "cannot claim the VF",
-          c.message + (c.failure == ClaimFailure::kHeld ? "; DEL that attachment first or pick another deviceID" : ""));
+                      c.error() + "; it did not come home within 5 s; the runtime retries the ADD (see host-shim's log)");
+    if (!c.ok()) {
+      bool held = c.code() == ErrorCode::kConflict;
+      return cniError(held ? CniCode::kVfUnavailable : CniCode::kIoFailure, "cannot claim the VF",
+                      c.error() + (held ? "; DEL that attachment first or pick another deviceID" : ""));
+    }
     registerRelease();
     auto l = host_->findLink(netdevOf(*vf_));
     if (!l) return cniError(CniCode::kPlumbingFailed, "cannot read the VF", l.error());

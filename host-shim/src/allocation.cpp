@@ -85,25 +85,23 @@ AllocationStore::AllocationStore(std::string state_dir) : dir_(std::move(state_d
 
 Result<void> AllocationStore::init() { return makeDirectories(dir_); }
 
-ClaimResult AllocationStore::claim(const AllocationRecord& record) {
-  ClaimResult out;
+Result<void> AllocationStore::claim(const AllocationRecord& record) {
   VfLock lock(dir_ + "/" + record.vf.str() + ".lock");
-  if (!lock.ok()) return {ClaimFailure::kIo, lock.error(), ""};
+  if (!lock.ok()) return Error{lock.error()};
   std::string path = dir_ + "/" + record.vf.str() + ".json";
   if (auto existing = readRecord(path)) {
     if (existing->returning)
-      return {ClaimFailure::kReturning,
-              describeVf(record) + " is still returning to the host after the DEL of " + existing->owner +
-                  (existing->problem.empty() ? "" : " (" + existing->problem + ")"),
-              existing->owner};
-    if (existing->owner == record.owner) return out;
-    return {ClaimFailure::kHeld, describeVf(record) + " is held by " + existing->owner, existing->owner};
+      return Error{describeVf(record) + " is still returning to the host after the DEL of " + existing->owner +
+                       (existing->problem.empty() ? "" : " (" + existing->problem + ")"),
+                   ErrorCode::kUnavailable, existing->owner};
+    if (existing->owner == record.owner) return {};
+    return Error{describeVf(record) + " is held by " + existing->owner, ErrorCode::kConflict, existing->owner};
   }
   AllocationRecord fresh = record;
   fresh.returning = false;
   fresh.problem.clear();
-  if (auto w = writeRecord(path, fresh); !w) return {ClaimFailure::kIo, w.error(), ""};
-  return out;
+  if (auto w = writeRecord(path, fresh); !w) return Error{w.error()};
+  return {};
 }
 
 Result<void> AllocationStore::release(const VfKey& vf, const std::string& owner, Release how) {

@@ -391,7 +391,7 @@ void AttachService::reconcileAtStart() {
   for (const auto& a : book_.attachments()) {
     AllocationRecord rec{vfKeyOf(a), attachmentKey(a), a.pci_address()};
     if (auto c = store_.claim(rec); !c.ok()) {
-      DPU_LOG(kError, kLog) << "restart: " << c.message;
+      DPU_LOG(kError, kLog) << "restart: " << c.error();
     }
   }
 }

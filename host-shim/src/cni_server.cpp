@@ -124,14 +124,14 @@ void CniServer::serve() {
 void CniServer::serveOne(ipc::Socket conn) {
   auto start = std::chrono::steady_clock::now();
   cni::v1::CniRequest req;
-  ipc::Frame f = ipc::recvMessage(
+  auto got = ipc::recvMessage(
       conn, req, start + std::min<std::chrono::milliseconds>(kRequestReadTimeout,
                                                              std::chrono::milliseconds(options_.request_timeout_ms)));
   cni::v1::CniResponse resp;
-  if (f.failure == ipc::RecvFailure::kClosed) return;
-  if (!f.ok())
+  if (!got && got.code() == ErrorCode::kClosed) return;
+  if (!got)
     resp = cniError(CniCode::kDecodeFailure, "cannot read the request",
-                    f.error + "; dpu-cni and host-shim must be the same version");
+                    got.error() + "; dpu-cni and host-shim must be the same version");
   else
     resp = service_.handle(req);
   if (resp.has_error()) {

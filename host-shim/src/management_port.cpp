@@ -41,7 +41,7 @@ Result<void> ManagementPort::setup() {
     return Error{"VF " + std::to_string(config_.vf_index) + " of PF " + std::to_string(config_.pf_index) +
                  " is not in sysfs"};
   auto c = store_.claim({{v->pf_index, v->vf_index}, kManagementOwner, v->pci_address});
-  if (!c.ok()) return Error{c.message};
+  if (!c.ok()) return std::move(c).takeError();
   auto host = netlink_.host();
   if (!host) return std::move(host).takeError();
   std::optional<nl::LinkInfo> link;

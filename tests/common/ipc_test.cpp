@@ -18,19 +18,20 @@ TEST_CASE("frames cross a unix socket; a silent peer times out; a stale socket i
   std::thread server([&] {
     auto conn = acceptUnix(*listener, after(2s));
     REQUIRE(conn.ok());
-    Frame f = recvFrame(*conn, after(2s));
+    auto f = recvFrame(*conn, after(2s));
     REQUIRE(f.ok());
-    REQUIRE(sendFrame(*conn, "echo:" + f.payload, after(2s)).ok());
-    Frame end = recvFrame(*conn, after(2s));
-    CHECK(end.failure == RecvFailure::kClosed);
+    REQUIRE(sendFrame(*conn, "echo:" + *f, after(2s)).ok());
+    auto end = recvFrame(*conn, after(2s));
+    REQUIRE_FALSE(end.ok());
+    CHECK(end.code() == dpu::ErrorCode::kClosed);
   });
   {
     auto c = connectUnix(path, after(1s));
     REQUIRE(c.ok());
     REQUIRE(sendFrame(*c, std::string(100000, 'x'), after(1s)).ok());
-    Frame f = recvFrame(*c, after(2s));
+    auto f = recvFrame(*c, after(2s));
     REQUIRE(f.ok());
-    CHECK(f.payload.size() == 100005);
+    CHECK(f->size() == 100005);
   }
   server.join();
 
@@ -38,8 +39,9 @@ TEST_CASE("frames cross a unix socket; a silent peer times out; a stale socket i
   auto c = connectUnix(path, after(1s));
   REQUIRE(c.ok());
   auto t0 = Clock::now();
-  Frame f = recvFrame(*c, after(100ms));
-  CHECK(f.failure == RecvFailure::kTimeout);
+  auto f = recvFrame(*c, after(100ms));
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.code() == dpu::ErrorCode::kTimeout);
   CHECK(Clock::now() - t0 < 2s);
 
   // A second listener on a live socket is refused; after close it may take over.

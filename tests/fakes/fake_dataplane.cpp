@@ -87,7 +87,7 @@ void serveOperator(const dpu::ipc::Socket& listener, dpu::fakes::FakeDataplaneMo
   reply.set_generation(m.generation());
   reply.set_instance_id(m.instanceId());
   if (!f.ok()) {
-    reply.set_error("bad operator request: " + f.error);
+    reply.set_error("bad operator request: " + f.error());
   } else if (req.has_ports()) {
     for (const auto& p : m.inForce().ports) {
       auto* info = reply.add_ports();
@@ -197,11 +197,11 @@ int main(int argc, char** argv) {
       }
       serveOperator(op_listener, model);
       dpu::dataplane::v1::ProgramRequest req;
-      auto f = dpu::ipc::recvMessage(*conn, req, dpu::ipc::after(tick));
-      if (f.failure == dpu::ipc::RecvFailure::kTimeout) continue;
-      if (!f.ok()) {
-        if (f.failure != dpu::ipc::RecvFailure::kClosed) {
-          DPU_LOG(kWarn, "fake-dataplane") << f.error;
+      auto got = dpu::ipc::recvMessage(*conn, req, dpu::ipc::after(tick));
+      if (!got && got.code() == dpu::ErrorCode::kTimeout) continue;
+      if (!got) {
+        if (got.code() != dpu::ErrorCode::kClosed) {
+          DPU_LOG(kWarn, "fake-dataplane") << got.error();
         }
         break;
       }

@@ -25,6 +25,7 @@
 #include <set>
 
 #include "common/config_doc.h"
+#include "common/net_address.h"
 #include "fake_kube_schema.h"
 
 namespace dpu::fakes {
@@ -125,6 +126,81 @@ std::string ipv4Text(uint32_t v) {
   char buf[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &a, buf, sizeof buf);
   return buf;
+}
+
+using Invalid = std::function<void(const std::string&, const std::string&)>;
+
+// IntOrString naming a port, as ValidatePortNumOrName checks it.
+void portOrName(const std::string& field, const json& v, const Invalid& invalid) {
+  if (v.is_number_integer()) {
+    int64_t n = v.get<int64_t>();
+    if (n < 1 || n > 65535) invalid(field, "Invalid value: " + std::to_string(n) + ": must be between 1 and 65535, inclusive");
+    return;
+  }
+  std::string name = v.is_string() ? v.get<std::string>() : "";
+  static const std::regex kName("^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$");
+  bool letter = std::any_of(name.begin(), name.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  if (!std::regex_match(name, kName) || !letter || name.find("--") != std::string::npos)
+    invalid(field, "Invalid value: \"" + name + "\": must contain at least one letter (a-z), consist of lower case "
+                   "alphanumeric characters or '-', be no more than 15 characters");
+}
+
+void validateSelector(const std::string& field, const json& sel, const Invalid& invalid) {
+  auto exprs = sel.value("matchExpressions", json::array());
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    std::string f = field + ".matchExpressions[" + std::to_string(i) + "]";
+    std::string op = exprs[i].value("operator", "");
+    size_t values = exprs[i].value("values", json::array()).size();
+    if (op == "In" || op == "NotIn") {
+      if (values == 0) invalid(f + ".values", "Required value: must be specified when `operator` is 'In' or 'NotIn'");
+    } else if (op == "Exists" || op == "DoesNotExist") {
+      if (values > 0) invalid(f + ".values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+    } else {
+      invalid(f + ".operator", "Invalid value: \"" + op + "\": not a valid selector operator");
+    }
+  }
+}
+
+void validatePolicyPort(const std::string& field, const json& port, const Invalid& invalid) {
+  std::string proto = port.value("protocol", "TCP");
+  if (proto != "TCP" && proto != "UDP" && proto != "SCTP")
+    invalid(field + ".protocol", "Unsupported value: \"" + proto + "\": supported values: \"SCTP\", \"TCP\", \"UDP\"");
+  if (port.contains("port")) portOrName(field + ".port", port["port"], invalid);
+  if (!port.contains("endPort")) return;
+  int64_t end = port.value("endPort", int64_t{0});
+  if (!port.contains("port"))
+    invalid(field + ".endPort", "Required value: may not be specified when `port` is not specified");
+  else if (!port["port"].is_number_integer())
+    invalid(field + ".endPort", "Forbidden: may not be specified when `port` is non-numeric");
+  else if (end < port["port"].get<int64_t>())
+    invalid(field + ".endPort", "Invalid value: " + std::to_string(end) + ": must be greater than or equal to `port`");
+  else if (end > 65535)
+    invalid(field + ".endPort", "Invalid value: " + std::to_string(end) + ": must be between 1 and 65535, inclusive");
+}
+
+void validatePeer(const std::string& field, const json& peer, const Invalid& invalid) {
+  int n = 0;
+  for (const char* k : {"podSelector", "namespaceSelector", "ipBlock"}) n += peer.contains(k) ? 1 : 0;
+  if (n == 0) invalid(field, "Required value: must specify a peer");
+  if (peer.contains("ipBlock") && n > 1) invalid(field, "Forbidden: may not specify more than 1 peer");
+  for (const char* k : {"podSelector", "namespaceSelector"})
+    if (peer.contains(k)) validateSelector(field + "." + k, peer[k], invalid);
+  if (!peer.contains("ipBlock")) return;
+  const json& block = peer["ipBlock"];
+  std::string cidr = block.value("cidr", "");
+  auto net = IpPrefix::parse(cidr, true);
+  if (!net) {
+    invalid(field + ".ipBlock.cidr", "Invalid value: \"" + cidr + "\": must be a valid CIDR value");
+    return;
+  }
+  auto excepts = block.value("except", json::array());
+  for (size_t i = 0; i < excepts.size(); ++i) {
+    std::string text = excepts[i].is_string() ? excepts[i].get<std::string>() : "";
+    auto ex = IpPrefix::parse(text, true);
+    if (!ex || !net->contains(ex->address) || ex->length <= net->length)
+      invalid(field + ".ipBlock.except[" + std::to_string(i) + "]",
+              "Invalid value: \"" + text + "\": must be a strict subset of `cidr`");
+  }
 }
 
 bool tolerates(const json& tolerations, const json& taint) {
@@ -717,6 +793,16 @@ bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
     }
   }
 
+  if (int code = failing_[static_cast<int>(route.kind->id)].load(); code != 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.injected_failures++;
+    }
+    return status(code, code == 503 ? "ServiceUnavailable" : "InternalError",
+                  std::string("the server is currently unable to handle the request (") + route.kind->plural +
+                      " are failed on purpose)");
+  }
+
   if (req.method == "GET" && route.collection())
     return watch ? handleWatch(conn, route, req) : handleList(conn, route, req);
   Reply reply;
@@ -1085,6 +1171,22 @@ Result<void> FakeKubeApiServer::validateLocked(KubeResource r, json& obj, const 
                                  "\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"");
       auto ports = spec.value("ports", json::array());
       bool headless = spec.value("clusterIP", "") == "None";
+      auto ips = spec.value("clusterIPs", json::array());
+      for (size_t i = 0; i < ips.size(); ++i) {
+        std::string ip = ips[i].is_string() ? ips[i].get<std::string>() : "";
+        if (ip != "None" && !IpAddress::parse(ip))
+          invalid("spec.clusterIPs[" + std::to_string(i) + "]", "Invalid value: \"" + ip + "\": must be a valid IP address");
+      }
+      auto external = spec.value("externalIPs", json::array());
+      for (size_t i = 0; i < external.size(); ++i) {
+        std::string ip = external[i].is_string() ? external[i].get<std::string>() : "";
+        if (!IpAddress::parse(ip))
+          invalid("spec.externalIPs[" + std::to_string(i) + "]", "Invalid value: \"" + ip + "\": must be a valid IP address");
+      }
+      int64_t timeout = spec.value("/sessionAffinityConfig/clientIP/timeoutSeconds"_json_pointer, int64_t{10800});
+      if (timeout < 1 || timeout > 86400)
+        invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                "Invalid value: " + std::to_string(timeout) + ": must be greater than 0 and less than 86400");
       if (ports.empty() && t != "ExternalName" && !headless) invalid("spec.ports", "Required value");
       std::set<std::string> port_names;
       for (size_t i = 0; i < ports.size(); ++i) {
@@ -1098,6 +1200,11 @@ Result<void> FakeKubeApiServer::validateLocked(KubeResource r, json& obj, const 
         std::string pn = ports[i].value("name", "");
         if (ports.size() > 1 && pn.empty()) invalid(p + ".name", "Required value");
         if (!pn.empty() && !port_names.insert(pn).second) invalid(p + ".name", "Duplicate value: \"" + pn + "\"");
+        for (size_t j = 0; j < i; ++j)
+          if (ports[j].value("port", 0) == port && ports[j].value("protocol", "TCP") == proto)
+            invalid(p, "Duplicate value: core.ServicePort{Name:\"" + pn + "\", Protocol:\"" + proto +
+                           "\", Port:" + std::to_string(port) + "}");
+        if (ports[i].contains("targetPort")) portOrName(p + ".targetPort", ports[i]["targetPort"], invalid);
         // The real server's default --service-node-port-range.
         int64_t node_port = ports[i].value("nodePort", int64_t{0});
         if (node_port != 0 && (node_port < 30000 || node_port > 32767))
@@ -1114,18 +1221,44 @@ Result<void> FakeKubeApiServer::validateLocked(KubeResource r, json& obj, const 
       if (!obj.contains("endpoints") || obj["endpoints"].is_null()) invalid("endpoints", "Required value");
       auto eps = obj.value("endpoints", json::array());
       for (size_t i = 0; i < eps.size(); ++i) {
-        size_t n = eps[i].value("addresses", json::array()).size();
+        auto addresses = eps[i].value("addresses", json::array());
+        size_t n = addresses.size();
         if (n < 1 || n > 100)
           invalid("endpoints[" + std::to_string(i) + "].addresses",
                   "Invalid value: " + std::to_string(n) + ": must contain between 1 and 100 addresses");
+        for (size_t a = 0; a < n && at != "FQDN"; ++a) {
+          std::string text = addresses[a].is_string() ? addresses[a].get<std::string>() : "";
+          auto ip = IpAddress::parse(text);
+          if (!ip || ip->isV4() != (at == "IPv4"))
+            invalid("endpoints[" + std::to_string(i) + "].addresses[" + std::to_string(a) + "]",
+                    "Invalid value: \"" + text + "\": must be a valid " + at + " address");
+          else if (ip->isLoopback())
+            invalid("endpoints[" + std::to_string(i) + "].addresses[" + std::to_string(a) + "]",
+                    "Invalid value: \"" + text + "\": may not be in the loopback range (127.0.0.0/8, ::1/128)");
+        }
       }
       break;
     }
-    case KubeResource::kNetworkPolicies:
+    case KubeResource::kNetworkPolicies: {
       for (const auto& t : spec.value("policyTypes", json::array()))
         if (t != "Ingress" && t != "Egress")
           invalid("spec.policyTypes", "Unsupported value: " + t.dump() + ": supported values: \"Egress\", \"Ingress\"");
+      validateSelector("spec.podSelector", spec.value("podSelector", json::object()), invalid);
+      for (const char* dir : {"ingress", "egress"}) {
+        auto rules = spec.value(dir, json::array());
+        for (size_t i = 0; i < rules.size(); ++i) {
+          std::string rp = std::string("spec.") + dir + "[" + std::to_string(i) + "]";
+          auto ports = rules[i].value("ports", json::array());
+          for (size_t j = 0; j < ports.size(); ++j)
+            validatePolicyPort(rp + ".ports[" + std::to_string(j) + "]", ports[j], invalid);
+          const char* peers_key = std::string(dir) == "ingress" ? "from" : "to";
+          auto peers = rules[i].value(peers_key, json::array());
+          for (size_t j = 0; j < peers.size(); ++j)
+            validatePeer(rp + "." + peers_key + "[" + std::to_string(j) + "]", peers[j], invalid);
+        }
+      }
       break;
+    }
     default: break;
   }
   if (!causes.empty()) {
@@ -1252,6 +1385,10 @@ void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old
         }
       if ((type == "NodePort" || type == "LoadBalancer") && !spec.contains("externalTrafficPolicy"))
         spec["externalTrafficPolicy"] = "Cluster";
+      // DefaultClientIPServiceAffinitySeconds.
+      if (spec.value("sessionAffinity", "") == "ClientIP" &&
+          !spec.contains("/sessionAffinityConfig/clientIP/timeoutSeconds"_json_pointer))
+        spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] = 10800;
       if (old == nullptr) obj["status"] = {{"loadBalancer", json::object()}};
       break;
     }
@@ -1263,8 +1400,9 @@ void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old
     case KubeResource::kNetworkPolicies:
       if (!spec.contains("podSelector")) spec["podSelector"] = json::object();
       if (!spec.contains("policyTypes")) {
+        // Egress too when there is an egress rule (an empty list is none).
         json types = {"Ingress"};
-        if (spec.contains("egress")) types.push_back("Egress");
+        if (spec.contains("egress") && spec["egress"].is_array() && !spec["egress"].empty()) types.push_back("Egress");
         spec["policyTypes"] = types;
       }
       for (const char* dir : {"ingress", "egress"})
@@ -1782,6 +1920,8 @@ uint64_t FakeKubeApiServer::resourceVersion() const {
   std::lock_guard<std::mutex> lock(mu_);
   return rv_;
 }
+
+void FakeKubeApiServer::failResource(KubeResource r, int code) { failing_[static_cast<int>(r)].store(code); }
 
 void FakeKubeApiServer::compact() {
   std::lock_guard<std::mutex> lock(mu_);

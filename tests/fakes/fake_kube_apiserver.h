@@ -111,6 +111,7 @@ struct FakeKubeStats {
   uint64_t unauthorized = 0;
   uint64_t forbidden = 0;
   uint64_t tls_handshake_failures = 0;  // connections refused before any request
+  uint64_t injected_failures = 0;       // requests answered by failResource
   size_t open_watches = 0;
   std::string last_patch_content_type;
   // Per resource (index: KubeResource), the resourceVersion of the last
@@ -144,6 +145,10 @@ class FakeKubeApiServer {
 
   // Forgets the event history: every watch from before now gets 410 Gone.
   void compact();
+  // From now on every request for `r` answers `code` (503: as when the
+  // storage or an aggregated API behind that resource is down) with a
+  // Status; 0 ends it. Open watches of `r` carry on.
+  void failResource(KubeResource r, int code);
   // Ends every open watch by closing its connection without the final chunk;
   // mid_event: after half an event line.
   void dropWatches(bool mid_event = false);
@@ -238,6 +243,7 @@ class FakeKubeApiServer {
   uint64_t drop_generation_ = 0;
   bool drop_mid_event_ = false;
   bool paused_ = false;
+  std::array<std::atomic<int>, kKubeResourceCount> failing_{};  // failResource
   std::string token_;
   std::map<uint64_t, std::shared_ptr<Snapshot>> snapshots_;
   uint64_t next_snapshot_ = 1;

@@ -238,6 +238,93 @@ TEST_CASE("fake API server: decoding and field validation as the real server doe
   CHECK(c.post("/api/v1/namespaces/t/services", kind_mismatch).code == 400);
 }
 
+TEST_CASE("fake API server: Services, EndpointSlices and NetworkPolicies validated and defaulted as the real server does",
+          "[fake-kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  Client c(fake.url());
+  REQUIRE(c.post("/api/v1/namespaces", ns("t")).code == 201);
+  auto cause = [](const Response& r) {
+    return r.body.value("/details/causes/0/field"_json_pointer, std::string()) + ": " +
+           r.body.value("/details/causes/0/message"_json_pointer, std::string());
+  };
+  json svc = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", "web"}}},
+              {"spec", {{"sessionAffinity", "ClientIP"}, {"ports", {{{"name", "a"}, {"port", 80}}}}}}};
+  auto made = c.post("/api/v1/namespaces/t/services", svc);
+  REQUIRE(made.code == 201);
+  // DefaultClientIPServiceAffinitySeconds.
+  CHECK(made.body["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] == 10800);
+  struct Bad {
+    const char* path;
+    const char* patch;  // a JSON merge patch on the good object
+    const char* field;
+  };
+  json policy = {{"apiVersion", "networking.k8s.io/v1"},
+                 {"kind", "NetworkPolicy"},
+                 {"metadata", {{"name", "p"}}},
+                 {"spec", {{"podSelector", json::object()}}}};
+  json slice = {{"apiVersion", "discovery.k8s.io/v1"},
+                {"kind", "EndpointSlice"},
+                {"metadata", {{"name", "e"}}},
+                {"addressType", "IPv4"},
+                {"endpoints", {{{"addresses", {"10.0.0.1"}}}}}};
+  const Bad bad[] = {
+      {"services", R"({"spec":{"ports":[{"name":"a","port":80},{"name":"b","port":80}]}})", "spec.ports[1]: Duplicate value"},
+      {"services", R"({"spec":{"ports":[{"name":"a","port":80,"targetPort":"8080"}]}})",
+       "spec.ports[0].targetPort: Invalid value"},
+      {"services", R"({"spec":{"clusterIPs":["10.96.0.300"]}})", "spec.clusterIPs[0]: Invalid value"},
+      {"services", R"({"spec":{"externalIPs":["nope"]}})", "spec.externalIPs[0]: Invalid value"},
+      {"services", R"({"spec":{"sessionAffinityConfig":{"clientIP":{"timeoutSeconds":0}}}})",
+       "spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value"},
+      {"endpointslices", R"({"endpoints":[{"addresses":["fd00::1"]}]})", "endpoints[0].addresses[0]: Invalid value"},
+      {"endpointslices", R"({"endpoints":[{"addresses":["127.0.0.1"]}]})",
+       "endpoints[0].addresses[0]: Invalid value: \"127.0.0.1\": may not be in the loopback range"},
+      {"networkpolicies", R"({"spec":{"podSelector":{"matchExpressions":[{"key":"a","operator":"Equals"}]}}})",
+       "spec.podSelector.matchExpressions[0].operator: Invalid value: \"Equals\""},
+      {"networkpolicies", R"({"spec":{"podSelector":{"matchExpressions":[{"key":"a","operator":"Exists","values":["b"]}]}}})",
+       "spec.podSelector.matchExpressions[0].values: Forbidden"},
+      {"networkpolicies", R"({"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"10.0.0.0/8","except":["11.0.0.0/8"]}}]}]}})",
+       "spec.ingress[0].from[0].ipBlock.except[0]: Invalid value: \"11.0.0.0/8\": must be a strict subset of `cidr`"},
+      {"networkpolicies", R"({"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"10.0.0.0/8"},"podSelector":{}}]}]}})",
+       "spec.ingress[0].from[0]: Forbidden: may not specify more than 1 peer"},
+      {"networkpolicies", R"({"spec":{"egress":[{"ports":[{"port":70000}]}]}})", "spec.egress[0].ports[0].port: Invalid value"},
+      {"networkpolicies", R"({"spec":{"egress":[{"ports":[{"port":80,"endPort":79}]}]}})",
+       "spec.egress[0].ports[0].endPort: Invalid value: 79"},
+      {"networkpolicies", R"({"spec":{"egress":[{"ports":[{"port":"http","endPort":90}]}]}})",
+       "spec.egress[0].ports[0].endPort: Forbidden: may not be specified when `port` is non-numeric"},
+      {"networkpolicies", R"({"spec":{"egress":[{"ports":[{"protocol":"ICMP"}]}]}})",
+       "spec.egress[0].ports[0].protocol: Unsupported value"},
+  };
+  for (const auto& b : bad) {
+    std::string kind = b.path;
+    json o = kind == "services" ? svc : kind == "endpointslices" ? slice : policy;
+    o.merge_patch(json::parse(b.patch));
+    o["metadata"]["name"] = "bad";
+    std::string base = kind == "services" ? "/api/v1" : kind == "endpointslices" ? "/apis/discovery.k8s.io/v1"
+                                                                                 : "/apis/networking.k8s.io/v1";
+    auto r = c.post(base + "/namespaces/t/" + kind, o);
+    INFO(o.dump());
+    CHECK(r.code == 422);
+    CHECK_THAT(cause(r), Catch::StartsWith(b.field));
+  }
+  // policyTypes: Ingress, and Egress only for a non-empty egress list.
+  json no_egress = policy;
+  no_egress["metadata"]["name"] = "empty-egress";
+  no_egress["spec"]["egress"] = json::array();
+  auto p1 = c.post("/apis/networking.k8s.io/v1/namespaces/t/networkpolicies", no_egress);
+  REQUIRE(p1.code == 201);
+  CHECK(p1.body["spec"]["policyTypes"] == json({"Ingress"}));
+  json egress = policy;
+  egress["metadata"]["name"] = "egress";
+  egress["spec"]["egress"] = {{{"ports", {{{"port", 53}}}}}};
+  auto p2 = c.post("/apis/networking.k8s.io/v1/namespaces/t/networkpolicies", egress);
+  REQUIRE(p2.code == 201);
+  CHECK(p2.body["spec"]["policyTypes"] == json({"Ingress", "Egress"}));
+  CHECK(p2.body["spec"]["egress"][0]["ports"][0]["protocol"] == "TCP");
+}
+
 TEST_CASE("fake API server: strategic merge patch merges lists by their keys", "[fake-kube]") {
   const KubeSchema& schema = KubeSchema::builtin();
   std::string type = schema.rootType("v1", "Pod");

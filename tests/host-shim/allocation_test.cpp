@@ -35,9 +35,10 @@ TEST_CASE("a VF has one holder; records survive a new store") {
     CHECK(s.claim(a).ok());
     CHECK(s.claim(a).ok());  // a retried ADD
     auto held = s.claim({{0, 3}, "c2/eth0", "0000:3b:00.5"});
-    CHECK(held.failure == ClaimFailure::kHeld);
-    CHECK(held.holder == "c1/eth0");
-    CHECK_THAT(held.message, Catch::Contains("held by c1/eth0"));
+    REQUIRE_FALSE(held.ok());
+    CHECK(held.code() == dpu::ErrorCode::kConflict);
+    CHECK(held.failure().holder == "c1/eth0");
+    CHECK_THAT(held.error(), Catch::Contains("held by c1/eth0"));
   }
   AllocationStore again(dir);
   REQUIRE(again.init().ok());
@@ -109,9 +110,11 @@ TEST_CASE("a returning VF is never handed out and only its return frees it") {
   CHECK(r->returning);
   // Not to another pod, and not to a re-ADD of the same pod either.
   auto other = s.claim({{0, 2}, "c2/eth0", "0000:3b:00.4"});
-  CHECK(other.failure == ClaimFailure::kReturning);
-  CHECK_THAT(other.message, Catch::Contains("still returning") && Catch::Contains("c1/eth0"));
-  CHECK(s.claim(a).failure == ClaimFailure::kReturning);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.code() == dpu::ErrorCode::kUnavailable);
+  CHECK(other.failure().holder == "c1/eth0");
+  CHECK_THAT(other.error(), Catch::Contains("still returning") && Catch::Contains("c1/eth0"));
+  CHECK(s.claim(a).code() == dpu::ErrorCode::kUnavailable);
   // Cleanup paths that free records by owner leave it alone.
   CHECK(s.release({0, 2}, "c1/eth0").ok());
   CHECK(s.release({0, 2}).ok());
@@ -127,7 +130,7 @@ TEST_CASE("a returning VF is never handed out and only its return frees it") {
     REQUIRE(back.has_value());
     CHECK(back->returning);
     CHECK(back->problem == "the VF is nowhere");
-    CHECK_THAT(again.claim(a).message, Catch::Contains("nowhere"));
+    CHECK_THAT(again.claim(a).error(), Catch::Contains("nowhere"));
   }
   // The return that brought it home frees it; then it is claimable again.
   CHECK(s.release({0, 2}, "c1/eth0", AllocationStore::Release::kReturnDone).ok());
@@ -145,6 +148,6 @@ TEST_CASE("marking a VF returning whose record file was removed writes it back")
   AllocationRecord a{{0, 4}, "c9/eth0", "0000:3b:00.6"};
   REQUIRE(s.markReturning(a).ok());
   REQUIRE(s.get({0, 4}).has_value());
-  CHECK(s.claim({{0, 4}, "c8/eth0", "0000:3b:00.6"}).failure == ClaimFailure::kReturning);
+  CHECK(s.claim({{0, 4}, "c8/eth0", "0000:3b:00.6"}).code() == dpu::ErrorCode::kUnavailable);
   fs::remove_all(dir);
 }

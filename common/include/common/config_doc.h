@@ -30,6 +30,10 @@ namespace dpu {
 // integers, floats, null; everything else is a string). `origin` names the source
 // in messages (a path, "stdin").
 Result<nlohmann::json> parseConfigText(std::string_view text, std::string_view origin);
+// A stream of documents, as `kubectl apply -f` reads one: YAML documents
+// separated by "---", or JSON values one after another (a single object is a
+// stream of one). Empty documents are left out.
+Result<std::vector<nlohmann::json>> parseConfigDocuments(std::string_view text, std::string_view origin);
 // A daemon's config file: as parseConfigText, then ${NAME} in string values
 // replaced by the environment variable NAME ($$ for a literal $; an unset
 // variable is an error naming the field), so one file serves every node of a
@@ -65,6 +69,9 @@ class FieldReader {
   void fail(std::string_view key, const std::string& message);
   // The first error, or an unknown key (unless allowUnknown) — call once at the end.
   Result<void> finish(bool allow_unknown = false);
+  // finish() for a nested reader whose parent reads on: an unknown key (unless
+  // allow_unknown) becomes the shared first error, which the parent's finish() returns.
+  void close(bool allow_unknown = false);
 
   std::string pathOf(std::string_view key) const;
 

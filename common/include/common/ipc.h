@@ -42,17 +42,6 @@ class Socket {
   int fd_ = -1;
 };
 
-// Why a receive failed: the peer closed cleanly between frames (kClosed) is
-// normal for a server loop; the rest are errors.
-enum class RecvFailure { kNone, kClosed, kTimeout, kError };
-
-struct Frame {
-  std::string payload;
-  RecvFailure failure = RecvFailure::kNone;
-  std::string error;  // when failure != kNone
-  bool ok() const { return failure == RecvFailure::kNone; }
-};
-
 Result<Socket> connectUnix(const std::string& path, Deadline deadline);
 // Binds and listens; replaces a stale socket file left by a dead process, but
 // refuses when another process is still listening on it. Creates the parent
@@ -63,7 +52,11 @@ Result<Socket> listenUnix(const std::string& path, unsigned mode = 0660, int bac
 Result<Socket> acceptUnix(const Socket& listener, Deadline deadline);
 
 Result<void> sendFrame(const Socket& s, std::string_view payload, Deadline deadline);
-Frame recvFrame(const Socket& s, Deadline deadline, size_t max_size = kDefaultMaxFrame);
+// One frame's payload, or why none came, by its code: kClosed — the peer
+// closed cleanly between frames (normal for a server loop); kTimeout — the
+// deadline passed; kTooLarge — the length is over `max_size`; kFailed — the
+// connection broke mid-frame or the socket failed.
+Result<std::string> recvFrame(const Socket& s, Deadline deadline, size_t max_size = kDefaultMaxFrame);
 
 // The peer's pid/uid/gid (SO_PEERCRED), for logs and access checks.
 struct PeerCredentials {

@@ -16,17 +16,16 @@ inline Result<void> sendMessage(const Socket& s, const google::protobuf::Message
   return sendFrame(s, bytes, deadline);
 }
 
-// Fills `m`; the Frame reports how the receive ended (kClosed between frames is normal).
-inline Frame recvMessage(const Socket& s, google::protobuf::MessageLite& m, Deadline deadline,
-                         size_t max_size = kDefaultMaxFrame) {
-  Frame f = recvFrame(s, deadline, max_size);
-  if (!f.ok()) return f;
-  if (!m.ParseFromString(f.payload)) {
-    f.failure = RecvFailure::kError;
-    f.error = "malformed " + m.GetTypeName() + " (" + std::to_string(f.payload.size()) + " bytes)";
-  }
-  f.payload.clear();
-  return f;
+// Fills `m`; the error's code says how the receive ended (recvFrame's codes,
+// and kInvalid for bytes that are not the message).
+inline Result<void> recvMessage(const Socket& s, google::protobuf::MessageLite& m, Deadline deadline,
+                                size_t max_size = kDefaultMaxFrame) {
+  auto payload = recvFrame(s, deadline, max_size);
+  if (!payload) return std::move(payload).takeError();
+  if (!m.ParseFromString(*payload))
+    return Error{"malformed " + m.GetTypeName() + " (" + std::to_string(payload->size()) + " bytes)",
+                 ErrorCode::kInvalid};
+  return {};
 }
 
 // One request, one reply on a fresh connection.
@@ -37,9 +36,10 @@ Result<Reply> call(const std::string& path, const google::protobuf::MessageLite&
   if (!sock) return std::move(sock).takeError();
   if (auto sent = sendMessage(*sock, request, deadline); !sent) return std::move(sent).takeError();
   Reply reply;
-  Frame f = recvMessage(*sock, reply, deadline, max_size);
-  if (f.failure == RecvFailure::kClosed) return Error{path + " closed the connection without answering"};
-  if (!f.ok()) return Error{path + ": " + f.error};
+  auto got = recvMessage(*sock, reply, deadline, max_size);
+  if (got.code() == ErrorCode::kClosed && !got.ok())
+    return Error{path + " closed the connection without answering", ErrorCode::kClosed};
+  if (!got) return prefixed(path, std::move(got).takeError());
   return reply;
 }
 

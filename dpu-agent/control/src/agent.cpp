@@ -288,80 +288,78 @@ std::optional<std::string> Agent::findManagementLocked() const {
   return std::nullopt;
 }
 
-ApiResult<attv1::AttachResponse> Agent::validateAttach(const attv1::AttachRequest& r) const {
-  using R = ApiResult<attv1::AttachResponse>;
+Result<void> Agent::validateAttach(const attv1::AttachRequest& r) const {
   if (r.kind() != attv1::POD && r.kind() != attv1::MANAGEMENT) {
-    return R::fail(400, "kind must be POD or MANAGEMENT");
+    return Error{"kind must be POD or MANAGEMENT", ErrorCode::kInvalid};
   }
   if (r.kind() == attv1::POD) {
     if (pods_checked_) {
       // The placement check looks the pod up in the Kubernetes API by these.
       if (!validObjectName(r.pod().namespace_()))
-        return R::fail(400, "pod.namespace must be a Kubernetes namespace name (the runtime passes it as "
-                            "K8S_POD_NAMESPACE in CNI_ARGS)");
+        return Error{"pod.namespace must be a Kubernetes namespace name (the runtime passes it as "
+                            "K8S_POD_NAMESPACE in CNI_ARGS)", ErrorCode::kInvalid};
       if (!validObjectName(r.pod().name()))
-        return R::fail(400, "pod.name must be a Kubernetes pod name (the runtime passes it as K8S_POD_NAME in CNI_ARGS)");
+        return Error{"pod.name must be a Kubernetes pod name (the runtime passes it as K8S_POD_NAME in CNI_ARGS)", ErrorCode::kInvalid};
     } else {
       // Without Kubernetes the pod identity is only a label: runtimes outside
       // Kubernetes pass none (bare libcni) or only K8S_POD_NAME set to the
       // container's name (podman), which need not be a DNS-1123 name.
-      if (!printableLabel(r.pod().namespace_())) return R::fail(400, "pod.namespace must be at most 253 printable characters");
-      if (!printableLabel(r.pod().name())) return R::fail(400, "pod.name must be at most 253 printable characters");
+      if (!printableLabel(r.pod().namespace_())) return Error{"pod.namespace must be at most 253 printable characters", ErrorCode::kInvalid};
+      if (!printableLabel(r.pod().name())) return Error{"pod.name must be at most 253 printable characters", ErrorCode::kInvalid};
     }
     if (!printableLabel(r.network()))
-      return R::fail(400, "network must be the CNI network's name, at most 253 printable characters");
+      return Error{"network must be the CNI network's name, at most 253 printable characters", ErrorCode::kInvalid};
     if (r.sandbox_id().empty() || r.sandbox_id().size() > 256) {
-      return R::fail(400, "sandbox_id must be the container (sandbox) id, 1-256 characters");
+      return Error{"sandbox_id must be the container (sandbox) id, 1-256 characters", ErrorCode::kInvalid};
     }
-    if (!validIfname(r.ifname())) return R::fail(400, "ifname must be an interface name of 1-15 characters without '/', ':' or spaces");
+    if (!validIfname(r.ifname())) return Error{"ifname must be an interface name of 1-15 characters without '/', ':' or spaces", ErrorCode::kInvalid};
   } else if (!r.sandbox_id().empty()) {
-    return R::fail(400, "a MANAGEMENT attachment has no sandbox_id: it stays in the host netns");
+    return Error{"a MANAGEMENT attachment has no sandbox_id: it stays in the host netns", ErrorCode::kInvalid};
   }
   const RepresentorMap* rep = config_.representorsOf(r.pf_index());
-  if (!rep) return R::fail(400, "pf_index " + std::to_string(r.pf_index()) + " is not a PF this DPU manages");
+  if (!rep) return Error{"pf_index " + std::to_string(r.pf_index()) + " is not a PF this DPU manages", ErrorCode::kInvalid};
   if (r.vf_index() >= rep->vf_count) {
-    return R::fail(400, "vf_index " + std::to_string(r.vf_index()) + " is out of range: PF " + std::to_string(r.pf_index()) +
-                            " has VFs 0-" + std::to_string(rep->vf_count - 1));
+    return Error{"vf_index " + std::to_string(r.vf_index()) + " is out of range: PF " + std::to_string(r.pf_index()) +
+                            " has VFs 0-" + std::to_string(rep->vf_count - 1), ErrorCode::kInvalid};
   }
   if (!r.vf_mac().empty()) {
-    if (auto m = MacAddress::parse(r.vf_mac()); !m) return R::fail(400, "vf_mac: " + m.error());
+    if (auto m = MacAddress::parse(r.vf_mac()); !m) return Error{"vf_mac: " + m.error(), ErrorCode::kInvalid};
   }
   if (!r.requested_mac().empty()) {
     auto m = MacAddress::parse(r.requested_mac());
-    if (!m) return R::fail(400, "requested_mac: " + m.error());
+    if (!m) return Error{"requested_mac: " + m.error(), ErrorCode::kInvalid};
     // The dataplane would refuse such a port and the pod would never get a
     // network: refused here, with the same reason, before anything is held.
     if (auto why = model::portMacProblem(*m, *MacAddress::parse(kRouterMac)); !why.empty()) {
-      return R::fail(400, "requested_mac (runtimeConfig.mac): " + why);
+      return Error{"requested_mac (runtimeConfig.mac): " + why, ErrorCode::kInvalid};
     }
   }
   if (r.requested_ips_size() > 0 && r.kind() != attv1::POD) {
-    return R::fail(400, "requested_ips is for POD attachments: the management port's address is fixed");
+    return Error{"requested_ips is for POD attachments: the management port's address is fixed", ErrorCode::kInvalid};
   }
   bool seen_v4 = false, seen_v6 = false;
   for (const auto& text : r.requested_ips()) {
     auto ip = IpAddress::parse(text);
-    if (!ip) return R::fail(400, "requested_ips: '" + text + "' is not an IP address (give it without prefix length)");
+    if (!ip) return Error{"requested_ips: '" + text + "' is not an IP address (give it without prefix length)", ErrorCode::kInvalid};
     bool& seen = ip->isV4() ? seen_v4 : seen_v6;
-    if (seen) return R::fail(400, "requested_ips: at most one address per family");
+    if (seen) return Error{"requested_ips: at most one address per family", ErrorCode::kInvalid};
     seen = true;
   }
   if (r.requested_mtu() != 0 && (r.requested_mtu() < 576 || r.requested_mtu() > config_.pod_mtu)) {
-    return R::fail(400, "requested_mtu " + std::to_string(r.requested_mtu()) + " must be between 576 and the pod MTU " +
-                            std::to_string(config_.pod_mtu) + " (what fits the overlay)");
+    return Error{"requested_mtu " + std::to_string(r.requested_mtu()) + " must be between 576 and the pod MTU " +
+                            std::to_string(config_.pod_mtu) + " (what fits the overlay)", ErrorCode::kInvalid};
   }
-  return R::success({});
+  return {};
 }
 
-ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
-  using R = ApiResult<attv1::AttachResponse>;
-  if (auto v = validateAttach(r); !v.ok()) return v;
+Result<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
+  if (auto v = validateAttach(r); !v.ok()) return std::move(v).takeError();
   std::lock_guard lock(mu_);
   auto answer = [&](const Record& rec) {
     attv1::AttachResponse resp;
     *resp.mutable_attachment() = withState(rec);
     resp.set_boot_id(boot_id_);
-    return R::success(std::move(resp));
+    return resp;
   };
   const std::string vf = vfName(r.pf_index(), r.vf_index());
 
@@ -372,9 +370,9 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
       !reconciled_held_.count({r.network(), r.sandbox_id(), r.ifname(), r.pf_index(), r.vf_index()})) {
     DPU_LOG(kWarn, kLog) << "refusing the attach of " << r.network() << "/" << r.sandbox_id() << "/" << r.ifname()
                          << " (host-shim request " << r.host_seq() << "): host-shim gave up on it";
-    return R::fail(409, "host-shim gave up on this attach of " + r.network() + "/" + r.sandbox_id() + "/" +
+    return Error{"host-shim gave up on this attach of " + r.network() + "/" + r.sandbox_id() + "/" +
                             r.ifname() + " (request " + std::to_string(r.host_seq()) + "): its list as of request " +
-                            std::to_string(reconciled_as_of_) + " does not hold it");
+                            std::to_string(reconciled_as_of_) + " does not hold it", ErrorCode::kConflict};
   }
 
   // Idempotency first: a retried ADD gets the same answer.
@@ -399,55 +397,53 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
       return answer(rec);
     }
     if (r.kind() == attv1::MANAGEMENT) {
-      return R::fail(409, "the management port is already attached through pf" + std::to_string(a.pf_index()) + "vf" +
-                              std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
-                     *same);
+      return Error{"the management port is already attached through pf" + std::to_string(a.pf_index()) + "vf" +
+                              std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first", ErrorCode::kConflict, *same};
     }
-    return R::fail(409, "sandbox " + r.sandbox_id() + " ifname " + r.ifname() + " on network '" + r.network() +
+    return Error{"sandbox " + r.sandbox_id() + " ifname " + r.ifname() + " on network '" + r.network() +
                             "' is already attached as pod " +
                             a.pod().namespace_() + "/" + a.pod().name() + " through pf" + std::to_string(a.pf_index()) + "vf" +
-                            std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first",
-                   *same);
+                            std::to_string(a.vf_index()) + " (attachment " + *same + "); detach it first", ErrorCode::kConflict, *same};
   }
   if (auto holder = findHolderLocked(r.pf_index(), r.vf_index())) {
     const auto& a = attachments_.at(*holder).attachment;
     std::string who = a.kind() == attv1::MANAGEMENT ? std::string("the management port")
                                                     : "pod " + a.pod().namespace_() + "/" + a.pod().name() + " (sandbox " +
                                                           a.sandbox_id() + ", " + a.ifname() + ")";
-    return R::fail(409, "VF " + vf + " is held by attachment " + *holder + " of " + who + "; detach it first", *holder);
+    return Error{"VF " + vf + " is held by attachment " + *holder + " of " + who + "; detach it first", ErrorCode::kConflict, *holder};
   }
   if (const uint32_t capacity = port_capacity_.load(); capacity != 0 && attachments_.size() >= capacity) {
     const std::string max = std::to_string(max_ethports_.load());
-    return R::fail(507, "this node's dataplane can open " + std::to_string(capacity) +
+    return Error{"this node's dataplane can open " + std::to_string(capacity) +
                             " representor ports (its DPDK is built with RTE_MAX_ETHPORTS " + max +
                             ", less the ports it uses otherwise) and all are held by attachments; delete an unused "
                             "pod on this node, or run dpu-dataplane built against a DPDK configured with "
-                            "-Dmax_ethports=N (N > " + max + ")");
+                            "-Dmax_ethports=N (N > " + max + ")", ErrorCode::kExhausted};
   }
   if (r.kind() == attv1::POD && pods_checked_) {
-    if (!synced_.load()) return R::fail(503, "the Kubernetes view is not synced yet; retry shortly");
+    if (!synced_.load()) return Error{"the Kubernetes view is not synced yet; retry shortly", ErrorCode::kUnavailable};
     auto it = pods_.find(podKey(r.pod().namespace_(), r.pod().name()));
     if (it == pods_.end()) {
-      return R::fail(404, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " is not known to the Kubernetes API; "
-                          "check the pod exists (or retry if it was created just now)");
+      return Error{"pod " + r.pod().namespace_() + "/" + r.pod().name() + " is not known to the Kubernetes API; "
+                          "check the pod exists (or retry if it was created just now)", ErrorCode::kNotFound};
     }
     if (it->second.node_name != config_.node_name) {
-      return R::fail(403, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " is scheduled on node '" +
-                              it->second.node_name + "', not on this node '" + config_.node_name + "'");
+      return Error{"pod " + r.pod().namespace_() + "/" + r.pod().name() + " is scheduled on node '" +
+                              it->second.node_name + "', not on this node '" + config_.node_name + "'", ErrorCode::kForbidden};
     }
     if (!r.pod().uid().empty() && !it->second.uid.empty() && r.pod().uid() != it->second.uid) {
-      return R::fail(409, "pod " + r.pod().namespace_() + "/" + r.pod().name() + " has uid " + it->second.uid +
-                              ", not " + r.pod().uid() + " (the pod was recreated)");
+      return Error{"pod " + r.pod().namespace_() + "/" + r.pod().name() + " has uid " + it->second.uid +
+                              ", not " + r.pod().uid() + " (the pod was recreated)", ErrorCode::kConflict};
     }
   }
   if (ipams_.empty()) {
-    return R::fail(503, "this node's pod CIDR is not known yet: set podCIDR in the config or give Node " +
-                            config_.node_name + " spec.podCIDR");
+    return Error{"this node's pod CIDR is not known yet: set podCIDR in the config or give Node " +
+                            config_.node_name + " spec.podCIDR", ErrorCode::kUnavailable};
   }
   if (!r.requested_mac().empty()) {
     std::string holder;
     if (auto why = macProblemLocked(*MacAddress::parse(r.requested_mac()), holder); !why.empty()) {
-      return R::fail(400, "requested_mac (runtimeConfig.mac): " + why, holder);
+      return Error{"requested_mac (runtimeConfig.mac): " + why, ErrorCode::kInvalid, holder};
     }
   }
 
@@ -455,7 +451,7 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
     auto w = IpAddress::parse(text);
     bool family_served = false;
     for (const auto& ipam : ipams_) family_served = family_served || ipam.pool().address.family == w->family;
-    if (!family_served) return R::fail(400, "requested address " + text + ": this node has no pod CIDR of that family");
+    if (!family_served) return Error{"requested address " + text + ": this node has no pod CIDR of that family", ErrorCode::kInvalid};
   }
 
   Record rec;
@@ -492,14 +488,13 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
     } else if (wanted) {
       if (!ipam.pool().contains(*wanted) || ipam.isReserved(*wanted)) {
         undo();
-        return R::fail(400, "requested address " + wanted->str() + " is not an assignable address of this node's pod CIDR " +
-                                ipam.pool().str());
+        return Error{"requested address " + wanted->str() + " is not an assignable address of this node's pod CIDR " +
+                                ipam.pool().str(), ErrorCode::kInvalid};
       }
       if (auto claimed = ipam.claim(*wanted); !claimed) {
         undo();
         std::string holder = holderOfAddressLocked(*wanted);
-        return R::fail(409, "requested address " + wanted->str() + " is held by attachment " + holder + "; detach it first",
-                       holder);
+        return Error{"requested address " + wanted->str() + " is held by attachment " + holder + "; detach it first", ErrorCode::kConflict, holder};
       }
       ip = *wanted;
       taken.emplace_back(i, ip);
@@ -518,7 +513,7 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
       for (const auto& s : skipped) ipam.release(s);
       if (!got) {
         undo();
-        return R::fail(507, got.error() + "; delete unused pods on this node or give it a larger pod CIDR");
+        return Error{got.error() + "; delete unused pods on this node or give it a larger pod CIDR", ErrorCode::kExhausted};
       }
       ip = *got;
       taken.emplace_back(i, ip);
@@ -550,13 +545,13 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
   for (const auto& [id, other] : attachments_) {
     if (other.attachment.mac() == a.mac()) {
       undo();
-      return R::fail(409, "MAC " + a.mac() + " is already used by attachment " + id, id);
+      return Error{"MAC " + a.mac() + " is already used by attachment " + id, ErrorCode::kConflict, id};
     }
   }
   auto key = allocatePortKeyLocked();
   if (!key) {
     undo();
-    return R::fail(507, key.error());
+    return Error{key.error(), ErrorCode::kExhausted};
   }
   rec.port_key = *key;
 
@@ -569,7 +564,7 @@ ApiResult<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
     by_vf_.erase({a.pf_index(), a.vf_index()});
     by_sandbox_.erase(sandboxKeyOf(a));
     undo();
-    return R::fail(500, saved.error() + "; nothing was attached, fix the state directory and retry");
+    return Error{saved.error() + "; nothing was attached, fix the state directory and retry", ErrorCode::kFailed};
   }
   model_.upsertPort(portOf(rec));
   DPU_LOG(kInfo, kLog) << "attached " << a.id() << " " << (a.kind() == attv1::POD ? "pod " + a.pod().namespace_() + "/" + a.pod().name() : "management port")
@@ -598,17 +593,16 @@ void Agent::releaseLocked(const std::string& id) {
   attachments_.erase(it);
 }
 
-ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
-  using R = ApiResult<attv1::DetachResponse>;
+Result<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
   int selectors = (!r.id().empty()) + (r.by_vf() ? 1 : 0) + ((!r.sandbox_id().empty() || !r.ifname().empty()) ? 1 : 0);
   if (selectors != 1) {
-    return R::fail(400, "give exactly one of: id; by_vf with pf_index and vf_index; sandbox_id with ifname");
+    return Error{"give exactly one of: id; by_vf with pf_index and vf_index; sandbox_id with ifname", ErrorCode::kInvalid};
   }
   if (!r.by_vf() && (r.pf_index() != 0 || r.vf_index() != 0)) {
-    return R::fail(400, "pf_index/vf_index select by VF only with by_vf: true");
+    return Error{"pf_index/vf_index select by VF only with by_vf: true", ErrorCode::kInvalid};
   }
   if (r.id().empty() && !r.by_vf() && (r.sandbox_id().empty() || r.ifname().empty())) {
-    return R::fail(400, "detaching by sandbox needs both sandbox_id and ifname");
+    return Error{"detaching by sandbox needs both sandbox_id and ifname", ErrorCode::kInvalid};
   }
   std::lock_guard lock(mu_);
   std::optional<std::string> id;
@@ -623,7 +617,7 @@ ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
   resp.set_boot_id(boot_id_);
   if (!id) {
     resp.set_found(false);
-    return R::success(resp);
+    return resp;
   }
   Record saved = attachments_.at(*id);
   releaseLocked(*id);
@@ -641,10 +635,10 @@ ApiResult<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
     }
     model_.upsertPort(portOf(saved));
     ++port_keys_version_;
-    return R::fail(500, done.error() + "; the attachment is kept, retry the detach");
+    return Error{done.error() + "; the attachment is kept, retry the detach", ErrorCode::kFailed};
   }
   resp.set_found(true);
-  return R::success(resp);
+  return resp;
 }
 
 attv1::Attachment Agent::withState(const Record& r) const {
@@ -653,10 +647,9 @@ attv1::Attachment Agent::withState(const Record& r) const {
   return a;
 }
 
-ApiResult<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileRequest& r) {
-  using R = ApiResult<attv1::ReconcileResponse>;
+Result<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileRequest& r) {
   if (r.host_instance().empty() || r.host_instance().size() > 64 || !printableLabel(r.host_instance()))
-    return R::fail(400, "host_instance must name the host-shim state the list is of (1-64 printable characters)");
+    return Error{"host_instance must name the host-shim state the list is of (1-64 printable characters)", ErrorCode::kInvalid};
   std::set<HeldKey> held;
   for (const auto& h : r.held()) held.insert({h.network(), h.sandbox_id(), h.ifname(), h.pf_index(), h.vf_index()});
   std::lock_guard lock(mu_);
@@ -696,7 +689,7 @@ ApiResult<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileReque
         model_.upsertPort(portOf(rec));
         ++port_keys_version_;
       }
-      return R::fail(500, done.error() + "; nothing was released, fix the state directory");
+      return Error{done.error() + "; nothing was released, fix the state directory", ErrorCode::kFailed};
     }
   }
   for (const auto& a : resp.released()) {
@@ -709,7 +702,7 @@ ApiResult<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileReque
   reconciled_as_of_ = r.as_of_seq();
   reconciled_held_ = std::move(held);
   resp.set_boot_id(boot_id_);
-  return R::success(std::move(resp));
+  return resp;
 }
 
 attv1::AttachmentList Agent::list() const {
@@ -720,18 +713,17 @@ attv1::AttachmentList Agent::list() const {
   return l;
 }
 
-ApiResult<attv1::AttachResponse> Agent::get(const std::string& id) const {
-  using R = ApiResult<attv1::AttachResponse>;
+Result<attv1::AttachResponse> Agent::get(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = attachments_.find(id);
   if (it == attachments_.end()) {
-    return R::fail(404, "no attachment " + id + " on this DPU (boot id " + boot_id_ +
-                            "): it was detached, or the DPU lost its state; ADD the pod again");
+    return Error{"no attachment " + id + " on this DPU (boot id " + boot_id_ +
+                            "): it was detached, or the DPU lost its state; ADD the pod again", ErrorCode::kNotFound};
   }
   attv1::AttachResponse resp;
   *resp.mutable_attachment() = withState(it->second);
   resp.set_boot_id(boot_id_);
-  return R::success(std::move(resp));
+  return resp;
 }
 
 std::map<std::string, uint32_t> Agent::portKeys() const {
@@ -845,6 +837,8 @@ void Agent::endpointSliceUpserted(const EndpointSliceInfo&) {}
 void Agent::endpointSliceDeleted(const std::string&, const std::string&) {}
 void Agent::networkPolicyUpserted(const NetworkPolicyInfo&) {}
 void Agent::networkPolicyDeleted(const std::string&, const std::string&) {}
+void Agent::namespaceUpserted(const NamespaceInfo&) {}
+void Agent::namespaceDeleted(const std::string&) {}
 
 void Agent::releaseOrphansLocked() {
   std::vector<std::string> gone;

@@ -55,38 +55,51 @@ std::string encodeBody(const google::protobuf::Message& m, BodyFormat f) {
   return out + "\n";
 }
 
-std::optional<attv1::ApiError> parseBody(const ApiRequest& req, google::protobuf::Message& out) {
-  attv1::ApiError e;
+Result<void> parseBody(const ApiRequest& req, google::protobuf::Message& out) {
   auto fmt = bodyFormatOf(req.content_type);
   if (!fmt) {
-    e.set_http_status(415);
-    e.set_message("Content-Type '" + req.content_type + "' is not supported: send application/x-protobuf or application/json");
-    return e;
+    return Error{"Content-Type '" + req.content_type +
+                     "' is not supported: send application/x-protobuf or application/json",
+                 ErrorCode::kNotSupported};
   }
   if (req.body.size() > kMaxBodyBytes) {
-    e.set_http_status(413);
-    e.set_message("body of " + std::to_string(req.body.size()) + " bytes is larger than the limit of " +
-                  std::to_string(kMaxBodyBytes));
-    return e;
+    return Error{"body of " + std::to_string(req.body.size()) + " bytes is larger than the limit of " +
+                     std::to_string(kMaxBodyBytes),
+                 ErrorCode::kTooLarge};
   }
   if (*fmt == BodyFormat::kProtobuf) {
     if (!out.ParseFromString(req.body)) {
-      e.set_http_status(400);
-      e.set_message("body is not a valid " + out.GetTypeName() + " protobuf (" + std::to_string(req.body.size()) +
-                    " bytes); send a serialized " + out.GetTypeName() + " or JSON with Content-Type application/json");
-      return e;
+      return Error{"body is not a valid " + out.GetTypeName() + " protobuf (" + std::to_string(req.body.size()) +
+                       " bytes); send a serialized " + out.GetTypeName() +
+                       " or JSON with Content-Type application/json",
+                   ErrorCode::kInvalid};
     }
-    return std::nullopt;
+    return {};
   }
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto status = google::protobuf::util::JsonStringToMessage(req.body, &out, opts);
-  if (!status.ok()) {
-    e.set_http_status(400);
-    e.set_message("body is not a valid " + out.GetTypeName() + " in JSON: " + std::string(status.message()));
-    return e;
+  if (!status.ok())
+    return Error{"body is not a valid " + out.GetTypeName() + " in JSON: " + std::string(status.message()),
+                 ErrorCode::kInvalid};
+  return {};
+}
+
+uint16_t httpStatusOf(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalid: return 400;
+    case ErrorCode::kForbidden: return 403;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kConflict: return 409;
+    case ErrorCode::kTooLarge: return 413;
+    case ErrorCode::kNotSupported: return 415;  // the API's only unsupported thing is a body's media type
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kTimeout:
+    case ErrorCode::kClosed: return 503;
+    case ErrorCode::kExhausted: return 507;
+    case ErrorCode::kFailed: return 500;
   }
-  return std::nullopt;
+  return 500;
 }
 
 ApiRouter::ApiRouter(Agent& agent, Hooks hooks)
@@ -110,6 +123,10 @@ ApiAnswer ApiRouter::error(uint16_t status, const std::string& msg, std::optiona
   e.set_message(msg);
   e.set_holder(holder);
   return message(status, e, fmt, accept);
+}
+
+ApiAnswer ApiRouter::refusal(const Error& e, std::optional<BodyFormat> fmt, const std::string& accept) {
+  return error(httpStatusOf(e.code), e.message, fmt, accept, e.holder);
 }
 
 ApiAnswer ApiRouter::handle(const ApiRequest& req) {
@@ -175,26 +192,26 @@ ApiAnswer ApiRouter::route(const ApiRequest& req) {
     if (m == "GET") return message(200, agent_.list(), std::nullopt, req.accept);
     if (m != "POST") return error(405, "use POST to attach or GET to list", fmt, req.accept);
     attv1::AttachRequest ar;
-    if (auto bad = parseBody(req, ar)) return error(bad->http_status(), bad->message(), fmt, req.accept);
+    if (auto bad = parseBody(req, ar); !bad) return refusal(bad.failure(), fmt, req.accept);
     auto r = agent_.attach(ar);
-    if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept, r.error.holder());
-    return message(200, *r.value, fmt, req.accept);
+    if (!r.ok()) return refusal(r.failure(), fmt, req.accept);
+    return message(200, *r, fmt, req.accept);
   }
   if (p == "/v1/attachments:detach") {
     if (m != "POST") return error(405, "use POST", fmt, req.accept);
     attv1::DetachRequest dr;
-    if (auto bad = parseBody(req, dr)) return error(bad->http_status(), bad->message(), fmt, req.accept);
+    if (auto bad = parseBody(req, dr); !bad) return refusal(bad.failure(), fmt, req.accept);
     auto r = agent_.detach(dr);
-    if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept);
-    return message(200, *r.value, fmt, req.accept);
+    if (!r.ok()) return refusal(r.failure(), fmt, req.accept);
+    return message(200, *r, fmt, req.accept);
   }
   if (p == "/v1/attachments:reconcile") {
     if (m != "POST") return error(405, "use POST", fmt, req.accept);
     attv1::ReconcileRequest rr;
-    if (auto bad = parseBody(req, rr)) return error(bad->http_status(), bad->message(), fmt, req.accept);
+    if (auto bad = parseBody(req, rr); !bad) return refusal(bad.failure(), fmt, req.accept);
     auto r = agent_.reconcile(rr);
-    if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept);
-    return message(200, *r.value, fmt, req.accept);
+    if (!r.ok()) return refusal(r.failure(), fmt, req.accept);
+    return message(200, *r, fmt, req.accept);
   }
   if (p.rfind(kAttachmentsPrefix, 0) == 0) {
     std::string id = p.substr(kAttachmentsPrefix.size());
@@ -204,14 +221,14 @@ ApiAnswer ApiRouter::route(const ApiRequest& req) {
     if (id.empty() || id.find('/') != std::string::npos) return error(404, "no such resource: " + p, fmt, req.accept);
     if (m == "GET") {
       auto r = agent_.get(id);
-      if (!r.ok()) return error(r.error.http_status(), r.error.message(), std::nullopt, req.accept);
-      return message(200, *r.value, std::nullopt, req.accept);
+      if (!r.ok()) return refusal(r.failure(), std::nullopt, req.accept);
+      return message(200, *r, std::nullopt, req.accept);
     }
     attv1::DetachRequest dr;
     dr.set_id(id);
     auto r = agent_.detach(dr);
-    if (!r.ok()) return error(r.error.http_status(), r.error.message(), fmt, req.accept);
-    return message(200, *r.value, std::nullopt, req.accept);
+    if (!r.ok()) return refusal(r.failure(), fmt, req.accept);
+    return message(200, *r, std::nullopt, req.accept);
   }
   return error(404, "no such resource: " + p + " (the API is under /v1/attachments, /v1/health)", fmt, req.accept);
 }

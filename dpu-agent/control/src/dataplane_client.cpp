@@ -111,10 +111,9 @@ bool DataplaneClient::exchange(const ipc::Socket& s, const dpv1::ProgramRequest&
     setError("sending to the dataplane: " + sent.error());
     return false;
   }
-  ipc::Frame f = ipc::recvMessage(s, reply, ipc::after(kReplyTimeout));
-  if (!f.ok()) {
-    setError(f.failure == ipc::RecvFailure::kClosed ? std::string("the dataplane closed the connection")
-                                                    : "waiting for the dataplane: " + f.error);
+  if (auto got = ipc::recvMessage(s, reply, ipc::after(kReplyTimeout)); !got) {
+    setError(got.code() == ErrorCode::kClosed ? std::string("the dataplane closed the connection")
+                                              : "waiting for the dataplane: " + got.error());
     return false;
   }
   takeProblems(reply);

@@ -10,6 +10,7 @@
 #include "common/config_doc.h"
 #include "common/log.h"
 #include "common/net_address.h"
+#include "control/cluster_objects.h"
 
 namespace dpu::control {
 namespace {
@@ -18,21 +19,9 @@ constexpr const char* kLog = "file-source";
 
 std::string key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
 
-std::map<std::string, std::string> readLabels(FieldReader& r) {
+std::map<std::string, std::string> labelsOf(FieldReader& r) {
   std::map<std::string, std::string> out;
-  const nlohmann::json* v = r.raw("labels");
-  if (!v) return out;
-  if (!v->is_object()) {
-    r.fail("labels", "must be an object of strings");
-    return out;
-  }
-  for (const auto& [k, val] : v->items()) {
-    if (!val.is_string()) {
-      r.fail("labels", "value of '" + k + "' must be a string");
-      return {};
-    }
-    out[k] = val.get<std::string>();
-  }
+  (void)readLabels(r, out);
   return out;
 }
 
@@ -89,16 +78,6 @@ std::map<std::string, uint32_t> readPortKeys(FieldReader& r) {
   return out;
 }
 
-uint16_t readPort(FieldReader& r, const std::string& field, bool required) {
-  return static_cast<uint16_t>(r.uint(field, required ? 1 : 0, 65535, required ? std::nullopt : std::optional<uint64_t>(0)));
-}
-
-std::string readProtocol(FieldReader& r) {
-  std::string p = r.str("protocol", "TCP");
-  if (r.ok() && p != "TCP" && p != "UDP" && p != "SCTP") r.fail("protocol", "must be TCP, UDP or SCTP, not \"" + p + "\"");
-  return p;
-}
-
 NodeInfo readNode(FieldReader& n) {
   NodeInfo node;
   node.name = n.str("name");
@@ -111,7 +90,7 @@ NodeInfo readNode(FieldReader& n) {
   }
   node.pod_cidrs = readCidrs(n);
   node.ipsec_public_key = n.str("ipsecPublicKey", "");
-  node.labels = readLabels(n);
+  node.labels = labelsOf(n);
   node.port_keys = readPortKeys(n);
   return node;
 }
@@ -130,6 +109,17 @@ Result<ClusterSnapshot> parseClusterFile(const std::string& text, const std::str
     if (snap.nodes.count(node.name)) return Error{origin + ": node " + node.name + " is listed twice"};
     snap.nodes[node.name] = std::move(node);
   }
+  // Namespaces: listed ones with their labels; every other one an object
+  // names exists too (as in Kubernetes, where it must), with only its name label.
+  for (auto& n : r.objects("namespaces")) {
+    NamespaceInfo ns;
+    ns.name = n.str("name");
+    if (n.ok() && ns.name.empty()) n.fail("name", "must not be empty");
+    ns.labels = labelsOf(n);
+    ns.labels[kNamespaceNameLabel] = ns.name;
+    if (auto done = n.finish(); !done) return std::move(done).takeError();
+    if (!snap.namespaces.emplace(ns.name, ns).second) return Error{origin + ": namespace " + ns.name + " is listed twice"};
+  }
   for (auto& p : r.objects("pods")) {
     PodInfo pod;
     pod.ns = p.str("namespace", "default");
@@ -137,8 +127,9 @@ Result<ClusterSnapshot> parseClusterFile(const std::string& text, const std::str
     pod.uid = p.str("uid", "");
     pod.node_name = p.str("nodeName", "");
     pod.ips = readIps(p, "ips", false);
-    pod.labels = readLabels(p);
+    pod.labels = labelsOf(p);
     pod.host_network = p.boolean("hostNetwork", false);
+    (void)readContainerPorts(p, pod.ports, true);
     if (auto done = p.finish(); !done) return std::move(done).takeError();
     if (!snap.pods.emplace(key(pod.ns, pod.name), pod).second) return Error{origin + ": pod " + key(pod.ns, pod.name) + " is listed twice"};
   }
@@ -146,40 +137,10 @@ Result<ClusterSnapshot> parseClusterFile(const std::string& text, const std::str
     ServiceInfo svc;
     svc.ns = s.str("namespace", "default");
     svc.name = s.str("name");
-    svc.type = s.str("type", "ClusterIP");
-    if (s.ok() && svc.type != "ClusterIP" && svc.type != "NodePort" && svc.type != "LoadBalancer" && svc.type != "ExternalName") {
-      s.fail("type", "must be ClusterIP, NodePort, LoadBalancer or ExternalName");
-    }
-    if (s.has("clusterIP")) {
-      std::string ip = s.str("clusterIP");
-      auto a = IpAddress::parse(ip);
-      if (!a) s.fail("clusterIP", a.error());
-      else svc.cluster_ips.push_back(a->str());
-    } else {
-      s.ignore({"clusterIP"});
-    }
-    for (auto& ip : readIps(s, "clusterIPs", false)) svc.cluster_ips.push_back(ip);
-    for (auto& pr : s.objects("ports")) {
-      ServicePort port;
-      port.name = pr.str("name", "");
-      port.protocol = readProtocol(pr);
-      port.port = readPort(pr, "port", true);
-      if (const nlohmann::json* tp = pr.raw("targetPort")) {
-        if (tp->is_number_unsigned() && tp->get<uint64_t>() >= 1 && tp->get<uint64_t>() <= 65535) {
-          port.target_port = std::to_string(tp->get<uint64_t>());
-        } else if (tp->is_string() && !tp->get<std::string>().empty()) {
-          port.target_port = tp->get<std::string>();
-        } else {
-          pr.fail("targetPort", "must be a port number (1-65535) or a port name");
-        }
-      } else {
-        port.target_port = std::to_string(port.port);
-      }
-      port.node_port = readPort(pr, "nodePort", false);
-      if (auto done = pr.finish(); !done) return std::move(done).takeError();
-      svc.ports.push_back(port);
-    }
-    svc.session_affinity = s.str("sessionAffinity", "None");
+    svc.labels = labelsOf(s);
+    // The entry holds the spec's fields and the status's loadBalancer.
+    (void)readServiceSpec(s, svc, true);
+    (void)readServiceStatus(s, svc, true);
     if (auto done = s.finish(); !done) return std::move(done).takeError();
     if (!snap.services.emplace(key(svc.ns, svc.name), svc).second) {
       return Error{origin + ": service " + key(svc.ns, svc.name) + " is listed twice"};
@@ -189,32 +150,35 @@ Result<ClusterSnapshot> parseClusterFile(const std::string& text, const std::str
     EndpointSliceInfo slice;
     slice.ns = e.str("namespace", "default");
     slice.name = e.str("name");
-    slice.service_name = e.str("service");
-    slice.address_type = e.str("addressType", "IPv4");
-    if (e.ok() && slice.address_type != "IPv4" && slice.address_type != "IPv6") e.fail("addressType", "must be IPv4 or IPv6");
-    for (auto& ep : e.objects("endpoints")) {
-      EndpointInfo info;
-      info.addresses = readIps(ep, "addresses", true);
-      info.ready = ep.boolean("ready", true);
-      info.serving = ep.boolean("serving", info.ready);
-      info.terminating = ep.boolean("terminating", false);
-      info.node_name = ep.str("nodeName", "");
-      if (auto done = ep.finish(); !done) return std::move(done).takeError();
-      slice.endpoints.push_back(info);
-    }
-    for (auto& pr : e.objects("ports")) {
-      EndpointSliceInfo::Port port;
-      port.name = pr.str("name", "");
-      port.protocol = readProtocol(pr);
-      port.port = readPort(pr, "port", true);
-      if (auto done = pr.finish(); !done) return std::move(done).takeError();
-      slice.ports.push_back(port);
-    }
+    // The Service: "service", or the label the EndpointSlice controller sets.
+    auto labels = labelsOf(e);
+    slice.service_name = e.str("service", labels.count(kServiceNameLabel) ? labels[kServiceNameLabel] : "");
+    if (e.ok() && slice.service_name.empty())
+      e.fail("service", std::string("is required (or the label ") + kServiceNameLabel + ")");
+    (void)readEndpointSlice(e, slice, true);
     if (auto done = e.finish(); !done) return std::move(done).takeError();
     if (!snap.slices.emplace(key(slice.ns, slice.name), slice).second) {
       return Error{origin + ": endpoint slice " + key(slice.ns, slice.name) + " is listed twice"};
     }
   }
+  for (auto& n : r.objects("networkPolicies")) {
+    NetworkPolicyInfo policy;
+    policy.ns = n.str("namespace", "default");
+    policy.name = n.str("name");
+    (void)readNetworkPolicySpec(n, policy, true);
+    if (auto done = n.finish(); !done) return std::move(done).takeError();
+    if (!snap.policies.emplace(key(policy.ns, policy.name), policy).second) {
+      return Error{origin + ": network policy " + key(policy.ns, policy.name) + " is listed twice"};
+    }
+  }
+  auto implied = [&](const std::string& ns) {
+    if (snap.namespaces.count(ns)) return;
+    snap.namespaces[ns] = NamespaceInfo{ns, {{kNamespaceNameLabel, ns}}};
+  };
+  for (const auto& [k, v] : snap.pods) implied(v.ns);
+  for (const auto& [k, v] : snap.services) implied(v.ns);
+  for (const auto& [k, v] : snap.slices) implied(v.ns);
+  for (const auto& [k, v] : snap.policies) implied(v.ns);
   if (auto done = r.finish(); !done) return std::move(done).takeError();
   return snap;
 }
@@ -274,6 +238,9 @@ size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& 
   };
   count(ObjectKind::kNode, diffMaps(before.nodes, after.nodes, [&](const NodeInfo& v) { l.nodeUpserted(v); },
                                     [&](const NodeInfo& v) { l.nodeDeleted(v.name); }));
+  count(ObjectKind::kNamespace,
+        diffMaps(before.namespaces, after.namespaces, [&](const NamespaceInfo& v) { l.namespaceUpserted(v); },
+                 [&](const NamespaceInfo& v) { l.namespaceDeleted(v.name); }));
   count(ObjectKind::kPod, diffMaps(before.pods, after.pods, [&](const PodInfo& v) { l.podUpserted(v); },
                                    [&](const PodInfo& v) { l.podDeleted(v.ns, v.name); }));
   count(ObjectKind::kService,
@@ -282,6 +249,9 @@ size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& 
   count(ObjectKind::kEndpointSlice,
         diffMaps(before.slices, after.slices, [&](const EndpointSliceInfo& v) { l.endpointSliceUpserted(v); },
                  [&](const EndpointSliceInfo& v) { l.endpointSliceDeleted(v.ns, v.name); }));
+  count(ObjectKind::kNetworkPolicy,
+        diffMaps(before.policies, after.policies, [&](const NetworkPolicyInfo& v) { l.networkPolicyUpserted(v); },
+                 [&](const NetworkPolicyInfo& v) { l.networkPolicyDeleted(v.ns, v.name); }));
   return n;
 }
 

@@ -1,26 +1,34 @@
 // Streaming decoder for Kubernetes objects, lists and watch events.
 //
 // A small JSON reader (JsonReader) emits SAX events; one handler (Decoder)
-// walks them with a stack of frames. Each frame carries a
-// small state saying where we are inside the object ("spec.ports[]",
+// walks them with a stack of frames. Each frame carries a small state saying
+// where we are inside the object ("spec.containers[].ports[]",
 // "metadata.labels", ...); the state of a child is chosen from its parent's
-// state and the key, so the fields the agent uses are written straight into
-// the Info structs and every other subtree is skipped without building
-// anything. NetworkPolicy specs are the exception: the policy issue will give
-// them a model, until then their JSON text is re-serialized from the events.
+// state and the key, so the fields the agent reads of Nodes, Pods and
+// EndpointSlices — nearly every object (and change) of a large cluster — are
+// written straight into the Info structs and every other subtree is skipped
+// without building anything; the checks they share with the cluster file
+// (validateEndpointSlice, containerPortProblem) run on the structs. A
+// Service's spec and status and a NetworkPolicy's spec are captured as a
+// small DOM of that part only and read by cluster_objects.h's readers, which
+// the file source uses on its entries too: the same validation for both.
 #include "control/kube_objects.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <streambuf>
 #include <cstring>
+#include <optional>
+#include <streambuf>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/config_doc.h"
 #include "common/net_address.h"
+#include "control/cluster_objects.h"
 
 namespace dpu::control {
 namespace {
@@ -39,19 +47,20 @@ enum class S : uint8_t {
   kNodeSpec,
   kNodePodCidrs,
   kPodSpec,
+  kPodContainers,
+  kPodContainer,
+  kPodContainerPorts,
+  kPodContainerPort,
   kPodStatus,
   kPodIps,
   kPodIpElem,
-  kSvcSpec,
-  kSvcClusterIps,
-  kSvcPorts,
-  kSvcPortElem,
   kSliceEndpoints,
-  kSliceEndpointElem,
+  kSliceEndpoint,
   kSliceAddresses,
   kSliceConditions,
+  kSliceTargetRef,
   kSlicePorts,
-  kSlicePortElem,
+  kSlicePort,
   kCapture,
 };
 
@@ -64,7 +73,6 @@ struct Scalar {
   uint64_t u = 0;
   double d = 0;
   bool b = false;
-  const std::string* raw = nullptr;  // original text of a float
 };
 
 const char* typeName(const Scalar& v) {
@@ -79,7 +87,45 @@ const char* typeName(const Scalar& v) {
   return "a value";
 }
 
+json toJsonValue(const Scalar& v) {
+  switch (v.t) {
+    case Scalar::T::kStr: return std::move(*v.s);
+    case Scalar::T::kInt: return v.i;
+    case Scalar::T::kUint: return v.u;
+    case Scalar::T::kFloat: return v.d;
+    case Scalar::T::kBool: return v.b;
+    case Scalar::T::kNull: return nullptr;
+  }
+  return nullptr;
+}
+
 constexpr size_t kMaxDepth = 64;
+
+// Which top-level fields of an object are captured whole (as a small DOM) and
+// read by the shared readers of cluster_objects.h, which the cluster file uses
+// too. Nodes, Pods and EndpointSlices, the bulk of a cluster (and of its
+// changes), are decoded field by field, then checked by the same validation
+// as the file's (validateEndpointSlice, containerPortProblem).
+bool captured(ObjectKind kind, std::string_view key) {
+  switch (kind) {
+    case ObjectKind::kService: return key == "spec" || key == "status";
+    case ObjectKind::kNetworkPolicy: return key == "spec";
+    default: return false;
+  }
+}
+
+// A JSON scalar as the message about it shows it.
+std::string shown(const Scalar& v) {
+  switch (v.t) {
+    case Scalar::T::kStr: return json(*v.s).dump();
+    case Scalar::T::kInt: return std::to_string(v.i);
+    case Scalar::T::kUint: return std::to_string(v.u);
+    case Scalar::T::kFloat: return json(v.d).dump();
+    case Scalar::T::kBool: return v.b ? "true" : "false";
+    case Scalar::T::kNull: return "null";
+  }
+  return "a value";
+}
 
 class Decoder {
  public:
@@ -87,7 +133,7 @@ class Decoder {
     frames_.reserve(16);
   }
 
-  // --- nlohmann SAX interface ---
+  // --- the SAX interface (nlohmann's shape), called by JsonReader ---
   bool null() { return scalar(Scalar{}); }
   bool boolean(bool val) {
     Scalar v;
@@ -107,11 +153,10 @@ class Decoder {
     v.u = val;
     return scalar(v);
   }
-  bool number_float(json::number_float_t val, const json::string_t& s) {
+  bool number_float(json::number_float_t val, const json::string_t&) {
     Scalar v;
     v.t = Scalar::T::kFloat;
     v.d = val;
-    v.raw = &s;
     return scalar(v);
   }
   bool string(json::string_t& val) {
@@ -120,27 +165,22 @@ class Decoder {
     v.s = &val;
     return scalar(v);
   }
-  bool binary(json::binary_t&) {
-    fatal_ = "binary values are not JSON";
-    return false;
-  }
   bool start_object(std::size_t) { return startContainer(false); }
   bool start_array(std::size_t) { return startContainer(true); }
   bool end_object() { return endContainer(); }
   bool end_array() { return endContainer(); }
   bool key(json::string_t& val) {
-    Frame& f = frames_.back();
-    if (f.state == S::kCapture) {
-      if (f.count++) capture_ += ',';
-      capture_ += json(val).dump();
-      capture_ += ':';
-    }
     key_ = val;
     return true;
   }
   void syntaxError(size_t position, const char* what) {
     if (fatal_.empty()) fatal_ = "invalid JSON at byte " + std::to_string(position) + ": " + what;
   }
+
+  // Completes a decoded object: the parts captured whole are read, defaults
+  // applied, everything validated. `name_only` (a DELETED event): only the
+  // name matters.
+  void complete(KubeObject& o, bool name_only);
 
   // --- results ---
   std::string fatal_;
@@ -155,8 +195,17 @@ class Decoder {
   struct Frame {
     S state;
     bool array;
-    uint32_t count;
   };
+
+  // Where a value at the current position of a captured subtree goes.
+  json& captureSlot() {
+    json& parent = *capture_.back();
+    if (parent.is_array()) {
+      parent.push_back(nullptr);
+      return parent.back();
+    }
+    return parent[key_];
+  }
 
   bool startContainer(bool array) {
     if (frames_.size() >= kMaxDepth) {
@@ -178,21 +227,23 @@ class Decoder {
     } else {
       Frame& parent = frames_.back();
       if (parent.state == S::kCapture) {
-        if (parent.array && parent.count++) capture_ += ',';
-        capture_ += array ? '[' : '{';
+        json& slot = captureSlot();
+        slot = array ? json::array() : json::object();
+        // Pointers on the path stay valid: only the innermost container grows.
+        capture_.push_back(&slot);
         child = S::kCapture;
       } else if (parent.state == S::kSkip) {
         child = S::kSkip;
+      } else if (parent.state == S::kObj && !parent.array && captured(kind_, key_)) {
+        json& slot = dom_[key_];
+        slot = array ? json::array() : json::object();
+        capture_.push_back(&slot);
+        child = S::kCapture;
       } else {
         child = enter(parent.state, parent.array ? std::string_view() : std::string_view(key_), array);
-        if (child == S::kCapture) {
-          capture_.clear();
-          capture_ += array ? '[' : '{';
-          capture_root_ = frames_.size();
-        }
       }
     }
-    frames_.push_back(Frame{child, array, 0});
+    frames_.push_back(Frame{child, array});
     return true;
   }
 
@@ -200,8 +251,7 @@ class Decoder {
     Frame f = frames_.back();
     frames_.pop_back();
     if (f.state == S::kCapture) {
-      capture_ += f.array ? ']' : '}';
-      if (frames_.size() == capture_root_ && netpol_ != nullptr) netpol_->spec_json = std::move(capture_);
+      capture_.pop_back();
       return true;
     }
     leave(f.state);
@@ -216,23 +266,15 @@ class Decoder {
     Frame& f = frames_.back();
     if (f.state == S::kSkip) return true;
     if (f.state == S::kCapture) {
-      if (f.array && f.count++) capture_ += ',';
-      captureScalar(v);
+      captureSlot() = toJsonValue(v);
+      return true;
+    }
+    if (f.state == S::kObj && captured(kind_, key_)) {
+      dom_[key_] = toJsonValue(v);
       return true;
     }
     onScalar(f.state, f.array ? std::string_view() : std::string_view(key_), v);
     return true;
-  }
-
-  void captureScalar(const Scalar& v) {
-    switch (v.t) {
-      case Scalar::T::kStr: capture_ += json(*v.s).dump(); break;
-      case Scalar::T::kInt: capture_ += std::to_string(v.i); break;
-      case Scalar::T::kUint: capture_ += std::to_string(v.u); break;
-      case Scalar::T::kFloat: capture_ += *v.raw; break;
-      case Scalar::T::kBool: capture_ += v.b ? "true" : "false"; break;
-      case Scalar::T::kNull: capture_ += "null"; break;
-    }
   }
 
   // The first problem found in an object is the one reported.
@@ -245,19 +287,27 @@ class Decoder {
     object_.kind = kind_;
     node_ = nullptr;
     pod_ = nullptr;
-    svc_ = nullptr;
+    labels_ = nullptr;
     slice_ = nullptr;
-    netpol_ = nullptr;
     pod_cidr_.clear();
     port_keys_text_.clear();
     pod_ip_.clear();
-    cluster_ip_.clear();
+    dom_ = nullptr;  // becomes an object on the first captured field
+    capture_.clear();
+    address_type_.clear();
     switch (kind_) {
-      case ObjectKind::kNode: node_ = &object_.info.emplace<NodeInfo>(); break;
-      case ObjectKind::kPod: pod_ = &object_.info.emplace<PodInfo>(); break;
-      case ObjectKind::kService: svc_ = &object_.info.emplace<ServiceInfo>(); break;
+      case ObjectKind::kNode:
+        node_ = &object_.info.emplace<NodeInfo>();
+        labels_ = &node_->labels;
+        break;
+      case ObjectKind::kPod:
+        pod_ = &object_.info.emplace<PodInfo>();
+        labels_ = &pod_->labels;
+        break;
+      case ObjectKind::kService: labels_ = &object_.info.emplace<ServiceInfo>().labels; break;
       case ObjectKind::kEndpointSlice: slice_ = &object_.info.emplace<EndpointSliceInfo>(); break;
-      case ObjectKind::kNetworkPolicy: netpol_ = &object_.info.emplace<NetworkPolicyInfo>(); break;
+      case ObjectKind::kNetworkPolicy: object_.info.emplace<NetworkPolicyInfo>(); break;
+      case ObjectKind::kNamespace: labels_ = &object_.info.emplace<NamespaceInfo>().labels; break;
     }
     in_object_ = true;
     have_object_ = true;
@@ -274,6 +324,22 @@ class Decoder {
     auto want = [&](std::string_view field, bool want_array, S state) {
       if (array != want_array) {
         wrongShape(field, want_array, array ? "an array" : "an object");
+        return S::kSkip;
+      }
+      return state;
+    };
+    // want() whose field name is made only on a problem.
+    auto wantAt = [&](auto&& field, bool want_array, S state) {
+      if (array != want_array) {
+        wrongShape(field(), want_array, array ? "an array" : "an object");
+        return S::kSkip;
+      }
+      return state;
+    };
+    // An element of an array of objects.
+    auto element = [&](std::string_view field, S state) {
+      if (array) {
+        fail(std::string(field) + ": expected an object, got an array");
         return S::kSkip;
       }
       return state;
@@ -301,25 +367,19 @@ class Decoder {
       case S::kObj:
         if (key == "metadata") return want("metadata", false, S::kMeta);
         if (key == "spec") {
-          switch (kind_) {
-            case ObjectKind::kNode: return want("spec", false, S::kNodeSpec);
-            case ObjectKind::kPod: return want("spec", false, S::kPodSpec);
-            case ObjectKind::kService: return want("spec", false, S::kSvcSpec);
-            case ObjectKind::kNetworkPolicy: return want("spec", false, S::kCapture);
-            case ObjectKind::kEndpointSlice: return S::kSkip;
-          }
+          if (kind_ == ObjectKind::kNode) return want("spec", false, S::kNodeSpec);
+          if (kind_ == ObjectKind::kPod) return want("spec", false, S::kPodSpec);
         }
         if (key == "status" && kind_ == ObjectKind::kPod) return want("status", false, S::kPodStatus);
-        if (kind_ == ObjectKind::kEndpointSlice) {
+        if (slice_ != nullptr) {
           if (key == "endpoints") return want("endpoints", true, S::kSliceEndpoints);
           if (key == "ports") return want("ports", true, S::kSlicePorts);
-          if (key == "addressType") wrongShape("addressType", false, array ? "an array" : "an object");
+          if (key == "addressType") fail("addressType: expected a string, got " + std::string(array ? "an array" : "an object"));
         }
         return S::kSkip;
       case S::kMeta:
         if (key == "labels") {
-          if (kind_ == ObjectKind::kNode || kind_ == ObjectKind::kPod || kind_ == ObjectKind::kEndpointSlice)
-            return want("metadata.labels", false, S::kLabels);
+          if (labels_ != nullptr || slice_ != nullptr) return want("metadata.labels", false, S::kLabels);
           return S::kSkip;
         }
         if (key == "annotations") {
@@ -341,60 +401,61 @@ class Decoder {
         if (key == "podCIDR") fail("spec.podCIDR: expected a string");
         return S::kSkip;
       case S::kPodSpec:
+        if (key == "containers") return want("spec.containers", true, S::kPodContainers);
         if (key == "nodeName" || key == "hostNetwork") fail("spec." + std::string(key) + ": expected a scalar");
         return S::kSkip;
+      case S::kPodContainers:
+        return element("spec.containers[]", S::kPodContainer);
+      case S::kPodContainer:
+        if (key == "ports") return want("spec.containers[].ports", true, S::kPodContainerPorts);
+        return S::kSkip;
+      case S::kPodContainerPorts:
+        if (array) {
+          fail("spec.containers[].ports[]: expected an object, got an array");
+          return S::kSkip;
+        }
+        pod_->ports.emplace_back();
+        return S::kPodContainerPort;
       case S::kPodStatus:
         if (key == "podIPs") return want("status.podIPs", true, S::kPodIps);
         if (key == "podIP") fail("status.podIP: expected a string");
         return S::kSkip;
       case S::kPodIps:
-        if (array) {
-          fail("status.podIPs[]: expected an object");
-          return S::kSkip;
-        }
-        return S::kPodIpElem;
-      case S::kSvcSpec:
-        if (key == "clusterIPs") return want("spec.clusterIPs", true, S::kSvcClusterIps);
-        if (key == "ports") return want("spec.ports", true, S::kSvcPorts);
-        if (key == "type" || key == "clusterIP" || key == "sessionAffinity")
-          fail("spec." + std::string(key) + ": expected a string");
-        return S::kSkip;
-      case S::kSvcPorts:
-        if (array) {
-          fail("spec.ports[]: expected an object");
-          return S::kSkip;
-        }
-        svc_->ports.emplace_back();
-        return S::kSvcPortElem;
+        return element("status.podIPs[]", S::kPodIpElem);
       case S::kSliceEndpoints:
         if (array) {
-          fail("endpoints[]: expected an object");
+          fail(endpointPath() + ": expected an object, got an array");
           return S::kSkip;
         }
         slice_->endpoints.emplace_back();
-        serving_seen_ = false;
-        return S::kSliceEndpointElem;
-      case S::kSliceEndpointElem:
-        if (key == "addresses") return want("endpoints[].addresses", true, S::kSliceAddresses);
-        if (key == "conditions") return want("endpoints[].conditions", false, S::kSliceConditions);
-        if (key == "nodeName") fail("endpoints[].nodeName: expected a string");
+        return S::kSliceEndpoint;
+      case S::kSliceEndpoint:
+        if (key == "addresses")
+          return wantAt([&] { return endpointPath() + ".addresses"; }, true, S::kSliceAddresses);
+        if (key == "conditions")
+          return wantAt([&] { return endpointPath() + ".conditions"; }, false, S::kSliceConditions);
+        if (key == "targetRef")
+          return wantAt([&] { return endpointPath() + ".targetRef"; }, false, S::kSliceTargetRef);
+        if (key == "nodeName") fail(endpointPath() + ".nodeName: expected a string");
         return S::kSkip;
       case S::kSlicePorts:
         if (array) {
-          fail("ports[]: expected an object");
+          fail("ports[" + std::to_string(slice_->ports.size()) + "]: expected an object, got an array");
           return S::kSkip;
         }
         slice_->ports.emplace_back();
-        return S::kSlicePortElem;
+        return S::kSlicePort;
       case S::kNodePodCidrs:
-      case S::kSvcClusterIps:
       case S::kSliceAddresses:
         fail("a list of strings holds " + std::string(array ? "an array" : "an object"));
         return S::kSkip;
-      case S::kSvcPortElem:
-      case S::kSlicePortElem:
-      case S::kPodIpElem:
       case S::kSliceConditions:
+      case S::kSliceTargetRef:
+      case S::kSlicePort:
+        if (!key.empty()) fail(std::string(key) + ": expected a scalar");
+        return S::kSkip;
+      case S::kPodIpElem:
+      case S::kPodContainerPort:
         if (!key.empty()) fail(std::string(key) + ": expected a scalar");
         return S::kSkip;
       default:
@@ -405,9 +466,8 @@ class Decoder {
   void leave(S state) {
     if (state == S::kObj) {
       finishObject();
-    } else if (state == S::kSliceEndpointElem && slice_ != nullptr && !slice_->endpoints.empty()) {
-      // EndpointConditions: a nil serving means "same as ready".
-      if (!serving_seen_) slice_->endpoints.back().serving = slice_->endpoints.back().ready;
+    } else if (state == S::kPodContainerPort && !pod_->ports.empty()) {
+      if (auto why = containerPortProblem(pod_->ports.back()); !why.empty()) fail("spec.containers[].ports[]: " + why);
     }
   }
 
@@ -418,6 +478,32 @@ class Decoder {
       return false;
     }
     out = std::move(*v.s);
+    return true;
+  }
+
+  // str() and boolField() for fields whose path is spelt out only on a
+  // problem (`where` makes it): the per-endpoint fields of a large sync.
+  template <class Where>
+  bool strAt(const Scalar& v, std::string& out, const Where& where) {
+    if (v.t == Scalar::T::kNull) return true;
+    if (v.t != Scalar::T::kStr) {
+      fail(where() + ": expected a string, got " + typeName(v));
+      return false;
+    }
+    out = std::move(*v.s);
+    return true;
+  }
+  template <class Where>
+  bool boolAt(const Scalar& v, bool& out, const Where& where, bool null_value) {
+    if (v.t == Scalar::T::kNull) {
+      out = null_value;
+      return true;
+    }
+    if (v.t != Scalar::T::kBool) {
+      fail(where() + ": expected a boolean, got " + typeName(v));
+      return false;
+    }
+    out = v.b;
     return true;
   }
 
@@ -486,13 +572,14 @@ class Decoder {
           status_.reason = *v.s;
         } else if (key == "message" && v.t == Scalar::T::kStr) {
           status_.message = *v.s;
-        } else if (key == "addressType" && slice_ != nullptr) {
-          str(v, slice_->address_type, "addressType");
-        } else if ((key == "metadata" || key == "spec") && v.t != Scalar::T::kNull) {
-          fail(std::string(key) + ": expected an object, got " + typeName(v));
-        } else if (kind_ == ObjectKind::kEndpointSlice && (key == "endpoints" || key == "ports") &&
-                   v.t != Scalar::T::kNull) {
-          fail(std::string(key) + ": expected an array, got " + typeName(v));
+        } else if (key == "metadata" && v.t != Scalar::T::kNull) {
+          fail("metadata: expected an object, got " + std::string(typeName(v)));
+        } else if (key == "spec" && v.t != Scalar::T::kNull && (pod_ != nullptr || node_ != nullptr)) {
+          fail("spec: expected an object, got " + std::string(typeName(v)));
+        } else if (slice_ != nullptr) {
+          if (key == "addressType") str(v, address_type_, "addressType");
+          if ((key == "endpoints" || key == "ports") && v.t != Scalar::T::kNull)
+            fail(std::string(key) + ": expected an array, got " + typeName(v));
         }
         return;
       case S::kMeta:
@@ -513,11 +600,9 @@ class Decoder {
           fail("metadata.labels[" + std::string(key) + "]: expected a string, got " + typeName(v));
           return;
         }
-        if (node_ != nullptr) {
-          node_->labels.emplace(std::string(key), std::move(*v.s));
-        } else if (pod_ != nullptr) {
-          pod_->labels.emplace(std::string(key), std::move(*v.s));
-        } else if (slice_ != nullptr && key == "kubernetes.io/service-name") {
+        if (labels_ != nullptr) {
+          labels_->emplace(std::string(key), std::move(*v.s));
+        } else if (slice_ != nullptr && key == kServiceNameLabel) {
           slice_->service_name = std::move(*v.s);
         }
         return;
@@ -543,7 +628,31 @@ class Decoder {
       case S::kPodSpec:
         if (key == "nodeName") str(v, pod_->node_name, "spec.nodeName");
         if (key == "hostNetwork") boolField(v, pod_->host_network, "spec.hostNetwork", false);
+        if (key == "containers" && v.t != Scalar::T::kNull) fail("spec.containers: expected an array");
         return;
+      case S::kPodContainers:
+        fail("spec.containers[]: expected an object, got " + std::string(typeName(v)));
+        return;
+      case S::kPodContainer:
+        if (key == "ports" && v.t != Scalar::T::kNull) fail("spec.containers[].ports: expected an array");
+        return;
+      case S::kPodContainerPorts:
+        fail("spec.containers[].ports[]: expected an object, got " + std::string(typeName(v)));
+        return;
+      case S::kPodContainerPort: {
+        ContainerPort& p = pod_->ports.back();
+        if (key == "name") {
+          str(v, p.name, "spec.containers[].ports[].name");
+        } else if (key == "containerPort") {
+          port(v, p.port, "spec.containers[].ports[].containerPort", false);
+        } else if (key == "protocol" && v.t != Scalar::T::kNull) {
+          std::string name;
+          if (!str(v, name, "spec.containers[].ports[].protocol")) return;
+          if (auto proto = protocolFromName(name)) p.protocol = *proto;
+          else fail("spec.containers[].ports[].protocol: must be TCP, UDP or SCTP, not \"" + name + "\"");
+        }
+        return;
+      }
       case S::kPodStatus:
         if (key == "podIP") str(v, pod_ip_, "status.podIP");
         if (key == "podIPs" && v.t != Scalar::T::kNull) fail("status.podIPs: expected an array");
@@ -557,82 +666,58 @@ class Decoder {
       case S::kPodIps:
         fail("status.podIPs[]: expected an object, got " + std::string(typeName(v)));
         return;
-      case S::kSvcSpec:
-        if (key == "type") {
-          str(v, svc_->type, "spec.type");
-        } else if (key == "clusterIP") {
-          str(v, cluster_ip_, "spec.clusterIP");
-        } else if (key == "sessionAffinity") {
-          str(v, svc_->session_affinity, "spec.sessionAffinity");
-        } else if ((key == "ports" || key == "clusterIPs") && v.t != Scalar::T::kNull) {
-          fail("spec." + std::string(key) + ": expected an array, got " + typeName(v));
-        }
-        return;
-      case S::kSvcClusterIps: {
-        std::string s;
-        if (str(v, s, "spec.clusterIPs[]")) svc_->cluster_ips.push_back(std::move(s));
-        return;
-      }
-      case S::kSvcPorts:
-        fail("spec.ports[]: expected an object, got " + std::string(typeName(v)));
-        return;
-      case S::kSvcPortElem: {
-        ServicePort& p = svc_->ports.back();
-        if (key == "name") {
-          str(v, p.name, "spec.ports[].name");
-        } else if (key == "protocol") {
-          str(v, p.protocol, "spec.ports[].protocol");
-        } else if (key == "port") {
-          port(v, p.port, "spec.ports[].port", false);
-        } else if (key == "nodePort") {
-          port(v, p.node_port, "spec.ports[].nodePort", true);
-        } else if (key == "targetPort") {
-          if (v.t == Scalar::T::kStr) {
-            if (v.s->empty()) fail("spec.ports[].targetPort: empty name");
-            p.target_port = std::move(*v.s);
-          } else if (v.t != Scalar::T::kNull) {
-            uint16_t n = 0;
-            if (port(v, n, "spec.ports[].targetPort", false)) p.target_port = std::to_string(n);
-          }
-        }
-        return;
-      }
       case S::kSliceEndpoints:
-        fail("endpoints[]: expected an object, got " + std::string(typeName(v)));
+        fail(endpointPath(slice_->endpoints.size()) + ": expected an object, got " + typeName(v));
         return;
-      case S::kSliceEndpointElem:
-        if (key == "nodeName") str(v, slice_->endpoints.back().node_name, "endpoints[].nodeName");
-        if ((key == "addresses" || key == "conditions") && v.t != Scalar::T::kNull)
-          fail("endpoints[]." + std::string(key) + ": expected a container, got " + typeName(v));
+      case S::kSliceEndpoint:
+        if (key == "nodeName") strAt(v, slice_->endpoints.back().node_name, [&] { return endpointPath() + ".nodeName"; });
+        if ((key == "addresses" || key == "conditions" || key == "targetRef") && v.t != Scalar::T::kNull)
+          fail(endpointPath() + "." + std::string(key) + ": expected a container, got " + typeName(v));
         return;
       case S::kSliceAddresses: {
-        std::string s;
-        if (str(v, s, "endpoints[].addresses[]")) slice_->endpoints.back().addresses.push_back(std::move(s));
+        auto& addresses = slice_->endpoints.back().addresses;
+        std::string a;
+        if (strAt(v, a, [&] { return endpointPath() + ".addresses[" + std::to_string(addresses.size()) + "]"; }))
+          addresses.push_back(std::move(a));
         return;
       }
       case S::kSliceConditions: {
+        // A nil condition reads as the API says: ready and serving true, terminating false.
         EndpointInfo& e = slice_->endpoints.back();
-        if (key == "ready") {
-          boolField(v, e.ready, "endpoints[].conditions.ready", true);
-        } else if (key == "serving") {
-          // A nil serving means "same as ready" (resolved when the endpoint ends).
-          if (v.t != Scalar::T::kNull) serving_seen_ = boolField(v, e.serving, "endpoints[].conditions.serving", true);
-        } else if (key == "terminating") {
-          boolField(v, e.terminating, "endpoints[].conditions.terminating", false);
-        }
+        auto where = [&] { return endpointPath() + ".conditions." + std::string(key); };
+        if (key == "ready") boolAt(v, e.ready, where, true);
+        else if (key == "serving") boolAt(v, e.serving, where, true);
+        else if (key == "terminating") boolAt(v, e.terminating, where, false);
+        return;
+      }
+      case S::kSliceTargetRef: {
+        ObjectRef& ref = slice_->endpoints.back().target_ref;
+        auto where = [&] { return endpointPath() + ".targetRef." + std::string(key); };
+        if (key == "kind") strAt(v, ref.kind, where);
+        else if (key == "namespace") strAt(v, ref.ns, where);
+        else if (key == "name") strAt(v, ref.name, where);
         return;
       }
       case S::kSlicePorts:
-        fail("ports[]: expected an object, got " + std::string(typeName(v)));
+        fail("ports[" + std::to_string(slice_->ports.size()) + "]: expected an object, got " + typeName(v));
         return;
-      case S::kSlicePortElem: {
+      case S::kSlicePort: {
         EndpointSliceInfo::Port& p = slice_->ports.back();
+        auto at = [&] { return "ports[" + std::to_string(slice_->ports.size() - 1) + "]." + std::string(key); };
         if (key == "name") {
-          str(v, p.name, "ports[].name");
-        } else if (key == "protocol") {
-          str(v, p.protocol, "ports[].protocol");
-        } else if (key == "port") {
-          port(v, p.port, "ports[].port", true);
+          strAt(v, p.name, at);
+        } else if (key == "protocol" && v.t != Scalar::T::kNull) {
+          std::string name;
+          if (!strAt(v, name, at)) return;
+          if (auto proto = protocolFromName(name)) p.protocol = *proto;
+          else fail(at() + ": must be TCP, UDP or SCTP, not \"" + name + "\"");
+        } else if (key == "port" && v.t != Scalar::T::kNull) {
+          // Absent: every port. Given: 1..65535, as the API validates it.
+          bool number = v.t == Scalar::T::kInt || v.t == Scalar::T::kUint;
+          int64_t n = v.t == Scalar::T::kInt ? v.i : v.t == Scalar::T::kUint && v.u <= 65535 ? static_cast<int64_t>(v.u) : -1;
+          if (!number) fail(at() + ": must be an integer between 1 and 65535, not " + shown(v));
+          else if (n < 1 || n > 65535) fail(at() + ": must be between 1 and 65535, not " + shown(v));
+          else p.port = static_cast<uint16_t>(n);
         }
         return;
       }
@@ -650,45 +735,45 @@ class Decoder {
       if (keys) node_->port_keys = std::move(*keys);
     }
     if (pod_ != nullptr && pod_->ips.empty() && !pod_ip_.empty()) pod_->ips.push_back(pod_ip_);
-    if (svc_ != nullptr && svc_->cluster_ips.empty() && !cluster_ip_.empty()) svc_->cluster_ips.push_back(cluster_ip_);
     if (mode_ == Mode::kList) {
       page_.items++;
-      validateKubeObject(object_, false);
+      complete(object_, false);
       if (sink_ != nullptr && *sink_) (*sink_)(std::move(object_));
       object_ = KubeObject{};
     }
   }
 
- public:
-  static void validateKubeObject(KubeObject& o, bool name_only);
+  // "endpoints[N]" of the endpoint being read (or of index `at`).
+  std::string endpointPath() const { return endpointPath(slice_->endpoints.size() - 1); }
+  static std::string endpointPath(size_t at) { return "endpoints[" + std::to_string(at) + "]"; }
 
- private:
   Mode mode_;
   ObjectKind kind_;
   const KubeItemSink* sink_;
   std::vector<Frame> frames_;
   std::string key_;
-  std::string capture_;
-  size_t capture_root_ = 0;
   bool in_object_ = false;
-  bool serving_seen_ = false;
   NodeInfo* node_ = nullptr;
   PodInfo* pod_ = nullptr;
-  ServiceInfo* svc_ = nullptr;
+  std::map<std::string, std::string>* labels_ = nullptr;  // where metadata.labels go
   EndpointSliceInfo* slice_ = nullptr;
-  NetworkPolicyInfo* netpol_ = nullptr;
   std::string pod_cidr_;
   std::string port_keys_text_;
   std::string pod_ip_;
-  std::string cluster_ip_;
+  std::string address_type_;  // an EndpointSlice's, as given ("" when absent)
+  // The captured fields of the current object (see captured()) and the path
+  // of containers being filled.
+  json dom_;
+  std::vector<json*> capture_;
 };
 
-// A JSON reader that drives the Decoder's SAX interface. nlohmann's lexer
-// copies every string byte by byte through its input adapter and was most of
-// the time of a 150,000-pod sync; this one appends whole runs of plain string
-// bytes at once and reads a contiguous buffer refilled in 64 KiB chunks. It
-// accepts exactly RFC 8259 JSON (UTF-8 checked, no comments, no trailing
-// commas, nothing after the value).
+// A JSON reader that drives the Decoder's SAX interface (nlohmann's SAX
+// shape). nlohmann's own SAX parser copies every string byte by byte through
+// its input adapter: bench/control.sh measured it at 1.43 times our initial
+// sync of 150,000 pods (1.35 times the CPU), so this one stays; it appends
+// whole runs of plain string bytes at once and reads a contiguous buffer
+// refilled in 64 KiB chunks. It accepts exactly RFC 8259 JSON (UTF-8 checked,
+// no comments, no trailing commas, nothing after the value).
 class JsonReader {
  public:
   JsonReader(std::string_view text, Decoder& sax)
@@ -1004,7 +1089,7 @@ class JsonReader {
   std::string num_;
 };
 
-bool namespaced(ObjectKind kind) { return kind != ObjectKind::kNode; }
+bool namespaced(ObjectKind kind) { return kind != ObjectKind::kNode && kind != ObjectKind::kNamespace; }
 
 }  // namespace
 
@@ -1037,90 +1122,89 @@ std::string checkIp(const std::string& text, std::string_view field) {
   return {};
 }
 
-std::string checkProtocol(std::string& protocol, std::string_view field) {
-  if (protocol.empty()) protocol = "TCP";
-  if (protocol != "TCP" && protocol != "UDP" && protocol != "SCTP")
-    return std::string(field) + ": '" + protocol + "' is not TCP, UDP or SCTP";
-  return {};
+// A captured part, or an empty object when the object has none.
+const json& part(const json& dom, const char* key) {
+  static const json kEmpty = json::object();
+  auto it = dom.find(key);
+  return it == dom.end() || it->is_null() ? kEmpty : *it;
 }
 
-std::string validateInfo(KubeObject& o) {
-  if (o.name.empty()) return "metadata.name is missing";
-  if (namespaced(o.kind) && o.ns.empty()) return "metadata.namespace is missing";
+}  // namespace
+
+void Decoder::complete(KubeObject& o, bool name_only) {
+  if (!o.error.empty()) return;
+  if (o.name.empty()) {
+    o.error = "metadata.name is missing";
+    return;
+  }
+  if (name_only) return;
+  if (namespaced(o.kind) && o.ns.empty()) {
+    o.error = "metadata.namespace is missing";
+    return;
+  }
   std::string e;
   switch (o.kind) {
     case ObjectKind::kNode: {
       NodeInfo& n = std::get<NodeInfo>(o.info);
       n.name = o.name;
-      if (!n.tunnel_ip.empty() && !(e = checkIp(n.tunnel_ip, "annotation dpu-cni.io/tunnel-ip")).empty()) return e;
+      if (!n.tunnel_ip.empty() && !(e = checkIp(n.tunnel_ip, "annotation dpu-cni.io/tunnel-ip")).empty()) break;
       for (const auto& c : n.pod_cidrs)
-        if (!IpPrefix::parse(c).ok()) return "spec.podCIDRs: '" + c + "' is not a CIDR with the host bits clear";
-      return {};
+        if (!IpPrefix::parse(c).ok()) {
+          e = "spec.podCIDRs: '" + c + "' is not a CIDR with the host bits clear";
+          break;
+        }
+      break;
     }
     case ObjectKind::kPod: {
       PodInfo& p = std::get<PodInfo>(o.info);
       p.ns = o.ns;
       p.name = o.name;
       for (const auto& ip : p.ips)
-        if (!(e = checkIp(ip, "status.podIPs")).empty()) return e;
-      return {};
+        if (!(e = checkIp(ip, "status.podIPs")).empty()) break;
+      break;
+    }
+    case ObjectKind::kNamespace: {
+      NamespaceInfo& n = std::get<NamespaceInfo>(o.info);
+      n.name = o.name;
+      // Set by every API server since 1.21; an older one's namespaces get it here.
+      n.labels.try_emplace(kNamespaceNameLabel, o.name);
+      break;
     }
     case ObjectKind::kService: {
       ServiceInfo& s = std::get<ServiceInfo>(o.info);
       s.ns = o.ns;
       s.name = o.name;
-      if (s.type.empty()) s.type = "ClusterIP";
-      if (s.type != "ClusterIP" && s.type != "NodePort" && s.type != "LoadBalancer" && s.type != "ExternalName")
-        return "spec.type: '" + s.type + "' is not ClusterIP, NodePort, LoadBalancer or ExternalName";
-      if (s.session_affinity.empty()) s.session_affinity = "None";
-      for (const auto& ip : s.cluster_ips)
-        if (ip != "None" && !(e = checkIp(ip, "spec.clusterIPs")).empty()) return e;
-      for (auto& p : s.ports) {
-        if (p.port == 0) return "spec.ports[].port is missing";
-        if (!(e = checkProtocol(p.protocol, "spec.ports[].protocol")).empty()) return e;
-        if (p.target_port.empty()) p.target_port = std::to_string(p.port);
-      }
-      return {};
+      FieldReader spec(part(dom_, "spec"), "spec");
+      FieldReader status(part(dom_, "status"), "status");
+      if (auto r = readServiceSpec(spec, s, false); !r) e = r.error();
+      else if (auto st = readServiceStatus(status, s, false); !st) e = st.error();
+      break;
     }
     case ObjectKind::kEndpointSlice: {
       EndpointSliceInfo& s = std::get<EndpointSliceInfo>(o.info);
       s.ns = o.ns;
       s.name = o.name;
-      if (s.address_type != "IPv4" && s.address_type != "IPv6" && s.address_type != "FQDN")
-        return "addressType: '" + s.address_type + "' is not IPv4, IPv6 or FQDN";
-      for (const auto& ep : s.endpoints) {
-        if (ep.addresses.empty()) return "endpoints[].addresses is empty";
-        if (s.address_type == "FQDN") continue;
-        for (const auto& a : ep.addresses) {
-          auto ip = IpAddress::parse(a);
-          if (!ip.ok()) return "endpoints[].addresses: '" + a + "' is not an IP address";
-          if (ip->isV4() != (s.address_type == "IPv4"))
-            return "endpoints[].addresses: '" + a + "' is not of addressType " + s.address_type;
-        }
+      if (!address_type_.empty()) {
+        if (auto t = addressTypeFromName(address_type_)) s.address_type = *t;
+        else e = "addressType: must be IPv4, IPv6 or FQDN, not \"" + address_type_ + "\"";
       }
-      for (auto& p : s.ports)
-        if (!(e = checkProtocol(p.protocol, "ports[].protocol")).empty()) return e;
-      return {};
+      if (e.empty())
+        if (auto problem = validateEndpointSlice(s)) e = problem.str();
+      break;
     }
     case ObjectKind::kNetworkPolicy: {
       NetworkPolicyInfo& p = std::get<NetworkPolicyInfo>(o.info);
       p.ns = o.ns;
       p.name = o.name;
-      if (p.spec_json.empty()) p.spec_json = "{}";
-      return {};
+      FieldReader spec(part(dom_, "spec"), "spec");
+      if (auto r = readNetworkPolicySpec(spec, p, false); !r) e = r.error();
+      break;
     }
   }
-  return {};
+  o.error = std::move(e);
 }
 
-void Decoder::validateKubeObject(KubeObject& o, bool name_only) {
-  if (!o.error.empty()) return;
-  if (name_only) {
-    if (o.name.empty()) o.error = "metadata.name is missing";
-    return;
-  }
-  o.error = validateInfo(o);
-}
+namespace {
 
 template <class Input>
 bool runSax(Input&& input, Decoder& d) {
@@ -1143,6 +1227,15 @@ Result<KubeListPage> finishList(Decoder& d, ObjectKind kind) {
   return std::move(d.page_);
 }
 
+// One object's text decoded; a malformed one comes back with its error set
+// (and its name as far as it was read), a text that is no JSON object as an Error.
+Result<KubeObject> decodeObject(ObjectKind kind, std::string_view text) {
+  Decoder d(Mode::kSingle, kind, nullptr);
+  if (!runSax(text, d)) return Error{std::string("decoding a ") + kubeKindName(kind) + ": " + d.fatal_};
+  d.complete(d.object_, false);
+  return std::move(d.object_);
+}
+
 }  // namespace
 
 const char* kubeKindName(ObjectKind kind) {
@@ -1152,8 +1245,17 @@ const char* kubeKindName(ObjectKind kind) {
     case ObjectKind::kService: return "Service";
     case ObjectKind::kEndpointSlice: return "EndpointSlice";
     case ObjectKind::kNetworkPolicy: return "NetworkPolicy";
+    case ObjectKind::kNamespace: return "Namespace";
   }
   return "Object";
+}
+
+const char* kubeApiVersion(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kEndpointSlice: return "discovery.k8s.io/v1";
+    case ObjectKind::kNetworkPolicy: return "networking.k8s.io/v1";
+    default: return "v1";
+  }
 }
 
 std::string KubeObject::describe() const {
@@ -1165,11 +1267,10 @@ std::string KubeObject::describe() const {
 }
 
 Result<KubeObject> parseKubeObject(ObjectKind kind, std::string_view text) {
-  Decoder d(Mode::kSingle, kind, nullptr);
-  if (!runSax(text, d)) return Error{std::string("decoding a ") + kubeKindName(kind) + ": " + d.fatal_};
-  Decoder::validateKubeObject(d.object_, false);
-  if (!d.object_.ok()) return Error{"malformed " + d.object_.describe() + ": " + d.object_.error};
-  return std::move(d.object_);
+  auto o = decodeObject(kind, text);
+  if (!o) return o;
+  if (!o->ok()) return Error{"malformed " + o->describe() + ": " + o->error};
+  return o;
 }
 
 Result<KubeListPage> parseKubeList(ObjectKind kind, std::istream& body, const KubeItemSink& on_item) {
@@ -1208,13 +1309,14 @@ Result<KubeWatchEvent> parseKubeWatchEvent(ObjectKind kind, std::string_view lin
     return ev;
   }
   if (!d.have_object_) return Error{std::string("a ") + kubeKindName(kind) + " " + t + " event has no object"};
-  ev.object = std::move(d.object_);
   if (ev.type == KubeWatchEvent::Type::kBookmark) {
+    ev.object = std::move(d.object_);
     if (ev.object.resource_version.empty()) return Error{"a BOOKMARK event has no metadata.resourceVersion"};
     ev.object.error.clear();
     return ev;
   }
-  Decoder::validateKubeObject(ev.object, ev.type == KubeWatchEvent::Type::kDeleted);
+  d.complete(d.object_, ev.type == KubeWatchEvent::Type::kDeleted);
+  ev.object = std::move(d.object_);
   return ev;
 }
 
@@ -1227,6 +1329,84 @@ KubeStatus parseKubeStatus(std::string_view body) {
 
 namespace {
 
+// The ObjectKind of an apiVersion/kind pair the agent reads.
+std::optional<ObjectKind> kindOf(const std::string& api_version, const std::string& kind) {
+  for (ObjectKind k : {ObjectKind::kNode, ObjectKind::kPod, ObjectKind::kService, ObjectKind::kEndpointSlice,
+                       ObjectKind::kNetworkPolicy, ObjectKind::kNamespace})
+    if (kind == kubeKindName(k) && api_version == kubeApiVersion(k)) return k;
+  return std::nullopt;
+}
+
+// A string field of an object, "" when absent or not a string.
+std::string textOf(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+void decodeDocument(const json& doc, const std::string& where, std::vector<KubeDocument>& out) {
+  KubeDocument d;
+  d.where = where;
+  auto refuse = [&](const std::string& why) {
+    d.object.error = why;
+    out.push_back(std::move(d));
+  };
+  if (!doc.is_object()) return refuse("expected a Kubernetes object, got " + std::string(doc.type_name()));
+  std::string api_version = textOf(doc, "apiVersion");
+  std::string kind = textOf(doc, "kind");
+  d.kind = kind;
+  if (auto meta = doc.find("metadata"); meta != doc.end() && meta->is_object()) {
+    d.object.ns = textOf(*meta, "namespace");
+    d.object.name = textOf(*meta, "name");
+  }
+  // A List (kubectl get -o yaml of several objects): its items, one by one.
+  if (kind == "List" || (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "List") == 0)) {
+    auto found = doc.find("items");
+    if (found == doc.end() || !found->is_array()) return refuse("a " + kind + " without an items array");
+    const json* items = &*found;
+    std::string item_kind = kind == "List" ? "" : kind.substr(0, kind.size() - 4);
+    for (size_t i = 0; i < items->size(); ++i) {
+      json item = (*items)[i];
+      if (item.is_object() && !item_kind.empty()) {
+        if (!item.contains("kind")) item["kind"] = item_kind;
+        if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
+      }
+      decodeDocument(item, where + " items[" + std::to_string(i) + "]", out);
+    }
+    return;
+  }
+  auto k = kindOf(api_version, kind);
+  if (!k) {
+    return refuse("apiVersion \"" + api_version + "\" kind \"" + kind +
+                  "\" is not an object the agent reads (v1 Node, Pod, Service, Namespace; discovery.k8s.io/v1 "
+                  "EndpointSlice; networking.k8s.io/v1 NetworkPolicy)");
+  }
+  d.object.kind = *k;
+  auto o = decodeObject(*k, doc.dump());
+  if (!o) return refuse(o.error());
+  d.object = std::move(*o);
+  out.push_back(std::move(d));
+}
+
+}  // namespace
+
+Result<std::vector<KubeDocument>> decodeKubeDocuments(std::string_view text, const std::string& origin) {
+  auto docs = parseConfigDocuments(text, origin);
+  if (!docs) return std::move(docs).takeError();
+  std::vector<KubeDocument> out;
+  for (size_t i = 0; i < docs->size(); ++i)
+    decodeDocument((*docs)[i], origin + " document " + std::to_string(i + 1), out);
+  return out;
+}
+
+json toJson(const KubeObject& o) {
+  json j = std::visit([](const auto& info) { return dpu::control::toJson(info); }, o.info);
+  j["kind"] = kubeKindName(o.kind);
+  return j;
+}
+
+namespace {
+
+// FNV-1a over what the agent reads of an object, field by field.
 struct Fnv {
   uint64_t h = 1469598103934665603ull;
   void bytes(const void* p, size_t n) {
@@ -1236,23 +1416,63 @@ struct Fnv {
       h *= 1099511628211ull;
     }
   }
+  void num(uint64_t v) { bytes(&v, sizeof v); }
   // Length-prefixed, so ("ab","c") and ("a","bc") differ.
-  void str(const std::string& s) {
-    uint64_t n = s.size();
-    bytes(&n, sizeof n);
+  void add(const std::string& s) {
+    num(s.size());
     bytes(s.data(), s.size());
   }
-  void num(uint64_t v) { bytes(&v, sizeof v); }
-  void strs(const std::vector<std::string>& v) {
-    num(v.size());
-    for (const auto& s : v) str(s);
+  template <class T>
+    requires(std::is_integral_v<T> || std::is_enum_v<T>)
+  void add(T v) {
+    num(static_cast<uint64_t>(v));
   }
-  void map(const std::map<std::string, std::string>& m) {
+  template <class T>
+  void add(const std::vector<T>& v) {
+    num(v.size());
+    for (const auto& x : v) add(x);
+  }
+  template <class K, class V>
+  void add(const std::map<K, V>& m) {
     num(m.size());
     for (const auto& [k, v] : m) {
-      str(k);
-      str(v);
+      add(k);
+      add(v);
     }
+  }
+  template <class T>
+  void add(const std::optional<T>& o) {
+    num(o.has_value());
+    if (o) add(*o);
+  }
+  template <class... T>
+  void all(const T&... v) {
+    (add(v), ...);
+  }
+  void add(const PortRef& p) { all(p.number, p.name); }
+  void add(const ContainerPort& p) { all(p.name, p.port, p.protocol); }
+  void add(const ServicePort& p) { all(p.name, p.protocol, p.port, p.target_port, p.node_port); }
+  void add(const ObjectRef& r) { all(r.kind, r.ns, r.name); }
+  void add(const EndpointInfo& e) { all(e.addresses, e.ready, e.serving, e.terminating, e.node_name, e.target_ref); }
+  void add(const EndpointSliceInfo::Port& p) { all(p.name, p.protocol, p.port); }
+  void add(const SelectorRequirement& r) { all(r.key, r.op, r.values); }
+  void add(const LabelSelector& s) { all(s.match_labels, s.match_expressions); }
+  void add(const IpBlock& b) { all(b.cidr, b.except); }
+  void add(const NetworkPolicyPeer& p) { all(p.pod_selector, p.namespace_selector, p.ip_block); }
+  void add(const NetworkPolicyPort& p) { all(p.protocol, p.port, p.end_port); }
+  void add(const NetworkPolicyRule& r) { all(r.peers, r.ports); }
+
+  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.labels, n.port_keys); }
+  void add(const PodInfo& p) { all(p.uid, p.node_name, p.ips, p.labels, p.host_network, p.ports); }
+  void add(const NamespaceInfo& n) { all(n.labels); }
+  void add(const ServiceInfo& s) {
+    all(s.labels, s.type, s.headless, s.cluster_ips, s.ports, s.external_ips, s.load_balancer_ips, s.session_affinity,
+        s.affinity_timeout_seconds, s.internal_traffic_policy, s.external_traffic_policy,
+        s.publish_not_ready_addresses);
+  }
+  void add(const EndpointSliceInfo& s) { all(s.service_name, s.address_type, s.endpoints, s.ports); }
+  void add(const NetworkPolicyInfo& p) {
+    all(p.pod_selector, p.policy_ingress, p.policy_egress, p.ingress, p.egress);
   }
 };
 
@@ -1260,69 +1480,8 @@ struct Fnv {
 
 uint64_t kubeFingerprint(const KubeObject& o) {
   Fnv f;
-  f.num(static_cast<uint64_t>(o.kind));
-  f.str(o.ns);
-  f.str(o.name);
-  switch (o.kind) {
-    case ObjectKind::kNode: {
-      const auto& n = std::get<NodeInfo>(o.info);
-      f.str(n.tunnel_ip);
-      f.strs(n.pod_cidrs);
-      f.str(n.ipsec_public_key);
-      f.map(n.labels);
-      f.num(n.port_keys.size());
-      for (const auto& [ip, key] : n.port_keys) {
-        f.str(ip);
-        f.num(key);
-      }
-      break;
-    }
-    case ObjectKind::kPod: {
-      const auto& p = std::get<PodInfo>(o.info);
-      f.str(p.uid);
-      f.str(p.node_name);
-      f.strs(p.ips);
-      f.map(p.labels);
-      f.num(p.host_network);
-      break;
-    }
-    case ObjectKind::kService: {
-      const auto& s = std::get<ServiceInfo>(o.info);
-      f.str(s.type);
-      f.strs(s.cluster_ips);
-      f.str(s.session_affinity);
-      f.num(s.ports.size());
-      for (const auto& p : s.ports) {
-        f.str(p.name);
-        f.str(p.protocol);
-        f.num(p.port);
-        f.str(p.target_port);
-        f.num(p.node_port);
-      }
-      break;
-    }
-    case ObjectKind::kEndpointSlice: {
-      const auto& s = std::get<EndpointSliceInfo>(o.info);
-      f.str(s.service_name);
-      f.str(s.address_type);
-      f.num(s.endpoints.size());
-      for (const auto& e : s.endpoints) {
-        f.strs(e.addresses);
-        f.num((e.ready ? 1 : 0) | (e.serving ? 2 : 0) | (e.terminating ? 4 : 0));
-        f.str(e.node_name);
-      }
-      f.num(s.ports.size());
-      for (const auto& p : s.ports) {
-        f.str(p.name);
-        f.str(p.protocol);
-        f.num(p.port);
-      }
-      break;
-    }
-    case ObjectKind::kNetworkPolicy:
-      f.str(std::get<NetworkPolicyInfo>(o.info).spec_json);
-      break;
-  }
+  f.all(o.kind, o.ns, o.name);
+  std::visit([&](const auto& info) { f.add(info); }, o.info);
   return f.h;
 }
 

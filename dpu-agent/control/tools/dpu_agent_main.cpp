@@ -4,12 +4,14 @@
 // SIGTERM/SIGINT.
 //
 //   dpu-agent --config /etc/dpu-agent/config.yaml [--check-config]
+//   dpu-agent --decode FILE|-     decode Kubernetes YAML/JSON objects as the agent would (see decodeMain)
 #include <signal.h>
 
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +25,7 @@
 #include "control/api_server.h"
 #include "control/dataplane_client.h"
 #include "control/file_source.h"
+#include "control/kube_objects.h"
 #include "control/metrics.h"
 #if DPU_HAVE_KUBE_SOURCE
 #include "control/kube_node_label.h"
@@ -38,9 +41,47 @@ constexpr const char* kLog = "dpu-agent";
 
 int usage(const char* argv0, int code) {
   (code ? std::cerr : std::cout) << "usage: " << argv0 << " --config FILE [--check-config]\n"
+                                 << "       " << argv0 << " --decode FILE\n"
                                  << "  --config FILE    the agent configuration (JSON or YAML)\n"
-                                 << "  --check-config   validate the configuration and exit\n";
+                                 << "  --check-config   validate the configuration and exit\n"
+                                 << "  --decode FILE    decode the Kubernetes objects of a YAML or JSON file (- for stdin)\n"
+                                 << "                   as the agent's Kubernetes source does; print them as JSON\n";
   return code;
+}
+
+// --decode: every object of a `kubectl apply -f` style file, decoded by the
+// Kubernetes source's decoder, printed as one JSON document
+//   {"objects": [{"kind": "Service", "namespace": ..., ...}, ...],
+//    "refused": [{"where": "FILE document 2", "kind": ..., "namespace": ..., "name": ..., "error": ...}, ...]}
+// Exit 0 when every object decoded, 1 when some were refused, 2 when the
+// file cannot be read or is not YAML/JSON (the reason on stderr).
+int decodeMain(const std::string& path) {
+  dpu::Result<std::string> text = dpu::Error{""};
+  if (path == "-") text = std::string(std::istreambuf_iterator<char>(std::cin), {});
+  else text = dpu::readFile(path);
+  if (!text) {
+    std::cerr << "dpu-agent: --decode: " << text.error() << "\n";
+    return 2;
+  }
+  auto docs = decodeKubeDocuments(*text, path == "-" ? "stdin" : path);
+  if (!docs) {
+    std::cerr << "dpu-agent: --decode: " << docs.error() << "\n";
+    return 2;
+  }
+  nlohmann::json out = {{"objects", nlohmann::json::array()}, {"refused", nlohmann::json::array()}};
+  for (const auto& d : *docs) {
+    if (d.object.ok()) {
+      out["objects"].push_back(toJson(d.object));
+      continue;
+    }
+    out["refused"].push_back({{"where", d.where},
+                              {"kind", d.kind},
+                              {"namespace", d.object.ns},
+                              {"name", d.object.name},
+                              {"error", d.object.error}});
+  }
+  std::cout << out.dump(2) << "\n";
+  return out["refused"].empty() ? 0 : 1;
 }
 
 dpu::Result<std::unique_ptr<ClusterSource>> makeSource(const AgentConfig& config) {
@@ -210,6 +251,7 @@ int main(int argc, char** argv) {
     if (a == "--config" && i + 1 < argc) config_path = argv[++i];
     else if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
     else if (a == "--check-config") check_only = true;
+    else if (a == "--decode" && i + 1 < argc) return decodeMain(argv[i + 1]);
     else if (a == "--version") {
       std::cout << "dpu-agent " << kVersion << "\n";
       return 0;

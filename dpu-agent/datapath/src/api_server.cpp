@@ -85,13 +85,13 @@ void ApiServer::acceptAgent() {
 
 void ApiServer::serveAgent() {
   v1::ProgramRequest request;
-  ipc::Frame frame = ipc::recvMessage(agent_, request, ipc::after(kRequestDeadline));
-  if (!frame.ok()) {
-    if (frame.failure == ipc::RecvFailure::kClosed) {
+  auto got = ipc::recvMessage(agent_, request, ipc::after(kRequestDeadline));
+  if (!got) {
+    if (got.code() == ErrorCode::kClosed) {
       DPU_LOG(kInfo, "dataplane") << "agent (pid " << agent_pid_
                                   << ") disconnected; forwarding on with the last programmed model";
     } else {
-      DPU_LOG(kWarn, "dataplane") << "dropping the agent connection: " << frame.error;
+      DPU_LOG(kWarn, "dataplane") << "dropping the agent connection: " << got.error();
     }
     agent_.close();
     return;
@@ -137,8 +137,7 @@ void ApiServer::serveOperator() {
   auto sock = ipc::acceptUnix(operator_, ipc::after(0ms));
   if (!sock || !sock->valid()) return;
   v1::OperatorRequest request;
-  ipc::Frame frame = ipc::recvMessage(*sock, request, ipc::after(1s));
-  if (!frame.ok()) return;
+  if (!ipc::recvMessage(*sock, request, ipc::after(1s))) return;
   v1::OperatorReply reply = engine_.operate(request);
   if (request.has_ports()) ports_.describe(reply);
   if (request.has_stats()) {

@@ -37,16 +37,6 @@ struct AllocationRecord {
   std::string problem{};
 };
 
-// Why a claim failed, so the caller can pick the CNI code.
-enum class ClaimFailure { kNone, kHeld, kReturning, kIo };
-
-struct ClaimResult {
-  ClaimFailure failure = ClaimFailure::kNone;
-  std::string message;  // what failed; for kHeld names the holder
-  std::string holder;   // kHeld/kReturning: the owner holding the VF
-  bool ok() const { return failure == ClaimFailure::kNone; }
-};
-
 class AllocationStore {
  public:
   explicit AllocationStore(std::string state_dir);
@@ -54,8 +44,11 @@ class AllocationStore {
   Result<void> init();  // creates the directory
 
   // Takes the VF for `owner`. Claiming a VF the same owner already holds
-  // succeeds (a retried ADD); one held by another owner fails with kHeld.
-  ClaimResult claim(const AllocationRecord& record);
+  // succeeds (a retried ADD). A failure's code says why, so the caller can
+  // pick the CNI code: kConflict — held by another owner (Error::holder);
+  // kUnavailable — still returning to the host after a DEL (Error::holder,
+  // the last owner); kFailed — the record could not be locked or written.
+  Result<void> claim(const AllocationRecord& record);
   // Who may free a record: a held one is freed by anyone; a returning one only
   // by the return that brought the VF home (kReturnDone).
   enum class Release { kHeldOnly, kReturnDone };

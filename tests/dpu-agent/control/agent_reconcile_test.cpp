@@ -65,7 +65,7 @@ TEST_CASE("a pod attachment is named by network, sandbox and ifname") {
   Fixture f;
   auto a = f.agent->attach(pod("net-a", "c1", "eth0", 1, 1));
   REQUIRE(a.ok());
-  CHECK(a.value->attachment().network() == "net-a");
+  CHECK(a->attachment().network() == "net-a");
   // Same sandbox and ifname on another network: another attachment's VF is
   // needed, and the name alone does not collide.
   auto b = f.agent->attach(pod("net-b", "c1", "eth1", 2, 2));
@@ -73,18 +73,18 @@ TEST_CASE("a pod attachment is named by network, sandbox and ifname") {
   // The same (network, sandbox, ifname) twice: one attachment, the same answer.
   auto again = f.agent->attach(pod("net-a", "c1", "eth0", 1, 3));
   REQUIRE(again.ok());
-  CHECK(again.value->attachment().id() == a.value->attachment().id());
-  CHECK(again.value->attachment().ips(0).address() == a.value->attachment().ips(0).address());
-  CHECK(again.value->attachment().host_seq() == 3);
+  CHECK(again->attachment().id() == a->attachment().id());
+  CHECK(again->attachment().ips(0).address() == a->attachment().ips(0).address());
+  CHECK(again->attachment().host_seq() == 3);
   CHECK(f.agent->attachmentCount() == 2);
   // Detach by sandbox names the network: another network's attachment of the sandbox stays.
   attv1::DetachRequest d;
   d.set_sandbox_id("c1");
   d.set_ifname("eth0");
   d.set_network("net-b");
-  CHECK_FALSE(f.agent->detach(d).value->found());
+  CHECK_FALSE(f.agent->detach(d)->found());
   d.set_network("net-a");
-  CHECK(f.agent->detach(d).value->found());
+  CHECK(f.agent->detach(d)->found());
   CHECK(f.agent->attachmentCount() == 1);
   // The network survives a restart.
   f.agent.reset();
@@ -113,10 +113,10 @@ TEST_CASE("reconcile releases what host-shim does not hold, and keeps what is ne
   auto r = f.agent->reconcile(list(3, {held, moved_held}));
   REQUIRE(r.ok());
   std::set<std::string> released;
-  for (const auto& a : r.value->released()) released.insert(a.sandbox_id());
+  for (const auto& a : r->released()) released.insert(a.sandbox_id());
   CHECK(released == std::set<std::string>{"c2", "c4", "c5"});
-  CHECK(r.value->kept() == 2);
-  CHECK(r.value->boot_id() == f.agent->bootId());
+  CHECK(r->kept() == 2);
+  CHECK(r->boot_id() == f.agent->bootId());
   CHECK(f.agent->releasedByReconcile() == 3);
   // Their addresses and ports are free, and it is so after a restart.
   CHECK(f.model.snapshot().ports_size() == 3);  // management, c1, c3
@@ -135,8 +135,8 @@ TEST_CASE("after a reconcile an older attach its list did not hold is refused") 
   REQUIRE(f.agent->reconcile(list(3, {c1})).ok());
   auto late = f.agent->attach(pod("net-a", "c2", "eth0", 2, 2));
   REQUIRE_FALSE(late.ok());
-  CHECK(late.error.http_status() == 409);
-  CHECK_THAT(late.error.message(), Catch::Contains("gave up"));
+  CHECK(httpStatusOf(late.code()) == 409);
+  CHECK_THAT(late.error(), Catch::Contains("gave up"));
   CHECK(f.agent->attachmentCount() == 1);
   // What the list held, or what is newer, or another host-shim state's, attaches.
   CHECK(f.agent->attach(pod("net-a", "c1", "eth0", 1, 2)).ok());

@@ -4,6 +4,7 @@
 
 #include "common/atomic_file.h"
 #include "control/agent.h"
+#include "control/api_router.h"
 #include "control/checkpoint.h"
 #include "control_test_util.h"
 
@@ -55,7 +56,7 @@ TEST_CASE("attach answers MAC, IP, gateway, routes, MTU and representor") {
   Fixture f;
   auto r = f.agent->attach(podRequest("web-1", 3));
   REQUIRE(r.ok());
-  const auto& a = r.value->attachment();
+  const auto& a = r->attachment();
   CHECK(a.id().rfind("att-", 0) == 0);
   CHECK(a.representor() == "pf0vf3");
   REQUIRE(a.ips_size() == 1);
@@ -65,7 +66,7 @@ TEST_CASE("attach answers MAC, IP, gateway, routes, MTU and representor") {
   CHECK(a.mtu() == 1442);
   REQUIRE(a.routes_size() == 1);
   CHECK(a.routes(0).dst() == "0.0.0.0/0");
-  CHECK(r.value->boot_id() == f.agent->bootId());
+  CHECK(r->boot_id() == f.agent->bootId());
   auto model = f.model.snapshot();
   REQUIRE(model.ports_size() == 1);
   CHECK(model.ports(0).name() == a.id());
@@ -82,8 +83,8 @@ TEST_CASE("attach refuses what it cannot honour, with the reason") {
   auto expect = [&](attv1::AttachRequest r, uint32_t status, const std::string& text) {
     auto res = f.agent->attach(r);
     REQUIRE_FALSE(res.ok());
-    CHECK(res.error.http_status() == status);
-    CHECK_THAT(res.error.message(), Catch::Contains(text));
+    CHECK(httpStatusOf(res.code()) == status);
+    CHECK_THAT(res.error(), Catch::Contains(text));
   };
   auto r = podRequest("web-1", 8);
   expect(r, 400, "vf_index 8 is out of range: PF 0 has VFs 0-7");
@@ -125,18 +126,18 @@ TEST_CASE("outside Kubernetes the pod identity is a label: none (libcni) or a co
   Fixture file_source;
   auto ok = file_source.agent->attach(anonymous);
   REQUIRE(ok.ok());
-  CHECK(ok.value->attachment().ips(0).address() == "10.244.1.3/24");
+  CHECK(ok->attachment().ips(0).address() == "10.244.1.3/24");
   CHECK(file_source.agent->attach(podman).ok());
   // With the Kubernetes source the placement check needs real object names.
   Fixture kube(true);
   for (const auto& r : {anonymous, podman}) {
     auto refused = kube.agent->attach(r);
     REQUIRE_FALSE(refused.ok());
-    CHECK(refused.error.http_status() == 400);
-    CHECK_THAT(refused.error.message(), Catch::Contains("K8S_POD_NAMESPACE"));
+    CHECK(httpStatusOf(refused.code()) == 400);
+    CHECK_THAT(refused.error(), Catch::Contains("K8S_POD_NAMESPACE"));
   }
   auto bad_name = podRequest("Web_1", 3);
-  CHECK_THAT(kube.agent->attach(bad_name).error.message(), Catch::Contains("pod.name"));
+  CHECK_THAT(kube.agent->attach(bad_name).error(), Catch::Contains("pod.name"));
 }
 
 TEST_CASE("after a DPU reboot, replayed MACs do not block new pods") {
@@ -148,8 +149,8 @@ TEST_CASE("after a DPU reboot, replayed MACs do not block new pods") {
   REQUIRE(f.agent->attach(replayed).ok());
   auto fresh = f.agent->attach(podRequest("new", 2));
   REQUIRE(fresh.ok());
-  CHECK(fresh.value->attachment().ips(0).address() == "10.244.1.5/24");
-  CHECK(fresh.value->attachment().mac() == "0a:58:0a:f4:01:05");
+  CHECK(fresh->attachment().ips(0).address() == "10.244.1.5/24");
+  CHECK(fresh->attachment().mac() == "0a:58:0a:f4:01:05");
 }
 
 TEST_CASE("requested addresses are granted when free, refused with the reason otherwise") {
@@ -159,15 +160,15 @@ TEST_CASE("requested addresses are granted when free, refused with the reason ot
   replayed.add_requested_ips("10.244.1.9");
   auto got = f.agent->attach(replayed);
   REQUIRE(got.ok());
-  CHECK(got.value->attachment().ips(0).address() == "10.244.1.9/24");
-  CHECK(got.value->attachment().mac() == "0a:58:0a:f4:01:09");
+  CHECK(got->attachment().ips(0).address() == "10.244.1.9/24");
+  CHECK(got->attachment().mac() == "0a:58:0a:f4:01:09");
 
   auto taken = podRequest("thief", 2);
   taken.add_requested_ips("10.244.1.9");
   auto refused = f.agent->attach(taken);
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error.http_status() == 409);
-  CHECK(refused.error.holder() == got.value->attachment().id());
+  CHECK(httpStatusOf(refused.code()) == 409);
+  CHECK(refused.failure().holder == got->attachment().id());
 
   for (const char* bad : {"10.244.1.1", "10.244.1.2", "10.244.1.255", "10.9.9.9", "fd00::5", "not-an-ip", "10.244.1.7/24"}) {
     auto r = podRequest("bad", 3);
@@ -175,16 +176,16 @@ TEST_CASE("requested addresses are granted when free, refused with the reason ot
     auto res = f.agent->attach(r);
     INFO(bad);
     REQUIRE_FALSE(res.ok());
-    CHECK(res.error.http_status() == 400);
+    CHECK(httpStatusOf(res.code()) == 400);
   }
   auto two = podRequest("two", 3);
   two.add_requested_ips("10.244.1.20");
   two.add_requested_ips("10.244.1.21");
-  CHECK(f.agent->attach(two).error.http_status() == 400);
+  CHECK(httpStatusOf(f.agent->attach(two).code()) == 400);
   // Nothing was taken by the refusals: the next fresh pod gets the lowest free address.
   auto fresh = f.agent->attach(podRequest("new", 4));
   REQUIRE(fresh.ok());
-  CHECK(fresh.value->attachment().ips(0).address() == "10.244.1.3/24");
+  CHECK(fresh->attachment().ips(0).address() == "10.244.1.3/24");
 }
 
 TEST_CASE("one VF, one attachment: the holder is named; a retry gets the same answer") {
@@ -193,27 +194,27 @@ TEST_CASE("one VF, one attachment: the holder is named; a retry gets the same an
   REQUIRE(first.ok());
   auto again = f.agent->attach(podRequest("web-1", 2));
   REQUIRE(again.ok());
-  CHECK(again.value->SerializeAsString() == first.value->SerializeAsString());
+  CHECK(again->SerializeAsString() == first->SerializeAsString());
 
   auto other = f.agent->attach(podRequest("web-2", 2));
   REQUIRE_FALSE(other.ok());
-  CHECK(other.error.http_status() == 409);
-  CHECK(other.error.holder() == first.value->attachment().id());
-  CHECK_THAT(other.error.message(), Catch::Contains("pod default/web-1"));
+  CHECK(httpStatusOf(other.code()) == 409);
+  CHECK(other.failure().holder == first->attachment().id());
+  CHECK_THAT(other.error(), Catch::Contains("pod default/web-1"));
 
   // The same sandbox+ifname on another VF is a conflict, not a second attachment.
   auto moved = f.agent->attach(podRequest("web-1", 5));
   REQUIRE_FALSE(moved.ok());
-  CHECK(moved.error.http_status() == 409);
+  CHECK(httpStatusOf(moved.code()) == 409);
   CHECK(f.agent->attachmentCount() == 1);
 
   // Requested MACs must not collide: a request to fix (CNI code 7), naming the holder.
   auto mac = podRequest("web-3", 4);
-  mac.set_requested_mac(first.value->attachment().mac());
+  mac.set_requested_mac(first->attachment().mac());
   auto dup = f.agent->attach(mac);
   REQUIRE_FALSE(dup.ok());
-  CHECK(dup.error.http_status() == 400);
-  CHECK(dup.error.holder() == first.value->attachment().id());
+  CHECK(httpStatusOf(dup.code()) == 400);
+  CHECK(dup.failure().holder == first->attachment().id());
 }
 
 TEST_CASE("a requested MAC the dataplane would refuse is refused at attach, with the reason") {
@@ -232,7 +233,7 @@ TEST_CASE("a requested MAC the dataplane would refuse is refused at attach, with
       {"00:00:00:00:00:00", "is zero"},
       {"ff:ff:ff:ff:ff:ff", "is the broadcast address"},
       {"33:33:00:00:00:01", "is a multicast address"},
-      {m.value->attachment().mac(), "is in use on this node by attachment " + m.value->attachment().id() +
+      {m->attachment().mac(), "is in use on this node by attachment " + m->attachment().id() +
                                         " (the host management port)"},
   };
   for (const auto& c : cases) {
@@ -241,9 +242,9 @@ TEST_CASE("a requested MAC the dataplane would refuse is refused at attach, with
     auto res = f.agent->attach(r);
     INFO(c.mac);
     REQUIRE_FALSE(res.ok());
-    CHECK(res.error.http_status() == 400);
-    CHECK_THAT(res.error.message(), Catch::StartsWith("requested_mac (runtimeConfig.mac): "));
-    CHECK_THAT(res.error.message(), Catch::Contains(c.reason));
+    CHECK(httpStatusOf(res.code()) == 400);
+    CHECK_THAT(res.error(), Catch::StartsWith("requested_mac (runtimeConfig.mac): "));
+    CHECK_THAT(res.error(), Catch::Contains(c.reason));
   }
   // Nothing was held: no address, no attachment, no port in the model.
   CHECK(f.agent->attachmentCount() == 1);
@@ -252,7 +253,7 @@ TEST_CASE("a requested MAC the dataplane would refuse is refused at attach, with
   ok.set_requested_mac("0a:58:0a:f4:01:77");
   auto good = f.agent->attach(ok);
   REQUIRE(good.ok());
-  CHECK(good.value->attachment().ips(0).address() == "10.244.1.3/24");  // the first pod address, still free
+  CHECK(good->attachment().ips(0).address() == "10.244.1.3/24");  // the first pod address, still free
 }
 
 TEST_CASE("attachments carry the dataplane's state; GET one; port keys for publishing") {
@@ -261,19 +262,19 @@ TEST_CASE("attachments carry the dataplane's state; GET one; port keys for publi
   const uint64_t v0 = f.agent->portKeysVersion();
   auto a = f.agent->attach(podRequest("web-1", 1));
   REQUIRE(a.ok());
-  const std::string id = a.value->attachment().id();
-  CHECK(a.value->attachment().dataplane_state() == "pending");  // no view: nothing acknowledged
+  const std::string id = a->attachment().id();
+  CHECK(a->attachment().dataplane_state() == "pending");  // no view: nothing acknowledged
   std::map<std::string, std::string> states{{id, "refused: mac is bad"}};
   f.agent->setDataplaneView([&states](const std::string& port) { return states.count(port) ? states[port] : "?"; });
   CHECK(f.agent->list().attachments(0).dataplane_state() == "refused: mac is bad");
   auto one = f.agent->get(id);
   REQUIRE(one.ok());
-  CHECK(one.value->attachment().id() == id);
-  CHECK(one.value->attachment().dataplane_state() == "refused: mac is bad");
-  CHECK(one.value->boot_id() == f.agent->bootId());
+  CHECK(one->attachment().id() == id);
+  CHECK(one->attachment().dataplane_state() == "refused: mac is bad");
+  CHECK(one->boot_id() == f.agent->bootId());
   auto none = f.agent->get("att-nope");
   REQUIRE_FALSE(none.ok());
-  CHECK(none.error.http_status() == 404);
+  CHECK(httpStatusOf(none.code()) == 404);
 
   auto keys = f.agent->portKeys();
   REQUIRE(keys.size() == 1);
@@ -295,19 +296,19 @@ TEST_CASE("the management port gets the reserved second address and cluster rout
   r.set_vf_index(0);
   auto m = f.agent->attach(r);
   REQUIRE(m.ok());
-  CHECK(m.value->attachment().ips(0).address() == "10.244.1.2/24");
-  REQUIRE(m.value->attachment().routes_size() == 2);
-  CHECK(m.value->attachment().routes(0).dst() == "10.244.0.0/16");
-  CHECK(m.value->attachment().routes(1).dst() == "10.96.0.0/12");
+  CHECK(m->attachment().ips(0).address() == "10.244.1.2/24");
+  REQUIRE(m->attachment().routes_size() == 2);
+  CHECK(m->attachment().routes(0).dst() == "10.244.0.0/16");
+  CHECK(m->attachment().routes(1).dst() == "10.96.0.0/12");
   CHECK(f.model.snapshot().ports(0).kind() == dpv1::MANAGEMENT);
   auto again = f.agent->attach(r);
   REQUIRE(again.ok());
-  CHECK(again.value->attachment().id() == m.value->attachment().id());
+  CHECK(again->attachment().id() == m->attachment().id());
   r.set_vf_index(1);
   auto second = f.agent->attach(r);
   REQUIRE_FALSE(second.ok());
-  CHECK(second.error.http_status() == 409);
-  CHECK(second.error.holder() == m.value->attachment().id());
+  CHECK(httpStatusOf(second.code()) == 409);
+  CHECK(second.failure().holder == m->attachment().id());
 }
 
 TEST_CASE("detach by id, by VF, by sandbox; unknown is found=false") {
@@ -317,26 +318,26 @@ TEST_CASE("detach by id, by VF, by sandbox; unknown is found=false") {
   auto c = f.agent->attach(podRequest("c", 3));
   REQUIRE((a.ok() && b.ok() && c.ok()));
   attv1::DetachRequest d;
-  d.set_id(a.value->attachment().id());
-  CHECK(f.agent->detach(d).value->found());
-  CHECK_FALSE(f.agent->detach(d).value->found());
+  d.set_id(a->attachment().id());
+  CHECK(f.agent->detach(d)->found());
+  CHECK_FALSE(f.agent->detach(d)->found());
   d.Clear();
   d.set_by_vf(true);
   d.set_vf_index(2);
-  CHECK(f.agent->detach(d).value->found());
+  CHECK(f.agent->detach(d)->found());
   d.Clear();
   d.set_sandbox_id("sandbox-c");
   d.set_ifname("eth0");
-  CHECK(f.agent->detach(d).value->found());
+  CHECK(f.agent->detach(d)->found());
   CHECK(f.agent->attachmentCount() == 0);
   CHECK(f.model.snapshot().ports_size() == 0);
   d.Clear();
   auto none = f.agent->detach(d);
   REQUIRE_FALSE(none.ok());
-  CHECK(none.error.http_status() == 400);
+  CHECK(httpStatusOf(none.code()) == 400);
   d.set_id("x");
   d.set_sandbox_id("y");
-  CHECK(f.agent->detach(d).error.http_status() == 400);
+  CHECK(httpStatusOf(f.agent->detach(d).code()) == 400);
 }
 
 TEST_CASE("an attach beyond the dataplane's port capacity is refused at once, leaving nothing behind") {
@@ -350,10 +351,10 @@ TEST_CASE("an attach beyond the dataplane's port capacity is refused at once, le
   const auto model_before = f.model.snapshot().ports_size();
   auto refused = f.agent->attach(podRequest("c", 3));
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error.http_status() == 507);
-  CHECK_THAT(refused.error.message(), Catch::Contains("can open 2 representor ports"));
-  CHECK_THAT(refused.error.message(), Catch::Contains("RTE_MAX_ETHPORTS 32"));
-  CHECK_THAT(refused.error.message(), Catch::Contains("-Dmax_ethports=N (N > 32)"));
+  CHECK(httpStatusOf(refused.code()) == 507);
+  CHECK_THAT(refused.error(), Catch::Contains("can open 2 representor ports"));
+  CHECK_THAT(refused.error(), Catch::Contains("RTE_MAX_ETHPORTS 32"));
+  CHECK_THAT(refused.error(), Catch::Contains("-Dmax_ethports=N (N > 32)"));
   // No address, VF, port key or model port was taken.
   CHECK(f.agent->attachmentCount() == 2);
   CHECK(f.agent->ipamUsage().front().used == before.front().used);
@@ -365,10 +366,10 @@ TEST_CASE("an attach beyond the dataplane's port capacity is refused at once, le
   attv1::DetachRequest d;
   d.set_sandbox_id("sandbox-a");
   d.set_ifname("eth0");
-  REQUIRE(f.agent->detach(d).value->found());
+  REQUIRE(f.agent->detach(d)->found());
   auto again = f.agent->attach(podRequest("c", 3));
   REQUIRE(again.ok());
-  CHECK(again.value->attachment().representor() == "pf0vf3");
+  CHECK(again->attachment().representor() == "pf0vf3");
 }
 
 TEST_CASE("after a restart: same attachments, IPs, port keys and boot id; no IP handed out twice") {
@@ -379,15 +380,15 @@ TEST_CASE("after a restart: same attachments, IPs, port keys and boot id; no IP 
   std::string boot = f.agent->bootId();
   auto ports_before = f.model.snapshot();
   attv1::DetachRequest d;
-  d.set_id(a.value->attachment().id());
+  d.set_id(a->attachment().id());
   REQUIRE(f.agent->detach(d).ok());
-  std::string released = a.value->attachment().ips(0).address();
+  std::string released = a->attachment().ips(0).address();
 
   f.restart();
   CHECK(f.agent->bootId() == boot);
   auto list = f.agent->list();
   REQUIRE(list.attachments_size() == 1);
-  CHECK(list.attachments(0).SerializeAsString() == b.value->attachment().SerializeAsString());
+  CHECK(list.attachments(0).SerializeAsString() == b->attachment().SerializeAsString());
   auto ports_after = f.model.snapshot();
   REQUIRE(ports_after.ports_size() == 1);
   CHECK(ports_after.ports(0).key() != 0);
@@ -398,8 +399,8 @@ TEST_CASE("after a restart: same attachments, IPs, port keys and boot id; no IP 
   for (uint32_t vf = 3; vf < 8; ++vf) {
     auto n = f.agent->attach(podRequest("n" + std::to_string(vf), vf));
     REQUIRE(n.ok());
-    CHECK(n.value->attachment().ips(0).address() != released);
-    CHECK(n.value->attachment().ips(0).address() != b.value->attachment().ips(0).address());
+    CHECK(n->attachment().ips(0).address() != released);
+    CHECK(n->attachment().ips(0).address() != b->attachment().ips(0).address());
   }
 }
 
@@ -451,17 +452,17 @@ TEST_CASE("with a Kubernetes source the pod must be scheduled here, and vanished
   REQUIRE(agent->restore().ok());
   auto early = agent->attach(podRequest("web-1", 1));
   REQUIRE_FALSE(early.ok());
-  CHECK(early.error.http_status() == 503);
+  CHECK(httpStatusOf(early.code()) == 503);
   agent->podUpserted(PodInfo{"default", "web-1", "uid-1", "node-a", {}, {}, false});
   agent->podUpserted(PodInfo{"default", "web-2", "uid-2", "node-b", {}, {}, false});
   agent->synced();
   REQUIRE(agent->attach(podRequest("web-1", 1)).ok());
   auto elsewhere = agent->attach(podRequest("web-2", 2));
   REQUIRE_FALSE(elsewhere.ok());
-  CHECK(elsewhere.error.http_status() == 403);
-  CHECK_THAT(elsewhere.error.message(), Catch::Contains("scheduled on node 'node-b'"));
+  CHECK(httpStatusOf(elsewhere.code()) == 403);
+  CHECK_THAT(elsewhere.error(), Catch::Contains("scheduled on node 'node-b'"));
   auto unknown = agent->attach(podRequest("web-3", 3));
-  CHECK(unknown.error.http_status() == 404);
+  CHECK(httpStatusOf(unknown.code()) == 404);
 
   // Restart while web-1 was deleted: released after the first sync.
   agent.reset();
@@ -487,13 +488,13 @@ TEST_CASE("the pod CIDR can come from this node's Node; remote nodes become tunn
   agent.synced();
   auto early = agent.attach(podRequest("a", 1));
   REQUIRE_FALSE(early.ok());
-  CHECK(early.error.http_status() == 503);
+  CHECK(httpStatusOf(early.code()) == 503);
   CHECK_THAT(agent.notReadyReason(), Catch::Contains("pod CIDR is not known"));
   agent.nodeUpserted(NodeInfo{"node-a", "192.168.50.1", {"10.244.7.0/24"}, "", {}});
   CHECK(agent.notReadyReason().empty());
   auto a = agent.attach(podRequest("a", 1));
   REQUIRE(a.ok());
-  CHECK(a.value->attachment().ips(0).address() == "10.244.7.3/24");
+  CHECK(a->attachment().ips(0).address() == "10.244.7.3/24");
 
   agent.nodeUpserted(NodeInfo{"node-b", "192.168.50.2", {"10.244.2.0/24"}, "key", {}});
   agent.nodeUpserted(NodeInfo{"node-c", "", {"10.244.3.0/24"}, "", {}});  // no tunnel IP yet: not routable
@@ -536,8 +537,8 @@ TEST_CASE("with a Kubernetes source a pod deleted after the sync releases its at
   CHECK(model.snapshot().ports_size() == 1);
   // host-shim's DEL arriving afterwards is still a success.
   attv1::DetachRequest d;
-  d.set_id(a.value->attachment().id());
+  d.set_id(a->attachment().id());
   auto late = agent.detach(d);
   REQUIRE(late.ok());
-  CHECK_FALSE(late.value->found());
+  CHECK_FALSE(late->found());
 }

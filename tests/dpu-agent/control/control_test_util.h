@@ -80,6 +80,8 @@ struct RecordingListener : ClusterListener {
   void networkPolicyDeleted(const std::string& ns, const std::string& n) override {
     events.push_back("-np:" + ns + "/" + n);
   }
+  void namespaceUpserted(const NamespaceInfo& n) override { events.push_back("+ns:" + n.name); }
+  void namespaceDeleted(const std::string& n) override { events.push_back("-ns:" + n); }
   void synced() override { ++syncs; }
 };
 

@@ -54,9 +54,9 @@ class Server {
           break;
         }
         dpv1::ProgramRequest req;
-        auto f = dpu::ipc::recvMessage(*c, req, dpu::ipc::after(std::chrono::milliseconds(20)));
-        if (f.failure == dpu::ipc::RecvFailure::kTimeout) continue;
-        if (!f.ok()) break;
+        auto got = dpu::ipc::recvMessage(*c, req, dpu::ipc::after(std::chrono::milliseconds(20)));
+        if (!got && got.code() == dpu::ErrorCode::kTimeout) continue;
+        if (!got) break;
         dpv1::ProgramReply reply;
         {
           std::lock_guard lock(mu_);

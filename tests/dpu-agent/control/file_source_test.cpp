@@ -41,10 +41,10 @@ TEST_CASE("a cluster file parses into nodes, services, slices and pods") {
   CHECK(s->nodes["node-b"].pod_cidrs == std::vector<std::string>{"10.244.2.0/24", "fd00:10:244:2::/64"});
   CHECK(s->nodes["node-b"].ipsec_public_key == "K");
   const auto& svc = s->services.at("default/web");
-  CHECK(svc.type == "ClusterIP");
+  CHECK(svc.type == ServiceType::kClusterIP);
   CHECK(svc.cluster_ips == std::vector<std::string>{"10.96.0.10"});
-  CHECK(svc.ports.at(0).target_port == "8080");
-  CHECK(svc.ports.at(0).protocol == "TCP");
+  CHECK(svc.ports.at(0).target_port == PortRef{8080, ""});
+  CHECK(svc.ports.at(0).protocol == Protocol::kTcp);
   CHECK(s->slices.at("default/web-1").endpoints.at(0).addresses.at(0) == "10.244.1.5");
   CHECK(s->pods.at("default/web-1").node_name == "node-a");
   auto empty = parseClusterFile("", "e.yaml");
@@ -88,10 +88,11 @@ TEST_CASE("reloads deliver differences only; a bad file keeps the last good stat
   src.pollOnce();
   // start() may have loaded already; either way the first load delivered everything once.
   CHECK(l.syncs == 1);
-  CHECK(l.events.size() == 5);
+  CHECK(l.events.size() == 6);
   CHECK(src.stats().synced);
-  // Counted by kind for the metrics: 2 nodes, 1 pod, 1 service, 1 slice.
-  CHECK(src.stats().events_by_kind == std::array<uint64_t, kObjectKindCount>{2, 1, 1, 1, 0});
+  // Counted by kind for the metrics: 2 nodes, 1 pod, 1 service, 1 slice, no
+  // policy, and the namespace "default" they are in.
+  CHECK(src.stats().events_by_kind == std::array<uint64_t, kObjectKindCount>{2, 1, 1, 1, 0, 1});
   l.events.clear();
 
   src.pollOnce();  // nothing changed: nothing delivered
@@ -115,7 +116,7 @@ TEST_CASE("reloads deliver differences only; a bad file keeps the last good stat
 
   write(path, "nodes: [{name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, labels: {zone: a}}]\n");
   src.pollOnce();
-  CHECK(l.events == std::vector<std::string>{"-node:node-b", "-pod:default/web-1", "-pod:default/web-2",
+  CHECK(l.events == std::vector<std::string>{"-node:node-b", "-ns:default", "-pod:default/web-1", "-pod:default/web-2",
                                              "-svc:default/web", "-eps:default/web-1"});
   CHECK(src.stats().last_error.empty());
 }
@@ -207,8 +208,26 @@ TEST_CASE("the example configuration and cluster file stay valid") {
   auto text = dpu::readFile(dir + "cluster.yaml");
   REQUIRE(text.ok());
   auto snap = parseClusterFile(*text, "cluster.yaml");
+  INFO((snap.ok() ? std::string() : snap.error()));
   REQUIRE(snap.ok());
   CHECK(snap->nodes.size() == 2);
+  // It shows every kind and the fields the comments describe.
+  CHECK(snap->namespaces.size() == 2);
+  CHECK(snap->namespaces.at("shop").labels.at("kubernetes.io/metadata.name") == "shop");
+  CHECK(snap->pods.at("shop/web-1").ports.size() == 2);
+  const ServiceInfo& web = snap->services.at("shop/web");
+  CHECK(web.type == ServiceType::kNodePort);
+  CHECK(web.ports.at(0).target_port == PortRef{0, "http"});
+  CHECK(web.affinity_timeout_seconds == 600);
+  CHECK(web.external_traffic_policy == TrafficPolicy::kLocal);
+  CHECK(web.load_balancer_ips == std::vector<std::string>{"203.0.113.7"});
+  CHECK(snap->services.at("shop/db").headless);
+  CHECK(snap->slices.at("shop/web-abc12").endpoints.at(1).terminating);
+  const NetworkPolicyInfo& np = snap->policies.at("shop/web-ingress");
+  CHECK(np.ingress.at(0).peers.size() == 4);
+  CHECK(np.ingress.at(0).ports.at(1).end_port == 9010);
+  CHECK(np.egress.size() == 1);
+  CHECK(snap->policies.at("tools/default-deny").policy_ingress);
   auto cfg = loadAgentConfig(dir + "agent.yaml");
   INFO((cfg.ok() ? std::string() : cfg.error()));
   REQUIRE(cfg.ok());

@@ -128,16 +128,24 @@ class RecordingListener : public ClusterListener {
   void podDeleted(const std::string& ns, const std::string& name) override {
     add("pod- " + ns + "/" + name, [&] { pods.erase(ns + "/" + name); });
   }
-  void serviceUpserted(const ServiceInfo& s) override { add("svc+ " + s.ns + "/" + s.name, [] {}); }
+  void serviceUpserted(const ServiceInfo& s) override {
+    add("svc+ " + s.ns + "/" + s.name, [&] { services[s.ns + "/" + s.name] = s; });
+  }
   void serviceDeleted(const std::string& ns, const std::string& name) override { add("svc- " + ns + "/" + name, [] {}); }
-  void endpointSliceUpserted(const EndpointSliceInfo& s) override { add("eps+ " + s.ns + "/" + s.name, [] {}); }
+  void endpointSliceUpserted(const EndpointSliceInfo& s) override {
+    add("eps+ " + s.ns + "/" + s.name, [&] { slices[s.ns + "/" + s.name] = s; });
+  }
   void endpointSliceDeleted(const std::string& ns, const std::string& name) override {
     add("eps- " + ns + "/" + name, [] {});
   }
-  void networkPolicyUpserted(const NetworkPolicyInfo& p) override { add("np+ " + p.ns + "/" + p.name, [] {}); }
+  void networkPolicyUpserted(const NetworkPolicyInfo& p) override {
+    add("np+ " + p.ns + "/" + p.name, [&] { policies[p.ns + "/" + p.name] = p; });
+  }
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override {
     add("np- " + ns + "/" + name, [] {});
   }
+  void namespaceUpserted(const NamespaceInfo& n) override { add("ns+ " + n.name, [&] { namespaces[n.name] = n; }); }
+  void namespaceDeleted(const std::string& name) override { add("ns- " + name, [&] { namespaces.erase(name); }); }
   void synced() override { add("synced", [&] { syncs++; }); }
 
   template <class Pred>
@@ -160,6 +168,10 @@ class RecordingListener : public ClusterListener {
   std::vector<std::string> log;
   std::map<std::string, PodInfo> pods;
   std::map<std::string, NodeInfo> nodes;
+  std::map<std::string, ServiceInfo> services;
+  std::map<std::string, EndpointSliceInfo> slices;
+  std::map<std::string, NetworkPolicyInfo> policies;
+  std::map<std::string, NamespaceInfo> namespaces;
   int syncs = 0;
 
  private:
@@ -498,6 +510,90 @@ TEST_CASE("kube source: 410 Gone relists and delivers only the differences", "[k
   }
 }
 
+TEST_CASE("kube source: one kind's 410 relists that kind only", "[kube]") {
+  FakeKubeApiServer fake;
+  FakeKubeApiServerOptions opt;
+  opt.bookmark_interval = 0ms;  // an idle watch keeps its old version
+  REQUIRE(fake.start(opt).ok());
+  for (const char* n : {"a", "b"}) REQUIRE(fake.apply(KubeResource::kPods, pod("d", n, "10.244.1.2")).ok());
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n0", "10.0.0.0/24")).ok());
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNode, ObjectKind::kPod};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  REQUIRE(eventually([&] { return fake.stats().open_watches == 2; }));
+  // The pods' watch is cut and cannot come back for a while; meanwhile pods
+  // change, a node changes (the node watch, back at once, sees it) and the
+  // history is compacted: the pods' version is now too old, the nodes' not.
+  fake.failResource(KubeResource::kPods, 503);
+  fake.dropWatches();
+  REQUIRE(eventually([&] { return fake.stats().injected_failures >= 1 && fake.stats().open_watches == 1; }));
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "a", "10.244.1.9")).ok());
+  REQUIRE(fake.remove(KubeResource::kPods, "d", "b"));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n1", "10.0.1.0/24")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n1") == 1; }));
+  fake.compact();
+  size_t mark = l.mark();
+  fake.failResource(KubeResource::kPods, 0);
+  // The pod reflector gets 410, relists and delivers what it missed, nothing
+  // more; the node reflector goes on watching.
+  REQUIRE(l.waitFor([&] { return l.syncs == 2; }));
+  CHECK(l.since(mark) == std::vector<std::string>{"pod+ d/a 10.244.1.9", "pod- d/b", "synced"});
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n2", "10.0.2.0/24")).ok());
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "c", "10.244.1.3")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n2") == 1 && l.pods.count("d/c") == 1; }));
+  auto st = source->stats();
+  CHECK(st.relists_by_kind[static_cast<size_t>(ObjectKind::kPod)] == 1);
+  CHECK(st.relists_by_kind[static_cast<size_t>(ObjectKind::kNode)] == 0);
+  CHECK(st.relists == 1);
+  source->stop();
+}
+
+TEST_CASE("kube source: a failing kind backs off alone; the others sync and watch", "[kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "a", "10.244.1.2")).ok());
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n0", "10.0.0.0/24")).ok());
+  fake.failResource(KubeResource::kPods, 503);
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNode, ObjectKind::kPod, ObjectKind::kNamespace};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  // Pods cannot be listed: the others are listed and watched all the same.
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n0") == 1; }));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n1", "10.0.1.0/24")).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "x"}}}}).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n1") == 1; }));
+  REQUIRE(l.waitFor([&] {
+    return std::find(l.log.begin(), l.log.end(), "ns+ x") != l.log.end();
+  }));
+  // ... while the pods are retried (with backoff) and the reason is reported.
+  REQUIRE(eventually([&] { return fake.stats().injected_failures >= 2; }));
+  CHECK_THAT(source->stats().last_error, Catch::Contains("listing Pods") && Catch::Contains("HTTP 503"));
+  CHECK(l.syncs == 0);  // not every kind is listed
+  CHECK(l.pods.empty());
+  // The pods come back: the source completes its sync.
+  fake.failResource(KubeResource::kPods, 0);
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  CHECK(l.pods.count("d/a") == 1);
+  // Later the pods fail again (their watch is cut and cannot come back):
+  // node changes still flow.
+  fake.failResource(KubeResource::kPods, 503);
+  uint64_t failed = fake.stats().injected_failures;
+  fake.dropWatches();
+  REQUIRE(eventually([&] { return fake.stats().injected_failures > failed; }));
+  REQUIRE(fake.apply(KubeResource::kNodes, node("n2", "10.0.2.0/24")).ok());
+  REQUIRE(l.waitFor([&] { return l.nodes.count("n2") == 1; }));
+  fake.failResource(KubeResource::kPods, 0);
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "b", "10.244.1.3")).ok());
+  REQUIRE(l.waitFor([&] { return l.pods.count("d/b") == 1; }));
+  CHECK(source->stats().relists_by_kind[static_cast<size_t>(ObjectKind::kNode)] == 0);
+  source->stop();
+}
+
 TEST_CASE("kube source: a dropped stream resumes from the last version without duplicates", "[kube]") {
   FakeKubeApiServer fake;
   FakeKubeApiServerOptions opt;
@@ -637,6 +733,82 @@ TEST_CASE("kube source: malformed objects are skipped, counted, and the last goo
   REQUIRE(l.waitFor([&] { return l.log.size() > mark; }));
   CHECK(l.since(mark) == std::vector<std::string>{"pod+ d/next 10.244.1.5"});
   CHECK(l.pods["d/good"].ips == std::vector<std::string>{"10.244.1.2"});
+  source->stop();
+}
+
+TEST_CASE("kube source: Namespaces, Services, EndpointSlices and NetworkPolicies whole, through the API", "[kube]") {
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "shop"}, {"labels", {{"team", "a"}}}}}}).ok());
+  REQUIRE(fake.apply(KubeResource::kServices,
+                     json::parse(R"({"metadata":{"name":"web","namespace":"shop","labels":{"app":"web"}},
+                       "spec":{"type":"NodePort","clusterIP":"10.96.0.10","clusterIPs":["10.96.0.10"],
+                       "ports":[{"name":"http","port":80,"targetPort":"http","nodePort":30080}],
+                       "sessionAffinity":"ClientIP","externalTrafficPolicy":"Local"},
+                       "status":{"loadBalancer":{"ingress":[{"ip":"203.0.113.7"}]}}})"))
+              .ok());
+  REQUIRE(fake.apply(KubeResource::kEndpointSlices,
+                     json::parse(R"({"metadata":{"name":"web-x","namespace":"shop",
+                       "labels":{"kubernetes.io/service-name":"web"}},"addressType":"IPv4",
+                       "endpoints":[{"addresses":["10.244.1.5"],"conditions":{"ready":false,"terminating":true},
+                       "nodeName":"node-a","targetRef":{"kind":"Pod","namespace":"shop","name":"web-1"}}],
+                       "ports":[{"name":"http","port":8080}]})"))
+              .ok());
+  REQUIRE(fake.apply(KubeResource::kNetworkPolicies,
+                     json::parse(R"({"metadata":{"name":"web","namespace":"shop"},"spec":{
+                       "podSelector":{"matchLabels":{"app":"web"}},
+                       "egress":[{"to":[{"ipBlock":{"cidr":"10.0.0.0/8","except":["10.1.0.0/16"]}}],
+                                  "ports":[{"port":53,"protocol":"UDP"}]}]}})"))
+              .ok());
+  // What no real API server would hold: refused by the agent, named, counted.
+  fake.applyRaw(KubeResource::kServices, "shop", "dup",
+                R"({"metadata":{"name":"dup","namespace":"shop"},"spec":{"clusterIP":"10.96.0.11",
+                    "ports":[{"name":"a","port":80},{"name":"b","port":80}]}})");
+  fake.applyRaw(KubeResource::kNetworkPolicies, "shop", "bad",
+                R"({"metadata":{"name":"bad","namespace":"shop"},"spec":{"ingress":[{"ports":[{"port":80,"endPort":70}]}]}})");
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNamespace, ObjectKind::kService, ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy};
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  REQUIRE(source->start(l).ok());
+  REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    // The fake, as a real server, labels every namespace with its name.
+    CHECK(l.namespaces.at("shop").labels ==
+          std::map<std::string, std::string>{{"kubernetes.io/metadata.name", "shop"}, {"team", "a"}});
+    const ServiceInfo& s = l.services.at("shop/web");
+    CHECK(s.type == ServiceType::kNodePort);
+    CHECK(s.ports.at(0) == ServicePort{"http", Protocol::kTcp, 80, PortRef{0, "http"}, 30080});
+    CHECK(s.affinity_timeout_seconds == 10800);  // the server's default, as the agent's
+    CHECK(s.external_traffic_policy == TrafficPolicy::kLocal);
+    CHECK(s.internal_traffic_policy == TrafficPolicy::kCluster);
+    CHECK(s.load_balancer_ips == std::vector<std::string>{"203.0.113.7"});
+    CHECK(s.labels.at("app") == "web");
+    const EndpointInfo& e = l.slices.at("shop/web-x").endpoints.at(0);
+    CHECK(e == EndpointInfo{{"10.244.1.5"}, false, true, true, "node-a", {"Pod", "shop", "web-1"}});
+    const NetworkPolicyInfo& p = l.policies.at("shop/web");
+    CHECK(p.policy_ingress);
+    CHECK(p.policy_egress);  // defaulted by the server: it has egress rules
+    CHECK(p.egress.at(0).peers.at(0).ip_block == IpBlock{"10.0.0.0/8", {"10.1.0.0/16"}});
+    CHECK(p.egress.at(0).ports.at(0) == NetworkPolicyPort{Protocol::kUdp, PortRef{53, ""}, 0});
+    CHECK(l.services.count("shop/dup") == 0);
+    CHECK(l.policies.count("shop/bad") == 0);
+  }
+  CHECK(source->stats().malformed == 2);
+  // Namespaces are watched like the rest: a new one, a label change, a deletion.
+  size_t mark = l.mark();
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "tools"}}}}).ok());
+  REQUIRE(fake.apply(KubeResource::kNamespaces, {{"metadata", {{"name", "shop"}, {"labels", {{"team", "b"}}}}}}).ok());
+  REQUIRE(fake.remove(KubeResource::kNamespaces, "", "tools"));
+  REQUIRE(l.waitFor([&] { return l.log.size() >= mark + 3; }));
+  CHECK(l.since(mark) == std::vector<std::string>{"ns+ tools", "ns+ shop", "ns- tools"});
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    CHECK(l.namespaces.at("shop").labels.at("team") == "b");
+  }
+  auto st = source->stats();
+  CHECK(st.events_by_kind[static_cast<size_t>(ObjectKind::kNamespace)] >= 4);
   source->stop();
 }
 

@@ -36,26 +36,6 @@ namespace dpu::control {
 
 namespace attv1 = ::dpu::attach::v1;
 
-// The outcome of an API operation: a value, or an ApiError carrying its HTTP status.
-template <typename T>
-struct ApiResult {
-  std::optional<T> value;
-  attv1::ApiError error;
-  bool ok() const { return value.has_value(); }
-  static ApiResult fail(uint32_t status, std::string message, std::string holder = "") {
-    ApiResult r;
-    r.error.set_http_status(status);
-    r.error.set_message(std::move(message));
-    r.error.set_holder(std::move(holder));
-    return r;
-  }
-  static ApiResult success(T v) {
-    ApiResult r;
-    r.value = std::move(v);
-    return r;
-  }
-};
-
 class Agent : public ClusterListener {
  public:
   // `pods_checked`: a Kubernetes source is configured, so attach requires the pod
@@ -66,14 +46,18 @@ class Agent : public ClusterListener {
   // and puts what it holds into the model.
   Result<void> restore();
 
-  ApiResult<attv1::AttachResponse> attach(const attv1::AttachRequest& request);
-  ApiResult<attv1::DetachResponse> detach(const attv1::DetachRequest& request);
+  // The operations of the attach API. A refusal's ErrorCode says what kind it
+  // is (kInvalid, kConflict with the holder, kNotFound, kForbidden,
+  // kUnavailable, kExhausted, kFailed); the API router alone turns it into an
+  // HTTP status (api_router.h httpStatusOf).
+  Result<attv1::AttachResponse> attach(const attv1::AttachRequest& request);
+  Result<attv1::DetachResponse> detach(const attv1::DetachRequest& request);
   // Releases every POD attachment host-shim does not hold (attach.proto,
   // ReconcileRequest), and remembers the list for refusing older attaches.
-  ApiResult<attv1::ReconcileResponse> reconcile(const attv1::ReconcileRequest& request);
+  Result<attv1::ReconcileResponse> reconcile(const attv1::ReconcileRequest& request);
   attv1::AttachmentList list() const;
   // One attachment (404 when unknown), with its dataplane state: what CHECK asks.
-  ApiResult<attv1::AttachResponse> get(const std::string& id) const;
+  Result<attv1::AttachResponse> get(const std::string& id) const;
 
   // Where Attachment.dataplane_state comes from: given a port name (the
   // attachment id), "programmed", "pending" or why not (the dataplane
@@ -123,6 +107,8 @@ class Agent : public ClusterListener {
   void endpointSliceDeleted(const std::string& ns, const std::string& name) override;
   void networkPolicyUpserted(const NetworkPolicyInfo& policy) override;
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override;
+  void namespaceUpserted(const NamespaceInfo& ns) override;
+  void namespaceDeleted(const std::string& name) override;
   void synced() override;
 
  private:
@@ -135,7 +121,7 @@ class Agent : public ClusterListener {
     uint32_t port_key = 0;
   };
 
-  ApiResult<attv1::AttachResponse> validateAttach(const attv1::AttachRequest& r) const;
+  Result<void> validateAttach(const attv1::AttachRequest& r) const;
   std::optional<std::string> findHolderLocked(uint32_t pf, uint32_t vf) const;
   using SandboxKey = std::tuple<std::string, std::string, std::string>;  // network, sandbox, ifname
   static SandboxKey sandboxKeyOf(const attv1::Attachment& a) { return {a.network(), a.sandbox_id(), a.ifname()}; }

@@ -8,7 +8,8 @@
 // no Content-Type is given) or JSON (application/json, protobuf's canonical
 // JSON mapping; unknown fields are refused so typos do not pass silently).
 // Answers use JSON when the Accept header asks for it or the request was JSON,
-// protobuf otherwise. Errors carry an ApiError saying what to fix.
+// protobuf otherwise. Errors carry an ApiError saying what to fix; the
+// Agent's Result<T> codes become HTTP statuses here and nowhere else.
 #pragma once
 
 #include <cstdint>
@@ -45,11 +46,15 @@ struct ApiAnswer {
   std::string body;
 };
 
-// Which format a Content-Type names; an ApiError (415) for anything else.
+// Which format a Content-Type names; nullopt for anything else.
 std::optional<BodyFormat> bodyFormatOf(const std::string& content_type);
 BodyFormat answerFormat(const std::string& accept, std::optional<BodyFormat> request_format);
-// Fills `out` from the body; on failure the ApiError (400/413/415) says why.
-std::optional<attv1::ApiError> parseBody(const ApiRequest& req, google::protobuf::Message& out);
+// Fills `out` from the body; on failure says why (kNotSupported: the media
+// type, kTooLarge: over kMaxBodyBytes, kInvalid: not the message).
+Result<void> parseBody(const ApiRequest& req, google::protobuf::Message& out);
+// The HTTP status of a control-plane ErrorCode: the one place the attach API's
+// errors become statuses (400, 403, 404, 409, 413, 415, 500, 503, 507).
+uint16_t httpStatusOf(ErrorCode code);
 std::string encodeBody(const google::protobuf::Message& m, BodyFormat f);
 
 class ApiRouter {
@@ -75,6 +80,8 @@ class ApiRouter {
   ApiAnswer route(const ApiRequest& req);
   ApiAnswer error(uint16_t status, const std::string& message, std::optional<BodyFormat> fmt, const std::string& accept,
                   const std::string& holder = "");
+  // An ApiError for a refused operation, its status from the error's code.
+  ApiAnswer refusal(const Error& e, std::optional<BodyFormat> fmt, const std::string& accept);
   ApiAnswer message(uint16_t status, const google::protobuf::Message& m, std::optional<BodyFormat> fmt, const std::string& accept);
 
   Agent& agent_;

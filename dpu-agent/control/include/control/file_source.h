@@ -1,18 +1,30 @@
 // The cluster-file ClusterSource: the embedded default for the lab and for
-// clusters without Kubernetes. One JSON or YAML file lists nodes, services and
-// endpoint slices (and optionally pods):
+// clusters without Kubernetes. One JSON or YAML file lists the cluster's
+// objects; the keys of each entry mirror the Kubernetes object's fields (its
+// metadata's namespace/name/labels and its spec's and status's fields, side
+// by side), they are read by the same code as the Kubernetes source's
+// (cluster_objects.h) with the same defaults and refusals, and unknown keys
+// are refused. dpu-agent/control/examples/cluster.yaml shows every field.
 //
 //   nodes:
 //     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", labels: {...},
 //        portKeys: {10.244.1.5: 3}}
+//   namespaces:                       # optional: a namespace any object names exists anyway
+//     - {name: prod, labels: {team: a}}   # (labels get kubernetes.io/metadata.name: <name>)
+//   pods:
+//     - {namespace: default, name: web-1, uid: "...", nodeName: node-a, ips: [10.244.1.5], labels: {app: web},
+//        containers: [{name: main, ports: [{name: http, containerPort: 8080, protocol: TCP}]}]}
 //   services:
 //     - {namespace: default, name: web, type: ClusterIP, clusterIPs: [10.96.0.10],
-//        ports: [{name: http, protocol: TCP, port: 80, targetPort: "8080"}]}
+//        ports: [{name: http, protocol: TCP, port: 80, targetPort: http}], sessionAffinity: ClientIP,
+//        loadBalancer: {ingress: [{ip: 203.0.113.7}]}}     # status.loadBalancer
 //   endpointSlices:
 //     - {namespace: default, name: web-1, service: web, addressType: IPv4,
-//        endpoints: [{addresses: [10.244.1.5], nodeName: node-a}], ports: [{name: http, protocol: TCP, port: 8080}]}
-//   pods:
-//     - {namespace: default, name: web-1, uid: "...", nodeName: node-a, ips: [10.244.1.5]}
+//        endpoints: [{addresses: [10.244.1.5], conditions: {ready: true}, nodeName: node-a}],
+//        ports: [{name: http, protocol: TCP, port: 8080}]}
+//   networkPolicies:
+//     - {namespace: default, name: web, podSelector: {matchLabels: {app: web}}, policyTypes: [Ingress],
+//        ingress: [{from: [{podSelector: {}}], ports: [{port: http}]}]}
 //
 // Next to it, the directory "<file>.d/" holds one publish file per node
 // ("<node>.json", written by that node's agent through publishSelf, atomically):
@@ -44,9 +56,11 @@ namespace dpu::control {
 // Everything a cluster file says, keyed the way the listener names objects.
 struct ClusterSnapshot {
   std::map<std::string, NodeInfo> nodes;
+  std::map<std::string, NamespaceInfo> namespaces;
   std::map<std::string, PodInfo> pods;                    // "ns/name"
   std::map<std::string, ServiceInfo> services;            // "ns/name"
   std::map<std::string, EndpointSliceInfo> slices;        // "ns/name"
+  std::map<std::string, NetworkPolicyInfo> policies;      // "ns/name"
 };
 
 // Parses one cluster file's text (JSON or YAML); the error names the object and field.

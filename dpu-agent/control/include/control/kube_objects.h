@@ -4,10 +4,13 @@
 // object that fails is reported with its kind, namespace/name and the reason so
 // the source can skip it, count it and log it — never half-apply it.
 //
-// Decoding is one streaming SAX pass (our own JSON reader, see
-// kube_objects.cpp) that keeps only the fields the agent reads: a list page or
-// a watch event is never held as a DOM, which is what lets 150,000 pods sync in
-// a few seconds and little memory.
+// Decoding is one streaming SAX pass (our own JSON reader, kube_objects.cpp,
+// which bench/control.sh measured faster than nlohmann's SAX parser) that keeps only
+// the fields the agent reads: a list page or a watch event is never held as a
+// DOM, which is what lets 150,000 pods sync in a few seconds and little
+// memory. What a Service, an EndpointSlice, a NetworkPolicy and a pod's
+// container ports share with the cluster file is read or checked by
+// cluster_objects.h, the same code the file source uses.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +19,19 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "control/cluster_source.h"
 
 namespace dpu::control {
 
-// "Node", "Pod", "Service", "EndpointSlice", "NetworkPolicy".
+// "Node", "Pod", "Service", "EndpointSlice", "NetworkPolicy", "Namespace".
 const char* kubeKindName(ObjectKind kind);
+// "v1", "discovery.k8s.io/v1", "networking.k8s.io/v1".
+const char* kubeApiVersion(ObjectKind kind);
 
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
@@ -44,7 +52,7 @@ struct KubeObject {
   std::string ns;
   std::string name;
   std::string resource_version;
-  std::variant<NodeInfo, PodInfo, ServiceInfo, EndpointSliceInfo, NetworkPolicyInfo> info;
+  std::variant<NodeInfo, PodInfo, ServiceInfo, EndpointSliceInfo, NetworkPolicyInfo, NamespaceInfo> info;
   std::string error;
 
   bool ok() const { return error.empty(); }
@@ -87,6 +95,24 @@ Result<KubeWatchEvent> parseKubeWatchEvent(ObjectKind kind, std::string_view lin
 
 // A Status body (non-2xx responses); code 0 when the body is not a Status.
 KubeStatus parseKubeStatus(std::string_view body);
+
+// One object of a Kubernetes YAML or JSON document stream, as `kubectl apply
+// -f` takes it: decoded, or refused with its reason in object.error (kind,
+// namespace and name filled in as far as they could be read).
+struct KubeDocument {
+  std::string where;   // "FILE document 2", "FILE document 1 items[3]"
+  std::string kind;    // as the document says ("Service", "Deployment")
+  KubeObject object;
+};
+// Decodes every Node, Pod, Service, Namespace (v1), EndpointSlice
+// (discovery.k8s.io/v1) and NetworkPolicy (networking.k8s.io/v1) of a YAML
+// stream (documents separated by ---) or JSON (one object or several in a
+// row), the items of a List one by one, with the decoder the Kubernetes
+// source uses. An Error only when the text is not YAML or JSON; an object
+// of another kind or a malformed one is a KubeDocument with its error.
+Result<std::vector<KubeDocument>> decodeKubeDocuments(std::string_view text, const std::string& origin);
+// The JSON form of a decoded object (cluster_objects.h toJson, plus "kind").
+nlohmann::json toJson(const KubeObject& object);
 
 // A 64-bit fingerprint of what the agent sees of an object: equal fingerprints
 // mean no listener needs to hear about it (a pod's status.conditions changing,

@@ -1,5 +1,5 @@
 // The Kubernetes implementation of ClusterSource: list+watch of Nodes, Pods,
-// Services, EndpointSlices (discovery.k8s.io/v1) and NetworkPolicies over
+// Namespaces, Services, EndpointSlices (discovery.k8s.io/v1) and NetworkPolicies over
 // HTTPS (cpprestsdk) with a bearer token, as client-go's reflector does it:
 //
 //  - paginated lists (limit/continue) decoded while they stream in; then a
@@ -12,8 +12,12 @@
 //  - MODIFIED events that change nothing the agent reads are not delivered;
 //  - malformed objects are skipped, counted and logged with kind/ns/name.
 //
-// One thread per resource reads and decodes; one dispatcher thread calls the
-// listener, so callbacks never run concurrently (see cluster_source.h).
+// Each kind has its own reflector (src/kube_reflector.h): its own thread,
+// versions, backoff and relists, so one kind's 410 or outage touches no other.
+// They share one transport (src/kube_transport.h: the HTTPS clients and the
+// rotating token); one dispatcher thread (src/kube_dispatcher.h) calls the
+// listener, so callbacks never run concurrently (see cluster_source.h); the
+// Node PATCH of publishSelf() is src/kube_node_publisher.h.
 #pragma once
 
 #include <chrono>
@@ -36,7 +40,8 @@ struct KubeSourceConfig {
   std::string api_server;    // in-cluster only: instead of KUBERNETES_SERVICE_HOST/PORT
   std::string node_name;     // this host's Node, for publishSelf()
   std::vector<ObjectKind> resources = {ObjectKind::kNode, ObjectKind::kPod, ObjectKind::kService,
-                                       ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy};
+                                       ObjectKind::kEndpointSlice, ObjectKind::kNetworkPolicy,
+                                       ObjectKind::kNamespace};
   uint32_t page_size = 2000;                      // list limit, 1..10000
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{30000};
