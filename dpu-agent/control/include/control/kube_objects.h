@@ -28,6 +28,8 @@ const char* kubeKindName(ObjectKind kind);
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
 inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-public-key";
+// The epoch of that key, a decimal number (1, 2, ...): it grows with every new key.
+inline constexpr const char* kIpsecEpochAnnotation = "dpu-cni.io/ipsec-epoch";
 // The node's logical port keys: a JSON object {"<pod address>": <key 1..32767>, ...}.
 inline constexpr const char* kPortKeysAnnotation = "dpu-cni.io/port-keys";
 
