@@ -118,3 +118,40 @@ TEST_CASE("derivation: refuses what cannot name a pair") {
   in.remote_public = X25519Key{};
   CHECK_THAT(derivePairKeys(in).error(), Catch::Contains("node node-b's public key"));
 }
+
+TEST_CASE("derivation: the worked example of docs/ipsec.md") {
+  // node-a holds RFC 7748 §6.1's Alice key at epoch 1, node-b Bob's at epoch 2,
+  // the PSK is the bytes 0x00..0x1f.
+  auto unhex = [](const std::string& h) {
+    X25519Key k{};
+    for (size_t i = 0; i < 32; ++i) k[i] = static_cast<uint8_t>(std::stoul(h.substr(2 * i, 2), nullptr, 16));
+    return k;
+  };
+  const X25519Key alice = unhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+  const X25519Key bob = unhex("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb");
+  SecretBytes psk;
+  for (uint8_t i = 0; i < 32; ++i) psk.push_back(i);
+  const auto prk = hkdfExtract(std::span(reinterpret_cast<const uint8_t*>(kExtractSalt.data()), kExtractSalt.size()), [&] {
+    SecretBytes ikm = *x25519(alice, *x25519PublicKey(bob));
+    ikm.insert(ikm.end(), psk.begin(), psk.end());
+    return ikm;
+  }());
+  REQUIRE(prk);
+  CHECK(hex(*prk) == "6fbe25c97aa2dda34ca8141448b3722cffd6c45578d4b549b1eb34cc04b9bb30");
+  PairInputs in{"node-a", 1, alice, "node-b", 2, *x25519PublicKey(bob), psk, KeySize::k128};
+  auto with_psk = derivePairKeys(in);
+  REQUIRE(with_psk);
+  CHECK(hex(with_psk->outbound.key) == "4b663ea20f6897467f4b82a7b8deb744");
+  CHECK(hex(with_psk->outbound.salt) == "135096be");
+  CHECK(with_psk->outbound.spi == 0x21f23afcu);
+  CHECK(hex(with_psk->inbound.key) == "45b3491ae1d6c3b7bb89805232ae40c5");
+  CHECK(hex(with_psk->inbound.salt) == "e8b519bb");
+  CHECK(with_psk->inbound.spi == 0x12072b8au);
+  PairInputs no_psk{"node-a", 1, alice, "node-b", 2, *x25519PublicKey(bob), {}, KeySize::k256};
+  auto k = derivePairKeys(no_psk);
+  REQUIRE(k);
+  CHECK(hex(k->outbound.key) == "49daebec23a9260dbbc95fa1ed53c4b5cd8247f48496763b11f4c6ffbd8df81b");
+  CHECK(hex(k->outbound.salt) == "431ec995");
+  CHECK(k->outbound.spi == 0x2169ff2au);
+  CHECK(k->inbound.spi == 0x12ef4820u);
+}
