@@ -442,7 +442,11 @@ void SaDatabase::dataplaneReport(const std::vector<SaReport>& reports, int64_t n
 }
 
 void SaDatabase::advertisementPublished(uint32_t epoch, int64_t now) {
+  // Normally the ready epoch. It may have gone back to pending since it was
+  // offered (a peer learned in the meantime, its inbound SA on its way): the
+  // key is out all the same, so it is the current epoch from now on.
   OwnEpoch* ready = ownIn(EpochState::kReady);
+  if (!ready) ready = ownIn(EpochState::kPending);
   if (!ready || ready->epoch != epoch) return;
   if (OwnEpoch* prev = ownIn(EpochState::kPrevious)) {
     // Cannot happen (a rotation waits for the previous epoch's retirement),
@@ -450,7 +454,10 @@ void SaDatabase::advertisementPublished(uint32_t epoch, int64_t now) {
     (void)keys_.remove(prev->epoch);
     prev->epoch = 0;
     std::erase_if(own_, [](const OwnEpoch& o) { return o.epoch == 0; });
-    ready = ownIn(EpochState::kReady);
+    ready = nullptr;
+    for (auto& o : own_) {
+      if (o.epoch == epoch) ready = &o;
+    }
   }
   if (OwnEpoch* cur = ownIn(EpochState::kCurrent)) {
     cur->state = EpochState::kPrevious;
@@ -586,6 +593,7 @@ void SaDatabase::maybeMarkReady() {
 const PairKeys* SaDatabase::pairKeys(const Peer& peer, uint32_t local_epoch, const PeerEpoch& remote) {
   const std::string key = peer.name + "|" + std::to_string(local_epoch) + "|" + std::to_string(remote.epoch) + "|" +
                           hex(remote.public_key);
+  used_derivations_.insert(key);
   if (auto it = derived_.find(key); it != derived_.end()) return &it->second.keys;
   const OwnKey* own = keys_.find(local_epoch);
   if (!own) return nullptr;
@@ -614,6 +622,7 @@ void SaDatabase::recompute(int64_t now) {
   const bool senders_changed = confirmSenders(now);
   const OwnEpoch* cur = ownIn(EpochState::kCurrent);
   std::vector<SaSpec> wanted;
+  used_derivations_.clear();
   for (auto& [name, p] : peers_) {
     p.problem.clear();
     derive_error_.clear();
@@ -699,6 +708,8 @@ void SaDatabase::recompute(int64_t now) {
     desired_ = std::move(next);
     ++version_;
   }
+  // Keys of pairs no longer wanted (a peer gone, an epoch retired) are dropped.
+  std::erase_if(derived_, [&](const auto& d) { return !used_derivations_.count(d.first); });
   maybeMarkReady();
 }
 

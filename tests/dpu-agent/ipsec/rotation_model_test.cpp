@@ -126,7 +126,7 @@ class Reference {
       }
     }
     for (auto& o : own_) {
-      if (o.epoch == epoch && o.state == kReady) {
+      if (o.epoch == epoch && (o.state == kReady || o.state == kPending)) {
         o.state = kCurrent;
         o.published = now;
       }

@@ -405,3 +405,28 @@ TEST_CASE("a peer with an unusable public key gets no SA and says why") {
   p.a.db->removePeer("node-c", p.now);
   CHECK(p.a.db->status().peers.size() == 1);
 }
+
+TEST_CASE("a key published while a newly learned peer's SA was still on its way is current all the same") {
+  Pair p;
+  p.bringUp();
+  p.now += kGrace;
+  p.a.db->requestRotation("operator", p.now);
+  p.a.db->tick(p.now);
+  p.a.program(p.now);
+  auto offered = p.a.db->advertisement();
+  REQUIRE(offered);
+  REQUIRE(offered->epoch == 2);
+  // node-c appears between the offer and the publication: epoch 2 waits for its SA again...
+  Node c("node-c", "192.168.50.3", p.root.path);
+  c.start(p.now);
+  c.program(p.now);
+  c.publish(p.now);
+  p.a.db->upsertPeer(c.advert(), p.now);
+  CHECK(p.a.db->status().phase == RotationPhase::kInstalling);
+  // ... but the key went out: it is the current epoch, and its grace runs.
+  p.a.db->advertisementPublished(2, p.now);
+  CHECK(p.a.db->status().current_epoch == 2);
+  CHECK(p.a.db->status().previous_epoch == 1);
+  p.a.program(p.now);
+  CHECK(p.a.inboundFrom("node-c").size() == 2);
+}

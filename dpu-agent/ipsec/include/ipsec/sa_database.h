@@ -181,7 +181,9 @@ class SaDatabase {
   // Everything the dataplane holds (a complete list), with counters.
   void dataplaneReport(const std::vector<SaReport>& reports, int64_t now);
 
-  // The caller published advertisement() (its epoch) to the cluster.
+  // The caller published advertisement() (its epoch) to the cluster. It
+  // becomes the current epoch even if it went back to pending in between (a
+  // peer learned since it was offered): the key is out.
   void advertisementPublished(uint32_t epoch, int64_t now);
   void requestRotation(const std::string& reason, int64_t now);
   // Timers: retirements, the periodic rotation, deferred rotations, lazy writes.
@@ -262,6 +264,7 @@ class SaDatabase {
   std::map<std::string, Mark> marks_;            // in memory, maybe ahead of the file
   std::map<std::string, Mark> persisted_marks_;  // as in the state file
   std::map<std::string, Derived> derived_;       // cache: "peer|local|remote|pubkey"
+  std::set<std::string> used_derivations_;       // cache keys the last recompute() used
   std::string derive_error_;                     // the last derivation's failure
   std::set<std::string> installed_;              // names the dataplane reported
   std::string instance_;
