@@ -587,15 +587,22 @@ class Sim {
   bool failed_ = false;
 };
 
-std::string tempRoot() {
-  // tmpfs when there is one: the database fsyncs every state change.
-  std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
-  std::string tmpl = base + "/ipsec-rotation-model.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  REQUIRE(::mkdtemp(buf.data()) != nullptr);
-  return buf.data();
-}
+// A directory for one run, removed however the run ends; on tmpfs when there
+// is one (the database fsyncs every state change).
+struct TempRoot {
+  std::string path;
+  TempRoot() {
+    std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
+    std::string tmpl = base + "/ipsec-rotation-model.XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) != nullptr) path = buf.data();
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
 
 }  // namespace
 
@@ -605,18 +612,16 @@ TEST_CASE("rotation state machine: random event sequences against the reference 
   const char* only = std::getenv("IPSEC_SIM_SEED");
   const uint32_t first = only ? static_cast<uint32_t>(std::atoi(only)) : 1, last = only ? first : 60;
   for (uint32_t seed = first; seed <= last; ++seed) {
-    const std::string root = tempRoot();
-    {
-      // Half the runs with a small sequence soft limit, so that sends start rotations too.
-      Sim sim(seed, root, seed % 2 ? 40 : uint64_t{1} << 63);
-      INFO("seed " << seed);
-      sim.run(300);
-      sent += sim.sent();
-      rotations += sim.rotations();
-      switches += sim.switches();
-      first_contact += sim.firstContactDrops();
-    }
-    std::filesystem::remove_all(root);
+    const TempRoot root;
+    REQUIRE_FALSE(root.path.empty());
+    // Half the runs with a small sequence soft limit, so that sends start rotations too.
+    Sim sim(seed, root.path, seed % 2 ? 40 : uint64_t{1} << 63);
+    INFO("seed " << seed);
+    sim.run(300);
+    sent += sim.sent();
+    rotations += sim.rotations();
+    switches += sim.switches();
+    first_contact += sim.firstContactDrops();
   }
   // The runs did what they are for: packets, rotations, outbound switches.
   INFO("sent " << sent << ", rotations " << rotations << ", switches " << switches);
