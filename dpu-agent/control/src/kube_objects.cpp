@@ -333,7 +333,8 @@ class Decoder {
         fail("metadata.labels[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kAnnotations:
-        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kPortKeysAnnotation)
+        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kIpsecEpochAnnotation ||
+            key == kPortKeysAnnotation)
           fail("metadata.annotations[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kNodeSpec:
@@ -527,6 +528,13 @@ class Decoder {
           str(v, node_->tunnel_ip, "metadata.annotations[dpu-cni.io/tunnel-ip]");
         } else if (key == kIpsecPublicKeyAnnotation) {
           str(v, node_->ipsec_public_key, "metadata.annotations[dpu-cni.io/ipsec-public-key]");
+        } else if (key == kIpsecEpochAnnotation) {
+          std::string text;
+          if (str(v, text, "metadata.annotations[dpu-cni.io/ipsec-epoch]")) {
+            auto epoch = parseIpsecEpochAnnotation(text);
+            if (!epoch) fail("metadata.annotations[dpu-cni.io/ipsec-epoch]: " + epoch.error());
+            else node_->ipsec_epoch = *epoch;
+          }
         } else if (key == kPortKeysAnnotation) {
           str(v, port_keys_text_, "metadata.annotations[dpu-cni.io/port-keys]");
         }
@@ -1269,6 +1277,7 @@ uint64_t kubeFingerprint(const KubeObject& o) {
       f.str(n.tunnel_ip);
       f.strs(n.pod_cidrs);
       f.str(n.ipsec_public_key);
+      f.num(n.ipsec_epoch);
       f.map(n.labels);
       f.num(n.port_keys.size());
       for (const auto& [ip, key] : n.port_keys) {

@@ -198,7 +198,11 @@ class KubeSource final : public ClusterSource {
     if (!IpAddress::parse(self.tunnel_ip).ok())
       return Error{"publishSelf: tunnel IP '" + self.tunnel_ip + "' is not an IP address"};
     nlohmann::json annotations = {{kTunnelIpAnnotation, self.tunnel_ip}};
-    if (!self.ipsec_public_key.empty()) annotations[kIpsecPublicKeyAnnotation] = self.ipsec_public_key;
+    // The key and its epoch together, or neither (null deletes them): a node
+    // with IPsec off, or whose key is not installed yet, names no key.
+    const bool keyed = !self.ipsec_public_key.empty();
+    annotations[kIpsecPublicKeyAnnotation] = keyed ? nlohmann::json(self.ipsec_public_key) : nlohmann::json();
+    annotations[kIpsecEpochAnnotation] = keyed ? nlohmann::json(std::to_string(self.ipsec_epoch)) : nlohmann::json();
     // Always written, empty too: a node whose last pod went must not keep
     // naming it to the others.
     annotations[kPortKeysAnnotation] = formatPortKeysAnnotation(self.port_keys);

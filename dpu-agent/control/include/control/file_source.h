@@ -3,7 +3,7 @@
 // endpoint slices (and optionally pods):
 //
 //   nodes:
-//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", labels: {...},
+//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", ipsecEpoch: 1, labels: {...},
 //        portKeys: {10.244.1.5: 3}}
 //   services:
 //     - {namespace: default, name: web, type: ClusterIP, clusterIPs: [10.96.0.10],
@@ -16,7 +16,7 @@
 //
 // Next to it, the directory "<file>.d/" holds one publish file per node
 // ("<node>.json", written by that node's agent through publishSelf, atomically):
-// {"name", "tunnelIP", "ipsecPublicKey", "podCIDRs", "portKeys"}. A published
+// {"name", "tunnelIP", "ipsecPublicKey", "ipsecEpoch", "podCIDRs", "portKeys"}. A published
 // entry fills in or overrides those fields of the node of that name (its
 // portKeys replace the main file's: the node's agent knows its ports), and
 // adds the node when the main file does not list it, so agents sharing a
