@@ -19,7 +19,7 @@ packages=(
   libpcap-dev bpftool
   catch2
   # independent implementations the tests compare against
-  python3 python3-scapy python3-protobuf tshark
+  python3 python3-scapy python3-protobuf python3-cryptography tshark
   python3-prometheus-client
   # the real CNI runtime library (libcni 1.1.2, built offline with Debian's Go),
   # the reference plugins, podman with the CNI backend

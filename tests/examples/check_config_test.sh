@@ -4,7 +4,8 @@
 # example is mapped to its daemon below; a new one that is not fails the test
 # until it is. Also: --check-config is the one spelling of the validate flag
 # (the old --check is refused), a bad field fails it, and dpu-agent refuses
-# ipsec: true there. No root needed: validation reads the files only.
+# ipsec: true (and mode: on) there but takes the example's IPsec keys block.
+# No root needed: validation reads the files only.
 #
 #   check_config_test.sh SOURCE_DIR HOST_SHIM DPU_AGENT DPU_DATAPLANE
 set -uo pipefail
@@ -85,6 +86,25 @@ grep -q '^ipsec: true' "$work/agent.yaml" || fail "the agent example has no 'ips
 out=$("${bin[dpu-agent]}" --config "$work/agent.yaml" --check-config 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "IPsec is not implemented yet" <<< "$out" && grep -q plaintext <<< "$out" &&
   pass "dpu-agent --check-config refuses ipsec: true: $out" || fail "dpu-agent --check-config with ipsec: true: exit $rc: $out"
+
+# The example's IPsec block, uncommented (mode keys, with a PSK): checked, and
+# its files with it; mode on is refused like ipsec: true.
+sed -e '/^ipsec: false/d' -e 's/^# ipsec:/ipsec:/' -e 's/^#   \([a-zA-Z]\)/  \1/' \
+    -e "s|^  stateDir: .*|  stateDir: $work/ipsec|" -e "s|^  pskFile: .*|  pskFile: $work/psk|" \
+    dpu-agent/control/examples/agent.yaml > "$work/agent-ipsec.yaml"
+grep -q '^  mode: keys' "$work/agent-ipsec.yaml" || fail "the agent example has no commented ipsec block to enable"
+/usr/bin/python3 -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())' > "$work/psk"
+out=$("${bin[dpu-agent]}" --config "$work/agent-ipsec.yaml" --check-config 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "IPsec keys" <<< "$out" && grep -q "pod MTU 1408" <<< "$out" &&
+  pass "dpu-agent --check-config with the example's ipsec block: $out" || fail "the example's ipsec block: exit $rc: $out"
+echo "c2hvcnQ=" > "$work/psk"
+out=$("${bin[dpu-agent]}" --config "$work/agent-ipsec.yaml" --check-config 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "config.ipsec.pskFile: IPsec PSK file $work/psk decodes to 5 bytes" <<< "$out" &&
+  pass "dpu-agent --check-config checks the PSK file: $out" || fail "a short PSK: exit $rc: $out"
+sed -i 's/^  mode: keys/  mode: on/' "$work/agent-ipsec.yaml"
+out=$("${bin[dpu-agent]}" --config "$work/agent-ipsec.yaml" --check-config 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "config.ipsec.mode: on (encryption) is not implemented yet" <<< "$out" && grep -q plaintext <<< "$out" &&
+  pass "dpu-agent --check-config refuses ipsec mode on: $out" || fail "dpu-agent --check-config with mode on: exit $rc: $out"
 
 [ "$FAILURES" = 0 ] || { echo "$FAILURES failure(s)" >&2; exit 1; }
 echo PASS

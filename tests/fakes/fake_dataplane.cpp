@@ -4,7 +4,7 @@
 // without DPDK.
 //
 //   fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]
-//                  [--port-capacity N] [--port-unavailable FILE]
+//                  [--port-capacity N] [--port-unavailable FILE] [--no-ipsec] [--ipsec-traffic FILE]
 //
 // --dump FILE      after every request, the model, generation, instance id and
 //                  the history of what each request changed, as JSON (atomic write)
@@ -16,6 +16,11 @@
 // --port-unavailable FILE  a file of lines "PORT_NAME reason": those ports are
 //                  reported PORT_UNAVAILABLE (as the real dataplane reports a
 //                  representor it could not open), re-read when it changes
+// --no-ipsec       a dataplane that ignores IPsec SAs (HelloReply.ipsec false,
+//                  no ipsec_sas in its replies), as dpu-dataplane before ESP
+// --ipsec-traffic FILE  lines "SA_NAME PACKETS": the packets that SA has
+//                  carried (outbound: sent, one sequence number each up to its
+//                  limit; inbound: received), read before every request
 // SIGUSR1, or creating --restart-file (deleted when seen): behave as a restarted
 //                  dataplane — drop the connection, new instance id, state wiped
 // SIGTERM/SIGINT   exit
@@ -45,8 +50,9 @@ void onSignal(int sig) {
 }
 
 struct Options {
-  std::string socket, dump, restart_file, operator_socket, port_unavailable;
+  std::string socket, dump, restart_file, operator_socket, port_unavailable, ipsec_traffic;
   std::optional<uint32_t> port_capacity;
+  bool ipsec = true;
 };
 
 // The --port-unavailable file's lines, "PORT_NAME reason...", as problems.
@@ -68,6 +74,17 @@ void loadPortUnavailable(const Options& o, dpu::fakes::FakeDataplaneModel& m) {
     }
   }
   m.setExtraProblems(std::move(extra));
+}
+
+// The --ipsec-traffic file's lines, "SA_NAME PACKETS", as transfers.
+void loadIpsecTraffic(const Options& o, dpu::fakes::FakeDataplaneModel& m) {
+  if (o.ipsec_traffic.empty()) return;
+  auto text = dpu::readFile(o.ipsec_traffic);
+  if (!text) return;
+  std::istringstream lines(*text);
+  std::string name;
+  uint64_t packets = 0;
+  while (lines >> name >> packets) (void)m.transfer(name, packets);
 }
 
 dpu::dataplane::v1::ProgramRequest statusRequest() {
@@ -143,9 +160,11 @@ int main(int argc, char** argv) {
     else if (a == "--operator-socket") o.operator_socket = next();
     else if (a == "--port-capacity") o.port_capacity = static_cast<uint32_t>(std::stoul("0" + next()));
     else if (a == "--port-unavailable") o.port_unavailable = next();
+    else if (a == "--no-ipsec") o.ipsec = false;
+    else if (a == "--ipsec-traffic") o.ipsec_traffic = next();
     else {
       std::cerr << "usage: fake-dataplane --socket PATH [--dump FILE] [--restart-file FILE] [--operator-socket PATH]"
-                   " [--port-capacity N] [--port-unavailable FILE]\n";
+                   " [--port-capacity N] [--port-unavailable FILE] [--no-ipsec] [--ipsec-traffic FILE]\n";
       return 2;
     }
   }
@@ -176,6 +195,7 @@ int main(int argc, char** argv) {
   }
   dpu::fakes::FakeDataplaneModel model;
   if (o.port_capacity) model.setPortCapacity(*o.port_capacity, 32);
+  model.setIpsec(o.ipsec);
   writeDump(o, model);
   DPU_LOG(kInfo, "fake-dataplane") << "serving " << o.socket << " as instance " << model.instanceId();
   const auto tick = std::chrono::milliseconds(50);
@@ -206,8 +226,10 @@ int main(int argc, char** argv) {
         break;
       }
       loadPortUnavailable(o, model);
+      loadIpsecTraffic(o, model);
       auto reply = model.apply(req);
-      if (!req.has_status()) writeDump(o, model);
+      // Status polls change no state, but traffic moves counters the tests read.
+      if (!req.has_status() || !o.ipsec_traffic.empty()) writeDump(o, model);
       if (auto sent = dpu::ipc::sendMessage(*conn, reply, dpu::ipc::after(std::chrono::seconds(5))); !sent) break;
     }
   }

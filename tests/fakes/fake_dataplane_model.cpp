@@ -3,6 +3,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <optional>
@@ -44,6 +45,20 @@ void diffMap(const Map& before, const Map& after, const std::string& kind, FakeC
   }
 }
 
+// The first 8 bytes of SHA-256(key), hex: names a key in the dump without it.
+std::string keyDigest(const std::string& key) {
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_Digest(key.data(), key.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
 nlohmann::json toJson(const google::protobuf::Message& m) {
   std::string s;
   google::protobuf::util::JsonPrintOptions o;
@@ -64,6 +79,7 @@ void FakeDataplaneModel::wipe() {
   in_force_ = model::Model{};
   problems_.clear();
   extra_problems_.clear();
+  sa_counters_.clear();
   history_.clear();
   full_syncs_ = deltas_ = resyncs_ = invalid_ = hellos_ = statuses_ = refused_ = 0;
 }
@@ -74,6 +90,7 @@ FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel
   for (const auto& x : m.local_subnets()) s.subnets[x.cidr()] = x;
   for (const auto& x : m.ports()) s.ports[x.name()] = x;
   for (const auto& x : m.remote_nodes()) s.remotes[x.name()] = x;
+  for (const auto& x : m.ipsec_sas()) s.sas[x.name()] = x;
   return s;
 }
 
@@ -88,6 +105,45 @@ void FakeDataplaneModel::diff(const State& before, const State& after, FakeChang
   diffMap(before.subnets, after.subnets, "subnet", c);
   diffMap(before.ports, after.ports, "port", c);
   diffMap(before.remotes, after.remotes, "remote", c);
+  diffMap(before.sas, after.sas, "sa", c);
+}
+
+void FakeDataplaneModel::updateSaCounters() {
+  std::map<std::string, SaCounters> next;
+  for (const auto& sa : in_force_.ipsec_sas) {
+    SaCounters c;
+    auto it = sa_counters_.find(sa.name);
+    if (it != sa_counters_.end() && it->second.key == sa.key) c = it->second;  // kept: its state stays
+    else c.highest = sa.direction == dpv1::INBOUND ? sa.initial_sequence - 1 : 0;
+    c.key = sa.key;
+    if (sa.direction == dpv1::OUTBOUND) c.next = std::max(c.next, sa.initial_sequence);
+    next[sa.name] = std::move(c);
+  }
+  sa_counters_ = std::move(next);
+}
+
+bool FakeDataplaneModel::transfer(const std::string& name, uint64_t packets) {
+  auto it = sa_counters_.find(name);
+  if (it == sa_counters_.end()) return false;
+  const model::ModelIpsecSa* sa = nullptr;
+  for (const auto& s : in_force_.ipsec_sas) {
+    if (s.name == name) sa = &s;
+  }
+  SaCounters& c = it->second;
+  while (c.packets + c.limit_drops < packets) {
+    if (sa->direction == dpv1::OUTBOUND) {
+      if (c.next > sa->sequence_limit) {
+        ++c.limit_drops;
+        continue;
+      }
+      c.highest = c.next++;
+    } else {
+      ++c.highest;
+    }
+    ++c.packets;
+    c.bytes += 1400;
+  }
+  return true;
 }
 
 void FakeDataplaneModel::record(FakeChange c) {
@@ -132,6 +188,21 @@ dpv1::ProgramReply FakeDataplaneModel::reply(dpv1::ProgramStatus status, const s
   for (const auto& p : problems_) *r.add_problems() = p;
   for (const auto& p : extra_problems_) *r.add_problems() = p;
   addUnavailable(r);
+  if (ipsec_) {
+    for (const auto& sa : in_force_.ipsec_sas) {
+      const SaCounters& c = sa_counters_.at(sa.name);
+      auto* st = r.add_ipsec_sas();
+      st->set_name(sa.name);
+      st->set_direction(sa.direction);
+      st->set_spi(sa.spi);
+      st->set_remote_node(sa.remote_node);
+      st->set_packets(c.packets);
+      st->set_bytes(c.bytes);
+      st->set_highest_sequence(c.highest);
+      st->set_first_packet_received(sa.direction == dpv1::INBOUND && c.packets > 0);
+      st->set_limit_drops(c.limit_drops);
+    }
+  }
   return r;
 }
 
@@ -144,6 +215,7 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& req) {
     r.mutable_hello()->set_generation(generation_);
     r.mutable_hello()->set_port_capacity(port_capacity_);
     r.mutable_hello()->set_max_ethports(max_ethports_);
+    r.mutable_hello()->set_ipsec(ipsec_);
     c.request = "hello";
     c.status = "OK";
     c.generation = generation_;
@@ -213,6 +285,7 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& req) {
       requested_ = std::move(*next);
       in_force_ = std::move(verdict->model);
       problems_ = std::move(verdict->problems);
+      updateSaCounters();
       generation_ = next_generation;
       status = dpv1::OK;
       flows_removed = c.changed + c.removed;
@@ -236,6 +309,7 @@ dpv1::LogicalModel FakeDataplaneModel::model() const {
   for (const auto& [k, v] : state_.subnets) *m.add_local_subnets() = v;
   for (const auto& [k, v] : state_.ports) *m.add_ports() = v;
   for (const auto& [k, v] : state_.remotes) *m.add_remote_nodes() = v;
+  for (const auto& [k, v] : state_.sas) *m.add_ipsec_sas() = v;
   return m;
 }
 
@@ -244,10 +318,27 @@ nlohmann::json FakeDataplaneModel::dump() const {
   j["instance_id"] = instance_id_;
   j["generation"] = generation_;
   j["model"] = toJson(model());
+  // No key leaves the programming socket, not even in a fake's dump.
+  if (j["model"].contains("ipsec_sas")) {
+    for (auto& sa : j["model"]["ipsec_sas"]) {
+      const auto name = sa.value("name", "");
+      sa.erase("key");
+      sa.erase("salt");
+      if (auto it = state_.sas.find(name); it != state_.sas.end()) sa["key_sha256"] = keyDigest(it->second.key());
+    }
+  }
+  j["ipsec"] = ipsec_;
+  nlohmann::json states = nlohmann::json::array();
+  if (ipsec_) {
+    const auto now = reply(dpv1::OK, "");
+    for (const auto& st : now.ipsec_sas()) states.push_back(toJson(st));
+  }
+  j["ipsec_sas"] = states;
   j["counts"] = {{"hellos", hellos_}, {"full_syncs", full_syncs_}, {"deltas", deltas_}, {"resync_needed", resyncs_},
                  {"invalid", invalid_}, {"statuses", statuses_}, {"refused", refused_}};
   nlohmann::json in_force = {{"ports", nlohmann::json::array()}, {"remote_nodes", nlohmann::json::array()},
-                             {"local_subnets", nlohmann::json::array()}};
+                             {"local_subnets", nlohmann::json::array()}, {"ipsec_sas", nlohmann::json::array()}};
+  for (const auto& a : in_force_.ipsec_sas) in_force["ipsec_sas"].push_back(a.name);
   for (const auto& p : in_force_.ports) in_force["ports"].push_back(p.name);
   for (const auto& r : in_force_.remote_nodes) in_force["remote_nodes"].push_back(r.name);
   for (const auto& l : in_force_.local_subnets) in_force["local_subnets"].push_back(l.cidr);

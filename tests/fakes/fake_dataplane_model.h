@@ -14,6 +14,13 @@
 // RTE_MAX_ETHPORTS 32 less the uplink): the answer to Hello says it, and every
 // reply lists the ports in force beyond it, in the order the real dataplane
 // opens them (the management port, then by key), as PORT_UNAVAILABLE.
+//
+// It stands for a dataplane that installs IPsec SAs (HelloReply.ipsec, unless
+// setIpsec(false)): every reply lists the SAs in force with their counters,
+// kept by the rules of the proto (an SA sent again with the same key keeps
+// its state, an outbound one's next sequence raised to initial_sequence, and
+// nothing sent past sequence_limit). Packets are simulated with transfer().
+// Its dump never holds a key: each SA's key is replaced by its SHA-256 prefix.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +67,13 @@ class FakeDataplaneModel {
   const model::Model& inForce() const { return in_force_; }
   const std::vector<dpv1::ObjectProblem>& problems() const { return problems_; }
   uint64_t refusedCount() const { return refused_; }  // each refusal once, as the engine's ObjectRefused
+  // A dataplane that installs IPsec SAs (the default) or one that ignores them.
+  void setIpsec(bool on) { ipsec_ = on; }
+  // Brings SA `name`'s packet count up to `packets`: an outbound SA sends
+  // them (one sequence number each, never past its limit: the rest count as
+  // limit drops), an inbound one receives them (authenticated, in order).
+  // False when no SA of that name is in force.
+  bool transfer(const std::string& name, uint64_t packets);
   // A test (or the fake-dataplane process) reports problems of its own on
   // top of the model's refusals, as the real process adds ports it could
   // not open (PORT_UNAVAILABLE); they are kept until replaced.
@@ -74,7 +88,15 @@ class FakeDataplaneModel {
     std::map<std::string, dpv1::Subnet> subnets;
     std::map<std::string, dpv1::LogicalPort> ports;
     std::map<std::string, dpv1::RemoteNode> remotes;
+    std::map<std::string, dpv1::IpsecSa> sas;
   };
+  struct SaCounters {
+    std::string key;               // the key the counters are for
+    uint64_t next = 1;             // outbound: the next sequence to send
+    uint64_t highest = 0;
+    uint64_t packets = 0, bytes = 0, limit_drops = 0;
+  };
+  void updateSaCounters();
   static State fromModel(const dpv1::LogicalModel& m);
   dpv1::ProgramReply reply(dpv1::ProgramStatus status, const std::string& message) const;
   static void diff(const State& before, const State& after, FakeChange& c);
@@ -88,6 +110,8 @@ class FakeDataplaneModel {
   model::Model in_force_;
   std::vector<dpv1::ObjectProblem> problems_, extra_problems_;
   std::deque<FakeChange> history_;
+  std::map<std::string, SaCounters> sa_counters_;  // by SA name, for the SAs in force
+  bool ipsec_ = true;
   uint32_t port_capacity_ = 31;
   uint32_t max_ethports_ = 32;
   uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0, statuses_ = 0, refused_ = 0;

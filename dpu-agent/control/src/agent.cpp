@@ -75,7 +75,7 @@ dpv1::NodeSettings Agent::nodeSettings() const {
   n.set_router_mac(kRouterMac);
   for (const auto& c : config_.cluster_cidrs) n.add_cluster_cidrs(c.str());
   for (const auto& c : config_.service_cidrs) n.add_service_cidrs(c.str());
-  n.set_ipsec(config_.ipsec);
+  n.set_ipsec(config_.ipsec.encrypt());
   return n;
 }
 

@@ -49,6 +49,15 @@ std::vector<IpPrefix> readCidrs(FieldReader& r, const std::string& single, const
 
 }  // namespace
 
+const char* ipsecModeName(IpsecMode mode) {
+  switch (mode) {
+    case IpsecMode::kOff: return "off";
+    case IpsecMode::kKeys: return "keys";
+    case IpsecMode::kOn: return "on";
+  }
+  return "off";
+}
+
 std::string RepresentorMap::representorFor(uint32_t vf) const {
   if (vf < names.size()) return names[vf];
   return replaceAll(replaceAll(name_pattern, "{pf}", std::to_string(pf_index)), "{vf}", std::to_string(vf));
@@ -185,19 +194,56 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
   }
 
   c.underlay_mtu = static_cast<uint32_t>(r.uint("underlayMTU", 576, 9216, 1500));
-  c.ipsec = r.boolean("ipsec", false);
-  // Accepting the flag would be worse than refusing it: nothing encrypts yet,
-  // so the traffic the operator asked to protect would cross the fabric as
-  // plaintext Geneve, inner packets readable.
-  if (r.ok() && c.ipsec) {
-    r.fail("ipsec", "IPsec is not implemented yet: with ipsec: true pod traffic would leave this DPU in plaintext "
-                    "Geneve, not encrypted; remove ipsec (or set it to false) until dpu-agent supports it");
+  // Accepting encryption would be worse than refusing it: the dataplane does
+  // not encrypt yet, so the traffic the operator asked to protect would cross
+  // the fabric as plaintext Geneve, inner packets readable.
+  const std::string not_yet = "IPsec is not implemented yet: with ipsec: true pod traffic would leave this DPU in "
+                              "plaintext Geneve, not encrypted; remove ipsec (or set it to false) until dpu-agent "
+                              "supports it";
+  if (const auto* v = doc.is_object() && doc.contains("ipsec") ? &doc["ipsec"] : nullptr; v && v->is_object()) {
+    FieldReader ip = r.object("ipsec");
+    const std::string mode = ip.str("mode", "off");
+    if (mode == "off") c.ipsec.mode = IpsecMode::kOff;
+    else if (mode == "keys") c.ipsec.mode = IpsecMode::kKeys;
+    else if (mode == "on") c.ipsec.mode = IpsecMode::kOn;
+    else if (ip.ok()) ip.fail("mode", "must be off, keys or on, not \"" + mode + "\"");
+    if (ip.ok() && c.ipsec.encrypt()) {
+      ip.fail("mode", "on (encryption) is not implemented yet in the dataplane: pod traffic would leave this DPU in "
+                      "plaintext Geneve, not encrypted; use mode: keys (keys made, published and installed, traffic "
+                      "still plaintext) or off");
+    }
+    c.ipsec.state_dir = ip.str("stateDir", "");
+    c.ipsec.psk_file = ip.str("pskFile", "");
+    c.ipsec.key_bits = static_cast<uint32_t>(ip.uint("keyBits", 128, 256, 128));
+    if (ip.ok() && c.ipsec.key_bits != 128 && c.ipsec.key_bits != 256) {
+      ip.fail("keyBits", "must be 128 (AES-128-GCM) or 256 (AES-256-GCM), not " + std::to_string(c.ipsec.key_bits));
+    }
+    c.ipsec.grace_period_s = ip.uint("gracePeriodSeconds", 1, 86400, 60);
+    c.ipsec.rotation_period_s = ip.uint("rotationPeriodSeconds", 0, 10ull * 365 * 86400, 86400);
+    if (ip.ok() && c.ipsec.rotation_period_s != 0 && c.ipsec.rotation_period_s < 2 * c.ipsec.grace_period_s) {
+      ip.fail("rotationPeriodSeconds",
+              std::to_string(c.ipsec.rotation_period_s) + " is shorter than twice gracePeriodSeconds (" +
+                  std::to_string(c.ipsec.grace_period_s) + "): a rotation must end before the next begins; "
+                  "make it at least " + std::to_string(2 * c.ipsec.grace_period_s) + ", or 0 for no periodic rotation");
+    }
+    // Below 2^16 a rotation would be due every few milliseconds at line rate;
+    // above 2^64 - 2 there is no room left to rotate before the hard limit.
+    c.ipsec.esn_soft_limit = ip.uint("esnSoftLimit", 1u << 16, ~uint64_t{0} - 1, uint64_t{1} << 63);
+    c.ipsec.byte_soft_limit = ip.uint("byteSoftLimit", 0, ~uint64_t{0}, 0);
+    if (ip.ok() && c.ipsec.byte_soft_limit != 0 && c.ipsec.byte_soft_limit < (uint64_t{1} << 20)) {
+      ip.fail("byteSoftLimit", "must be 0 (none) or at least 1048576 bytes");
+    }
+    c.ipsec.replay_window = static_cast<uint32_t>(ip.uint("replayWindow", 64, 65536, 1024));
+    if (ip.ok() && c.ipsec.replay_window % 64 != 0) ip.fail("replayWindow", "must be a multiple of 64");
+    if (auto done = ip.finish(); !done) return std::move(done).takeError();
+  } else if (r.boolean("ipsec", false) && r.ok()) {
+    r.fail("ipsec", not_yet + " (ipsec: {mode: keys} prepares keys without encrypting)");
   }
   if (r.ok()) {
-    c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec);
+    c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec.enabled());
     if (c.pod_mtu < 576) {
       r.fail("underlayMTU", std::to_string(c.underlay_mtu) + " leaves a pod MTU of only " + std::to_string(c.pod_mtu) +
-                                " after Geneve" + (c.ipsec ? "+ESP" : "") + "; use at least 1500");
+                                " after Geneve" + (c.ipsec.enabled() ? "+ESP" : "") + "; use at least 1500");
     }
   }
 
@@ -279,6 +325,7 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
   c.dataplane_socket = r.str("dataplaneSocket", c.dataplane_socket);
   c.state_dir = r.str("stateDir", c.state_dir);
   if (r.ok() && c.state_dir.empty()) r.fail("stateDir", "must name a directory");
+  if (c.ipsec.state_dir.empty()) c.ipsec.state_dir = c.state_dir + "/ipsec";
   {
     FieldReader lg = r.object("log", true);
     c.log_level = lg.str("level", "info");

@@ -117,6 +117,9 @@ bool DataplaneClient::exchange(const ipc::Socket& s, const dpv1::ProgramRequest&
     return false;
   }
   takeProblems(reply);
+  // The Hello's reply goes out after onHello (session()): the SAs it lists
+  // belong to the instance it names.
+  if (on_reply_ && !req.has_hello()) on_reply_(reply);
   return true;
 }
 
@@ -302,6 +305,8 @@ bool DataplaneClient::session() {
     next_generation_ = std::max(next_generation_, reply.hello().generation());
   }
   if (on_capacity_) on_capacity_(reply.hello().port_capacity(), reply.hello().max_ethports());
+  if (on_hello_) on_hello_(reply.hello());
+  if (on_reply_) on_reply_(reply);
   if (!fullSync(*sock)) return false;
   auto last_exchange = std::chrono::steady_clock::now();
   while (running_.load()) {

@@ -90,6 +90,7 @@ NodeInfo readNode(FieldReader& n) {
   }
   node.pod_cidrs = readCidrs(n);
   node.ipsec_public_key = n.str("ipsecPublicKey", "");
+  node.ipsec_epoch = static_cast<uint32_t>(n.uint("ipsecEpoch", 0, 0xffffffffu, 0));
   node.labels = labelsOf(n);
   node.port_keys = readPortKeys(n);
   return node;
@@ -198,7 +199,10 @@ void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& publishe
     if (added) continue;
     NodeInfo& n = it->second;
     if (!p.tunnel_ip.empty()) n.tunnel_ip = p.tunnel_ip;
-    if (!p.ipsec_public_key.empty()) n.ipsec_public_key = p.ipsec_public_key;
+    if (!p.ipsec_public_key.empty()) {
+      n.ipsec_public_key = p.ipsec_public_key;
+      n.ipsec_epoch = p.ipsec_epoch;
+    }
     if (n.pod_cidrs.empty()) n.pod_cidrs = p.pod_cidrs;
     // The node's own agent knows its ports: its publish file has the keys.
     n.port_keys = p.port_keys;
@@ -384,7 +388,10 @@ Result<void> FileClusterSource::publishSelf(const SelfEntry& self) {
   nlohmann::json j;
   j["name"] = self.node_name;
   if (!self.tunnel_ip.empty()) j["tunnelIP"] = self.tunnel_ip;
-  if (!self.ipsec_public_key.empty()) j["ipsecPublicKey"] = self.ipsec_public_key;
+  if (!self.ipsec_public_key.empty()) {
+    j["ipsecPublicKey"] = self.ipsec_public_key;
+    j["ipsecEpoch"] = self.ipsec_epoch;
+  }
   if (!published_pod_cidrs_.empty()) j["podCIDRs"] = published_pod_cidrs_;
   j["portKeys"] = nlohmann::json::object();
   for (const auto& [ip, key] : self.port_keys) j["portKeys"][ip] = key;

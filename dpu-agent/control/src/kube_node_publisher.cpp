@@ -19,7 +19,11 @@ Result<void> NodePublisher::publish(const SelfEntry& self) {
   if (!IpAddress::parse(self.tunnel_ip).ok())
     return Error{"publishSelf: tunnel IP '" + self.tunnel_ip + "' is not an IP address", ErrorCode::kInvalid};
   nlohmann::json annotations = {{kTunnelIpAnnotation, self.tunnel_ip}};
-  if (!self.ipsec_public_key.empty()) annotations[kIpsecPublicKeyAnnotation] = self.ipsec_public_key;
+  // The key and its epoch together, or neither (null deletes them): a node
+  // with IPsec off, or whose key is not installed yet, names no key.
+  const bool keyed = !self.ipsec_public_key.empty();
+  annotations[kIpsecPublicKeyAnnotation] = keyed ? nlohmann::json(self.ipsec_public_key) : nlohmann::json();
+  annotations[kIpsecEpochAnnotation] = keyed ? nlohmann::json(std::to_string(self.ipsec_epoch)) : nlohmann::json();
   annotations[kPortKeysAnnotation] = formatPortKeysAnnotation(self.port_keys);
   nlohmann::json patch = {{"metadata", {{"annotations", annotations}}}};
   std::string path = std::string("/api/v1/nodes/") + web::uri::encode_data_string(node);

@@ -393,7 +393,8 @@ class Decoder {
         fail("metadata.labels[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kAnnotations:
-        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kPortKeysAnnotation)
+        if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kIpsecEpochAnnotation ||
+            key == kPortKeysAnnotation)
           fail("metadata.annotations[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kNodeSpec:
@@ -612,6 +613,13 @@ class Decoder {
           str(v, node_->tunnel_ip, "metadata.annotations[dpu-cni.io/tunnel-ip]");
         } else if (key == kIpsecPublicKeyAnnotation) {
           str(v, node_->ipsec_public_key, "metadata.annotations[dpu-cni.io/ipsec-public-key]");
+        } else if (key == kIpsecEpochAnnotation) {
+          std::string text;
+          if (str(v, text, "metadata.annotations[dpu-cni.io/ipsec-epoch]")) {
+            auto epoch = parseIpsecEpochAnnotation(text);
+            if (!epoch) fail("metadata.annotations[dpu-cni.io/ipsec-epoch]: " + epoch.error());
+            else node_->ipsec_epoch = *epoch;
+          }
         } else if (key == kPortKeysAnnotation) {
           str(v, port_keys_text_, "metadata.annotations[dpu-cni.io/port-keys]");
         }
@@ -1462,7 +1470,7 @@ struct Fnv {
   void add(const NetworkPolicyPort& p) { all(p.protocol, p.port, p.end_port); }
   void add(const NetworkPolicyRule& r) { all(r.peers, r.ports); }
 
-  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.labels, n.port_keys); }
+  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.ipsec_epoch, n.labels, n.port_keys); }
   void add(const PodInfo& p) { all(p.uid, p.node_name, p.ips, p.labels, p.host_network, p.ports); }
   void add(const NamespaceInfo& n) { all(n.labels); }
   void add(const ServiceInfo& s) {

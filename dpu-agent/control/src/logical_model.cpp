@@ -134,6 +134,40 @@ void ModelState::deleteRemoteNode(const std::string& name) {
   markLocked();
 }
 
+void ModelState::upsertIpsecSa(const dpv1::IpsecSa& sa) {
+  std::lock_guard lock(mu_);
+  if (!upsertInto(ipsec_sas_, sa.name(), sa)) return;
+  dirty_sas_.insert(sa.name());
+  markLocked();
+}
+
+void ModelState::deleteIpsecSa(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!ipsec_sas_.erase(name)) return;
+  dirty_sas_.insert(name);
+  markLocked();
+}
+
+void ModelState::setIpsecSas(const std::map<std::string, dpv1::IpsecSa>& sas) {
+  std::lock_guard lock(mu_);
+  bool changed = false;
+  for (auto it = ipsec_sas_.begin(); it != ipsec_sas_.end();) {
+    if (sas.count(it->first)) {
+      ++it;
+      continue;
+    }
+    dirty_sas_.insert(it->first);
+    it = ipsec_sas_.erase(it);
+    changed = true;
+  }
+  for (const auto& [name, sa] : sas) {
+    if (!upsertInto(ipsec_sas_, name, sa)) continue;
+    dirty_sas_.insert(name);
+    changed = true;
+  }
+  if (changed) markLocked();
+}
+
 dpv1::LogicalModel ModelState::snapshot() const {
   std::lock_guard lock(mu_);
   dpv1::LogicalModel m;
@@ -141,6 +175,7 @@ dpv1::LogicalModel ModelState::snapshot() const {
   for (const auto& [k, v] : local_subnets_) *m.add_local_subnets() = v;
   for (const auto& [k, v] : ports_) *m.add_ports() = v;
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
+  for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
   return m;
 }
 
@@ -153,11 +188,13 @@ dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>
   for (const auto& [k, v] : local_subnets_) *m.add_local_subnets() = v;
   for (const auto& [k, v] : ports_) *m.add_ports() = v;
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
+  for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
   if (oldest_pending) *oldest_pending = oldest_;
   node_dirty_ = false;
   dirty_ports_.clear();
   dirty_subnets_.clear();
   dirty_remotes_.clear();
+  dirty_sas_.clear();
   oldest_.reset();
   return m;
 }
@@ -190,10 +227,19 @@ std::optional<ModelState::Pending> ModelState::takePending() {
     else p.delta.add_delete_remote_nodes(name);
     ++p.changes;
   }
+  // An outbound switch (the old SA deleted, the new one added) arrives in
+  // one Delta, so the dataplane never holds two outbound SAs for a node nor none.
+  for (const auto& name : dirty_sas_) {
+    auto it = ipsec_sas_.find(name);
+    if (it != ipsec_sas_.end()) *p.delta.add_upsert_ipsec_sas() = it->second;
+    else p.delta.add_delete_ipsec_sas(name);
+    ++p.changes;
+  }
   node_dirty_ = false;
   dirty_ports_.clear();
   dirty_subnets_.clear();
   dirty_remotes_.clear();
+  dirty_sas_.clear();
   oldest_.reset();
   if (p.changes == 0) return std::nullopt;
   return p;
@@ -217,6 +263,11 @@ size_t ModelState::portCount() const {
 size_t ModelState::remoteNodeCount() const {
   std::lock_guard lock(mu_);
   return remote_nodes_.size();
+}
+
+size_t ModelState::ipsecSaCount() const {
+  std::lock_guard lock(mu_);
+  return ipsec_sas_.size();
 }
 
 }  // namespace dpu::control

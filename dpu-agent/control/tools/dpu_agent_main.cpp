@@ -1,7 +1,8 @@
 // dpu-agent: the DPU control plane daemon. Reads its config, restores its
 // checkpoint, learns the cluster from a ClusterSource, serves the attach API to
-// host-shim and programs dpu-dataplane with the logical model. Runs until
-// SIGTERM/SIGINT.
+// host-shim and programs dpu-dataplane with the logical model (and, with
+// ipsec, the node's IPsec SAs). Runs until SIGTERM/SIGINT; SIGUSR1 starts an
+// IPsec key rotation.
 //
 //   dpu-agent --config /etc/dpu-agent/config.yaml [--check-config]
 //   dpu-agent --decode FILE|-     decode Kubernetes YAML/JSON objects as the agent would (see decodeMain)
@@ -25,6 +26,7 @@
 #include "control/api_server.h"
 #include "control/dataplane_client.h"
 #include "control/file_source.h"
+#include "control/ipsec_controller.h"
 #include "control/kube_objects.h"
 #include "control/metrics.h"
 #if DPU_HAVE_KUBE_SOURCE
@@ -144,7 +146,7 @@ dpu::Result<std::string> resolveNodeName(const AgentConfig& config, const sigset
 }
 
 std::string metricsText(const Agent& agent, const ClusterSource& source, const DataplaneClient& client,
-                        const Histogram& programming, const ModelState& model) {
+                        const Histogram& programming, const ModelState& model, const IpsecController* ipsec) {
   PromWriter w;
   w.gauge("dpu_agent_attachments", "Attachments (pods and the management port) on this DPU.",
           static_cast<double>(agent.attachmentCount()));
@@ -202,13 +204,14 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
       case dpv1::ObjectProblem::PORT: return "port";
       case dpv1::ObjectProblem::REMOTE_NODE: return "remote_node";
       case dpv1::ObjectProblem::LOCAL_SUBNET: return "local_subnet";
+      case dpv1::ObjectProblem::IPSEC_SA: return "ipsec_sa";
       default: return "unknown";
     }
   };
   auto state = [](dpv1::ObjectProblem::State st) -> std::string {
     return st == dpv1::ObjectProblem::PORT_UNAVAILABLE ? "port_unavailable" : "refused";
   };
-  for (const char* k : {"port", "remote_node", "local_subnet"}) {
+  for (const char* k : {"port", "remote_node", "local_subnet", "ipsec_sa"}) {
     for (const char* st : {"refused", "port_unavailable"}) counts[{k, st}] = 0;
   }
   std::vector<std::pair<Labels, double>> objects;
@@ -238,6 +241,7 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
            "Attachments by whether the dataplane forwards for them (Attachment.dataplane_state).", by_state);
   w.histogram("dpu_agent_datapath_programming_duration_seconds",
               "From a model change to the dataplane's acknowledgement of it.", programming.snapshot());
+  if (ipsec != nullptr) ipsec->writeMetrics(w);
   return w.text();
 }
 
@@ -273,7 +277,12 @@ int main(int argc, char** argv) {
     std::string node = config.node_name_from.label.empty()
                            ? config.node_name
                            : "from label " + config.node_name_from.label + " of Node " + config.node_name_from.node;
-    std::cout << "configuration OK: node " << node << ", pod MTU " << config.pod_mtu << "\n";
+    if (auto r = checkIpsecFiles(config); !r) {
+      std::cerr << "dpu-agent: bad configuration: " << config_path << ": " << r.error() << "\n";
+      return 2;
+    }
+    std::cout << "configuration OK: node " << node << ", pod MTU " << config.pod_mtu
+              << (config.ipsec.enabled() ? std::string(", IPsec ") + ipsecModeName(config.ipsec.mode) : "") << "\n";
     return 0;
   }
   dpu::log::setLevel(*dpu::log::parseLevel(config.log_level));
@@ -288,7 +297,10 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGUSR1 starts an IPsec rotation; taken by the same sigwait.
+  sigset_t waited = stop_signals;
+  sigaddset(&waited, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &waited, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (!config.node_name_from.label.empty()) {
     auto name = resolveNodeName(config, stop_signals);
@@ -315,25 +327,46 @@ int main(int argc, char** argv) {
     DPU_LOG(kError, kLog) << "cannot start: " << r.error();
     return 1;
   }
+  std::unique_ptr<IpsecController> ipsec;
+  if (config.ipsec.enabled()) {
+    ipsec = std::make_unique<IpsecController>(config, model);
+    if (auto r = ipsec->start(); !r) {
+      DPU_LOG(kError, kLog) << "cannot start: " << r.error();
+      return 1;
+    }
+  }
 
   DataplaneClient client(config.dataplane_socket, "dpu-agent/" + config.node_name, model, programming);
   client.onGeneration([&agent](uint64_t g) { agent.setDataplaneGeneration(g); });
   client.onPortCapacity([&agent](uint32_t capacity, uint32_t max) { agent.setPortCapacity(capacity, max); });
   agent.setDataplaneView([&client](const std::string& port) { return client.portState(port); });
+  if (ipsec) {
+    client.onHello([&ipsec](const dpv1::HelloReply& h) { ipsec->dataplaneHello(h); });
+    client.onReply([&ipsec](const dpv1::ProgramReply& r) { ipsec->dataplaneReply(r); });
+  }
 
   ClusterSource& src = **source;
-  if (auto r = src.start(agent); !r) {
+  std::optional<ClusterTee> tee;
+  if (ipsec) tee.emplace(agent, *ipsec);
+  if (auto r = tee ? src.start(*tee) : src.start(agent); !r) {
     DPU_LOG(kError, kLog) << "cluster source: " << r.error();
     return 1;
   }
-  // This node's entry, with its port keys: published now and again whenever
-  // an attach or detach changes them (retried while the source refuses).
-  uint64_t published_keys = 0;
+  // This node's entry, with its port keys and IPsec key: published now and
+  // again whenever an attach or detach changes the keys or the IPsec key
+  // changes (retried while the source refuses).
+  uint64_t published_keys = 0, published_ipsec = 0;
   bool published = false, warned = false;
   auto last_publish = std::chrono::steady_clock::now();
   auto publish = [&] {
     const uint64_t version = agent.portKeysVersion();
     SelfEntry self{config.node_name, config.tunnel_ip.str(), "", agent.portKeys()};
+    std::optional<dpu::ipsec::Advertisement> adv;
+    if (ipsec) adv = ipsec->advertisement();
+    if (adv) {
+      self.ipsec_public_key = adv->public_key;
+      self.ipsec_epoch = adv->epoch;
+    }
     last_publish = std::chrono::steady_clock::now();
     if (auto r = src.publishSelf(self); !r) {
       // Said when it starts failing, not on every retry.
@@ -346,10 +379,14 @@ int main(int argc, char** argv) {
     }
     published = true;
     published_keys = version;
+    published_ipsec = adv ? adv->epoch : 0;
+    // The rotation's clock starts when the others can see the key.
+    if (adv) ipsec->published(adv->epoch);
   };
   publish();
+  auto ipsecVersion = [&]() -> uint64_t { return ipsec ? ipsec->advertisementVersion() : 0; };
   auto publishIfChanged = [&] {
-    if (published && agent.portKeysVersion() == published_keys) return;
+    if (published && agent.portKeysVersion() == published_keys && ipsecVersion() == published_ipsec) return;
     if (!published && std::chrono::steady_clock::now() - last_publish < std::chrono::seconds(2)) return;
     publish();
   };
@@ -363,7 +400,7 @@ int main(int argc, char** argv) {
     if (!d.programmed) return "the dataplane is not programmed" + (d.last_error.empty() ? std::string() : ": " + d.last_error);
     return "";
   };
-  hooks.metrics_text = [&]() { return metricsText(agent, src, client, programming, model); };
+  hooks.metrics_text = [&]() { return metricsText(agent, src, client, programming, model, ipsec.get()); };
   ApiRouter router(agent, hooks);
   // The host's client certificate must name the node it runs on; the metrics
   // scraper is not a host and needs only the client CA's signature.
@@ -400,18 +437,38 @@ int main(int argc, char** argv) {
   int sig = 0;
   const timespec poll{0, 20 * 1000 * 1000};
   bool stopping = false;
+  auto last_ipsec_tick = std::chrono::steady_clock::now();
+  // Every wake-up: IPsec timers (a few times a second), SIGUSR1, the publication.
+  auto housekeeping = [&](int s) {
+    if (ipsec && s == SIGUSR1) {
+      DPU_LOG(kInfo, kLog) << "SIGUSR1: starting an IPsec key rotation";
+      ipsec->requestRotation("operator (SIGUSR1)");
+    } else if (s == SIGUSR1) {
+      DPU_LOG(kWarn, kLog) << "SIGUSR1 asks for an IPsec key rotation, but IPsec is off (config.ipsec)";
+    }
+    if (ipsec && std::chrono::steady_clock::now() - last_ipsec_tick >= std::chrono::milliseconds(250)) {
+      ipsec->tick();
+      last_ipsec_tick = std::chrono::steady_clock::now();
+    }
+    publishIfChanged();
+  };
   while (!agent.clusterSynced()) {
-    if (int s = sigtimedwait(&stop_signals, nullptr, &poll); s > 0) {
+    int s = sigtimedwait(&waited, nullptr, &poll);
+    if (s > 0 && s != SIGUSR1) {
       sig = s;
       stopping = true;
       break;
     }
-    publishIfChanged();
+    housekeeping(s);
   }
   if (!stopping) {
     client.start(agent.dataplaneGeneration());
     const timespec tick{0, 100 * 1000 * 1000};
-    while ((sig = sigtimedwait(&stop_signals, nullptr, &tick)) <= 0) publishIfChanged();
+    for (;;) {
+      sig = sigtimedwait(&waited, nullptr, &tick);
+      if (sig > 0 && sig != SIGUSR1) break;
+      housekeeping(sig);
+    }
   }
   DPU_LOG(kInfo, kLog) << "stopping on signal " << sig;
   if (metrics_server) metrics_server->stop();

@@ -43,9 +43,14 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
       return std::move(r).takeError();
     }
   }
+  auto saName = [](const dpv1::IpsecSa& s) { return s.name(); };
+  for (const auto& name : delta.delete_ipsec_sas()) {
+    if (auto r = removeBy(out.mutable_ipsec_sas(), name, saName, "IPsec SA"); !r) return std::move(r).takeError();
+  }
   for (const auto& s : delta.upsert_local_subnets()) upsertBy(out.mutable_local_subnets(), s, subnetCidr);
   for (const auto& p : delta.upsert_ports()) upsertBy(out.mutable_ports(), p, portName);
   for (const auto& n : delta.upsert_remote_nodes()) upsertBy(out.mutable_remote_nodes(), n, nodeName);
+  for (const auto& s : delta.upsert_ipsec_sas()) upsertBy(out.mutable_ipsec_sas(), s, saName);
   return out;
 }
 

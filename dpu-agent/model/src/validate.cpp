@@ -14,12 +14,13 @@ using dpv1::ObjectProblem;
 
 // What the previous model in force held, by name, and the content it held it with.
 struct Incumbents {
-  std::map<std::string, std::string> subnets, ports, remotes;
+  std::map<std::string, std::string> subnets, ports, remotes, sas;
   explicit Incumbents(const Model* previous) {
     if (previous == nullptr) return;
     for (const auto& s : previous->local_subnets) subnets[s.cidr] = s.content;
     for (const auto& p : previous->ports) ports[p.name] = p.content;
     for (const auto& r : previous->remote_nodes) remotes[r.name] = r.content;
+    for (const auto& a : previous->ipsec_sas) sas[a.name] = a.content;
   }
 };
 
@@ -129,6 +130,13 @@ Result<void> checkIdentities(const dpv1::LogicalModel& in) {
       return Error{"remote node " + r.name() + " is listed twice (duplicate remote node name)", ErrorCode::kInvalid};
     }
   }
+  seen.clear();
+  for (const auto& a : in.ipsec_sas()) {
+    if (a.name().empty()) return Error{"an IPsec SA has an empty name", ErrorCode::kInvalid};
+    if (!seen.insert(a.name()).second) {
+      return Error{"IPsec SA " + a.name() + " is listed twice (duplicate IPsec SA name)", ErrorCode::kInvalid};
+    }
+  }
   return {};
 }
 
@@ -152,12 +160,14 @@ class Validator {
     localSubnets();
     ports();
     remoteNodes();
+    ipsecSas();
 
     auto byName = [](const auto& a, const auto& b) { return a.name < b.name; };
     std::sort(m.local_subnets.begin(), m.local_subnets.end(),
               [](const ModelSubnet& a, const ModelSubnet& b) { return a.cidr < b.cidr; });
     std::sort(m.ports.begin(), m.ports.end(), byName);
     std::sort(m.remote_nodes.begin(), m.remote_nodes.end(), byName);
+    std::sort(m.ipsec_sas.begin(), m.ipsec_sas.end(), byName);
     node.SerializeToString(&m.node_content);
     for (const auto& s : m.local_subnets) m.node_content += s.content;
     std::sort(out_.problems.begin(), out_.problems.end(), [](const ObjectProblem& a, const ObjectProblem& b) {
@@ -379,6 +389,115 @@ class Validator {
     }
   }
 
+  // An SA's own fields, with nothing else considered. No reason ever
+  // quotes the key or the salt.
+  Result<ModelIpsecSa> parseSa(const dpv1::IpsecSa& a) const {
+    ModelIpsecSa sa;
+    sa.name = a.name();
+    if (a.remote_node().empty()) return Error{"remote_node is empty: name the remote node it protects traffic with"};
+    sa.remote_node = a.remote_node();
+    auto ip = IpAddress::parse(a.peer_tunnel_ip());
+    if (!ip) return Error{"peer_tunnel_ip \"" + a.peer_tunnel_ip() + "\": " + ip.error()};
+    sa.peer_tunnel_ip = *ip;
+    if (a.direction() != dpv1::INBOUND && a.direction() != dpv1::OUTBOUND) return Error{"direction must be INBOUND or OUTBOUND"};
+    sa.direction = a.direction();
+    if (a.spi() < kMinSpi) {
+      return Error{"spi " + std::to_string(a.spi()) + " is reserved (RFC 4303 §2.1: 0..255); SPIs start at 256"};
+    }
+    sa.spi = a.spi();
+    sa.local_epoch = a.local_epoch();
+    sa.remote_epoch = a.remote_epoch();
+    size_t key_len = 0;
+    if (a.algorithm() == dpv1::AES_128_GCM) key_len = 16;
+    else if (a.algorithm() == dpv1::AES_256_GCM) key_len = 32;
+    else return Error{"algorithm must be AES_128_GCM or AES_256_GCM"};
+    sa.algorithm = a.algorithm();
+    if (a.key().size() != key_len) {
+      return Error{"key is " + std::to_string(a.key().size()) + " bytes; " + dpv1::IpsecAlgorithm_Name(a.algorithm()) +
+                   " takes " + std::to_string(key_len)};
+    }
+    sa.key = a.key();
+    if (a.salt().size() != sa.salt.size()) {
+      return Error{"salt is " + std::to_string(a.salt().size()) + " bytes; AES-GCM for ESP takes 4 (RFC 4106 §8.1)"};
+    }
+    std::copy(a.salt().begin(), a.salt().end(), sa.salt.begin());
+    sa.esn = a.esn();
+    const uint64_t max_seq = a.esn() ? ~uint64_t{0} : 0xffffffffu;
+    if (a.initial_sequence() == 0 || a.initial_sequence() > max_seq) {
+      return Error{"initial_sequence " + std::to_string(a.initial_sequence()) + " must be 1.." + std::to_string(max_seq) +
+                   (a.esn() ? "" : " without esn")};
+    }
+    sa.initial_sequence = a.initial_sequence();
+    if (a.direction() == dpv1::OUTBOUND) {
+      if (a.sequence_limit() < a.initial_sequence() || a.sequence_limit() > max_seq) {
+        return Error{"sequence_limit " + std::to_string(a.sequence_limit()) + " must be initial_sequence (" +
+                     std::to_string(a.initial_sequence()) + ") .. " + std::to_string(max_seq) +
+                     ": an outbound SA with no sequence number left cannot send; rotate its keys"};
+      }
+      if (a.replay_window() != 0) return Error{"replay_window is for inbound SAs; an outbound SA has 0"};
+      sa.sequence_limit = a.sequence_limit();
+      sa.replay_window = 0;
+    } else {
+      if (a.sequence_limit() != 0) return Error{"sequence_limit is for outbound SAs; an inbound SA has 0"};
+      const uint32_t w = a.replay_window();
+      if (w != 0 && (w < 64 || w > 65536 || w % 64 != 0)) {
+        return Error{"replay_window " + std::to_string(w) + " must be 0 (the default, " +
+                     std::to_string(kDefaultReplayWindow) + ") or a multiple of 64 in 64..65536"};
+      }
+      sa.replay_window = w == 0 ? kDefaultReplayWindow : w;
+    }
+    a.SerializeToString(&sa.content);
+    return sa;
+  }
+
+  void ipsecSas() {
+    std::map<std::pair<IpAddress, uint32_t>, std::string> inbound;  // (peer, spi) -> holder
+    std::map<std::string, std::string> outbound;                    // remote node -> holder
+    for (const auto* a : byPriority(in_.ipsec_sas(), [](const dpv1::IpsecSa& x) { return x.name(); },
+                                    incumbents_.sas)) {
+      auto sa = parseSa(*a);
+      if (!sa) {
+        refuse(ObjectProblem::IPSEC_SA, a->name(), sa.error());
+        continue;
+      }
+      const ModelRemoteNode* node = nullptr;
+      for (const auto& r : out_.model.remote_nodes) {
+        if (r.name == sa->remote_node) node = &r;
+      }
+      std::string clash;
+      if (node == nullptr) {
+        std::string why = "remote node " + sa->remote_node + " is not in force";
+        for (const auto& p : out_.problems) {
+          if (p.kind() == ObjectProblem::REMOTE_NODE && p.name() == sa->remote_node) why += " (refused: " + p.reason() + ")";
+        }
+        refuse(ObjectProblem::IPSEC_SA, a->name(), why);
+        continue;
+      }
+      if (node->tunnel_ip != sa->peer_tunnel_ip) {
+        refuse(ObjectProblem::IPSEC_SA, a->name(),
+               "peer_tunnel_ip " + sa->peer_tunnel_ip.str() + " is not remote node " + node->name + "'s tunnel_ip " +
+                   node->tunnel_ip.str());
+        continue;
+      }
+      if (sa->direction == dpv1::INBOUND) {
+        if (auto it = inbound.find({sa->peer_tunnel_ip, sa->spi}); it != inbound.end()) {
+          clash = "inbound spi " + std::to_string(sa->spi) + " from " + sa->peer_tunnel_ip.str() + " is IPsec SA " +
+                  it->second + "'s";
+        }
+      } else if (auto it = outbound.find(sa->remote_node); it != outbound.end()) {
+        clash = "remote node " + sa->remote_node + " has the outbound IPsec SA " + it->second +
+                " (one outbound SA per remote node)";
+      }
+      if (!clash.empty()) {
+        refuse(ObjectProblem::IPSEC_SA, a->name(), clash + ", which is in force");
+        continue;
+      }
+      if (sa->direction == dpv1::INBOUND) inbound.emplace(std::pair{sa->peer_tunnel_ip, sa->spi}, sa->name);
+      else outbound.emplace(sa->remote_node, sa->name);
+      out_.model.ipsec_sas.push_back(std::move(*sa));
+    }
+  }
+
   void refuse(ObjectProblem::Kind kind, const std::string& name, std::string reason) {
     out_.problems.push_back(refused(kind, name, std::move(reason)));
   }
@@ -410,6 +529,7 @@ std::string kindName(dpv1::ObjectProblem::Kind kind) {
     case ObjectProblem::PORT: return "port";
     case ObjectProblem::REMOTE_NODE: return "remote node";
     case ObjectProblem::LOCAL_SUBNET: return "local subnet";
+    case ObjectProblem::IPSEC_SA: return "ipsec sa";
     default: break;
   }
   return "object";

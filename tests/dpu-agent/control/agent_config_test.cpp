@@ -51,7 +51,7 @@ log: {level: debug}
   CHECK(c->representorsOf(1)->representorFor(1) == "rep-b");
   CHECK(c->representorsOf(2) == nullptr);
   CHECK(c->pod_cidrs.at(0).str() == "10.244.1.0/24");
-  CHECK_FALSE(c->ipsec);
+  CHECK_FALSE(c->ipsec.enabled());
   CHECK(c->pod_mtu == podMtu(9000, false, false));
   CHECK(c->apiUri() == "https://192.168.100.2:8443");
   CHECK(c->tls.client_ca_file == "/ca.pem");
@@ -154,4 +154,67 @@ TEST_CASE("a config file that does not parse names the file") {
   auto r = loadAgentConfig(dir / "missing.yaml");
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error(), Catch::Contains("missing.yaml"));
+}
+
+TEST_CASE("ipsec: false, an object with its mode and settings, and encryption refused until the dataplane encrypts") {
+  auto base = baseConfig("/tmp/x");
+  auto with = [&](nlohmann::json ipsec) {
+    auto j = base;
+    j["ipsec"] = std::move(ipsec);
+    return j;
+  };
+  auto off = parseAgentConfig(with(false));
+  REQUIRE(off.ok());
+  CHECK(off->ipsec.mode == IpsecMode::kOff);
+  CHECK(off->pod_mtu == 1442);
+
+  auto keys = parseAgentConfig(with({{"mode", "keys"}}));
+  REQUIRE(keys.ok());
+  CHECK(keys->ipsec.mode == IpsecMode::kKeys);
+  CHECK(keys->ipsec.enabled());
+  CHECK_FALSE(keys->ipsec.encrypt());
+  // Keys mode prepares for encryption: pods already get the ESP MTU.
+  CHECK(keys->pod_mtu == 1408);
+  CHECK(keys->ipsec.state_dir == "/tmp/x/ipsec");
+  CHECK(keys->ipsec.key_bits == 128);
+  CHECK(keys->ipsec.grace_period_s == 60);
+  CHECK(keys->ipsec.rotation_period_s == 86400);
+  CHECK(keys->ipsec.esn_soft_limit == uint64_t{1} << 63);
+
+  auto full = parseAgentConfig(with({{"mode", "keys"}, {"stateDir", "/var/lib/k"}, {"pskFile", "/etc/psk"},
+                                     {"keyBits", 256}, {"rotationPeriodSeconds", 3600}, {"gracePeriodSeconds", 30},
+                                     {"esnSoftLimit", 1000000}, {"byteSoftLimit", 1 << 30}, {"replayWindow", 4096}}));
+  REQUIRE(full.ok());
+  CHECK(full->ipsec.state_dir == "/var/lib/k");
+  CHECK(full->ipsec.psk_file == "/etc/psk");
+  CHECK(full->ipsec.key_bits == 256);
+  CHECK(full->ipsec.rotation_period_s == 3600);
+  CHECK(full->ipsec.grace_period_s == 30);
+  CHECK(full->ipsec.esn_soft_limit == 1000000);
+  CHECK(full->ipsec.byte_soft_limit == 1u << 30);
+  CHECK(full->ipsec.replay_window == 4096);
+
+  struct Case {
+    nlohmann::json ipsec;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{{"mode", "on"}}, "config.ipsec.mode: on (encryption) is not implemented yet in the dataplane: pod traffic "
+                         "would leave this DPU in plaintext Geneve"},
+      {true, "config.ipsec: IPsec is not implemented yet"},
+      {{{"mode", "maybe"}}, "config.ipsec.mode: must be off, keys or on, not \"maybe\""},
+      {{{"mode", "keys"}, {"keyBits", 192}}, "config.ipsec.keyBits: must be 128 (AES-128-GCM) or 256"},
+      {{{"mode", "keys"}, {"gracePeriodSeconds", 0}}, "config.ipsec.gracePeriodSeconds: must be between 1 and 86400"},
+      {{{"mode", "keys"}, {"gracePeriodSeconds", 60}, {"rotationPeriodSeconds", 100}},
+       "config.ipsec.rotationPeriodSeconds: 100 is shorter than twice gracePeriodSeconds (60)"},
+      {{{"mode", "keys"}, {"esnSoftLimit", 10}}, "config.ipsec.esnSoftLimit: must be between 65536"},
+      {{{"mode", "keys"}, {"byteSoftLimit", 1000}}, "config.ipsec.byteSoftLimit: must be 0 (none) or at least"},
+      {{{"mode", "keys"}, {"replayWindow", 100}}, "config.ipsec.replayWindow: must be a multiple of 64"},
+      {{{"mode", "keys"}, {"psk", "x"}}, "config.ipsec.psk: unknown field"},
+      {"yes", "config.ipsec: must be true or false"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.ipsec.dump());
+    CHECK_THAT(errorOf(with(c.ipsec)), Catch::Contains(c.expect));
+  }
 }

@@ -376,3 +376,46 @@ TEST_CASE("a dataplane that goes away is noticed at once and reconnected to when
   CHECK(h[1].request == "full_sync");
   client.stop();
 }
+
+TEST_CASE("the client hands the Hello to IPsec before the full sync, and every reply's SA states after it") {
+  TempDir dir;
+  const std::string sock = dir / "dp.sock";
+  Server server(sock);
+  ModelState model;
+  Histogram latency(Histogram::latencyBounds());
+  addNode(model);
+  DataplaneClient client(sock, "test", model, latency);
+  std::mutex mu;
+  std::vector<std::string> seen;
+  // What onHello adds to the model is in the full sync that follows it.
+  client.onHello([&](const dpv1::HelloReply& h) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::string("hello ipsec=") + (h.ipsec() ? "1" : "0"));
+    dpv1::IpsecSa a;
+    a.set_name("x");
+    model.setIpsecSas({{"x", a}});
+  });
+  client.onReply([&](const dpv1::ProgramReply& r) {
+    std::lock_guard lock(mu);
+    seen.push_back("reply " + std::to_string(r.ipsec_sas_size()));
+  });
+  client.start();
+  REQUIRE(eventually([&] { return client.status().programmed; }));
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(mu);
+    return seen.size() >= 3;
+  }));
+  {
+    std::lock_guard lock(mu);
+    CHECK(seen[0] == "hello ipsec=1");
+    CHECK(seen[1] == "reply 0");  // the Hello's own reply, after onHello
+    CHECK(seen[2] == "reply 0");  // the full sync's: "x" is refused (no remote node), not installed
+  }
+  server.with([](FakeDataplaneModel& m) {
+    CHECK(m.model().ipsec_sas_size() == 1);
+    REQUIRE(m.problems().size() == 1);
+    CHECK(m.problems()[0].kind() == dpv1::ObjectProblem::IPSEC_SA);
+    return 0;
+  });
+  client.stop();
+}

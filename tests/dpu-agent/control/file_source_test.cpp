@@ -20,7 +20,7 @@ namespace {
 const char* kCluster = R"(
 nodes:
   - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, labels: {zone: a}}
-  - {name: node-b, tunnelIP: 192.168.50.2, podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"], ipsecPublicKey: K}
+  - {name: node-b, tunnelIP: 192.168.50.2, podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"], ipsecPublicKey: K, ipsecEpoch: 4}
 services:
   - {namespace: default, name: web, clusterIP: 10.96.0.10, ports: [{name: http, port: 80, targetPort: 8080}]}
 endpointSlices:
@@ -40,6 +40,9 @@ TEST_CASE("a cluster file parses into nodes, services, slices and pods") {
   CHECK(s->nodes["node-a"].labels.at("zone") == "a");
   CHECK(s->nodes["node-b"].pod_cidrs == std::vector<std::string>{"10.244.2.0/24", "fd00:10:244:2::/64"});
   CHECK(s->nodes["node-b"].ipsec_public_key == "K");
+  CHECK(s->nodes["node-b"].ipsec_epoch == 4);
+  CHECK(s->nodes["node-a"].ipsec_epoch == 0);
+  CHECK_THAT(parseClusterFile("nodes: [{name: n, ipsecEpoch: -1}]", "c.yaml").error(), Catch::Contains("ipsecEpoch"));
   const auto& svc = s->services.at("default/web");
   CHECK(svc.type == ServiceType::kClusterIP);
   CHECK(svc.cluster_ips == std::vector<std::string>{"10.96.0.10"});
@@ -128,7 +131,10 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
   FileClusterSource a(path), b(path);
   a.setPublishedPodCidrs({"10.244.1.0/24"});
   b.setPublishedPodCidrs({"10.244.2.0/24"});
-  REQUIRE(a.publishSelf(SelfEntry{"node-a", "192.168.50.1", "KA"}).ok());
+  SelfEntry keyed{"node-a", "192.168.50.1", "KA"};
+  keyed.ipsec_epoch = 2;
+  REQUIRE(a.publishSelf(keyed).ok());
+  CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecEpoch\": 2") != std::string::npos);
   REQUIRE(b.publishSelf(SelfEntry{"node-b", "192.168.50.2", ""}).ok());
   CHECK(dpu::fileExists(dir / "cluster.yaml.d/node-a.json"));
   CHECK_FALSE(a.publishSelf(SelfEntry{"../x", "1.2.3.4", ""}).ok());
@@ -143,6 +149,7 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
     if (n.name == "node-a") {
       CHECK(n.tunnel_ip == "192.168.50.1");
       CHECK(n.ipsec_public_key == "KA");
+      CHECK(n.ipsec_epoch == 2);
       CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24"});
     } else {
       CHECK(n.name == "node-b");

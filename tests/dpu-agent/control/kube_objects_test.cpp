@@ -15,7 +15,7 @@ namespace {
 
 const char* kNode = R"({"kind":"Node","apiVersion":"v1","metadata":{"name":"node-a","resourceVersion":"42",
   "labels":{"kubernetes.io/hostname":"node-a"},"annotations":{"dpu-cni.io/tunnel-ip":"100.64.0.1",
-  "dpu-cni.io/ipsec-public-key":"AAAA","dpu-cni.io/port-keys":"{\"10.244.1.5\":3,\"fd00:10:244:1::5\":3}",
+  "dpu-cni.io/ipsec-public-key":"AAAA","dpu-cni.io/ipsec-epoch":"7","dpu-cni.io/port-keys":"{\"10.244.1.5\":3,\"fd00:10:244:1::5\":3}",
   "other":{"x":1}},"managedFields":[{"manager":"kubelet"}]},
   "spec":{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24","fd00:10:244:1::/64"]},
   "status":{"addresses":[{"type":"InternalIP","address":"192.168.1.1"}]}})";
@@ -51,6 +51,7 @@ TEST_CASE("kube objects: a Node gives its name, pod CIDRs, tunnel IP, key and la
   CHECK(r->resource_version == "42");
   CHECK(n.tunnel_ip == "100.64.0.1");
   CHECK(n.ipsec_public_key == "AAAA");
+  CHECK(n.ipsec_epoch == 7);
   CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24", "fd00:10:244:1::/64"});
   CHECK(n.labels.at("kubernetes.io/hostname") == "node-a");
   CHECK(n.port_keys == std::map<std::string, uint32_t>{{"10.244.1.5", 3}, {"fd00:10:244:1::5", 3}});
@@ -300,4 +301,23 @@ TEST_CASE("kube status bodies are read for error messages", "[kube]") {
   CHECK(st.code == 403);
   CHECK(st.reason == "Forbidden");
   CHECK(parseKubeStatus("not json").code == 0);
+}
+
+TEST_CASE("kube objects: the IPsec epoch annotation is a decimal number 1..2^32-1, or the Node is malformed", "[kube]") {
+  auto node = [](const std::string& epoch) {
+    return R"({"metadata":{"name":"n","annotations":{"dpu-cni.io/ipsec-epoch":)" + epoch + R"(}},"spec":{}})";
+  };
+  auto ok = parseKubeObject(ObjectKind::kNode, node("\"4294967295\""));
+  REQUIRE(ok.ok());
+  CHECK(std::get<NodeInfo>(ok->info).ipsec_epoch == 4294967295u);
+  for (const std::string bad : {"\"0\"", "\"-1\"", "\"4294967296\"", "\"7a\"", "\"07\"", "\"\"", "7"}) {
+    auto r = parseKubeObject(ObjectKind::kNode, node(bad));
+    INFO(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains("metadata.annotations[dpu-cni.io/ipsec-epoch]"));
+  }
+  // A Node without it has epoch 0: no key published.
+  auto none = parseKubeObject(ObjectKind::kNode, R"({"metadata":{"name":"n"},"spec":{}})");
+  REQUIRE(none.ok());
+  CHECK(std::get<NodeInfo>(none->info).ipsec_epoch == 0);
 }

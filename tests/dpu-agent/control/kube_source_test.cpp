@@ -671,17 +671,21 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   RecordingListener l;
   REQUIRE(source->start(l).ok());
   REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
-  auto r = source->publishSelf({"", "100.64.0.7", "cHVibGljLWtleQ=="});
+  SelfEntry keyed{"", "100.64.0.7", "cHVibGljLWtleQ=="};
+  keyed.ipsec_epoch = 3;
+  auto r = source->publishSelf(keyed);
   REQUIRE(r.ok());
   auto n = fake.get(KubeResource::kNodes, "", "node-a");
   REQUIRE(n.has_value());
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/tunnel-ip"] == "100.64.0.7");
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-public-key"] == "cHVibGljLWtleQ==");
+  CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-epoch"] == "3");
   CHECK((*n)["spec"]["podCIDR"] == "10.244.1.0/24");  // a merge patch leaves the rest alone
   CHECK(fake.stats().last_patch_content_type.rfind("application/merge-patch+json", 0) == 0);
   // The others see it through their watch.
   REQUIRE(l.waitFor([&] { return l.nodes["node-a"].tunnel_ip == "100.64.0.7"; }));
   CHECK(l.nodes["node-a"].ipsec_public_key == "cHVibGljLWtleQ==");
+  CHECK(l.nodes["node-a"].ipsec_epoch == 3);
   CHECK(l.nodes["node-a"].port_keys.empty());
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/port-keys"] == "{}");
 
@@ -689,6 +693,12 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   SelfEntry self{"", "100.64.0.7", "", {{"10.244.1.5", 3}, {"fd00::5", 3}, {"10.244.1.6", 9}}};
   REQUIRE(source->publishSelf(self).ok());
   REQUIRE(l.waitFor([&] { return l.nodes["node-a"].port_keys.size() == 3; }));
+  // No IPsec key any more (IPsec off): both annotations are gone, the others see none.
+  CHECK(l.nodes["node-a"].ipsec_public_key.empty());
+  CHECK(l.nodes["node-a"].ipsec_epoch == 0);
+  n = fake.get(KubeResource::kNodes, "", "node-a");
+  CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-public-key"));
+  CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-epoch"));
   CHECK(l.nodes["node-a"].port_keys == self.port_keys);
   self.port_keys.erase("10.244.1.6");
   REQUIRE(source->publishSelf(self).ok());

@@ -111,3 +111,28 @@ TEST_CASE("a full sync carries everything and clears what was pending") {
   REQUIRE(p.has_value());
   CHECK(p->delta.node().pod_mtu() == 1400);
 }
+
+TEST_CASE("IPsec SAs: a whole change (an outbound switch) is one Delta, and a full sync carries them") {
+  ModelState m;
+  auto sa = [](const std::string& name, uint32_t spi) {
+    dpv1::IpsecSa a;
+    a.set_name(name);
+    a.set_remote_node("node-b");
+    a.set_spi(spi);
+    return a;
+  };
+  m.setIpsecSas({{"node-b/in/1", sa("node-b/in/1", 0x100)}, {"node-b/out/1", sa("node-b/out/1", 0x200)}});
+  (void)m.takePending();
+  m.setIpsecSas({{"node-b/in/1", sa("node-b/in/1", 0x100)}, {"node-b/out/2", sa("node-b/out/2", 0x300)}});
+  auto p = m.takePending();
+  REQUIRE(p);
+  CHECK(p->changes == 2);
+  REQUIRE(p->delta.delete_ipsec_sas_size() == 1);
+  CHECK(p->delta.delete_ipsec_sas(0) == "node-b/out/1");
+  REQUIRE(p->delta.upsert_ipsec_sas_size() == 1);
+  CHECK(p->delta.upsert_ipsec_sas(0).name() == "node-b/out/2");
+  m.setIpsecSas({{"node-b/in/1", sa("node-b/in/1", 0x100)}, {"node-b/out/2", sa("node-b/out/2", 0x300)}});
+  CHECK_FALSE(m.hasPending());
+  CHECK(m.snapshot().ipsec_sas_size() == 2);
+  CHECK(m.ipsecSaCount() == 2);
+}

@@ -370,3 +370,168 @@ TEST_CASE("model: a port MAC is refused when zero, multicast, broadcast or the r
   CHECK_THAT(portMacProblem(*MacAddress::parse("33:33:00:00:00:01"), router), Catch::Contains("multicast"));
   CHECK_THAT(portMacProblem(router, router), Catch::Contains("router MAC"));
 }
+
+namespace {
+
+// An IPsec SA with node2 (tunnel 192.168.100.2) that passes.
+dpv1::IpsecSa* addSa(dpv1::LogicalModel& m, const std::string& name, dpv1::IpsecDirection dir, uint32_t spi) {
+  auto* a = m.add_ipsec_sas();
+  a->set_name(name);
+  a->set_remote_node("node2");
+  a->set_peer_tunnel_ip("192.168.100.2");
+  a->set_direction(dir);
+  a->set_spi(spi);
+  a->set_local_epoch(1);
+  a->set_remote_epoch(1);
+  a->set_algorithm(dpv1::AES_128_GCM);
+  a->set_key(std::string(16, '\x5c'));
+  a->set_salt(std::string("\x01\x02\x03\x04", 4));
+  a->set_esn(true);
+  a->set_initial_sequence(1);
+  if (dir == dpv1::OUTBOUND) a->set_sequence_limit(1000);
+  return a;
+}
+
+std::vector<std::string> saNames(const Model& m) {
+  std::vector<std::string> out;
+  for (const auto& s : m.ipsec_sas) out.push_back(s.name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("model: IPsec SAs in force with their fields; a bad one is refused alone, never quoting its key",
+          "[model][ipsec]") {
+  auto base = baseModel();
+  addSa(base, "node2/in/00000100", dpv1::INBOUND, 0x100);
+  addSa(base, "node2/out/12345678", dpv1::OUTBOUND, 0x12345678);
+  Verdict ok = check(base);
+  CHECK(ok.problems.empty());
+  REQUIRE(saNames(ok.model) == std::vector<std::string>{"node2/in/00000100", "node2/out/12345678"});
+  const ModelIpsecSa& in = ok.model.ipsec_sas[0];
+  CHECK(in.peer_tunnel_ip.str() == "192.168.100.2");
+  CHECK(in.replay_window == kDefaultReplayWindow);
+  CHECK(in.key == std::string(16, '\x5c'));
+  CHECK(in.salt == std::array<uint8_t, 4>{1, 2, 3, 4});
+  CHECK(ok.model.ipsec_sas[1].sequence_limit == 1000);
+
+  struct Case {
+    std::function<void(dpv1::IpsecSa&)> mutate;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& a) { a.set_spi(255); }, "spi 255 is reserved (RFC 4303 §2.1: 0..255)"},
+      {[](auto& a) { a.set_spi(0); }, "spi 0 is reserved"},
+      {[](auto& a) { a.set_key(std::string(32, '\x5c')); }, "key is 32 bytes; AES_128_GCM takes 16"},
+      {[](auto& a) { a.set_algorithm(dpv1::AES_256_GCM); }, "key is 16 bytes; AES_256_GCM takes 32"},
+      {[](auto& a) { a.set_algorithm(dpv1::IPSEC_ALGORITHM_UNSPECIFIED); }, "algorithm must be"},
+      {[](auto& a) { a.set_salt("abc"); }, "salt is 3 bytes"},
+      {[](auto& a) { a.set_direction(dpv1::IPSEC_DIRECTION_UNSPECIFIED); }, "direction must be INBOUND or OUTBOUND"},
+      {[](auto& a) { a.set_remote_node("node9"); }, "remote node node9 is not in force"},
+      {[](auto& a) { a.set_remote_node(""); }, "remote_node is empty"},
+      {[](auto& a) { a.set_peer_tunnel_ip("192.168.100.9"); },
+       "peer_tunnel_ip 192.168.100.9 is not remote node node2's tunnel_ip 192.168.100.2"},
+      {[](auto& a) { a.set_peer_tunnel_ip("x"); }, "peer_tunnel_ip \"x\""},
+      {[](auto& a) { a.set_initial_sequence(0); }, "initial_sequence 0 must be 1.."},
+      {[](auto& a) { a.set_sequence_limit(5); }, "sequence_limit is for outbound SAs"},
+      {[](auto& a) { a.set_replay_window(100); }, "replay_window 100 must be 0"},
+      {[](auto& a) { a.set_esn(false); a.set_initial_sequence(uint64_t{1} << 32); }, "without esn"},
+  };
+  for (const auto& c : cases) {
+    auto m = base;
+    c.mutate(*m.mutable_ipsec_sas(0));
+    Verdict v = check(m);
+    INFO(c.reason);
+    REQUIRE(v.problems.size() == 1);
+    CHECK(v.problems[0].kind() == ObjectProblem::IPSEC_SA);
+    CHECK(v.problems[0].name() == "node2/in/00000100");
+    CHECK_THAT(v.problems[0].reason(), Catch::Contains(c.reason));
+    CHECK(v.problems[0].reason().find(std::string(16, '\x5c')) == std::string::npos);
+    CHECK(v.problems[0].reason().find("5c5c5c") == std::string::npos);
+    // The rest stays in force.
+    CHECK(saNames(v.model) == std::vector<std::string>{"node2/out/12345678"});
+    CHECK(v.model.remote_nodes.size() == 1);
+  }
+  auto m = base;
+  m.mutable_ipsec_sas(1)->set_sequence_limit(0);
+  CHECK_THAT(problems(check(m))[0], Catch::Contains("sequence_limit 0 must be initial_sequence (1)") &&
+                                        Catch::Contains("rotate its keys"));
+  // An SA of a refused remote node is refused too, saying why the node is.
+  m = base;
+  m.mutable_remote_nodes(0)->set_tunnel_ip("192.168.100.1");
+  auto p = problems(check(m));
+  REQUIRE(p.size() == 3);
+  CHECK_THAT(p[1], Catch::StartsWith("ipsec sa node2/in/00000100: remote node node2 is not in force (refused: "
+                                     "tunnel_ip 192.168.100.1 is our own tunnel IP)"));
+}
+
+TEST_CASE("model: IPsec SA claims: one inbound per (peer, SPI), one outbound per remote node; incumbents keep them",
+          "[model][ipsec]") {
+  auto m = baseModel();
+  addSa(m, "node2/in/b", dpv1::INBOUND, 0x1000);
+  addSa(m, "node2/in/a", dpv1::INBOUND, 0x1000);
+  addSa(m, "node2/out/b", dpv1::OUTBOUND, 0x2000);
+  addSa(m, "node2/out/a", dpv1::OUTBOUND, 0x3000);
+  addSa(m, "node2/in/c", dpv1::INBOUND, 0x2000);  // the same SPI as an outbound SA: another table
+  Verdict v = check(m);
+  CHECK(saNames(v.model) == std::vector<std::string>{"node2/in/a", "node2/in/c", "node2/out/a"});
+  auto p = problems(v);
+  REQUIRE(p.size() == 2);
+  CHECK_THAT(p[0], Catch::Contains("node2/in/b: inbound spi 4096 from 192.168.100.2 is IPsec SA node2/in/a's"));
+  CHECK_THAT(p[1], Catch::Contains("node2/out/b: remote node node2 has the outbound IPsec SA node2/out/a"));
+
+  // In force, "b" keeps its SPI when "a" arrives later, even with a lower name.
+  auto first = baseModel();
+  addSa(first, "node2/in/b", dpv1::INBOUND, 0x1000);
+  Verdict before = check(first);
+  auto later = first;
+  addSa(later, "node2/in/a", dpv1::INBOUND, 0x1000);
+  Verdict after = check(later, &before.model);
+  CHECK(saNames(after.model) == std::vector<std::string>{"node2/in/b"});
+  REQUIRE(problems(after).size() == 1);
+  CHECK_THAT(problems(after)[0], Catch::StartsWith("ipsec sa node2/in/a:"));
+
+  // Two remote nodes may hold the same SPI: inbound SAs are looked up by (peer, SPI).
+  auto two = baseModel();
+  addRemote(two, "node3", "192.168.100.3", "10.244.3.0/24", 30);
+  addSa(two, "node2/in/x", dpv1::INBOUND, 0x1000);
+  auto* other = addSa(two, "node3/in/x", dpv1::INBOUND, 0x1000);
+  other->set_remote_node("node3");
+  other->set_peer_tunnel_ip("192.168.100.3");
+  CHECK(check(two).problems.empty());
+
+  // Names identify SAs: empty or repeated refuses the request whole.
+  auto dup = baseModel();
+  addSa(dup, "same", dpv1::INBOUND, 0x1000);
+  addSa(dup, "same", dpv1::INBOUND, 0x1001);
+  CHECK_THAT(validate(dup, nullptr).error(), Catch::Contains("duplicate IPsec SA name"));
+  dup.mutable_ipsec_sas(0)->set_name("");
+  CHECK_THAT(validate(dup, nullptr).error(), Catch::Contains("an IPsec SA has an empty name"));
+}
+
+TEST_CASE("model: Deltas upsert and delete IPsec SAs by name", "[model][ipsec]") {
+  auto base = baseModel();
+  addSa(base, "node2/in/1", dpv1::INBOUND, 0x1000);
+  addSa(base, "node2/out/1", dpv1::OUTBOUND, 0x2000);
+  dpv1::Delta d;
+  // An outbound switch: the old one out and the new one in, in one Delta.
+  d.add_delete_ipsec_sas("node2/out/1");
+  auto* next = d.add_upsert_ipsec_sas();
+  *next = base.ipsec_sas(1);
+  next->set_name("node2/out/2");
+  next->set_spi(0x3000);
+  auto* raised = d.add_upsert_ipsec_sas();
+  *raised = base.ipsec_sas(0);
+  raised->set_initial_sequence(50);
+  auto applied = applyDelta(base, d);
+  REQUIRE(applied);
+  REQUIRE(applied->ipsec_sas_size() == 2);
+  CHECK(applied->ipsec_sas(0).initial_sequence() == 50);
+  CHECK(applied->ipsec_sas(1).name() == "node2/out/2");
+  CHECK(check(*applied).problems.empty());
+  dpv1::Delta gone;
+  gone.add_delete_ipsec_sas("node2/out/9");
+  auto r = applyDelta(base, gone);
+  CHECK(r.code() == ErrorCode::kNotFound);
+  CHECK_THAT(r.error(), Catch::Contains("IPsec SA node2/out/9"));
+}

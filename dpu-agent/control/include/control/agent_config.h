@@ -68,6 +68,34 @@ struct MetricsListen {
   uint16_t port = 0;
 };
 
+// IPsec between DPUs (docs/ipsec.md): `ipsec: false|true` or an object.
+//  - off:  no keys, nothing published, the pod MTU without ESP.
+//  - keys: the node makes and keeps its key pair, derives and installs the SAs
+//          with every peer and publishes its key once the dataplane holds
+//          them — while the traffic stays plaintext: the first step of
+//          turning IPsec on in a running cluster. Pods get the ESP MTU
+//          already, so that encrypting later needs no new pod.
+//  - on:   encrypt. Refused until the dataplane encrypts (agent_config.cpp):
+//          accepting it would send what the operator wants encrypted in
+//          plaintext.
+enum class IpsecMode { kOff, kKeys, kOn };
+const char* ipsecModeName(IpsecMode mode);
+
+struct IpsecConfig {
+  IpsecMode mode = IpsecMode::kOff;
+  std::string state_dir;                    // key pair and SA state; default <stateDir>/ipsec
+  std::string psk_file;                     // the cluster PSK (base64); empty: none
+  uint32_t key_bits = 128;                  // AES-GCM: 128 or 256
+  uint64_t rotation_period_s = 86400;       // a new key pair this often (0: only on demand, PSK change, limits)
+  uint64_t grace_period_s = 60;             // old keys stay accepted this long after a new one is published
+  uint64_t esn_soft_limit = uint64_t{1} << 63;  // rotate when an SA has sent this many packets
+  uint64_t byte_soft_limit = 0;             // rotate when an SA has carried this many bytes (0: no limit)
+  uint32_t replay_window = 1024;            // inbound anti-replay window (packets)
+
+  bool enabled() const { return mode != IpsecMode::kOff; }
+  bool encrypt() const { return mode == IpsecMode::kOn; }
+};
+
 struct AgentConfig {
   std::string node_name;            // empty until resolved when node_name_from is set
   NodeNameFrom node_name_from;
@@ -79,7 +107,7 @@ struct AgentConfig {
   std::vector<IpPrefix> service_cidrs;
   uint32_t underlay_mtu = 1500;
   uint32_t pod_mtu = 0;             // computed from underlay_mtu, tunnel family and ipsec
-  bool ipsec = false;              // refused when true until IPsec is implemented (agent_config.cpp)
+  IpsecConfig ipsec;
   ClusterSourceConfig cluster_source;
   std::string api_address = "127.0.0.1";
   uint16_t api_port = 9443;
@@ -103,7 +131,8 @@ struct AgentConfig {
 Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc);
 Result<AgentConfig> loadAgentConfig(const std::string& path);
 
-// The pod MTU for an underlay MTU: Geneve with the OVN option (8 bytes), ESP when ipsec.
+// The pod MTU for an underlay MTU: Geneve with the OVN option (8 bytes), ESP
+// when ipsec (any mode but off: keys prepares for encryption).
 uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec);
 
 }  // namespace dpu::control

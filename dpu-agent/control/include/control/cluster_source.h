@@ -19,9 +19,10 @@
 //  - stop() joins the threads; no callback runs after it returns.
 //  - publishSelf() makes this node's own entry visible to the others
 //    (Kubernetes: patch the Node's annotations dpu-cni.io/tunnel-ip,
-//    dpu-cni.io/ipsec-public-key and dpu-cni.io/port-keys; file source: write
-//    the node's entry into the node's publish file, which the lab merges). The
-//    agent calls it again whenever its port keys change.
+//    dpu-cni.io/ipsec-public-key, dpu-cni.io/ipsec-epoch and
+//    dpu-cni.io/port-keys; file source: write the node's entry into the
+//    node's publish file, which the lab merges). The agent calls it again
+//    whenever its port keys or its IPsec key change.
 #pragma once
 
 #include <array>
@@ -46,6 +47,9 @@ struct NodeInfo {
   // The node's logical port keys by pod address (annotation dpu-cni.io/port-keys
   // / file "portKeys"): senders put the destination's key in the OVN egress key.
   std::map<std::string, uint32_t> port_keys = {};
+  // The epoch of ipsec_public_key (annotation dpu-cni.io/ipsec-epoch / file
+  // "ipsecEpoch"): it grows with every new key; 0 when not published.
+  uint32_t ipsec_epoch = 0;
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -286,8 +290,9 @@ struct ClusterSourceStats {
 struct SelfEntry {
   std::string node_name;
   std::string tunnel_ip;
-  std::string ipsec_public_key;
+  std::string ipsec_public_key;  // empty: none (IPsec off, or the key is not installed yet)
   std::map<std::string, uint32_t> port_keys = {};  // address → logical port key (Agent::portKeys)
+  uint32_t ipsec_epoch = 0;                        // of ipsec_public_key; 0 with none
 };
 
 class ClusterSource {

@@ -12,10 +12,11 @@
 // collecting changes meanwhile.
 //
 // The dataplane reports, on every reply, the objects of the model it does not
-// forward for (refused by its validation, or a port it could not open). The
-// client keeps the latest list, asks for it with a Status request every
-// second while nothing else is sent (a port that could not be opened may
-// come up later), and answers portState() for the attach API and CHECK.
+// forward for (refused by its validation, or a port it could not open) and
+// its IPsec SAs with their counters. The client keeps the latest list, asks
+// for it with a Status request every second while nothing else is sent (a
+// port that could not be opened may come up later, SA counters move), and
+// answers portState() for the attach API and CHECK.
 //
 // Runs in its own thread; the model (logical_model.h) is the only input.
 #pragma once
@@ -98,6 +99,12 @@ class DataplaneClient {
   void onGeneration(std::function<void(uint64_t)> fn) { on_generation_ = std::move(fn); }
   // Called (on the client thread) with HelloReply.port_capacity and max_ethports on each connection.
   void onPortCapacity(std::function<void(uint32_t, uint32_t)> fn) { on_capacity_ = std::move(fn); }
+  // Called (on the client thread) with each connection's HelloReply before
+  // the full sync, so that what depends on the dataplane instance (IPsec
+  // sequence marks) is in the model the full sync sends.
+  void onHello(std::function<void(const dpv1::HelloReply&)> fn) { on_hello_ = std::move(fn); }
+  // Called (on the client thread) with every reply, the Hello's included.
+  void onReply(std::function<void(const dpv1::ProgramReply&)> fn) { on_reply_ = std::move(fn); }
 
  private:
   void run();
@@ -119,6 +126,8 @@ class DataplaneClient {
   Histogram& latency_;
   std::function<void(uint64_t)> on_generation_;
   std::function<void(uint32_t, uint32_t)> on_capacity_;
+  std::function<void(const dpv1::HelloReply&)> on_hello_;
+  std::function<void(const dpv1::ProgramReply&)> on_reply_;
 
   std::thread thread_;
   std::atomic<bool> running_{false};

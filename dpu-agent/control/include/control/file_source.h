@@ -7,7 +7,7 @@
 // are refused. dpu-agent/control/examples/cluster.yaml shows every field.
 //
 //   nodes:
-//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", labels: {...},
+//     - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24, ipsecPublicKey: "...", ipsecEpoch: 1, labels: {...},
 //        portKeys: {10.244.1.5: 3}}
 //   namespaces:                       # optional: a namespace any object names exists anyway
 //     - {name: prod, labels: {team: a}}   # (labels get kubernetes.io/metadata.name: <name>)
@@ -28,7 +28,7 @@
 //
 // Next to it, the directory "<file>.d/" holds one publish file per node
 // ("<node>.json", written by that node's agent through publishSelf, atomically):
-// {"name", "tunnelIP", "ipsecPublicKey", "podCIDRs", "portKeys"}. A published
+// {"name", "tunnelIP", "ipsecPublicKey", "ipsecEpoch", "podCIDRs", "portKeys"}. A published
 // entry fills in or overrides those fields of the node of that name (its
 // portKeys replace the main file's: the node's agent knows its ports), and
 // adds the node when the main file does not list it, so agents sharing a

@@ -36,6 +36,17 @@ const char* kubeApiVersion(ObjectKind kind);
 // The annotations each DPU publishes on its host's Node.
 inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
 inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-public-key";
+// The epoch of that key, a decimal number (1, 2, ...): it grows with every new key.
+inline constexpr const char* kIpsecEpochAnnotation = "dpu-cni.io/ipsec-epoch";
+
+// The ipsec-epoch annotation's value: 1..4294967295 in decimal, nothing else.
+inline Result<uint32_t> parseIpsecEpochAnnotation(const std::string& text) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos ||
+      (text.size() > 1 && text[0] == '0') || std::stoull(text) == 0 || std::stoull(text) > 0xffffffffull) {
+    return Error{"must be a decimal number 1..4294967295 (the key's epoch), not \"" + text + "\"", ErrorCode::kInvalid};
+  }
+  return static_cast<uint32_t>(std::stoull(text));
+}
 // The node's logical port keys: a JSON object {"<pod address>": <key 1..32767>, ...}.
 inline constexpr const char* kPortKeysAnnotation = "dpu-cni.io/port-keys";
 

@@ -65,6 +65,13 @@ class ModelState {
   void deleteLocalSubnet(const std::string& cidr);
   void upsertRemoteNode(const dpv1::RemoteNode& node);
   void deleteRemoteNode(const std::string& name);
+  // IPsec SAs (their keys are secret: the model is never logged or dumped).
+  void upsertIpsecSa(const dpv1::IpsecSa& sa);
+  void deleteIpsecSa(const std::string& name);
+  // Makes the SAs exactly `sas` (by name) in one step, so that one Delta
+  // carries a whole change: an outbound switch never shows the dataplane a
+  // node without an outbound SA, or with two.
+  void setIpsecSas(const std::map<std::string, dpv1::IpsecSa>& sas);
 
   // The whole model, and (for a FullSync) the dirty set cleared atomically with it;
   // `sequence`: the change sequence the model is at (for acknowledge()).
@@ -85,6 +92,7 @@ class ModelState {
 
   size_t portCount() const;
   size_t remoteNodeCount() const;
+  size_t ipsecSaCount() const;
 
   // Every change takes the next number of one sequence. The dataplane client
   // acknowledges the sequence of each request the dataplane accepted, so the
@@ -108,8 +116,9 @@ class ModelState {
   std::map<std::string, dpv1::LogicalPort> ports_;
   std::map<std::string, dpv1::Subnet> local_subnets_;
   std::map<std::string, dpv1::RemoteNode> remote_nodes_;
+  std::map<std::string, dpv1::IpsecSa> ipsec_sas_;
   bool node_dirty_ = false;
-  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_;
+  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_, dirty_sas_;
   std::optional<Clock::time_point> oldest_;
   uint64_t sequence_ = 0, acknowledged_ = 0;
   std::map<std::string, uint64_t> port_sequence_;  // the change that made each port's latest version

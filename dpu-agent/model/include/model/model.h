@@ -17,10 +17,13 @@
 // Conflicts between objects are settled by claims: a port claims its key,
 // representor, MAC, addresses (and, for MANAGEMENT, the one management slot);
 // a local subnet its prefix and (datapath key, family); a remote node its
-// tunnel IP and its subnets' prefixes. Objects are taken in this order and
-// each is granted its claims only if none is held already:
+// tunnel IP and its subnets' prefixes; an inbound IPsec SA its (peer tunnel
+// IP, SPI), an outbound one its remote node's one outbound slot. Objects are
+// taken in this order and each is granted its claims only if none is held
+// already:
 //   1. local subnets, then ports, then remote nodes (a remote node overlapping
-//      our own subnet is the one refused);
+//      our own subnet is the one refused), then IPsec SAs (an SA of a remote
+//      node not in force is refused);
 //   2. within a kind: objects in force before with unchanged content, then
 //      objects in force before whose content changed, then new objects;
 //   3. within each of those, by name (CIDR for subnets).
@@ -31,6 +34,7 @@
 // goes, the next request grants the refused object its claim.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,6 +91,30 @@ struct ModelRemoteNode {
   std::string content;
 };
 
+// RFC 4303 §2.1: SPIs 1..255 are reserved, 0 is never sent.
+inline constexpr uint32_t kMinSpi = 256;
+inline constexpr uint32_t kDefaultReplayWindow = 1024;
+
+// An IPsec SA in force. `key` is secret: never logged, dumped or reported
+// (its `content` holds it too: compare it, never print it).
+struct ModelIpsecSa {
+  std::string name;
+  std::string remote_node;
+  IpAddress peer_tunnel_ip;
+  dpv1::IpsecDirection direction = dpv1::INBOUND;
+  uint32_t spi = 0;
+  uint32_t local_epoch = 0;
+  uint32_t remote_epoch = 0;
+  dpv1::IpsecAlgorithm algorithm = dpv1::AES_128_GCM;
+  std::string key;
+  std::array<uint8_t, 4> salt{};
+  bool esn = true;
+  uint64_t initial_sequence = 1;
+  uint64_t sequence_limit = 0;  // outbound
+  uint32_t replay_window = kDefaultReplayWindow;  // inbound (0 requested: the default)
+  std::string content;
+};
+
 // The model in force: only objects that passed.
 struct Model {
   bool programmed = false;
@@ -99,6 +127,7 @@ struct Model {
   std::vector<ModelSubnet> local_subnets;  // by CIDR
   std::vector<ModelPort> ports;            // by name
   std::vector<ModelRemoteNode> remote_nodes;  // by name
+  std::vector<ModelIpsecSa> ipsec_sas;        // by name
   std::string node_content;  // serialized NodeSettings and the local subnets in force
 };
 
@@ -128,7 +157,7 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
 // same sentence validate() gives; the agent refuses an attach with it.
 std::string portMacProblem(const MacAddress& mac, const MacAddress& router_mac);
 
-// "port", "remote node", "local subnet": how problems name their kind.
+// "port", "remote node", "local subnet", "ipsec sa": how problems name their kind.
 std::string kindName(dpv1::ObjectProblem::Kind kind);
 
 }  // namespace dpu::model

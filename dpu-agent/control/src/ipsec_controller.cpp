@@ -1,0 +1,316 @@
+// dpu-agent's IPsec controller (see ipsec_controller.h).
+#include "control/ipsec_controller.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/log.h"
+#include "common/net_address.h"
+#include "ipsec/psk.h"
+
+namespace dpu::control {
+namespace {
+
+constexpr const char* kLog = "ipsec";
+
+ipsec::SaDbOptions optionsOf(const AgentConfig& c) {
+  ipsec::SaDbOptions o;
+  o.node_name = c.node_name;
+  o.key_size = c.ipsec.key_bits == 256 ? ipsec::KeySize::k256 : ipsec::KeySize::k128;
+  o.grace_ms = static_cast<int64_t>(c.ipsec.grace_period_s) * 1000;
+  o.rotation_period_ms = static_cast<int64_t>(c.ipsec.rotation_period_s) * 1000;
+  o.esn_soft_limit = c.ipsec.esn_soft_limit;
+  o.byte_soft_limit = c.ipsec.byte_soft_limit;
+  o.replay_window = c.ipsec.replay_window;
+  return o;
+}
+
+dpv1::IpsecSa toProto(const ipsec::SaSpec& s) {
+  dpv1::IpsecSa a;
+  a.set_name(s.name);
+  a.set_remote_node(s.peer);
+  a.set_peer_tunnel_ip(s.peer_tunnel_ip);
+  a.set_direction(s.direction == ipsec::SaDirection::kInbound ? dpv1::INBOUND : dpv1::OUTBOUND);
+  a.set_spi(s.spi);
+  a.set_local_epoch(s.local_epoch);
+  a.set_remote_epoch(s.remote_epoch);
+  a.set_algorithm(s.key_size == ipsec::KeySize::k256 ? dpv1::AES_256_GCM : dpv1::AES_128_GCM);
+  a.set_key(std::string(reinterpret_cast<const char*>(s.key.data()), s.key.size()));
+  a.set_salt(std::string(reinterpret_cast<const char*>(s.salt.data()), s.salt.size()));
+  a.set_esn(true);
+  a.set_initial_sequence(s.initial_sequence);
+  a.set_sequence_limit(s.sequence_limit);
+  a.set_replay_window(s.replay_window);
+  return a;
+}
+
+}  // namespace
+
+int64_t IpsecController::wallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+IpsecController::IpsecController(const AgentConfig& config, ModelState& model, Clock clock)
+    : config_(config),
+      model_(model),
+      clock_(std::move(clock)),
+      db_(std::make_unique<ipsec::SaDatabase>(optionsOf(config), config.ipsec.state_dir)) {}
+
+Result<void> IpsecController::start() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  if (!config_.ipsec.psk_file.empty()) {
+    psk_stamp_ = ipsec::pskFileStamp(config_.ipsec.psk_file);
+    auto psk = ipsec::loadPsk(config_.ipsec.psk_file);
+    if (!psk) return prefixed("config.ipsec.pskFile", std::move(psk).takeError());
+    db_->setPsk(psk->bytes, psk->id, now);
+  }
+  if (auto r = db_->start(now); !r) return prefixed("IPsec", std::move(r).takeError());
+  if (auto why = db_->status().last_error; !why.empty()) {
+    DPU_LOG(kWarn, kLog) << why;
+  }
+  const auto st = db_->status();
+  DPU_LOG(kInfo, kLog) << "IPsec " << ipsecModeName(config_.ipsec.mode) << ": keys in " << db_->keyFilePath()
+                       << ", epoch " << (st.current_epoch ? st.current_epoch : st.pending_epoch)
+                       << (st.current_epoch ? "" : " (not published yet)") << ", AES-" << config_.ipsec.key_bits
+                       << "-GCM, " << (config_.ipsec.psk_file.empty() ? "no PSK" : "PSK from " + config_.ipsec.psk_file)
+                       << ", " << st.peers.size() << " peers restored";
+  syncLocked();
+  return {};
+}
+
+void IpsecController::nodeUpserted(const NodeInfo& node) {
+  if (node.name == config_.node_name) return;
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  cluster_peers_.insert(node.name);
+  std::string problem;
+  ipsec::PeerAdvert adv;
+  adv.name = node.name;
+  adv.epoch = node.ipsec_epoch;
+  const bool advertises = !node.ipsec_public_key.empty() || node.ipsec_epoch != 0;
+  if (advertises) {
+    auto key = ipsec::base64Decode(node.ipsec_public_key);
+    auto tip = IpAddress::parse(node.tunnel_ip);
+    if (node.ipsec_public_key.empty()) problem = "it publishes an IPsec epoch but no public key";
+    else if (!key) problem = "its IPsec public key " + key.error();
+    else if (key->size() != ipsec::kX25519KeySize)
+      problem = "its IPsec public key is " + std::to_string(key->size()) + " bytes; an X25519 key is 32";
+    else if (node.ipsec_epoch == 0) problem = "it publishes an IPsec public key without an epoch (1 or more)";
+    else if (!tip) problem = "it has no usable tunnel IP";
+    else if (node.pod_cidrs.empty()) problem = "it has no pod CIDR yet (it is not a remote node of the model)";
+    if (problem.empty()) {
+      std::copy(key->begin(), key->end(), adv.public_key.begin());
+      adv.tunnel_ip = tip->str();
+    }
+  }
+  if (!advertises || !problem.empty()) {
+    if (!problem.empty()) {
+      // Said once per distinct problem; not being an IPsec node (yet) is not one.
+      if (peer_problems_[node.name] != problem) {
+        DPU_LOG(kWarn, kLog) << "node " << node.name << " is not an IPsec peer: " << problem;
+      }
+      peer_problems_[node.name] = problem;
+    } else {
+      peer_problems_.erase(node.name);
+    }
+    db_->removePeer(node.name, now);
+  } else {
+    peer_problems_.erase(node.name);
+    db_->upsertPeer(adv, now);
+  }
+  syncLocked();
+}
+
+void IpsecController::nodeDeleted(const std::string& name) {
+  std::lock_guard lock(mu_);
+  cluster_peers_.erase(name);
+  peer_problems_.erase(name);
+  db_->removePeer(name, clock_());
+  syncLocked();
+}
+
+void IpsecController::synced() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  for (const auto& name : db_->peerNames()) {
+    if (!cluster_peers_.count(name)) db_->removePeer(name, now);
+  }
+  syncLocked();
+}
+
+void IpsecController::dataplaneHello(const dpv1::HelloReply& hello) {
+  std::lock_guard lock(mu_);
+  dataplane_ipsec_ = hello.ipsec();
+  if (!hello.ipsec() && !warned_no_ipsec_) {
+    DPU_LOG(kWarn, kLog) << "the dataplane (instance " << hello.instance_id()
+                         << ") does not install IPsec SAs: this node's IPsec key is not published until one does";
+    warned_no_ipsec_ = true;
+  }
+  if (hello.ipsec()) warned_no_ipsec_ = false;
+  db_->setDataplane(hello.ipsec(), hello.instance_id(), clock_());
+  syncLocked();
+}
+
+void IpsecController::dataplaneReply(const dpv1::ProgramReply& reply) {
+  std::lock_guard lock(mu_);
+  if (!dataplane_ipsec_) return;
+  std::vector<ipsec::SaReport> reports;
+  reports.reserve(reply.ipsec_sas_size());
+  sa_states_.clear();
+  for (const auto& st : reply.ipsec_sas()) {
+    ipsec::SaReport r;
+    r.name = st.name();
+    r.packets = st.packets();
+    r.bytes = st.bytes();
+    r.replay_drops = st.replay_drops();
+    r.icv_failures = st.icv_failures();
+    r.highest_sequence = st.highest_sequence();
+    r.first_packet = st.first_packet_received();
+    reports.push_back(std::move(r));
+    sa_states_[st.name()] = st;
+  }
+  ++sa_reports_;
+  db_->dataplaneReport(reports, clock_());
+  syncLocked();
+}
+
+void IpsecController::pollPskLocked(int64_t now) {
+  if (config_.ipsec.psk_file.empty()) return;
+  const std::string stamp = ipsec::pskFileStamp(config_.ipsec.psk_file);
+  if (stamp == psk_stamp_) return;
+  psk_stamp_ = stamp;
+  auto psk = ipsec::loadPsk(config_.ipsec.psk_file);
+  if (!psk) {
+    if (psk.error() != psk_error_) {
+      DPU_LOG(kError, kLog) << psk.error() << "; keeping the PSK in use";
+    }
+    psk_error_ = psk.error();
+    return;
+  }
+  psk_error_.clear();
+  db_->setPsk(psk->bytes, psk->id, now);
+}
+
+void IpsecController::tick() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  pollPskLocked(now);
+  db_->tick(now);
+  syncLocked();
+}
+
+void IpsecController::requestRotation(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  db_->requestRotation(reason, clock_());
+  syncLocked();
+}
+
+std::optional<ipsec::Advertisement> IpsecController::advertisement() const {
+  std::lock_guard lock(mu_);
+  return db_->advertisement();
+}
+
+uint64_t IpsecController::advertisementVersion() const {
+  std::lock_guard lock(mu_);
+  auto a = db_->advertisement();
+  // The epoch only moves forward: it names the advertisement.
+  return a ? a->epoch : 0;
+}
+
+void IpsecController::published(uint32_t epoch) {
+  std::lock_guard lock(mu_);
+  db_->advertisementPublished(epoch, clock_());
+  syncLocked();
+}
+
+ipsec::SaDbStatus IpsecController::status() const {
+  std::lock_guard lock(mu_);
+  return db_->status();
+}
+
+void IpsecController::syncLocked() {
+  if (db_->version() != synced_version_) {
+    synced_version_ = db_->version();
+    std::map<std::string, dpv1::IpsecSa> sas;
+    for (const auto& [name, s] : db_->desired()) sas[name] = toProto(s);
+    model_.setIpsecSas(sas);
+  }
+  for (const auto& e : db_->takeEvents()) DPU_LOG(kInfo, kLog) << e;
+}
+
+void IpsecController::writeMetrics(PromWriter& w) const {
+  std::lock_guard lock(mu_);
+  const auto st = db_->status();
+  w.gauge("dpu_agent_ipsec_mode", "The IPsec mode of this agent (1 for the one in use): off, keys or on.", 1,
+          {{"mode", ipsecModeName(config_.ipsec.mode)}});
+  w.family("dpu_agent_ipsec_epoch", "gauge",
+           "This node's key epochs: current (published), next (being installed or published), previous "
+           "(accepted until its grace period ends); 0 when there is none.",
+           {{{{"state", "current"}}, static_cast<double>(st.current_epoch)},
+            {{{"state", "next"}}, static_cast<double>(st.pending_epoch)},
+            {{{"state", "previous"}}, static_cast<double>(st.previous_epoch)}});
+  std::vector<std::pair<Labels, double>> phases;
+  for (auto p : {ipsec::RotationPhase::kIdle, ipsec::RotationPhase::kInstalling, ipsec::RotationPhase::kPublishing,
+                 ipsec::RotationPhase::kGrace}) {
+    phases.push_back({{{"phase", ipsec::rotationPhaseName(p)}}, st.phase == p ? 1.0 : 0.0});
+  }
+  w.family("dpu_agent_ipsec_rotation_phase", "gauge",
+           "1 for the phase of the key rotation: idle, installing (the next epoch's inbound SAs), publishing, "
+           "grace (the previous epoch still accepted).",
+           phases);
+  w.gauge("dpu_agent_ipsec_rotation_deferred",
+          "1 while a requested rotation waits for the one in progress to end (or for the current epoch's grace period).",
+          st.rotation_deferred.empty() ? 0 : 1);
+  w.counter("dpu_agent_ipsec_rotations_total", "Key rotations started (operator, period, PSK change, soft limits).",
+            static_cast<double>(st.rotations_started));
+  w.gauge("dpu_agent_ipsec_dataplane_support",
+          "1 when the dataplane installs IPsec SAs; a key is published only once it holds the inbound SAs.",
+          st.dataplane_ipsec ? 1 : 0);
+  w.family("dpu_agent_ipsec_sas", "gauge", "IPsec SAs in the model, by direction.",
+           {{{{"direction", "inbound"}}, static_cast<double>(st.inbound_sas)},
+            {{{"direction", "outbound"}}, static_cast<double>(st.outbound_sas)}});
+  std::vector<std::pair<Labels, double>> epochs, problems;
+  for (const auto& p : st.peers) {
+    epochs.push_back({{{"node", p.name}, {"epoch", "advertised"}}, static_cast<double>(p.latest_epoch)});
+    epochs.push_back({{{"node", p.name}, {"epoch", "sending"}}, static_cast<double>(p.sender_epoch)});
+    if (!p.problem.empty()) problems.push_back({{{"node", p.name}}, 1});
+  }
+  for (const auto& [node, why] : peer_problems_) problems.push_back({{{"node", node}}, 1});
+  w.family("dpu_agent_ipsec_peer_epoch", "gauge",
+           "Per peer node: its advertised epoch, and our epoch we send to it with (0: no outbound SA yet).", epochs);
+  w.family("dpu_agent_ipsec_peer_problem", "gauge",
+           "1 for each node whose IPsec advertisement cannot be used (the agent's log says why).", problems);
+}
+
+void ClusterTee::nodeUpserted(const NodeInfo& node) {
+  first_.nodeUpserted(node);
+  ipsec_.nodeUpserted(node);
+}
+
+void ClusterTee::nodeDeleted(const std::string& name) {
+  first_.nodeDeleted(name);
+  ipsec_.nodeDeleted(name);
+}
+
+void ClusterTee::synced() {
+  first_.synced();
+  ipsec_.synced();
+}
+
+Result<void> checkIpsecFiles(const AgentConfig& config) {
+  if (!config.ipsec.enabled()) return {};
+  if (!config.ipsec.psk_file.empty()) {
+    if (auto psk = ipsec::loadPsk(config.ipsec.psk_file); !psk) {
+      return prefixed("config.ipsec.pskFile", std::move(psk).takeError());
+    }
+  }
+  if (!config.node_name.empty()) {
+    ipsec::KeyStore keys(config.ipsec.state_dir + "/keys.json", config.node_name);
+    if (auto r = keys.load(); !r) return prefixed("config.ipsec.stateDir", std::move(r).takeError());
+  }
+  return {};
+}
+
+}  // namespace dpu::control
