@@ -1,7 +1,7 @@
 // dpuctl: the operator's view of a running dpu-dataplane over its operator
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
-//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems
+//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | neighbours
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
@@ -35,6 +35,8 @@ void usage(FILE* out) {
                "  stats [--all]  drop reasons and events (non-zero ones unless --all)\n"
                "  problems       model objects the dataplane does not forward for (refused, or\n"
                "                 their port could not be opened), with the reason\n"
+               "  neighbours     north-south: the host PF port, the node IPs and gateways, the host\n"
+               "                 MACs learned on the host PF, the node network's neighbours (ARP)\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
     request.mutable_stats();
   } else if (command == "problems") {
     request.mutable_problems();
+  } else if (command == "neighbours" || command == "neighbors") {
+    request.mutable_neighbours();
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatPorts(*reply);
   } else if (command == "problems") {
     out = dpu::dpuctl::formatProblems(*reply);
+  } else if (command == "neighbours" || command == "neighbors") {
+    out = dpu::dpuctl::formatNeighbours(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

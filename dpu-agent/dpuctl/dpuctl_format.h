@@ -19,6 +19,9 @@ std::string formatStats(const dataplane::v1::OperatorReply& reply, bool nonzero_
 // One row per object not forwarding (kind, name, state, reason), or a line
 // saying every object forwards.
 std::string formatProblems(const dataplane::v1::OperatorReply& reply);
+// North–south: the host PF port, the node addresses, the host MACs learned
+// and the neighbours on the node network.
+std::string formatNeighbours(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl
