@@ -522,6 +522,11 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
       m->data_len = static_cast<uint16_t>(buf.size());
       m->pkt_len = buf.size();
     } else {
+      // The probe is matched whole on the uplink (flow_cache.h): no tunnel, no
+      // fields left from the burst's previous packet.
+      probe.remote = {};
+      probe.ingress = 0;
+      probe.egress = 0;
       pc.decap_len = 0;
     }
   }

@@ -392,6 +392,14 @@ TEST_CASE("north-south: the uplink's frames for the host reach it untouched, the
   }
   CHECK(f.stat("FabricNotForHost") == dropped + 4);
 
+  // Between a tunnelled packet and the next of the host's: the host's still hits its flow.
+  f.inject(kUplink, fromNode2("192.168.100.1"));
+  CHECK(Fixture::drain(kRep).size() == 1);
+  const uint64_t installed_now = f.stat("FlowInstalled"), hits_now = f.stat("FlowHit");
+  f.bridged(kUplink, kHost, to_host);
+  CHECK(f.stat("FlowInstalled") == installed_now);
+  CHECK(f.stat("FlowHit") == hits_now + 1);
+
   // Our own tunnel traffic still goes to the pods: Geneve for our tunnel IP is
   // decapsulated; Geneve for another address is the fabric's, and not the host's.
   f.inject(kUplink, fromNode2("192.168.100.1"));
