@@ -208,19 +208,35 @@ void EngineImpl::learnFromArp(WorkerContext& w, const Snapshot& snap, const Pack
   observeNorthSouth(w, o, known == nullptr || known->mac != sha);
 }
 
-bool EngineImpl::sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
-                                uint32_t target, const overlay::MacAddress& dst) {
+namespace {
+
+// Whether this worker may ask for `target` now (`sending`: an ARP request;
+// else only report it wanted): at most once a second per address, and
+// kArpPerSecond requests in all. A yes is recorded; a report does not hold
+// back the first request once one can be sent.
+bool mayAsk(WorkerContext& w, uint32_t target, bool sending) {
   NorthSouthWorker& ns = w.north_south;
   NorthSouthWorker::Asked& asked = ns.asked[(target * 0x9e3779b1u) >> 26];
-  if (asked.ip == target && w.now_ms - asked.ms < kArpInterval) {
-    bump(w.counters.events[static_cast<size_t>(Event::kNeighbourArpLimited)]);
-    return false;
+  if (asked.ip == target && w.now_ms - asked.ms < kArpInterval && (asked.sent || !sending)) return false;
+  if (sending) {
+    if (w.now_ms - ns.arp_window_ms >= 1000) {
+      ns.arp_window_ms = w.now_ms;
+      ns.arp_in_window = 0;
+    }
+    if (ns.arp_in_window >= NorthSouthWorker::kArpPerSecond) return false;
+    ++ns.arp_in_window;
   }
-  if (w.now_ms - ns.arp_window_ms >= 1000) {
-    ns.arp_window_ms = w.now_ms;
-    ns.arp_in_window = 0;
-  }
-  if (ns.arp_in_window >= NorthSouthWorker::kArpPerSecond || snap.uplink_port < 0) {
+  asked.ip = target;
+  asked.ms = w.now_ms;
+  asked.sent = sending;
+  return true;
+}
+
+}  // namespace
+
+bool EngineImpl::sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
+                                uint32_t target, const overlay::MacAddress& dst) {
+  if (snap.uplink_port < 0 || !mayAsk(w, target, true)) {
     bump(w.counters.events[static_cast<size_t>(Event::kNeighbourArpLimited)]);
     return false;
   }
@@ -235,9 +251,6 @@ bool EngineImpl::sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_memp
   r->data_len = static_cast<uint16_t>(out.size());
   r->pkt_len = out.size();
   enqueueTx(w, static_cast<uint16_t>(snap.uplink_port), r);
-  asked.ip = target;
-  asked.ms = w.now_ms;
-  ++ns.arp_in_window;
   bump(w.counters.events[static_cast<size_t>(Event::kNeighbourArpRequest)]);
   return true;
 }
@@ -258,10 +271,17 @@ DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, c
   o.ip = hop;
   const SnapNeighbour* n = ns.neighbour4(hop);
   if (n == nullptr || !via->has_mac) {
+    // Reported (and asked for) at most once a second per address: a flood
+    // towards an unresolved next hop costs a drop per packet, nothing more.
     // Without the host's MAC for the node IP (its ARP not seen yet) no
-    // request can be sent for it; the address is listed as wanted anyway.
+    // request can be sent; the address is listed as wanted anyway.
+    if (via->has_mac) {
+      o.requested = sendArpRequest(w, snap, pc.mbuf->pool, *via, hop, overlay::eth::kBroadcast);
+      if (!o.requested) return DropReason::kNeighbourUnresolved;
+    } else if (!mayAsk(w, hop, false)) {
+      return DropReason::kNeighbourUnresolved;
+    }
     o.kind = NorthSouthObservation::kWanted;
-    o.requested = via->has_mac && sendArpRequest(w, snap, pc.mbuf->pool, *via, hop, overlay::eth::kBroadcast);
     observeNorthSouth(w, o, true);
     return DropReason::kNeighbourUnresolved;
   }

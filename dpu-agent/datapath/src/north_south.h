@@ -185,6 +185,7 @@ struct NorthSouthWorker {
   static constexpr uint32_t kArpPerSecond = 64;
   struct Asked {
     uint32_t ip = 0;
+    bool sent = false;  // a request went out (else it was only reported wanted)
     uint64_t ms = 0;
   };
   Asked asked[64];

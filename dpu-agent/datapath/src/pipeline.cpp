@@ -287,8 +287,9 @@ Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, Pa
 // those): the host's, or nobody's here. Unicast to a host MAC is a cached
 // flow of one Output to the host PF; ARP and IPv6 neighbour solicitations for
 // a node IP (broadcast and multicast included) are forwarded uncached, each
-// learned from; the rest is dropped (FabricNotForHost: cached, except ARP and
-// ND, whose flow key does not hold the target address that decided).
+// learned from; the rest is dropped (FabricNotForHost: cached, except ARP,
+// which is learned from, and solicitations, whose flow key holds the
+// solicited-node group, not the target address that decided).
 Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const SnapNorthSouth& ns = snap.north_south;
   f.dep_in = ns.dep;
