@@ -1,7 +1,7 @@
 // dpuctl: the operator's view of a running dpu-dataplane over its operator
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
-//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup
+//   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup | neighbours
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
@@ -40,6 +40,8 @@ void usage(FILE* out) {
                "  startup        how the dataplane started, phase by phase (EAL, mbuf pool, each\n"
                "                 port's steps on its backend, sockets, agent, first full sync,\n"
                "                 forwarding), in milliseconds from its start\n"
+               "  neighbours     north-south: the host PF port, the node IPs and gateways, the host\n"
+               "                 MACs learned on the host PF, the node network's neighbours (ARP)\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
     request.mutable_problems();
   } else if (command == "startup") {
     request.mutable_stats();
+  } else if (command == "neighbours" || command == "neighbors") {
+    request.mutable_neighbours();
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -118,6 +122,8 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatProblems(*reply);
   } else if (command == "startup") {
     out = dpu::dpuctl::formatStartup(*reply);
+  } else if (command == "neighbours" || command == "neighbors") {
+    out = dpu::dpuctl::formatNeighbours(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

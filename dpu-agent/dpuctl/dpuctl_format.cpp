@@ -167,6 +167,40 @@ std::string formatStartup(const dataplane::v1::OperatorReply& reply) {
   return out;
 }
 
+std::string formatNeighbours(const dataplane::v1::OperatorReply& reply) {
+  const auto& ns = reply.north_south();
+  auto list = [](const auto& items) {
+    std::string out;
+    for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+    return out.empty() ? std::string("none") : out;
+  };
+  std::string out;
+  if (ns.host_pf().empty()) {
+    out += "host PF: none (no host_pf port in the dataplane's config: the uplink carries only tunnel traffic)\n";
+  } else {
+    out += "host PF: " + ns.host_pf() + " (DPDK port " + std::to_string(ns.host_pf_dpdk_port()) + ")\n";
+  }
+  out += "node IPs: " + list(ns.node_ips()) + "; gateways: " + list(ns.node_gateways()) + "\n\n";
+  out += "host MACs (" + std::to_string(ns.host_macs_size()) + " of at most " + std::to_string(ns.host_macs_max()) +
+         ", forgotten after " + formatDuration(ns.host_mac_ageing_ms()) + " idle):\n";
+  std::vector<std::vector<std::string>> macs{{"MAC", "NODE_IPS", "IDLE", "AGE"}};
+  for (const auto& h : ns.host_macs()) {
+    std::string ips;
+    for (const auto& ip : h.node_ips()) ips += (ips.empty() ? "" : ",") + ip;
+    macs.push_back({h.mac(), ips.empty() ? "-" : ips, formatDuration(h.idle_ms()), formatDuration(h.age_ms())});
+  }
+  out += table(macs);
+  out += "\nneighbours on the node network (" + std::to_string(ns.neighbours_size()) + ", at most " +
+         std::to_string(ns.neighbours_max()) + " with a MAC):\n";
+  std::vector<std::vector<std::string>> rows{{"IP", "MAC", "STATE", "CONFIRMED", "REQUESTS", "LEARNED_FROM"}};
+  for (const auto& n : ns.neighbours()) {
+    rows.push_back({n.ip(), n.mac().empty() ? "-" : n.mac(), n.state(), formatDuration(n.confirmed_ms()) + " ago",
+                    std::to_string(n.requests()), n.learned_from().empty() ? "-" : n.learned_from()});
+  }
+  out += table(rows);
+  return out;
+}
+
 std::string formatJson(const dataplane::v1::OperatorReply& reply) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;

@@ -22,6 +22,9 @@ std::string formatProblems(const dataplane::v1::OperatorReply& reply);
 // The dataplane's start-up phases (stats answer): when each began and how
 // long it took, in milliseconds from the process's start; moments have no duration.
 std::string formatStartup(const dataplane::v1::OperatorReply& reply);
+// North–south: the host PF port, the node addresses, the host MACs learned
+// and the neighbours on the node network.
+std::string formatNeighbours(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

@@ -72,7 +72,7 @@ dl_node_configs() {
       bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$d/tls" --server-ip "$DL_LINK_DPU_IP" --days 2 "$(dl_node_name "$n")" ||
       return 1
   fi
-  lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" \
+  lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" 1 pf0hpf \
     > "$d/dataplane.yaml" || return 1
   echo "metrics: {listen: \"$DL_LINK_DPU_IP:$DL_METRICS_PORT\"}" >> "$d/dataplane.yaml"
   # The cluster: the shared file, or (Kubernetes mode) the API with the
@@ -93,6 +93,7 @@ $cidr
 clusterCIDRs: [10.244.0.0/16]
 serviceCIDRs: [10.96.0.0/12]
 underlayMTU: ${DL_UNDERLAY_MTU:-1500}
+northSouth: {nodeIPs: [$(dl_node_ip "$n")/24], gateways: [$DL_NODE_GATEWAY]}
 clusterSource: $source
 api:
   address: $DL_LINK_DPU_IP

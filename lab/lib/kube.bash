@@ -13,7 +13,7 @@
 #     veth "oob0" in the DPU netns ($DL_KUBE_NET.N/24), as a BlueField's
 #     out-of-band port reaches the cluster's API;
 #   - the Nodes node1..N (spec.podCIDR, the kubernetes.io/hostname label, status
-#     Ready with the tunnel IP as InternalIP) and the Namespace dpu-cni (the
+#     Ready with the node IP, on the host PF, as InternalIP) and the Namespace dpu-cni (the
 #     fake serves no ServiceAccounts: the agents' token is a static token of
 #     user system:serviceaccount:dpu-cni:dpu-agent, which the binding names);
 #   - every dpu-agent with `clusterSource: kubernetes` (a kubeconfig with the
@@ -145,7 +145,7 @@ spec:
   podCIDRs: [$(dl_pod_cidr "$n")]
 EOF
 ) || { dl_die "kubectl could not register Node $name: $out"; return 1; }
-  out=$(dl_kubectl patch node "$name" --subresource=status --type=merge -p "$(jq -nc --arg ip "$(dl_tunnel_ip "$n")" \
+  out=$(dl_kubectl patch node "$name" --subresource=status --type=merge -p "$(jq -nc --arg ip "$(dl_node_ip "$n")" \
     --arg name "$name" '{status: {addresses: [{type: "InternalIP", address: $ip}, {type: "Hostname", address: $name}],
       conditions: [{type: "Ready", status: "True", reason: "KubeletReady", message: "dpu-lab node"}]}}')" 2>&1) ||
     { dl_die "kubectl could not set the status of Node $name: $out"; return 1; }

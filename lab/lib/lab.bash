@@ -25,7 +25,7 @@
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
 #   dl_down                     stop and remove everything the lab made (idempotent)
 #   dl_status                   daemons, pods and addresses per node
-#   dl_exec TARGET CMD...       run CMD in fabric | nodeN/host | nodeN/dpu | nodeN/POD
+#   dl_exec TARGET CMD...       run CMD in fabric | external | nodeN/host | nodeN/dpu | nodeN/POD
 #   dl_nodes                    the node numbers of the lab (from its state)
 #   dl_assert_gone              fail, naming what is left, if any netns, process, DPDK dir or state remains
 # Knobs (environment): DPU_BUILD_DIR (default <repo>/build/release), DL_VFS (VFs per node incl.
@@ -156,13 +156,14 @@ dl_status() {
   local n w pid
   echo "lab $DL_NAME: state $DL_DIR, binaries $(grep ^DPU_BUILD_DIR= "$DL_DIR/lab.env" | cut -d= -f2)"
   echo "fabric: netns $(dl_fabric_ns), bridge fabric"
+  echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 (the node network's gateway) and $(dl_external_ip) (outside every cluster range)"
   if dl_kube_enabled; then
     echo "kubernetes: API https://$DL_KUBE_IP:$DL_KUBE_PORT (fake_kube_apiserver, pid $(cat "$DL_DIR/kube/apiserver.pid" 2>/dev/null)), admin kubeconfig $DL_DIR/kube/admin.kubeconfig (dpu-lab kubectl ...)"
   fi
   for n in $(dl_nodes); do
-    printf 'node%s: host netns %s, dpu netns %s, tunnel %s, pod CIDR %s, management port %s\n' "$n" \
-      "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_tunnel_ip "$n")" "$(dl_pod_cidr "$n")" \
-      "$(dl_mgmt_ip "$n")"
+    printf 'node%s: host netns %s, dpu netns %s, node IP %s/24 (host PF %s, representor pf0hpf), tunnel %s, pod CIDR %s, management port %s\n' "$n" \
+      "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_node_ip "$n")" "$DL_HOST_PF" "$(dl_tunnel_ip "$n")" \
+      "$(dl_pod_cidr "$n")" "$(dl_mgmt_ip "$n")"
     for w in dataplane agent host-shim; do
       pid=$(dl_daemon_pid "$n" "$w")
       if [ -n "$pid" ]; then printf '  %-10s running, pid %s\n' "$w" "$pid"; else printf '  %-10s NOT RUNNING\n' "$w"; fi

@@ -10,7 +10,7 @@
 #
 # Functions (public):
 #   dl_node_ref REF             "node2" or "2" -> 2 (fails for a node the lab does not have)
-#   dl_target_ns TARGET         namespace of TARGET: fabric | nodeN/host | nodeN/dpu | nodeN/POD
+#   dl_target_ns TARGET         namespace of TARGET: fabric | external | nodeN/host | nodeN/dpu | nodeN/POD
 #   dl_pod_add N POD            create the pod; prints its IPv4 address (DL_POD_IP=A: ask for A,
 #                               the runtime's `ips` capability)
 #   dl_pod_del N POD            CNI DEL, then delete its netns (idempotent)
@@ -31,7 +31,8 @@ dl_node_ref() {
 dl_target_ns() {
   local t=$1 n rest
   if [ "$t" = fabric ]; then dl_fabric_ns; return; fi
-  [[ "$t" == */* ]] || { dl_die "target '$t' must be fabric, nodeN/host, nodeN/dpu or nodeN/POD"; return 1; }
+  if [ "$t" = external ]; then dl_external_ns; return; fi
+  [[ "$t" == */* ]] || { dl_die "target '$t' must be fabric, nodeN/host, nodeN/dpu, nodeN/POD or external"; return 1; }
   n=$(dl_node_ref "${t%%/*}") || return 1
   rest=${t#*/}
   case $rest in

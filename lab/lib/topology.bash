@@ -1,9 +1,11 @@
 # lab/lib/topology.bash — the lab's wires (ARCHITECTURE.md "The lab"): the
-# fabric netns with its bridge, and per node a host netns and a DPU netns
-# joined by the host<->DPU link, the node's VFs (veth pairs: the VF end in the
-# host netns, described by the fake sysfs tree of tests/fakes/fake-sysfs.bash;
-# the representor pf0vfN in the DPU netns) and the DPU uplink on the fabric.
-# Sourced by lab/lib/lab.bash.
+# fabric netns with its bridge, the external netns on it (the world outside
+# the cluster), and per node a host netns and a DPU netns joined by the
+# host<->DPU link, the host PF (a veth: the host's PF netdev with the node IP,
+# its representor pf0hpf in the DPU netns), the node's VFs (veth pairs: the VF
+# end in the host netns, described by the fake sysfs tree of
+# tests/fakes/fake-sysfs.bash; the representor pf0vfN in the DPU netns) and
+# the DPU uplink on the fabric. Sourced by lab/lib/lab.bash.
 #
 # Addresses (the same in every node: each node has its own namespaces):
 #   host<->DPU link   host end "dpulink" 169.254.0.1/30, DPU end "hostlink" 169.254.0.2/30
@@ -14,6 +16,13 @@
 #                     the last VF is the host management port (host-shim renames it dpu-mgmt)
 #   pod CIDR          10.244.N.0/24 (gateway .1 on the DPU, management port .2); DL_POD_CIDR_LEN=27
 #                     makes it 10.244.N.0/27 (a small pool: tests that need the IPAM to reuse addresses)
+#   host PF           "hostpf0" in the host netns: the node IP 172.18.0.N/24, default route via
+#                     172.18.0.254; its peer "pf0hpf" (the host PF representor) in the DPU netns,
+#                     which the dataplane bridges with the uplink (north–south). The host netns
+#                     has no netdev named after the fake sysfs PF (p0): nothing collides.
+#   external          netns NAME-external, "ext0" on the fabric bridge: 172.18.0.254/24 (the node
+#                     network's gateway) and, on its loopback, 203.0.113.1 (an address outside
+#                     every cluster range: "the internet", reached through the gateway)
 #
 # Functions (public):
 #   dl_fabric_up                    the fabric netns and its bridge
@@ -21,7 +30,8 @@
 #   dl_node_repair_vfs N            recreate VFs that died with a pod netns deleted without CNI DEL
 #   dl_node_vfs_home N              how many pool VFs are in the host netns (host-shim returns a
 #                                   deleted pod's VF asynchronously: poll)
-#   dl_tunnel_ip N / dl_pod_cidr N / dl_node_name N
+#   dl_tunnel_ip N / dl_pod_cidr N / dl_node_name N / dl_node_ip N (the node IP, no prefix)
+#   dl_external_ns / dl_external_ip (203.0.113.1) / DL_NODE_GATEWAY (172.18.0.254)
 #   dl_ns_exec NS CMD...            ip netns exec NS CMD...
 
 DL_LINK_HOST_IP=169.254.0.1
@@ -30,8 +40,15 @@ DL_API_PORT=9443
 DL_METRICS_PORT=9476   # dpu-dataplane's Prometheus endpoint, on the same link
 DL_PF=p0
 DL_VF_PREFIX=p0
+DL_HOST_PF=hostpf0        # the host PF netdev in the host netns (its representor: pf0hpf)
+DL_NODE_NET=172.18.0      # the node network (/24): node N is .N, the gateway .254
+DL_NODE_GATEWAY=$DL_NODE_NET.254
+DL_EXTERNAL_IP=203.0.113.1
 
 dl_tunnel_ip() { echo "192.168.100.$1"; }
+dl_node_ip() { echo "$DL_NODE_NET.$1"; }
+dl_external_ns() { echo "$DL_NAME-external"; }
+dl_external_ip() { echo "$DL_EXTERNAL_IP"; }
 dl_pod_cidr() { echo "10.244.$1.0/${DL_POD_CIDR_LEN:-24}"; }
 dl_node_name() { echo "node$1"; }
 dl_ns_exec() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
@@ -47,11 +64,24 @@ _dl_netns_add() {
 _dl_no_offload() { ip netns exec "$1" ethtool -K "$2" tx off >/dev/null 2>&1 || true; }
 
 dl_fabric_up() {
-  local ns
+  local ns ext
   ns=$(dl_fabric_ns)
   _dl_netns_add "$ns" || return 1
   ip -n "$ns" link add fabric type bridge || return 1
   ip -n "$ns" link set fabric up
+  # The world outside the cluster: the node network's gateway, and beyond it an
+  # address in no cluster range.
+  ext=$(dl_external_ns)
+  _dl_netns_add "$ext" || return 1
+  ip link add ext0 netns "$ext" type veth peer name ext netns "$ns" || return 1
+  ip -n "$ext" addr add "$DL_NODE_GATEWAY/24" dev ext0
+  # (On its loopback: a dummy netdev needs a kernel module a CI machine may lack.)
+  ip -n "$ext" addr add "$DL_EXTERNAL_IP/32" dev lo || return 1
+  _dl_no_offload "$ext" ext0
+  _dl_no_offload "$ns" ext
+  ip -n "$ns" link set ext master fabric
+  ip -n "$ns" link set ext up
+  ip -n "$ext" link set ext0 up
 }
 
 _dl_vf_to_dpu() {  # N I: move representor pf0vf<i> from the host netns to the DPU netns
@@ -84,6 +114,17 @@ dl_node_wires_up() {
   ip -n "$fab" link set "n$n" master fabric
   ip -n "$fab" link set "n$n" up
   ip -n "$dpu" link set uplink0 up
+  # The host PF: the node IP on the host's end; the DPU bridges its
+  # representor with the uplink. The representor has no address and sends
+  # nothing of its own (no IPv6 link-local chatter towards the host).
+  ip link add "$DL_HOST_PF" netns "$host" mtu "$mtu" type veth peer name pf0hpf netns "$dpu" mtu "$mtu" || return 1
+  ip netns exec "$dpu" sysctl -qw net.ipv6.conf.pf0hpf.disable_ipv6=1
+  _dl_no_offload "$host" "$DL_HOST_PF"
+  _dl_no_offload "$dpu" pf0hpf
+  ip -n "$dpu" link set pf0hpf up
+  ip -n "$host" addr add "$(dl_node_ip "$n")/24" dev "$DL_HOST_PF"
+  ip -n "$host" link set "$DL_HOST_PF" up
+  ip -n "$host" route add default via "$DL_NODE_GATEWAY" dev "$DL_HOST_PF"
   # VFs: the fake SR-IOV PF in the host netns, then each representor to the DPU.
   fake_sysfs_create "$DL_DIR/n$n/sysfs" "$DL_PF" "$vfs" "$DL_VF_PREFIX" "$host" || return 1
   for (( i = 0; i < vfs; i++ )); do _dl_vf_to_dpu "$n" "$i" || return 1; done

@@ -5,7 +5,8 @@
 # its management port). Sourced by lab/lib/lab.bash.
 #
 # Functions (public):
-#   dl_target_ip TARGET              the IPv4 address others reach TARGET at (pod eth0, or dpu-mgmt for nodeN/host)
+#   dl_target_ip TARGET              the IPv4 address others reach TARGET at (pod eth0, dpu-mgmt for nodeN/host,
+#                                    203.0.113.1 for external: off the node network, through its gateway)
 #   dl_reachable SRC IP [TRIES]      true once one ping answers (the first may wait for ARP)
 #   dl_ping SRC IP [COUNT] [INTERVAL]  prints "LOSS% AVG_RTT_MS" (RTT "-" when nothing came back)
 #   dl_tcp SRC DST [BYTES]           iperf3 TCP SRC -> DST, prints "MBIT_S" (fails when the transfer fails)
@@ -21,6 +22,7 @@
 
 dl_target_ip() {
   local t=$1 n
+  if [ "$t" = external ]; then dl_external_ip; return; fi
   if [[ "$t" == */host ]]; then
     n=$(dl_node_ref "${t%%/*}") || return 1
     dl_mgmt_ip "$n"

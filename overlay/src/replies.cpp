@@ -54,6 +54,24 @@ Status buildArpReply(std::span<const uint8_t> request, const ParsedPacket& pkt, 
   return Status::kOk;
 }
 
+Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
+                       PacketBuffer& out) {
+  if (!isUnicastMac(sender_mac.data()) || sender_ip == 0) return Status::kUnsupported;
+  uint8_t* o = resize(out, uint32_t{eth::kHeaderLen} + uint32_t{arp::kLen});
+  if (o == nullptr) return Status::kNoRoom;
+  eth::setDst(o, dst_mac);
+  eth::setSrc(o, sender_mac);
+  store16(o + 12, eth::kTypeArp);
+  uint8_t* r = o + eth::kHeaderLen;
+  arp::setEthernetIpv4(r);
+  arp::setOp(r, arp::kOpRequest);
+  arp::setSenderMac(r, sender_mac);
+  arp::setSenderIp(r, sender_ip);
+  arp::setTargetMac(r, MacAddress{});
+  arp::setTargetIp(r, target_ip);
+  return Status::kOk;
+}
+
 Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPacket& pkt,
                            const MacAddress& gateway_mac, PacketBuffer& out) {
   const uint8_t* in = solicitation.data();

@@ -342,6 +342,10 @@ nlohmann::json FakeDataplaneModel::dump() const {
   for (const auto& p : in_force_.ports) in_force["ports"].push_back(p.name);
   for (const auto& r : in_force_.remote_nodes) in_force["remote_nodes"].push_back(r.name);
   for (const auto& l : in_force_.local_subnets) in_force["local_subnets"].push_back(l.cidr);
+  in_force["node_ips"] = nlohmann::json::array();
+  for (const auto& ip : in_force_.node_ips) in_force["node_ips"].push_back(ip.str());
+  in_force["node_gateways"] = nlohmann::json::array();
+  for (const auto& gw : in_force_.node_gateways) in_force["node_gateways"].push_back(gw.str());
   j["in_force"] = in_force;
   nlohmann::json problems = nlohmann::json::array();
   for (const auto* list : {&problems_, &extra_problems_}) {

@@ -76,6 +76,8 @@ dpv1::NodeSettings Agent::nodeSettings() const {
   for (const auto& c : config_.cluster_cidrs) n.add_cluster_cidrs(c.str());
   for (const auto& c : config_.service_cidrs) n.add_service_cidrs(c.str());
   n.set_ipsec(config_.ipsec.encrypt());
+  for (const auto& ip : config_.node_ips) n.add_node_ips(ip.str());
+  for (const auto& gw : config_.node_gateways) n.add_node_gateways(gw.str());
   return n;
 }
 

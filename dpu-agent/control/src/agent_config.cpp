@@ -5,6 +5,7 @@
 
 #include "common/config_doc.h"
 #include "common/log.h"
+#include "model/model.h"
 #include "overlay/mtu.h"
 
 namespace dpu::control {
@@ -191,6 +192,20 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
         if (c.pod_cidrs[j].address.family == p.address.family) r.fail("podCIDRs", "at most one CIDR per IP family");
       }
     }
+  }
+
+  {
+    FieldReader ns = r.object("northSouth", true);
+    const auto ips = ns.strings("nodeIPs");
+    const auto gateways = ns.strings("gateways");
+    if (r.ok() && ns.ok()) {
+      auto addresses = model::parseNodeAddresses(ips, gateways, c.tunnel_ip, c.cluster_cidrs, c.service_cidrs,
+                                                 ns.pathOf("nodeIPs"), ns.pathOf("gateways"));
+      if (!addresses) return Error{addresses.error()};
+      c.node_ips = std::move(addresses->ips);
+      c.node_gateways = std::move(addresses->gateways);
+    }
+    if (auto done = ns.finish(); !done) return std::move(done).takeError();
   }
 
   c.underlay_mtu = static_cast<uint32_t>(r.uint("underlayMTU", 576, 9216, 1500));

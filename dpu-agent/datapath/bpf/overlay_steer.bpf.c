@@ -9,7 +9,14 @@
 //   - when STEER_ARP is set: ARP whose target protocol address is our tunnel
 //     IPv4 address (requests for us and replies to our requests), because the
 //     dataplane, not the kernel, owns the tunnel address. Other ARP (the
-//     kernel's management addresses) stays with the kernel.
+//     kernel's management addresses) stays with the kernel;
+//   - the host's traffic, which the dataplane bridges to the host PF
+//     (north–south): frames to one of the host's MACs (map host_macs, any
+//     ethertype, tagged or not), ARP whose target is a node IPv4 address
+//     (node_ip4s: requests from the fabric, broadcast, and replies), and IPv6
+//     neighbour solicitations whose target is a node IPv6 address (node_ip6s:
+//     sent to the solicited-node group). The dataplane fills these maps as it
+//     learns the host's MACs and is told the node IPs.
 // Until the dataplane writes steer_cfg (after DPDK has loaded and attached the
 // program, see datapath/xdp.h), enabled is 0 and every packet goes to the
 // kernel: failing open keeps management traffic alive.
@@ -32,6 +39,7 @@
 #define IPPROTO_ESP_ 50
 #define ARP_HDR_LEN 28
 #define STEER_ARP 1u
+#define ICMPV6_NEIGHBOR_SOLICIT 135
 
 // Keep in sync with datapath/xdp.h (XdpSteerConfig).
 struct steer_config {
@@ -48,7 +56,8 @@ enum steer_counter {
   STEER_REDIRECTED = 0,  // handed to the AF_XDP socket
   STEER_PASSED = 1,      // not ours: to the kernel
   STEER_NO_SOCKET = 2,   // ours, but no socket on this queue: to the kernel
-  STEER_COUNTERS = 3,
+  STEER_HOST = 3,        // of the steered ones: the host's (north–south)
+  STEER_COUNTERS = 4,
 };
 
 struct {
@@ -72,6 +81,29 @@ struct {
   __type(value, __u64);
 } steer_stats SEC(".maps");
 
+// North–south (keep in sync with datapath/xdp.h): the host's MACs (the
+// address in the key's first 6 bytes, the rest zero) and the node IPs.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 256);
+  __type(key, __u64);
+  __type(value, __u8);
+} host_macs SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16);
+  __type(key, __u32);  // network order
+  __type(value, __u8);
+} node_ip4s SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16);
+  __type(key, struct in6_addr);
+  __type(value, __u8);
+} node_ip6s SEC(".maps");
+
 static __always_inline void count(__u32 which) {
   __u64* value = bpf_map_lookup_elem(&steer_stats, &which);
   if (value) *value += 1;
@@ -88,6 +120,11 @@ static __always_inline int steer(struct xdp_md* ctx) {
   int verdict = bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
   count(verdict == XDP_REDIRECT ? STEER_REDIRECTED : STEER_NO_SOCKET);
   return verdict;
+}
+
+static __always_inline int steer_host(struct xdp_md* ctx) {
+  count(STEER_HOST);
+  return steer(ctx);
 }
 
 // clang does not inline memcmp for BPF; compare the address as four words.
@@ -117,6 +154,12 @@ int overlay_steer(struct xdp_md* ctx) {
 
   struct ethhdr* eth = data;
   if ((void*)(eth + 1) > end) return pass();
+  // Unicast to the host: the host's, whatever it carries.
+  if (!(eth->h_dest[0] & 1)) {
+    __u64 mac = 0;
+    __builtin_memcpy(&mac, eth->h_dest, 6);
+    if (bpf_map_lookup_elem(&host_macs, &mac)) return steer_host(ctx);
+  }
   __u16 proto = eth->h_proto;
   void* l3 = eth + 1;
   // One 802.1Q/802.1ad tag, as on a VLAN-tagged underlay.
@@ -139,19 +182,30 @@ int overlay_steer(struct xdp_md* ctx) {
   if (proto == bpf_htons(ETH_P_IPV6)) {
     struct ipv6hdr* ip6 = l3;
     if ((void*)(ip6 + 1) > end) return pass();
+    // A neighbour solicitation for a node IPv6 address (no extension headers:
+    // RFC 4861 sends them without). The target follows the 8-byte ICMPv6 header.
+    if (ip6->nexthdr == IPPROTO_ICMPV6) {
+      __u8* icmp = (__u8*)(ip6 + 1);
+      if ((void*)(icmp + 8 + 16) <= end && icmp[0] == ICMPV6_NEIGHBOR_SOLICIT) {
+        struct in6_addr target;
+        __builtin_memcpy(&target, icmp + 8, 16);
+        if (bpf_map_lookup_elem(&node_ip6s, &target)) return steer_host(ctx);
+      }
+    }
     if (!cfg->has_ip6) return pass();
     if (!same_ip6(&ip6->daddr, cfg->ip6)) return pass();
     // Extension headers are not followed: Geneve and ESP senders do not use them.
     return is_overlay_l4(ip6->nexthdr, ip6 + 1, end) ? steer(ctx) : pass();
   }
-  if (proto == bpf_htons(ETH_P_ARP) && (cfg->flags & STEER_ARP) && cfg->has_ip4) {
+  if (proto == bpf_htons(ETH_P_ARP)) {
     __u8* arp = l3;
     if ((void*)(arp + ARP_HDR_LEN) > end) return pass();
     // Ethernet/IPv4 ARP only (htype 1, ptype 0x0800, hlen 6, plen 4); target protocol address at offset 24.
     if (arp[0] != 0 || arp[1] != 1 || arp[2] != 0x08 || arp[3] != 0x00 || arp[4] != 6 || arp[5] != 4) return pass();
     __u32 target;
     __builtin_memcpy(&target, arp + 24, 4);
-    return target == cfg->ip4 ? steer(ctx) : pass();
+    if (bpf_map_lookup_elem(&node_ip4s, &target)) return steer_host(ctx);
+    return (cfg->flags & STEER_ARP) && cfg->has_ip4 && target == cfg->ip4 ? steer(ctx) : pass();
   }
   return pass();
 }

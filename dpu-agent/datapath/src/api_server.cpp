@@ -158,17 +158,23 @@ void ApiServer::run(const std::atomic<bool>& stop) {
   next_reconcile_ = next_maintain + kReconcileRetry;
   while (!stop.load() && failure_.empty()) {
     // poll(2) skips a negative fd: no kernel next-hop lookup, or no agent.
-    pollfd fds[4] = {{programming_.fd(), POLLIN, 0},
+    pollfd fds[5] = {{programming_.fd(), POLLIN, 0},
                      {operator_.fd(), POLLIN, 0},
                      {neighbours_.eventFd(), POLLIN, 0},
-                     {agent_.valid() ? agent_.fd() : -1, POLLIN, 0}};
+                     {agent_.valid() ? agent_.fd() : -1, POLLIN, 0},
+                     {engine_.northSouthEventFd(), POLLIN, 0}};
     auto now = std::chrono::steady_clock::now();
     auto wake = std::min(next_maintain, next_reconcile_);
     if (auto retry = ports_.nextRetry(); retry) wake = std::min(wake, *retry);
     int timeout = wake > now ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1
                              : 0;
-    int ready = ::poll(fds, 4, timeout);
+    int ready = ::poll(fds, 5, timeout);
     if (ready > 0) {
+      // The lcores learned a host MAC or a neighbour: publish it now.
+      if (fds[4].revents & POLLIN) {
+        engine_.northSouthUpdate();
+        ports_.steerHost(engine_.hostSteering());
+      }
       // POLLERR on the netlink socket is an overrun, which onEvents repairs.
       if (fds[2].revents & (POLLIN | POLLERR)) neighbours_.onEvents();
       if (fds[3].revents & (POLLIN | POLLHUP | POLLERR)) serveAgent();
@@ -178,6 +184,7 @@ void ApiServer::run(const std::atomic<bool>& stop) {
     now = std::chrono::steady_clock::now();
     if (now >= next_maintain) {
       engine_.maintain();
+      ports_.steerHost(engine_.hostSteering());
       next_maintain = now + kMaintainPeriod;
     }
     // A representor that could not be opened is tried again when its backoff says so.

@@ -105,6 +105,29 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
   c.uplink = readPort(r, "uplink", errors);
   if (r.ok() && !c.uplink.configured) r.fail("uplink", "is required: the port that carries Geneve to other nodes");
   c.management = readPort(r, "management", errors);
+  c.host_pf = readPort(r, "host_pf", errors);
+  if (r.ok() && c.host_pf.configured) {
+    // One netdev or ethdev per role: the host PF's frames are bridged to the uplink.
+    for (const auto* other : {&c.uplink, &c.management}) {
+      if (!other->configured) continue;
+      const bool same = (!c.host_pf.iface.empty() && c.host_pf.iface == other->iface) ||
+                        (!c.host_pf.devargs.empty() && c.host_pf.devargs == other->devargs) ||
+                        (!c.host_pf.ethdev_name.empty() && c.host_pf.ethdev_name == other->ethdev_name);
+      if (same) {
+        r.fail("host_pf", std::string("is the same port as ") + (other == &c.uplink ? "uplink" : "management") +
+                              ": give the host PF's representor (pf0hpf on a BlueField)");
+        break;
+      }
+    }
+  }
+  {
+    FieldReader n = r.object("north_south", true);
+    c.north_south.max_host_macs = static_cast<uint32_t>(n.uint("max_host_macs", 1, 256, 16));
+    c.north_south.host_mac_ageing_s = static_cast<uint32_t>(n.uint("host_mac_ageing_s", 1, 86400, 300));
+    c.north_south.max_neighbours = static_cast<uint32_t>(n.uint("max_neighbours", 1, 65536, 1024));
+    c.north_south.neighbour_stale_s = static_cast<uint32_t>(n.uint("neighbour_stale_s", 1, 86400, 60));
+    finishInto(n, errors);
+  }
 
   {
     FieldReader p = r.object("representors", true);

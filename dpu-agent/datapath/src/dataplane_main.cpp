@@ -166,6 +166,10 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
     engine_config.miss_cycle_share = config.miss_cycle_share;
     engine_config.tunnel_ip = config.tunnel_ip;
     engine_config.offload = offload;
+    engine_config.max_host_macs = config.north_south.max_host_macs;
+    engine_config.host_mac_ageing_ms = config.north_south.host_mac_ageing_s * 1000;
+    engine_config.max_neighbours = config.north_south.max_neighbours;
+    engine_config.neighbour_stale_ms = config.north_south.neighbour_stale_s * 1000;
     auto engine = Engine::create(engine_config);
     if (!engine) {
       ports.closeAll();

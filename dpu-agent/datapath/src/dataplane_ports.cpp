@@ -17,6 +17,7 @@ const char* roleName(PortRole role) {
     case PortRole::kUplink: return "uplink";
     case PortRole::kManagement: return "management";
     case PortRole::kRepresentor: return "representor";
+    case PortRole::kHostPf: return "host_pf";
   }
   return "?";
 }
@@ -106,6 +107,16 @@ Result<void> DataplanePorts::openRolePorts(const DataplaneConfig& config) {
     }
     pending_.emplace_back(std::move(*mgmt), PortRole::kManagement);
   }
+  if (config.host_pf.configured) {
+    // Everything the host PF sends is the dataplane's (bridged, north–south):
+    // on af_xdp it gets the representors' program, which redirects all.
+    auto host = createRolePort("host_pf", config.host_pf, setup_, builtinRepresentorXdpProgramPath());
+    if (!host) {
+      closeUnbound();
+      return prefixed("host PF port", std::move(host).takeError());
+    }
+    pending_.emplace_back(std::move(*host), PortRole::kHostPf);
+  }
   return {};
 }
 
@@ -176,7 +187,7 @@ void DataplanePorts::reconcile() {
   std::set<std::string> tried;
   for (const auto& name : wanted_list) {  // in the engine's order (engine.h)
     if (!tried.insert(name).second) continue;
-    if (ports_.count(name) || name == "uplink" || name == "management") continue;
+    if (ports_.count(name) || name == "uplink" || name == "management" || name == "host_pf") continue;
     if (!retries_.due(name, now)) continue;
     auto port = backend_.create(name, representorSetup());
     Result<void> opened = port ? add(std::move(*port), PortRole::kRepresentor) : Result<void>(std::move(port).takeError());
@@ -325,6 +336,25 @@ void DataplanePorts::addCounters(dataplane::v1::OperatorReply& reply) const {
   add("xdp_steered", counters->redirected, "uplink XDP: overlay packets handed to the dataplane");
   add("xdp_to_kernel", counters->passed, "uplink XDP: other packets passed to the kernel");
   add("xdp_no_socket", counters->no_socket, "uplink XDP: overlay packets with no socket on their queue");
+  add("xdp_host", counters->host,
+      "uplink XDP: of the packets steered (or without a socket), the host's: to a host MAC, ARP/ND for a node IP");
+}
+
+void DataplanePorts::steerHost(const HostSteering& steering) {
+  if (xdp_iface_.empty() || !ports_.count("host_pf") || steering.version == steered_version_) return;
+  XdpHostSteering s{steering.host_macs, steering.node_ips};
+  if (auto written = configureAttachedHostSteering(xdp_iface_, s); !written) {
+    if (written.error() != steer_error_) {
+      DPU_LOG(kWarn, "dataplane") << "uplink " << xdp_iface_ << ": cannot steer the host's traffic: " << written.error();
+      steer_error_ = written.error();
+    }
+    return;
+  }
+  steer_error_.clear();
+  steered_version_ = steering.version;
+  DPU_LOG(kInfo, "dataplane") << "uplink " << xdp_iface_ << ": XDP steers to the host PF frames for "
+                              << steering.host_macs.size() << " host MAC(s) and ARP/ND for "
+                              << steering.node_ips.size() << " node IP(s)";
 }
 
 }  // namespace dpu::datapath

@@ -8,6 +8,7 @@
 #include <rte_build_config.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <new>
@@ -30,6 +31,8 @@ std::string roleName(PortRole r) {
       return "management";
     case PortRole::kRepresentor:
       return "representor";
+    case PortRole::kHostPf:
+      return "host_pf";
   }
   return "unknown";
 }
@@ -57,6 +60,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     return Error{"engine: miss_cycle_share must be 1..100 percent of a worker's cycles (100: no cycle bound), got " +
                  std::to_string(config.miss_cycle_share)};
   }
+
+  if (config.max_host_macs == 0 || config.max_host_macs > EngineConfig::kMaxHostMacs) {
+    return Error{"engine: max_host_macs must be 1.." + std::to_string(EngineConfig::kMaxHostMacs) + ", got " +
+                 std::to_string(config.max_host_macs)};
+  }
+  if (config.host_mac_ageing_ms < 1000) return Error{"engine: host_mac_ageing_ms must be at least 1000"};
+  if (config.max_neighbours == 0 || config.max_neighbours > 65536) {
+    return Error{"engine: max_neighbours must be 1..65536, got " + std::to_string(config.max_neighbours)};
+  }
+  if (config.neighbour_stale_ms < 1000) return Error{"engine: neighbour_stale_ms must be at least 1000"};
   auto engine = std::make_unique<EngineImpl>(config);
   if (auto r = engine->init(); !r) return std::move(r).takeError();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -78,6 +91,7 @@ EngineImpl::~EngineImpl() {
   }
   delete current_.load();
   for (auto& r : retired_) delete r.snapshot;
+  if (ns_event_fd_ >= 0) ::close(ns_event_fd_);
 }
 
 Result<void> EngineImpl::init() {
@@ -102,6 +116,7 @@ Result<void> EngineImpl::init() {
     ms_base_ = steadyMs();
   }
   start_ms_ = now();
+  if (auto ns = initNorthSouth(); !ns) return ns;
   try {
     for (unsigned i = 0; i < config_.workers; ++i) {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
@@ -118,7 +133,7 @@ Result<void> EngineImpl::init() {
 
 Result<void> EngineImpl::republish() {
   DepRegistry deps = deps_;
-  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes};
+  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_};
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -394,6 +409,7 @@ void EngineImpl::maintain() {
     retired_.pop_front();
   }
   ++maintain_calls_;
+  northSouthUpdate();
   if (config_.offload != nullptr) {
     drainOffload();
     scanOffload(maintain_calls_ % 10 == 0);
@@ -529,13 +545,22 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       }
       gauge("flows_in_hw", in_hw, "cached flows offloaded to the NIC");
       gauge("flows_in_sw", in_sw, "cached flows forwarded by the DPU's cores");
+      uint64_t reachable = 0, incomplete = 0;
+      for (const auto& [ip, n] : ns_.neighbours) ++(n.complete ? reachable : incomplete);
+      gauge("north_south_host_macs", ns_.host_macs.size(), "host MACs learned on the host PF port (dpuctl neighbours)");
+      gauge("north_south_neighbours", reachable, "node-network neighbours whose MAC is known (dpuctl neighbours)");
+      gauge("north_south_neighbours_incomplete", incomplete,
+            "node-network addresses being resolved (ARP requests sent, no answer yet)");
       break;
     }
     case dataplane::v1::OperatorRequest::kProblems:
       for (const auto& p : problems_) *out.add_problems() = p;
       break;
+    case dataplane::v1::OperatorRequest::kNeighbours:
+      northSouthOperate(out);
+      break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
-      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats or problems");
+      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems or neighbours");
       break;
   }
   return out;

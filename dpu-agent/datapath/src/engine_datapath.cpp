@@ -494,28 +494,41 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
         return true;
       }
     }
-    overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off, m->data_len);
-    overlay::GeneveDecapConfig cfg;
-    cfg.ipv4_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
-    cfg.udp_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
-    overlay::GeneveHeaders& gh = w.geneve;
-    const overlay::Status st = overlay::decapGeneve(buf, cfg, gh);
-    if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
-    const uint8_t family = gh.family == overlay::UnderlayFamily::kIpv4 ? 4 : 6;
-    if (!snap.has_tunnel_ip || family != snap.tunnel_family || gh.dst_ip != snap.tunnel_ip) {
-      return drop(w, m, rx_port, DropReason::kWrongTunnelDestination), false;
+    // North–south (north_south.h): with a host PF bound, a frame that is not
+    // addressed to our tunnel IP is the fabric's: it is parsed as it is, for
+    // the host or dropped by the slow path (slowPathFromFabric).
+    if (snap.north_south.host_pf_port < 0 ||
+        addressedTo(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, snap.tunnel_family, snap.tunnel_ip.data())) {
+      overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off, m->data_len);
+      overlay::GeneveDecapConfig cfg;
+      cfg.ipv4_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+      cfg.udp_checksum_verified = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+      overlay::GeneveHeaders& gh = w.geneve;
+      const overlay::Status st = overlay::decapGeneve(buf, cfg, gh);
+      if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
+      const uint8_t family = gh.family == overlay::UnderlayFamily::kIpv4 ? 4 : 6;
+      if (!snap.has_tunnel_ip || family != snap.tunnel_family || gh.dst_ip != snap.tunnel_ip) {
+        return drop(w, m, rx_port, DropReason::kWrongTunnelDestination), false;
+      }
+      if (gh.oam) return drop(w, m, rx_port, DropReason::kGeneveOam), false;
+      if (!gh.ovn) return drop(w, m, rx_port, DropReason::kGeneveNoOvnOption), false;
+      probe.family = family;
+      probe.remote = gh.src_ip;
+      probe.ingress = gh.ovn->ingress;
+      probe.egress = gh.ovn->egress;
+      vni = gh.vni;
+      pc.decap_len = static_cast<uint8_t>(gh.inner_offset);
+      m->data_off = static_cast<uint16_t>(buf.headroom());
+      m->data_len = static_cast<uint16_t>(buf.size());
+      m->pkt_len = buf.size();
+    } else {
+      // The probe is matched whole on the uplink (flow_cache.h): no tunnel, no
+      // fields left from the burst's previous packet.
+      probe.remote = {};
+      probe.ingress = 0;
+      probe.egress = 0;
+      pc.decap_len = 0;
     }
-    if (gh.oam) return drop(w, m, rx_port, DropReason::kGeneveOam), false;
-    if (!gh.ovn) return drop(w, m, rx_port, DropReason::kGeneveNoOvnOption), false;
-    probe.family = family;
-    probe.remote = gh.src_ip;
-    probe.ingress = gh.ovn->ingress;
-    probe.egress = gh.ovn->egress;
-    vni = gh.vni;
-    pc.decap_len = static_cast<uint8_t>(gh.inner_offset);
-    m->data_off = static_cast<uint16_t>(buf.headroom());
-    m->data_len = static_cast<uint16_t>(buf.size());
-    m->pkt_len = buf.size();
   }
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
   if (fastParse<false>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, rx_port, vni)) {
@@ -711,6 +724,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   candidate.dep_in = kDepNode;
   candidate.dep_out = kDepNode;
   const Decision d = slowPath(w, snap, pc, candidate);
+  if (d.kind == Decision::kSent) return;
   if (d.kind == Decision::kReplied) {
     rte_pktmbuf_free(pc.mbuf);
     return;

@@ -22,6 +22,8 @@
 #include "snapshot.h"
 #include "worker.h"
 
+struct rte_mempool;
+
 namespace dpu::datapath {
 
 // The flow table hash's multipliers with the per-process seed mixed in
@@ -46,6 +48,7 @@ struct Decision {
     kFlow,      // `flow` filled: install it and apply its actions
     kDrop,      // drop, not cached (reason)
     kReplied,   // a reply was sent; drop the request (not counted as a drop)
+    kSent,      // the slow path queued the packet itself, uncached (north–south ARP and ND: learned from each)
   };
   Kind kind = kDrop;
   DropReason reason = DropReason::kOk;
@@ -67,6 +70,9 @@ class EngineImpl final : public Engine {
   Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) override;
   std::vector<IpAddress> wantedTunnelPeers() const override;
   size_t bytesPerFlow() const override;
+  int northSouthEventFd() const override { return ns_event_fd_; }
+  void northSouthUpdate() override;
+  HostSteering hostSteering() const override;
   // Every worker has passed quiescent() since `epoch` (RCU grace period).
   bool quiesced(uint64_t epoch) const;
 
@@ -77,6 +83,20 @@ class EngineImpl final : public Engine {
   void quiescent(WorkerContext& worker) override;
 
   Result<void> init();
+
+  // --- lcore: the slow path's north–south next hops (north_south.cpp) ---
+  // How a packet from a node IP reaches IPv4 destination `dst` (host order)
+  // through the uplink: kOk and `out` filled, or why not — NoRoute (no node
+  // network holds it and there is no gateway), NoUplink, or
+  // NeighbourUnresolved (its next hop's MAC, or the host's MAC for the node
+  // IP, is not known yet; an ARP request from the node IP went out,
+  // rate-limited). A known neighbour not confirmed for a while is probed and
+  // used. A flow built from it records out.dep. `pc` gives the mbuf pool of
+  // the request. Public for the engine's tests, which act as the lcore.
+  DropReason northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, uint32_t dst,
+                             NorthSouthRoute& out);
+  // The snapshot in force (the control thread, or a test acting as an lcore between bursts).
+  const Snapshot& currentSnapshot() const { return *current_.load(std::memory_order_acquire); }
 
  private:
   // --- lcore ---
@@ -123,6 +143,18 @@ class EngineImpl final : public Engine {
                             FlowRecord& out);
   Decision slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
+  // North–south (north_south.h): the host PF's frames (to the uplink) and
+  // the uplink's frames that are not our tunnel traffic (to the host PF, or
+  // dropped), in pipeline.cpp; the helpers in north_south.cpp.
+  Decision slowPathFromHost(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
+  Decision slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
+  // Learning from an ARP frame the slow path sees (either port).
+  void learnFromArp(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host);
+  // Reports to the control thread; `news` (something the snapshot does not
+  // have yet) wakes it at once.
+  void observeNorthSouth(WorkerContext& w, const NorthSouthObservation& o, bool news);
+  bool sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
+                      uint32_t target, const overlay::MacAddress& dst);
   void tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& a, PacketContext& pc);
   void drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason);
   void enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m);
@@ -148,6 +180,14 @@ class EngineImpl final : public Engine {
   void offerFlow(WorkerContext& w, uint32_t index, const FlowRecord& e, const Snapshot& snap, uint32_t now32);
   flow::FlowSpec toFlowSpec(const Snapshot& snap, const FlowRecord& e) const;
   uint16_t internReason(const std::string& text);
+  // North–south, control side (north_south.cpp).
+  Result<void> initNorthSouth();
+  // One lcore observation into the tables; true when the snapshot must change.
+  bool applyObservation(const NorthSouthObservation& o, uint64_t now_ms);
+  void northSouthOperate(dataplane::v1::OperatorReply& out) const;
+  // Forgets host MACs idle past the ageing time (true when one went); one
+  // still in use by a cached flow is kept.
+  bool ageHostMacs(uint64_t now_ms);
 
   EngineConfig config_;
   uint64_t hash_seed_ = 0;
@@ -178,6 +218,10 @@ class EngineImpl final : public Engine {
   uint64_t tsc_ms_per_tick_ = 0;
   uint64_t tsc_base_ = 0;
   uint64_t ms_base_ = 0;
+  // North–south (north_south.h).
+  NorthSouthTables ns_;
+  int ns_event_fd_ = -1;
+  mutable HostSteering steering_;  // the last answer of hostSteering(), its version bumped on change
 };
 
 }  // namespace dpu::datapath

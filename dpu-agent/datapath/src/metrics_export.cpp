@@ -60,6 +60,10 @@ constexpr const char* kXdpHelp = "Packets the uplink's XDP program saw, by verdi
 constexpr const char* kMbufsHelp =
     "Mbufs of the pool, by share: budgeted to the open ports, reserved for lcore caches and bursts, free now.";
 constexpr const char* kFlowsHelp = "Cached flows, by where they run: hw (offloaded to the NIC) or sw (the DPU's cores).";
+constexpr const char* kHostMacsHelp = "Host MACs the host PF port learned or forgot, by change.";
+constexpr const char* kNeighboursHelp =
+    "Node-network neighbours (north–south next hops), by state: reachable (MAC known) or incomplete (being resolved).";
+constexpr const char* kNeighbourChangesHelp = "Node-network neighbours learned (or whose MAC changed) and evicted, by change.";
 constexpr const char* kPeersHelp =
     "Remote nodes by whether their underlay next-hop MAC is known (static, or the uplink's kernel tables).";
 
@@ -85,6 +89,23 @@ constexpr Mapping kMappings[] = {
     {"xdp_steered", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "steered"},
     {"xdp_to_kernel", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "to_kernel"},
     {"xdp_no_socket", "dpu_dataplane_uplink_xdp_packets_total", "counter", kXdpHelp, "verdict", "no_socket"},
+    {"xdp_host", "dpu_dataplane_uplink_xdp_host_packets_total", "counter",
+     "Of the packets the uplink's XDP program steered (or found no socket for), the host's: to a host MAC, ARP/ND "
+     "for a node IP.",
+     nullptr, nullptr},
+    {"north_south_host_macs", "dpu_dataplane_host_macs", "gauge", "Host MACs learned on the host PF port.", nullptr,
+     nullptr},
+    {"HostMacLearned", "dpu_dataplane_host_mac_changes_total", "counter", kHostMacsHelp, "change", "learned"},
+    {"HostMacAged", "dpu_dataplane_host_mac_changes_total", "counter", kHostMacsHelp, "change", "aged"},
+    {"north_south_neighbours", "dpu_dataplane_north_south_neighbours", "gauge", kNeighboursHelp, "state", "reachable"},
+    {"north_south_neighbours_incomplete", "dpu_dataplane_north_south_neighbours", "gauge", kNeighboursHelp, "state",
+     "incomplete"},
+    {"NeighbourLearned", "dpu_dataplane_north_south_neighbour_changes_total", "counter", kNeighbourChangesHelp,
+     "change", "learned"},
+    {"NeighbourEvicted", "dpu_dataplane_north_south_neighbour_changes_total", "counter", kNeighbourChangesHelp,
+     "change", "evicted"},
+    {"NeighbourArpRequest", "dpu_dataplane_north_south_arp_requests_total", "counter",
+     "ARP requests the dataplane sent from a node IP to resolve (or probe) a node-network next hop.", nullptr, nullptr},
     {"tunnel_peers_resolved", "dpu_dataplane_tunnel_peers", "gauge", kPeersHelp, "next_hop", "resolved"},
     {"tunnel_peers_unresolved", "dpu_dataplane_tunnel_peers", "gauge", kPeersHelp, "next_hop", "unresolved"},
     {"neighbour_events", "dpu_dataplane_underlay_netlink_events_total", "counter",

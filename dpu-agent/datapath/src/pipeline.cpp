@@ -4,6 +4,8 @@
 // destination subnet through Geneve) → egress. Its result is one flow (match
 // + fused actions, installed by the caller), a reply sent on the packet's
 // behalf (ARP, ND, ICMP too-big; not cached), or an uncached drop.
+// North–south (north_south.h): the host PF's frames and the uplink's frames
+// that are not our tunnel traffic are bridged between the two ports, untouched.
 //
 // Which decisions are cached: forwarding and the drops whose cause is in the
 // match (a spoofed source, a destination with no route), each recording the
@@ -54,7 +56,12 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
 
 Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const PortSlot& slot = snap.slots[pc.rx_port];
-  if (slot.role == PortRole::kUplink) return slowPathFromTunnel(w, snap, pc, f);
+  if (slot.role == PortRole::kUplink) {
+    // Not decapsulated: not for our tunnel address (prepare, north_south.h).
+    if (pc.probe.family == 0) return slowPathFromFabric(w, snap, pc, f);
+    return slowPathFromTunnel(w, snap, pc, f);
+  }
+  if (slot.role == PortRole::kHostPf) return slowPathFromHost(w, snap, pc, f);
   return slowPathFromPort(w, snap, pc, slot, f);
 }
 
@@ -242,6 +249,89 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   f.set_dst = dp->mac;
   f.out_port = static_cast<uint16_t>(dp->dpdk_port);
   return {Decision::kFlow, DropReason::kOk};
+}
+
+// The host PF's frames: every frame from a host MAC leaves on the uplink as it
+// came (a cached flow of one Output, which offloads as a represented-port
+// rule). A source MAC the host may not use is refused; a new one is learned
+// (north_south.h) and its frames are forwarded uncached until the snapshot
+// has it, so that no flow is cached against a table about to change. ARP is
+// forwarded uncached every time: the host's ARP says which MAC holds which
+// node IP.
+Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
+  const SnapNorthSouth& ns = snap.north_south;
+  f.dep_in = ns.dep;
+  f.dep_out = ns.dep;
+  const overlay::MacAddress& src = pc.key.eth_src;
+  if ((src[0] & 1) != 0 || macKey(src) == 0 || ns.refusedMac(src)) return cacheDrop(f, DropReason::kHostMacRefused);
+  if (snap.uplink_port < 0) return cacheDrop(f, DropReason::kNoUplink);
+  const bool known = ns.isHostMac(src);
+  if (!known && ns.host_macs.size() >= ns.max_host_macs) return dropNow(DropReason::kHostMacTableFull);
+  NorthSouthObservation seen;
+  seen.kind = NorthSouthObservation::kHostMac;
+  seen.mac = src;
+  observeNorthSouth(w, seen, !known);
+  const auto uplink = static_cast<uint16_t>(snap.uplink_port);
+  const bool arp = pc.parsed.l3 == overlay::L3Type::kArp;
+  if (arp) learnFromArp(w, snap, pc, true);
+  if (!known || arp) {
+    enqueueTx(w, uplink, pc.mbuf);
+    return {Decision::kSent, DropReason::kOk};
+  }
+  f.ops = op::kOutput;
+  f.out_port = uplink;
+  return {Decision::kFlow, DropReason::kOk};
+}
+
+// The uplink's frames that are not for our tunnel address (prepare took
+// those): the host's, or nobody's here. Unicast to a host MAC is a cached
+// flow of one Output to the host PF; ARP and IPv6 neighbour solicitations for
+// a node IP (broadcast and multicast included) are forwarded uncached, each
+// learned from; the rest is dropped (FabricNotForHost: cached, except ARP,
+// which is learned from, and solicitations, whose flow key holds the
+// solicited-node group, not the target address that decided).
+Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
+  const SnapNorthSouth& ns = snap.north_south;
+  f.dep_in = ns.dep;
+  f.dep_out = ns.dep;
+  const overlay::ParsedPacket& pk = pc.parsed;
+  const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
+
+  // ---- The north–south load balancer goes here: NodePort and the node's
+  // externalIP / load-balancer ingress traffic is the cluster's, taken
+  // before the bridging decision below gives the frame to the host. ----
+
+  // prepare() sends the uplink's frames here only with a host PF bound.
+  if (ns.host_pf_port < 0) return dropNow(DropReason::kFabricNotForHost);
+  const auto host = static_cast<uint16_t>(ns.host_pf_port);
+  if (pk.l3 == overlay::L3Type::kArp) {
+    learnFromArp(w, snap, pc, false);
+    if (ns.nodeIp4(overlay::arp::targetIp(frame + pk.l3_offset)) == nullptr) {
+      return dropNow(DropReason::kFabricNotForHost);
+    }
+    enqueueTx(w, host, pc.mbuf);
+    return {Decision::kSent, DropReason::kOk};
+  }
+  const overlay::MacAddress& dst = pc.key.eth_dst;
+  const bool unicast = (dst[0] & 1) == 0;
+  // A solicitation sent to the solicited-node group (unicast ones to a host
+  // MAC take the flow below).
+  if (!unicast && pk.l3 == overlay::L3Type::kIpv6 && pk.l4 == overlay::L4Type::kIcmpv6 &&
+      pk.fragment == overlay::Fragment::kNone && frame[pk.l4_offset] == overlay::icmp6::kTypeNeighborSolicit) {
+    overlay::NeighborMessage msg;
+    if (overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pk, msg) != overlay::Status::kOk ||
+        !ns.isNodeIp6(frame + msg.target_offset)) {
+      return dropNow(DropReason::kFabricNotForHost);
+    }
+    enqueueTx(w, host, pc.mbuf);
+    return {Decision::kSent, DropReason::kOk};
+  }
+  if (unicast && ns.isHostMac(dst)) {
+    f.ops = op::kOutput;
+    f.out_port = host;
+    return {Decision::kFlow, DropReason::kOk};
+  }
+  return cacheDrop(f, DropReason::kFabricNotForHost);
 }
 
 // A packet too big for its path is dropped and counted as MtuExceeded every

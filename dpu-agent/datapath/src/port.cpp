@@ -521,8 +521,11 @@ class PreprobedBackend final : public PortBackend {
       if (rte_eth_dev_get_name_by_port(id, dev_name) != 0) continue;
       const std::string n(dev_name);
       const size_t at = n.rfind(suffix_);
-      if (at != std::string::npos && at + suffix_.size() < n.size() &&
-          n.find_first_not_of("0123456789", at + suffix_.size()) == std::string::npos)
+      // A VF number beyond the 12 bits of mlx5's VF field is the host PF's
+      // representor (VF -1, printed unsigned): the host_pf port, not a pod's.
+      if (at != std::string::npos && at + suffix_.size() < n.size() && n.size() - at - suffix_.size() <= 4 &&
+          n.find_first_not_of("0123456789", at + suffix_.size()) == std::string::npos &&
+          std::stoul(n.substr(at + suffix_.size())) < 4095)
         ++count;
     }
     return count;

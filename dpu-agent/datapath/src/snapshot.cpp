@@ -125,6 +125,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   }
   std::string node_content = m.node_content + "|uplink=" + std::to_string(s.uplink_port) + "/" + uplink_mac.str();
   deps.touch(kDepNode, node_content);
+  buildNorthSouth(in, uplink_mac, deps, s);
 
   // Logical ports.
   s.ports.reserve(m.ports.size());

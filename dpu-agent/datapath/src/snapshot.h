@@ -25,6 +25,7 @@
 #include "counters.h"
 #include "datapath/engine.h"
 #include "model/model.h"
+#include "north_south.h"
 #include "overlay/headers.h"
 
 namespace dpu::datapath {
@@ -206,6 +207,8 @@ struct Snapshot {
   const SnapRemoteNode* remoteByDep(uint32_t dep) const {
     return dep < remote_by_dep.size() ? remote_by_dep[dep] : nullptr;
   }
+  // The host PF's path (north_south.h).
+  SnapNorthSouth north_south;
 };
 
 // Stable ids and versions of the dependency objects (control thread only).
@@ -233,8 +236,13 @@ struct SnapshotInputs {
   const std::map<std::string, Binding>* bindings = nullptr;
   const std::map<IpAddress, MacAddress>* next_hops = nullptr;
   bool lanes = true;  // EngineConfig::lanes
+  const NorthSouthTables* north_south = nullptr;  // nullptr: no host MACs or neighbours learned
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);
+// The north–south part of `s` (north_south.cpp), from the model's node
+// addresses, the host PF binding and the learned tables; called by
+// buildSnapshot once the port bindings are in `s`.
+void buildNorthSouth(const SnapshotInputs& in, const MacAddress& uplink_mac, DepRegistry& deps, Snapshot& s);
 
 }  // namespace dpu::datapath

@@ -13,6 +13,8 @@
 #include "counters.h"
 #include "flow_cache.h"
 #include "miss_budget.h"
+
+#include "north_south.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
 
@@ -141,6 +143,7 @@ class alignas(64) WorkerContext {
   SpscRing offload_ring;
   std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend
   alignas(64) std::atomic<uint64_t> quiescent_epoch{0};
+  NorthSouthWorker north_south;      // its learning ring and ARP rate limits (north_south.h)
 };
 
 }  // namespace dpu::datapath

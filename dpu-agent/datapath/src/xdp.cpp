@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -23,7 +24,7 @@
 namespace dpu::datapath {
 namespace {
 
-constexpr uint32_t kCounterCount = 3;
+constexpr uint32_t kCounterCount = 4;
 
 struct Fd {
   int fd = -1;
@@ -101,7 +102,72 @@ Result<XdpSteerCounters> readSteerCounters(int map_fd) {
       return Error{"cannot read the XDP steering counters: " + errnoText(errno)};
     for (uint64_t v : values) sums[key] += v;
   }
-  return XdpSteerCounters{sums[0], sums[1], sums[2]};
+  return XdpSteerCounters{sums[0], sums[1], sums[2], sums[3]};
+}
+
+namespace {
+
+// Makes a hash map of KeySize-byte keys hold exactly `keys` (value 1).
+template <size_t KeySize>
+Result<void> syncSet(int fd, const std::vector<std::array<uint8_t, KeySize>>& keys, const char* what) {
+  std::vector<std::array<uint8_t, KeySize>> stale;
+  std::array<uint8_t, KeySize> key{}, next{};
+  bool first = true;
+  while (bpf_map_get_next_key(fd, first ? nullptr : key.data(), next.data()) == 0) {
+    first = false;
+    key = next;
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) stale.push_back(key);
+  }
+  for (const auto& k : stale) {
+    if (bpf_map_delete_elem(fd, k.data()) != 0 && errno != ENOENT)
+      return Error{std::string("cannot remove an entry of the XDP map ") + what + ": " + errnoText(errno)};
+  }
+  const uint8_t one = 1;
+  for (const auto& k : keys) {
+    if (bpf_map_update_elem(fd, k.data(), &one, BPF_ANY) != 0)
+      return Error{std::string("cannot write the XDP map ") + what + ": " + errnoText(errno)};
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> writeHostSteering(int macs_fd, int ip4_fd, int ip6_fd, const XdpHostSteering& steering) {
+  std::vector<std::array<uint8_t, 8>> macs;
+  std::vector<std::array<uint8_t, 4>> ip4s;
+  std::vector<std::array<uint8_t, 16>> ip6s;
+  for (const auto& mac : steering.host_macs) {
+    std::array<uint8_t, 8> k{};
+    std::memcpy(k.data(), mac.bytes.data(), 6);
+    macs.push_back(k);
+  }
+  for (const auto& ip : steering.node_ips) {
+    if (ip.isV4()) {
+      std::array<uint8_t, 4> k{};
+      std::memcpy(k.data(), ip.bytes.data(), 4);
+      ip4s.push_back(k);
+    } else {
+      ip6s.push_back(ip.bytes);
+    }
+  }
+  if (macs.size() > kXdpMaxHostMacs || ip4s.size() > kXdpMaxNodeIps || ip6s.size() > kXdpMaxNodeIps)
+    return Error{"more host MACs or node IPs than the uplink's XDP maps hold"};
+  if (auto r = syncSet(macs_fd, macs, "host_macs"); !r) return r;
+  if (auto r = syncSet(ip4_fd, ip4s, "node_ip4s"); !r) return r;
+  return syncSet(ip6_fd, ip6s, "node_ip6s");
+}
+
+Result<void> configureAttachedHostSteering(const std::string& ifname, const XdpHostSteering& steering) {
+  auto macs = attachedMap(ifname, "host_macs");
+  if (!macs) return std::move(macs).takeError();
+  Fd macs_fd(*macs);
+  auto ip4 = attachedMap(ifname, "node_ip4s");
+  if (!ip4) return std::move(ip4).takeError();
+  Fd ip4_fd(*ip4);
+  auto ip6 = attachedMap(ifname, "node_ip6s");
+  if (!ip6) return std::move(ip6).takeError();
+  Fd ip6_fd(*ip6);
+  return writeHostSteering(macs_fd.fd, ip4_fd.fd, ip6_fd.fd, steering);
 }
 
 Result<void> configureAttachedSteering(const std::string& ifname, const XdpSteerConfig& config) {

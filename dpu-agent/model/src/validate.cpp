@@ -12,6 +12,9 @@ namespace {
 
 using dpv1::ObjectProblem;
 
+// NodeSettings' north–south addresses (defined with parseNodeAddresses below).
+Result<NodeAddresses> nodeAddressesOf(const dpv1::NodeSettings& node);
+
 // What the previous model in force held, by name, and the content it held it with.
 struct Incumbents {
   std::map<std::string, std::string> subnets, ports, remotes, sas;
@@ -156,6 +159,9 @@ class Validator {
     m.router_mac = *MacAddress::parse(node.router_mac());
     m.pod_mtu = node.pod_mtu();
     m.underlay_mtu = node.underlay_mtu();
+    auto addresses = nodeAddressesOf(node);  // validateNodeSettings checked them
+    m.node_ips = std::move(addresses->ips);
+    m.node_gateways = std::move(addresses->gateways);
 
     localSubnets();
     ports();
@@ -510,6 +516,101 @@ class Validator {
 
 }  // namespace
 
+namespace {
+
+Result<NodeAddresses> nodeAddressesOf(const dpv1::NodeSettings& node) {
+  std::vector<IpPrefix> cluster, service;
+  for (const auto& c : node.cluster_cidrs()) cluster.push_back(*IpPrefix::parse(c));
+  for (const auto& c : node.service_cidrs()) service.push_back(*IpPrefix::parse(c));
+  return parseNodeAddresses({node.node_ips().begin(), node.node_ips().end()},
+                            {node.node_gateways().begin(), node.node_gateways().end()},
+                            *IpAddress::parse(node.tunnel_ip()), cluster, service, "node.node_ips",
+                            "node.node_gateways");
+}
+
+bool isLinkLocal(const IpAddress& a) {
+  if (a.isV4()) return a.bytes[0] == 169 && a.bytes[1] == 254;
+  return a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80;
+}
+
+bool isMulticastOrUnspecified(const IpAddress& a) {
+  if (a.isV4()) return a.bytes[0] >= 224 || a.v4HostOrder() == 0;
+  if (a.bytes[0] == 0xff) return true;
+  for (size_t i = 0; i < 16; ++i)
+    if (a.bytes[i] != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+Result<NodeAddresses> parseNodeAddresses(const std::vector<std::string>& ips, const std::vector<std::string>& gateways,
+                                         const IpAddress& tunnel_ip, const std::vector<IpPrefix>& cluster,
+                                         const std::vector<IpPrefix>& service, const std::string& ips_field,
+                                         const std::string& gateways_field) {
+  auto invalid = [](std::string m) { return Error{std::move(m), ErrorCode::kInvalid}; };
+  NodeAddresses out;
+  if (ips.size() > kMaxNodeIps) {
+    return invalid(ips_field + " lists " + std::to_string(ips.size()) + " addresses; at most " +
+                   std::to_string(kMaxNodeIps) + " (the uplink's XDP program holds that many)");
+  }
+  for (const auto& text : ips) {
+    const std::string what = ips_field + " \"" + text + "\"";
+    auto ifa = IpInterfaceAddress::parse(text);
+    if (!ifa) return invalid(what + ": " + ifa.error() + " (give the address with its prefix length, e.g. 172.18.0.1/24)");
+    const IpAddress& a = ifa->address;
+    const unsigned bits = a.isV4() ? 32 : 128;
+    if (ifa->length == 0 || ifa->length > bits) {
+      return invalid(what + ": prefix length must be 1.." + std::to_string(bits) + " (the node network's)");
+    }
+    if (isMulticastOrUnspecified(a) || a.isLoopback()) return invalid(what + " is not a unicast address");
+    if (isLinkLocal(a)) return invalid(what + " is link-local: give the node's address on the node network");
+    const IpPrefix net = ifa->network();
+    if (ifa->length < bits - 1) {
+      if (a == net.address) return invalid(what + " is the network address of " + net.str());
+      if (a.isV4() && a == net.at(net.size() - 1)) return invalid(what + " is the broadcast address of " + net.str());
+    }
+    if (a == tunnel_ip) {
+      return invalid(what + " is the tunnel IP: the node IP lives on the host PF, the tunnel IP on the DPU's uplink");
+    }
+    for (const auto* list : {&cluster, &service}) {
+      for (const auto& p : *list) {
+        if (p.contains(a)) {
+          return invalid(what + " is inside the " + (list == &cluster ? "cluster" : "service") + " CIDR " + p.str() +
+                         ", which the cluster network routes itself");
+        }
+      }
+    }
+    for (const auto& other : out.ips) {
+      if (other.address == a) return invalid(what + " is listed twice");
+    }
+    out.ips.push_back(*ifa);
+  }
+  for (const auto& text : gateways) {
+    const std::string what = gateways_field + " \"" + text + "\"";
+    auto gw = IpAddress::parse(text);
+    if (!gw) return invalid(what + ": " + gw.error() + " (give an address without prefix length)");
+    if (isMulticastOrUnspecified(*gw) || gw->isLoopback()) return invalid(what + " is not a unicast address");
+    bool on_link = false, has_family = false;
+    for (const auto& ip : out.ips) {
+      if (ip.address.family != gw->family) continue;
+      has_family = true;
+      if (ip.address == *gw) return invalid(what + " is a node IP; the gateway is another host on the node network");
+      on_link = on_link || ip.network().contains(*gw);
+    }
+    if (!has_family) {
+      return invalid(what + ": no node IP of its family in " + ips_field + " (a gateway is reached from one)");
+    }
+    if (!on_link) return invalid(what + " is in none of the node IPs' prefixes (a gateway must be on-link)");
+    for (const auto& other : out.gateways) {
+      if (other.family == gw->family) {
+        return invalid(what + ": " + other.str() + " is the " + family(*gw) + " gateway already (one per family)");
+      }
+    }
+    out.gateways.push_back(*gw);
+  }
+  return out;
+}
+
 std::string portMacProblem(const MacAddress& mac, const MacAddress& router_mac) {
   if (mac.isZero()) return "mac " + mac.str() + " is zero; a port needs a unicast MAC";
   if (mac.bytes == std::array<uint8_t, 6>{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) {
@@ -557,6 +658,7 @@ Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
   for (const auto& c : node.service_cidrs()) {
     if (auto p = IpPrefix::parse(c); !p) return invalid("node.service_cidrs \"" + c + "\": " + p.error());
   }
+  if (auto addresses = nodeAddressesOf(node); !addresses) return std::move(addresses).takeError();
   return {};
 }
 

@@ -34,6 +34,15 @@ namespace dpu::overlay {
 Status buildArpReply(std::span<const uint8_t> request, const ParsedPacket& pkt, const MacAddress& gateway_mac,
                      PacketBuffer& out);
 
+// An ARP request (RFC 826) for `target_ip` from `sender_mac` and `sender_ip`
+// (host order, as arp:: reads them), untagged, to `dst_mac`: the broadcast
+// address to resolve an unknown neighbour, or the neighbour's own MAC to
+// confirm a known one (a unicast probe, RFC 1122 §2.3.2.1). The target
+// hardware address is zero. kUnsupported when `sender_mac` is not unicast or
+// `sender_ip` is 0 (that would be an ARP probe, RFC 5227, not a request).
+Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
+                       PacketBuffer& out);
+
 // Answers a neighbor solicitation (RFC 4861 §7.2.4) for its target address with
 // a solicited advertisement from that address, flags Router and Override, and
 // a target link-layer address option. A solicitation from the unspecified

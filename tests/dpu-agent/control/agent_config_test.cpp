@@ -5,8 +5,11 @@
 #include <functional>
 
 #include "common/config_doc.h"
+#include "control/agent.h"
 #include "control/agent_config.h"
+#include "control/logical_model.h"
 #include "control_test_util.h"
+#include "model/model.h"
 
 using namespace dpu::control;
 using dpu::control::testing::baseConfig;
@@ -216,5 +219,55 @@ TEST_CASE("ipsec: false, an object with its mode and settings, and encryption re
   for (const auto& c : cases) {
     INFO(c.ipsec.dump());
     CHECK_THAT(errorOf(with(c.ipsec)), Catch::Contains(c.expect));
+  }
+}
+
+TEST_CASE("northSouth: the node's addresses and gateways reach the dataplane's node settings") {
+  auto j = baseConfig("/tmp/x");
+  j["northSouth"] = {{"nodeIPs", {"172.18.0.1/24", "2001:db8:18::1/64"}}, {"gateways", {"172.18.0.254"}}};
+  auto c = parseAgentConfig(j);
+  INFO((c ? std::string() : c.error()));
+  REQUIRE(c.ok());
+  REQUIRE(c->node_ips.size() == 2);
+  CHECK(c->node_ips[0].str() == "172.18.0.1/24");
+  CHECK(c->node_ips[1].str() == "2001:db8:18::1/64");
+  REQUIRE(c->node_gateways.size() == 1);
+  CHECK(c->node_gateways[0].str() == "172.18.0.254");
+  // The agent hands them to the dataplane in its node settings, as the model library reads them.
+  dpu::control::ModelState model;
+  Agent agent(*c, model, false);
+  const auto node = model.snapshot().node();
+  REQUIRE(node.node_ips_size() == 2);
+  CHECK(node.node_ips(0) == "172.18.0.1/24");
+  CHECK(node.node_gateways(0) == "172.18.0.254");
+  CHECK(dpu::model::validateNodeSettings(node).ok());
+  // Absent: no node IP, nothing refused.
+  auto none = parseAgentConfig(baseConfig("/tmp/x"));
+  REQUIRE(none.ok());
+  CHECK(none->node_ips.empty());
+}
+
+TEST_CASE("northSouth: a bad node address is named with the model's reason") {
+  struct Case {
+    nlohmann::json section;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{{"nodeIPs", {"172.18.0.1"}}}, "config.northSouth.nodeIPs \"172.18.0.1\": "},
+      {{{"nodeIPs", {"172.18.0.0/24"}}}, "is the network address of 172.18.0.0/24"},
+      {{{"nodeIPs", {"192.168.50.1/24"}}}, "is the tunnel IP"},
+      {{{"nodeIPs", {"10.244.9.9/24"}}}, "is inside the cluster CIDR 10.244.0.0/16"},
+      {{{"nodeIPs", {"10.100.0.1/24"}}}, "is inside the service CIDR 10.96.0.0/12"},
+      {{{"nodeIPs", {"172.18.0.1/24"}}, {"gateways", {"172.19.0.1"}}},
+       "config.northSouth.gateways \"172.19.0.1\" is in none of the node IPs' prefixes"},
+      {{{"gateways", {"172.18.0.254"}}}, "no node IP of its family"},
+      {{{"nodeIPs", "172.18.0.1/24"}}, "config.northSouth.nodeIPs: must be a list"},
+      {{{"nodeIP", {"172.18.0.1/24"}}}, "config.northSouth.nodeIP: unknown field"},
+  };
+  for (const auto& c : cases) {
+    auto j = baseConfig("/tmp/x");
+    j["northSouth"] = c.section;
+    INFO(j.dump());
+    CHECK_THAT(errorOf(j), Catch::Contains(c.expect));
   }
 }

@@ -163,3 +163,55 @@ TEST_CASE("dataplane config: devargs for the port kinds", "[dataplane]") {
   CHECK(afPacketDevargs("uplink", "uplink0", 2) == "net_af_packet_uplink,iface=uplink0,qpairs=2,qdisc_bypass=1");
   CHECK(expandTemplate("net_pcap_{name},rx_pcap=/t/{name}.pcap", "r1") == "net_pcap_r1,rx_pcap=/t/r1.pcap");
 }
+
+TEST_CASE("dataplane config: the host PF port and the north-south limits", "[dataplane][north-south]") {
+  auto c = parseDataplaneConfig(R"(
+uplink: {iface: uplink0}
+host_pf: {kind: af_packet, iface: pf0hpf}
+north_south: {max_host_macs: 4, host_mac_ageing_s: 60, max_neighbours: 100, neighbour_stale_s: 30}
+tunnel_ip: 192.168.100.1
+)", "ns.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->host_pf.configured);
+  CHECK(c->host_pf.kind == PortKind::kAfPacket);
+  CHECK(c->host_pf.iface == "pf0hpf");
+  CHECK(c->north_south.max_host_macs == 4);
+  CHECK(c->north_south.host_mac_ageing_s == 60);
+  CHECK(c->north_south.max_neighbours == 100);
+  CHECK(c->north_south.neighbour_stale_s == 30);
+  // Absent: no host PF, the defaults.
+  auto plain = parseDataplaneConfig("uplink: {iface: uplink0}\ntunnel_ip: 192.168.100.1\n", "plain.yaml");
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->host_pf.configured);
+  CHECK(plain->north_south.max_host_macs == 16);
+  CHECK(plain->north_south.host_mac_ageing_s == 300);
+  // A preprobed mlx5 representor, as on a BlueField.
+  auto bf = parseDataplaneConfig(
+      "uplink: {kind: preprobed, ethdev: \"0000:03:00.0\"}\n"
+      "host_pf: {kind: preprobed, ethdev: \"0000:03:00.0_representor_vf4294967295\"}\ntunnel_ip: 192.168.100.1\n",
+      "bf.yaml");
+  REQUIRE(bf.ok());
+  CHECK(bf->host_pf.ethdev_name == "0000:03:00.0_representor_vf4294967295");
+
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  const std::string head = "tunnel_ip: 192.168.100.1\nuplink: {iface: uplink0}\n";
+  const std::vector<Case> cases = {
+      {head + "host_pf: {iface: uplink0}\n", "config.host_pf: is the same port as uplink"},
+      {head + "management: {devargs: net_ring_m}\nhost_pf: {devargs: net_ring_m}\n",
+       "config.host_pf: is the same port as management"},
+      {head + "host_pf: {kind: tap, iface: pf0hpf}\n", "config.host_pf.kind: unknown port kind \"tap\""},
+      {head + "host_pf: {iface: \"pf0/hpf\"}\n", "config.host_pf.iface"},
+      {head + "north_south: {max_host_macs: 0}\n", "config.north_south.max_host_macs: must be between 1 and 256"},
+      {head + "north_south: {max_host_macs: 300}\n", "config.north_south.max_host_macs: must be between 1 and 256"},
+      {head + "north_south: {max_neighbours: 70000}\n", "config.north_south.max_neighbours"},
+      {head + "north_south: {host_mac_ageing_s: 0}\n", "config.north_south.host_mac_ageing_s"},
+      {head + "north_south: {arp: true}\n", "config.north_south.arp: unknown field"},
+  };
+  for (const auto& k : cases) {
+    INFO(k.text);
+    CHECK_THAT(failure(k.text), Catch::Contains(k.error));
+  }
+}

@@ -188,3 +188,46 @@ TEST_CASE("dpuctl: start-up phases, milliseconds from the process's start", "[dp
   reply.set_startup_us(402'700);
   CHECK_THAT(formatStartup(reply), Catch::EndsWith("forwarding          402.7     -\n"));
 }
+
+TEST_CASE("dpuctl: neighbours, the host PF's MACs and the node network's neighbours", "[dpuctl][north-south]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  CHECK(formatNeighbours(reply).rfind("host PF: none (no host_pf port", 0) == 0);
+  auto* ns = reply.mutable_north_south();
+  ns->set_host_pf("host_pf");
+  ns->set_host_pf_dpdk_port(3);
+  ns->add_node_ips("172.18.0.1/24");
+  ns->add_node_gateways("172.18.0.254");
+  ns->set_host_macs_max(16);
+  ns->set_host_mac_ageing_ms(300000);
+  ns->set_neighbours_max(1024);
+  auto* h = ns->add_host_macs();
+  h->set_mac("02:18:00:00:00:01");
+  h->set_idle_ms(1500);
+  h->set_age_ms(61000);
+  h->add_node_ips("172.18.0.1");
+  auto* n = ns->add_neighbours();
+  n->set_ip("172.18.0.254");
+  n->set_mac("02:18:00:00:00:fe");
+  n->set_state("reachable");
+  n->set_confirmed_ms(2000);
+  n->set_learned_from("ARP reply to the host");
+  n->set_requests(1);
+  auto* i = ns->add_neighbours();
+  i->set_ip("172.18.0.9");
+  i->set_state("incomplete");
+  i->set_confirmed_ms(300);
+  i->set_requests(2);
+  CHECK(formatNeighbours(reply) ==
+        "host PF: host_pf (DPDK port 3)\n"
+        "node IPs: 172.18.0.1/24; gateways: 172.18.0.254\n"
+        "\n"
+        "host MACs (1 of at most 16, forgotten after 5m00s idle):\n"
+        "MAC                NODE_IPS    IDLE  AGE\n"
+        "02:18:00:00:00:01  172.18.0.1  1.5s  1m01s\n"
+        "\n"
+        "neighbours on the node network (2, at most 1024 with a MAC):\n"
+        "IP            MAC                STATE       CONFIRMED  REQUESTS  LEARNED_FROM\n"
+        "172.18.0.254  02:18:00:00:00:fe  reachable   2.0s ago   1         ARP reply to the host\n"
+        "172.18.0.9    -                  incomplete  300ms ago  2         -\n");
+  CHECK_THAT(formatJson(reply), Catch::Contains("\"learned_from\": \"ARP reply to the host\""));
+}

@@ -88,6 +88,7 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     "mbuf_cache_size": 64,
     "idle_sleep_us": 20,
     "uplink": {"devargs": "net_ring_up)" + tag + R"("},
+    "host_pf": {"devargs": "net_ring_hpf)" + tag + R"("},
     "representors": {"mode": "template", "devargs": "net_ring_{name})" + tag + R"("},
     "tunnel_ip": "192.168.100.1",
     "sockets": {"programming": ")" + dir + R"(/p.sock", "operator": ")" + dir + R"(/o.sock"}
@@ -109,6 +110,7 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     WorkerSet workers(engine, 1, config.idle_sleep_us);
     REQUIRE(ports.attach(engine, workers).ok());
     CHECK(engine.bound().count("uplink") == 1);
+    CHECK(engine.bound().count("host_pf") == 1);
     TunnelNeighbours neighbours(engine, "", {});
     ApiServer server(engine, ports, neighbours, config.sockets);
     REQUIRE(server.open().ok());
@@ -127,9 +129,9 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     hello.mutable_hello()->set_agent_id("test");
     auto greeted = send(*agent, hello);
     CHECK(greeted.hello().instance_id() == "stub");
-    // Every ethdev but the uplink is left to representors.
+    // Every ethdev but the uplink and the host PF is left to representors.
     CHECK(greeted.hello().max_ethports() == RTE_MAX_ETHPORTS);
-    CHECK(greeted.hello().port_capacity() == RTE_MAX_ETHPORTS - 1);
+    CHECK(greeted.hello().port_capacity() == RTE_MAX_ETHPORTS - 2);
 
     // A second agent is refused while the first is connected.
     {
@@ -147,8 +149,11 @@ TEST_CASE("dataplane process: ports follow the model while the lcores run", "[da
     CHECK(send(*agent, fullSync(1, {"ra", "rb"})).status() == v1::OK);
     REQUIRE(waitFor([&] { return engine.bound().count("ra") && engine.bound().count("rb"); }));
     REQUIRE(waitFor([&] { return workers.iterations(0) > 0; }));
-    // The backlog on the uplink is polled now.
+    // The backlog on the uplink is polled now, and the host PF with it.
     REQUIRE(waitFor([&] { return engine.received(uplink) == 4; }));
+    const uint16_t host_pf = ports.rolePort("host_pf")->port_id;
+    inject(pool, host_pf, 3);
+    REQUIRE(waitFor([&] { return engine.received(host_pf) == 3; }));
     uint16_t ra = engine.bound().at("ra");
     inject(pool, ra, 10);
     REQUIRE(waitFor([&] { return engine.received(ra) == 10; }));

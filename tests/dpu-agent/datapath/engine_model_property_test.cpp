@@ -442,3 +442,43 @@ TEST_CASE("engine and fake: random delta sequences refuse the same objects and k
     CHECK(run.refusals() > 30);  // the sequences did refuse things
   }
 }
+
+TEST_CASE("engine and fake: node addresses are in force alike, and a bad one refuses the request whole in both",
+          "[engine][north-south]") {
+  auto created = datapath::Engine::create(datapath::EngineConfig{});
+  REQUIRE(created.ok());
+  auto& engine = **created;
+  fakes::FakeDataplaneModel fake;
+  uint64_t generation = 0;
+  auto sync = [&](const v1::NodeSettings& n) {
+    v1::ProgramRequest req;
+    req.mutable_full_sync()->set_generation(++generation);
+    *req.mutable_full_sync()->mutable_model()->mutable_node() = n;
+    *req.mutable_full_sync()->mutable_model()->add_local_subnets() = localSubnet();
+    const auto real = engine.program(req);
+    const auto faked = fake.apply(req);
+    CHECK(real.status() == faked.status());
+    CHECK(real.message() == faked.message());
+    CHECK(real.generation() == faked.generation());
+    return real;
+  };
+  v1::NodeSettings good = node();
+  good.add_node_ips("172.18.0.1/24");
+  good.add_node_gateways("172.18.0.254");
+  REQUIRE(sync(good).status() == v1::OK);
+  REQUIRE(fake.inForce().node_ips.size() == 1);
+  CHECK(fake.inForce().node_ips[0].str() == "172.18.0.1/24");
+  CHECK(engine.hostSteering().node_ips.at(0).str() == "172.18.0.1");
+  for (const auto& [ip, gw] : std::vector<std::pair<std::string, std::string>>{
+           {"172.18.0.0/24", ""}, {"10.244.3.3/24", ""}, {"172.18.0.1/24", "172.19.0.1"}, {"192.168.100.1/24", ""}}) {
+    INFO(ip << " via " << gw);
+    v1::NodeSettings bad = node();
+    bad.add_node_ips(ip);
+    if (!gw.empty()) bad.add_node_gateways(gw);
+    const auto r = sync(bad);
+    CHECK(r.status() == v1::INVALID);
+    // Nothing changed: the node addresses in force are the good ones.
+    CHECK(fake.inForce().node_ips.at(0).str() == "172.18.0.1/24");
+    CHECK(engine.hostSteering().node_ips.at(0).str() == "172.18.0.1");
+  }
+}

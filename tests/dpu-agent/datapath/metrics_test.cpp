@@ -78,6 +78,15 @@ v1::OperatorReply statsReply() {
   add("neighbour_events", 12, v1::COUNTER_EVENT);
   add("neighbour_resyncs", 0, v1::COUNTER_EVENT);
   add("neighbour_probes", 3, v1::COUNTER_EVENT);
+  add("FabricNotForHost", 6, v1::COUNTER_DROP);
+  add("xdp_host", 8, v1::COUNTER_EVENT);
+  add("north_south_host_macs", 1, v1::COUNTER_GAUGE);
+  add("HostMacLearned", 2, v1::COUNTER_EVENT);
+  add("HostMacAged", 1, v1::COUNTER_EVENT);
+  add("north_south_neighbours", 3, v1::COUNTER_GAUGE);
+  add("north_south_neighbours_incomplete", 1, v1::COUNTER_GAUGE);
+  add("NeighbourLearned", 4, v1::COUNTER_EVENT);
+  add("NeighbourArpRequest", 5, v1::COUNTER_EVENT);
   return r;
 }
 
@@ -205,6 +214,16 @@ TEST_CASE("metrics: every counter of the operator API becomes a typed, labelled 
   CHECK(p.samples.at("dpu_dataplane_underlay_netlink_events_total") == "12");
   CHECK(p.samples.at("dpu_dataplane_underlay_netlink_resyncs_total") == "0");
   CHECK(p.samples.at("dpu_dataplane_underlay_next_hop_probes_total") == "3");
+  // North–south.
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"FabricNotForHost\"}") == "6");
+  CHECK(p.samples.at("dpu_dataplane_uplink_xdp_host_packets_total") == "8");
+  CHECK(p.samples.at("dpu_dataplane_host_macs") == "1");
+  CHECK(p.samples.at("dpu_dataplane_host_mac_changes_total{change=\"learned\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_host_mac_changes_total{change=\"aged\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_north_south_neighbours{state=\"reachable\"}") == "3");
+  CHECK(p.samples.at("dpu_dataplane_north_south_neighbours{state=\"incomplete\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_north_south_neighbour_changes_total{change=\"learned\"}") == "4");
+  CHECK(p.samples.at("dpu_dataplane_north_south_arp_requests_total") == "5");
   // A counter no table names still reaches monitoring.
   CHECK(p.samples.at("dpu_dataplane_events_total{event=\"SomethingNew\"}") == "5");
   // Conventions: counters end in _total, gauges do not; every family is typed.

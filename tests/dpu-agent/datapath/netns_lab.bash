@@ -53,26 +53,34 @@ lab_add_vf() {
   ip -n "$dpu" link set "$rep" up
 }
 
-# lab_dataplane_config N BACKEND FILE_PREFIX PROGRAMMING_SOCK OPERATOR_SOCK [WORKERS] —
+# lab_dataplane_config N BACKEND FILE_PREFIX PROGRAMMING_SOCK OPERATOR_SOCK [WORKERS] [HOST_PF] —
 # dpu-dataplane's YAML for node N (tunnel IP 192.168.100.N) on stdout.
 # BACKEND (af_xdp or af_packet) drives the uplink and the representors;
-# WORKERS (default 1) worker lcores, on the CPUs EAL's default list wraps onto.
+# WORKERS (default 1) worker lcores, on the CPUs EAL's default list wraps onto;
+# HOST_PF, when given, the host PF representor's netdev (north–south), on BACKEND too.
 lab_dataplane_config() {
-  local n=$1 backend=$2 prefix=$3 prog=$4 op=$5 workers=${6:-1}
+  local n=$1 backend=$2 prefix=$3 prog=$4 op=$5 workers=${6:-1} host_pf=${7:-}
   # DPDK 22.11's net_af_xdp cannot open a netdev again in the same process after
   # it removed a port on it ("Failed to create xsk socket"): a re-attached
   # representor falls back to af_packet, as the default config does.
   local reps=$backend
   [ "$backend" = af_xdp ] && reps="af_xdp, af_packet"
   # 16383 mbufs: af_xdp for the uplink and the first three representors (3,104
-  # each: mbuf_budget.h), af_packet for the rest, room for a node's 31.
+  # each: mbuf_budget.h), af_packet for the rest, room for a node's 31. A host
+  # PF port on af_xdp takes 3,104 more, so the representors keep theirs.
+  local pool=16383 host_line=""
+  if [ -n "$host_pf" ]; then
+    pool=19487
+    host_line="host_pf: {kind: $backend, iface: $host_pf}"
+  fi
   cat <<YAML
 eal: {memory_mb: 256, file_prefix: $prefix, log_level: "*:warning"}
 workers: $workers
-mbuf_pool_size: 16383
+mbuf_pool_size: $pool
 mbuf_cache_size: 128
 idle_sleep_us: 20
 uplink: {kind: $backend, iface: uplink0}
+$host_line
 representors: {mode: hotplug, backends: [$reps]}
 tunnel_ip: 192.168.100.$n
 sockets: {programming: $prog, operator: $op}

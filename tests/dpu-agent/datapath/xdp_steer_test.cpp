@@ -36,6 +36,9 @@ struct Loaded {
   int prog_fd = -1;
   int cfg_fd = -1;
   int stats_fd = -1;
+  int host_macs_fd = -1;
+  int node_ip4s_fd = -1;
+  int node_ip6s_fd = -1;
   ~Loaded() {
     if (object) bpf_object__close(object);
   }
@@ -98,8 +101,14 @@ void load(Loaded& l) {
   l.prog_fd = bpf_program__fd(prog);
   l.cfg_fd = bpf_map__fd(bpf_object__find_map_by_name(l.object, "steer_cfg"));
   l.stats_fd = bpf_map__fd(bpf_object__find_map_by_name(l.object, "steer_stats"));
+  l.host_macs_fd = bpf_map__fd(bpf_object__find_map_by_name(l.object, "host_macs"));
+  l.node_ip4s_fd = bpf_map__fd(bpf_object__find_map_by_name(l.object, "node_ip4s"));
+  l.node_ip6s_fd = bpf_map__fd(bpf_object__find_map_by_name(l.object, "node_ip6s"));
   REQUIRE(l.cfg_fd >= 0);
   REQUIRE(l.stats_fd >= 0);
+  REQUIRE(l.host_macs_fd >= 0);
+  REQUIRE(l.node_ip4s_fd >= 0);
+  REQUIRE(l.node_ip6s_fd >= 0);
   // DPDK requires this name for the socket map.
   REQUIRE(bpf_object__find_map_by_name(l.object, "xsks_map") != nullptr);
 }
@@ -170,5 +179,98 @@ TEST_CASE("overlay_steer: only overlay traffic to our tunnel address is steered"
     run(l, geneve6(kPeerIp6));
     run(l, geneve(kTunnelIp));  // IPv4 to an address we do not own here
     CHECK(counters(l).passed == 2);
+  }
+}
+
+namespace {
+
+const dpu::overlay::MacAddress kHostMac{0x02, 0x18, 0, 0, 0, 0x01};
+const dpu::overlay::MacAddress kFabricMac{0x02, 0x18, 0, 0, 0, 0xfe};
+constexpr uint32_t kNodeIp = 0xac120001;   // 172.18.0.1
+constexpr uint32_t kOtherNodeIp = 0xac120002;
+const dpu::overlay::Ipv6Address kNodeIp6{0x20, 0x01, 0x0d, 0xb8, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+const dpu::overlay::Ipv6Address kOtherIp6{0x20, 0x01, 0x0d, 0xb8, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
+
+std::vector<uint8_t> tcpTo(const dpu::overlay::MacAddress& dst, uint32_t ip_dst, uint16_t vlan = 0) {
+  PacketBuilder b;
+  b.ethernet(dst, kFabricMac);
+  if (vlan != 0) b.vlan(vlan);
+  return b.ipv4({.src = 0xcb007101, .dst = ip_dst}).tcp({.src_port = 80, .dst_port = 40000}).build();
+}
+
+std::vector<uint8_t> arpFor(uint16_t op, uint32_t target, const dpu::overlay::MacAddress& dst) {
+  return PacketBuilder().ethernet(dst, kFabricMac).arp(op, kFabricMac, 0xac1200fe, dpu::overlay::MacAddress{}, target).build();
+}
+
+std::vector<uint8_t> solicit(const dpu::overlay::Ipv6Address& target) {
+  dpu::overlay::Ipv6Address group{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, target[13], target[14], target[15]};
+  return PacketBuilder()
+      .ethernet(dpu::overlay::eth::ipv6MulticastMac(group.data()), kFabricMac)
+      .ipv6({.src = kOtherIp6, .dst = group, .hop_limit = 255})
+      .neighborSolicit(target, kFabricMac)
+      .build();
+}
+
+dpu::IpAddress ipText(const char* text) { return dpu::IpAddress::parse(text).value(); }
+
+}  // namespace
+
+TEST_CASE("overlay_steer: the host's traffic is steered to the dataplane, the DPU's own stays with the kernel",
+          "[xdp][north-south]") {
+  if (geteuid() != 0) dpu::test::skipTest("loading BPF programs needs root");
+  Loaded l;
+  load(l);
+  auto ip = dpu::IpAddress::parse("192.168.100.1");
+  REQUIRE(dpu::datapath::writeSteerConfig(l.cfg_fd, dpu::datapath::makeSteerConfig(*ip, false)).ok());
+  dpu::datapath::XdpHostSteering steering;
+  steering.host_macs = {dpu::MacAddress{kHostMac}};
+  steering.node_ips = {ipText("172.18.0.1"), ipText("2001:db8:18::1")};
+  REQUIRE(dpu::datapath::writeHostSteering(l.host_macs_fd, l.node_ip4s_fd, l.node_ip6s_fd, steering).ok());
+
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> frame;
+    bool host;     // steered for the host
+    bool steered;  // steered at all
+  };
+  const dpu::overlay::MacAddress uplink_mac{0x02, 0, 0, 0, 0, 1};
+  std::vector<Case> cases = {
+      {"TCP to the host MAC", tcpTo(kHostMac, kNodeIp), true, true},
+      {"tagged frame to the host MAC", tcpTo(kHostMac, kNodeIp, 100), true, true},
+      {"ARP request for the node IP, broadcast", arpFor(1, kNodeIp, dpu::overlay::eth::kBroadcast), true, true},
+      {"ARP reply to the node IP", arpFor(2, kNodeIp, kHostMac), true, true},
+      {"ARP request for another node's IP", arpFor(1, kOtherNodeIp, dpu::overlay::eth::kBroadcast), false, false},
+      {"neighbour solicitation for the node IPv6 address", solicit(kNodeIp6), true, true},
+      {"neighbour solicitation for another address", solicit(kOtherIp6), false, false},
+      {"TCP to the DPU's own MAC (its SSH)", tcpTo(uplink_mac, kTunnelIp), false, false},
+      {"TCP to another MAC", tcpTo(kFabricMac, kNodeIp), false, false},
+      {"ARP for the tunnel address, left to the kernel here", arpFor(1, kTunnelIp, dpu::overlay::eth::kBroadcast),
+       false, false},
+      {"Geneve to us still steered", geneve(kTunnelIp), false, true},
+      {"truncated ARP", truncated(arpFor(1, kNodeIp, dpu::overlay::eth::kBroadcast), 14 + 20), false, false},
+  };
+  uint64_t host = 0, steered = 0, passed = 0;
+  for (auto& c : cases) {
+    INFO(c.what);
+    CHECK(run(l, c.frame) == XDP_PASS);  // no socket bound: the redirect falls back to XDP_PASS
+    host += c.host;
+    (c.steered ? steered : passed) += 1;
+    const auto now = counters(l);
+    CHECK(now.host == host);
+    CHECK(now.no_socket == steered);
+    CHECK(now.passed == passed);
+  }
+
+  SECTION("the maps follow what the dataplane writes: a forgotten MAC or node IP is the kernel's again") {
+    steering.host_macs.clear();
+    steering.node_ips = {ipText("172.18.0.2")};
+    REQUIRE(dpu::datapath::writeHostSteering(l.host_macs_fd, l.node_ip4s_fd, l.node_ip6s_fd, steering).ok());
+    const auto before = counters(l);
+    run(l, tcpTo(kHostMac, kNodeIp));
+    run(l, arpFor(1, kNodeIp, dpu::overlay::eth::kBroadcast));
+    run(l, solicit(kNodeIp6));
+    CHECK(counters(l).passed == before.passed + 3);
+    run(l, arpFor(1, kOtherNodeIp, dpu::overlay::eth::kBroadcast));
+    CHECK(counters(l).host == before.host + 1);
   }
 }

@@ -535,3 +535,63 @@ TEST_CASE("model: Deltas upsert and delete IPsec SAs by name", "[model][ipsec]")
   CHECK(r.code() == ErrorCode::kNotFound);
   CHECK_THAT(r.error(), Catch::Contains("IPsec SA node2/out/9"));
 }
+
+TEST_CASE("model: the node's north–south addresses are in force as given", "[model][north-south]") {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->add_node_ips("172.18.0.1/24");
+  m.mutable_node()->add_node_ips("2001:db8:18::1/64");
+  m.mutable_node()->add_node_gateways("172.18.0.254");
+  m.mutable_node()->add_node_gateways("2001:db8:18::fe");
+  Verdict v = check(m);
+  REQUIRE(v.model.node_ips.size() == 2);
+  CHECK(v.model.node_ips[0].str() == "172.18.0.1/24");
+  CHECK(v.model.node_ips[1].str() == "2001:db8:18::1/64");
+  REQUIRE(v.model.node_gateways.size() == 2);
+  CHECK(v.model.node_gateways[0].str() == "172.18.0.254");
+  // A /32 (or /31) node IP has no network or broadcast address to refuse.
+  auto host = parseNodeAddresses({"172.18.0.7/32", "172.18.1.0/31"}, {}, *IpAddress::parse("192.168.100.1"), {}, {},
+                                 "ips", "gws");
+  CHECK(host.ok());
+}
+
+TEST_CASE("model: bad node addresses refuse the request whole, naming the field", "[model][north-south]") {
+  struct Case {
+    std::vector<std::string> ips, gateways;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {{"172.18.0.1"}, {}, "node.node_ips \"172.18.0.1\": "},
+      {{"172.18.0.0/24"}, {}, "is the network address of 172.18.0.0/24"},
+      {{"172.18.0.255/24"}, {}, "is the broadcast address of 172.18.0.0/24"},
+      {{"172.18.0.1/0"}, {}, "prefix length must be 1..32"},
+      {{"224.0.0.5/24"}, {}, "is not a unicast address"},
+      {{"127.0.0.2/8"}, {}, "is not a unicast address"},
+      {{"169.254.3.1/16"}, {}, "is link-local"},
+      {{"fe80::1/64"}, {}, "is link-local"},
+      {{"192.168.100.1/24"}, {}, "is the tunnel IP"},
+      {{"10.244.7.1/24"}, {}, "is inside the cluster CIDR 10.244.0.0/16"},
+      {{"10.96.0.10/24"}, {}, "is inside the service CIDR 10.96.0.0/12"},
+      {{"172.18.0.1/24", "172.18.0.1/16"}, {}, "is listed twice"},
+      {{"172.18.0.1/24", "172.18.0.2/24", "172.18.0.3/24", "172.18.0.4/24", "172.18.0.5/24", "172.18.0.6/24",
+        "172.18.0.7/24", "172.18.0.8/24", "172.18.0.9/24"},
+       {},
+       "lists 9 addresses; at most 8"},
+      {{"172.18.0.1/24"}, {"172.19.0.1"}, "is in none of the node IPs' prefixes"},
+      {{"172.18.0.1/24"}, {"172.18.0.1"}, "is a node IP"},
+      {{"172.18.0.1/24"}, {"2001:db8::1"}, "no node IP of its family"},
+      {{"172.18.0.1/24"}, {"172.18.0.254", "172.18.0.253"}, "is the IPv4 gateway already"},
+      {{"172.18.0.1/24"}, {"172.18.0.254/24"}, "node.node_gateways \"172.18.0.254/24\": "},
+  };
+  for (const auto& c : cases) {
+    INFO(c.error);
+    dpv1::LogicalModel m = baseModel();
+    m.mutable_node()->add_service_cidrs("10.96.0.0/12");
+    for (const auto& ip : c.ips) m.mutable_node()->add_node_ips(ip);
+    for (const auto& gw : c.gateways) m.mutable_node()->add_node_gateways(gw);
+    auto v = validate(m, nullptr);
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.code() == ErrorCode::kInvalid);
+    CHECK_THAT(v.error(), Catch::Matchers::Contains(c.error));
+    CHECK_FALSE(validateNodeSettings(m.node()).ok());
+  }
+}

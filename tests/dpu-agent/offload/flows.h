@@ -1,6 +1,8 @@
 // Datapath flows of every kind the slow path produces, for the offload tests:
 // local VF→VF (routed: MAC rewrite + TTL), VF→Geneve encap, Geneve decap→VF,
-// NAT, ESP, and their IPv6 variants. Ports: 0 = uplink, 1 and 2 = representors.
+// NAT, ESP, the host's traffic bridged with the uplink (north–south), and
+// their IPv6 variants. Ports: 0 = uplink, 1 and 2 = representors, 3 = the host
+// PF's representor.
 #pragma once
 
 #include <cstring>
@@ -21,6 +23,7 @@ using overlay::FlowKey;
 inline constexpr uint32_t kUplink = 0;
 inline constexpr uint32_t kVf1 = 1;
 inline constexpr uint32_t kVf2 = 2;
+inline constexpr uint32_t kHostPf = 3;
 inline const Mac kPod1Mac{0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x05};
 inline const Mac kPod2Mac{0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x07};
 inline const Mac kGatewayMac{0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x01};
@@ -124,6 +127,28 @@ inline FlowSpec decapFlow(bool ipv6_inner = false, bool ipv6_outer = false) {
   FlowAction decap = act(ActionType::kGeneveDecap);
   decap.decap_bytes = static_cast<uint16_t>(14 + (ipv6_outer ? 40 : 20) + 8 + 8 + 8);
   f.actions = {decap, output(kVf2)};
+  return f;
+}
+
+// North–south: the host's TCP from its node IP to the outside, bridged
+// untouched between the host PF and the uplink (`from` → `to`, either way;
+// the reverse direction swaps addresses and MACs). One action: the output.
+inline const Mac kHostMac{0x02, 0x18, 0x00, 0x00, 0x00, 0x01};
+inline const Mac kFabricGatewayMac{0x02, 0x18, 0x00, 0x00, 0x00, 0xfe};
+inline FlowSpec bridgedFlow(uint32_t from, uint32_t to) {
+  FlowSpec f;
+  FlowKey& k = f.match.key;
+  k.in_port = from;
+  const bool out = from == kHostPf;
+  k.eth_src = out ? kHostMac : kFabricGatewayMac;
+  k.eth_dst = out ? kFabricGatewayMac : kHostMac;
+  k.ethertype = overlay::eth::kTypeIpv4;
+  k.ip_proto = overlay::ipproto::kTcp;
+  k.l3_src = out ? v4(172, 18, 0, 1) : v4(203, 0, 113, 1);
+  k.l3_dst = out ? v4(203, 0, 113, 1) : v4(172, 18, 0, 1);
+  k.l4_src = out ? 40000 : 80;
+  k.l4_dst = out ? 80 : 40000;
+  f.actions = {output(to)};
   return f;
 }
 

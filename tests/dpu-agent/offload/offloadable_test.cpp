@@ -38,6 +38,13 @@ TEST_CASE("offloadFeatures: the kinds each flow needs", "[offloadable]") {
   CHECK(nat.has(Feature::kActionSetTp));
   CHECK(nat.has(Feature::kItemTcp));
   CHECK(features(decapFlow(true, true)).has(Feature::kItemIpv6));
+  // North–south bridging: a match and one output, nothing rewritten.
+  CHECK(features(bridgedFlow(kHostPf, kUplink)) == FeatureSet{}
+                                                      .add(Feature::kItemRepresentedPort)
+                                                      .add(Feature::kItemEth)
+                                                      .add(Feature::kItemIpv4)
+                                                      .add(Feature::kItemTcp)
+                                                      .add(Feature::kActionRepresentedPort));
 }
 
 TEST_CASE("offloadFeatures: names and the first missing kind", "[offloadable]") {

@@ -22,6 +22,7 @@ PortMap ports() {
   p.add(kUplink, 10);  // ethdev ids differ from datapath ids on purpose
   p.add(kVf1, 11);
   p.add(kVf2, 12);
+  p.add(kHostPf, 13);
   return p;
 }
 
@@ -121,6 +122,37 @@ TEST_CASE("local VF to VF: represented port, exact 5-tuple, MAC rewrite, TTL, ou
   CHECK(conf<rte_flow_action_ethdev>(r.action(RTE_FLOW_ACTION_TYPE_REPRESENTED_PORT)).port_id == 12);
   CHECK(r.action(RTE_FLOW_ACTION_TYPE_COUNT) != nullptr);
   CHECK(r.age == nullptr);
+}
+
+TEST_CASE("host PF <-> uplink: the host's traffic bridged as one represented-port output, untouched",
+          "[rte_flow][north-south]") {
+  struct Way {
+    uint32_t from, to;
+    uint16_t in_ethdev, out_ethdev;
+  };
+  for (const Way w : {Way{kHostPf, kUplink, 13, 10}, Way{kUplink, kHostPf, 10, 13}}) {
+    INFO("from " << w.from << " to " << w.to);
+    const auto flow = bridgedFlow(w.from, w.to);
+    const RteFlowRule r = build(flow);
+    CHECK(r.attr.transfer == 1);
+    CHECK(r.attr.group == 1);
+    CHECK(describePattern(r) == "REPRESENTED_PORT ETH IPV4 TCP END");
+    // No rewrite: nothing but the counter and the output.
+    CHECK(describeActions(r) == "COUNT REPRESENTED_PORT END");
+    CHECK(spec<rte_flow_item_ethdev>(r.item(RTE_FLOW_ITEM_TYPE_REPRESENTED_PORT)).port_id == w.in_ethdev);
+    CHECK(conf<rte_flow_action_ethdev>(r.action(RTE_FLOW_ACTION_TYPE_REPRESENTED_PORT)).port_id == w.out_ethdev);
+    const auto* eth = r.item(RTE_FLOW_ITEM_TYPE_ETH);
+    CHECK(sameMac(spec<rte_flow_item_eth>(eth).hdr.src_addr, flow.match.key.eth_src));
+    CHECK(sameMac(spec<rte_flow_item_eth>(eth).hdr.dst_addr, flow.match.key.eth_dst));
+    CHECK(allOnes(&mask<rte_flow_item_eth>(eth).hdr.dst_addr, 6));
+    const auto* tcp = r.item(RTE_FLOW_ITEM_TYPE_TCP);
+    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.src_port == rte_cpu_to_be_16(flow.match.key.l4_src));
+    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.dst_port == rte_cpu_to_be_16(flow.match.key.l4_dst));
+  }
+  // Its ARP stays in software (the slow path learns from every one): not an IP flow.
+  auto arp = bridgedFlow(kHostPf, kUplink);
+  arp.match.key.ethertype = dpu::overlay::eth::kTypeArp;
+  CHECK_THAT(refusal(arp), Catch::Contains("ethertype 0x0806 is not offloaded"));
 }
 
 TEST_CASE("the largest rule fits its arena", "[rte_flow]") {

@@ -286,6 +286,11 @@ TEST_CASE("slow-path replies match scapy") {
       CHECK(toHex(out.contents()) == toHex(packet(reply)));
     }
   }
+  SECTION("ARP request from a node address, broadcast, as scapy builds it") {
+    Buffer out;
+    REQUIRE(buildArpRequest(kPodMac, kPodV4, kGwV4, eth::kBroadcast, out.buf) == Status::kOk);
+    CHECK(toHex(out.contents()) == toHex(packet("arp_request")));
+  }
   SECTION("neighbor advertisement, solicited and for duplicate address detection") {
     for (auto [request, reply] : {std::pair{"icmpv6_ns", "icmpv6_na"}, {"icmpv6_ns_dad", "icmpv6_na_dad"}}) {
       INFO(request);
@@ -345,6 +350,22 @@ TEST_CASE("replies are valid packets that parse and verify") {
     CHECK(tiny.size() == 10);
     CHECK(small[0] == 0x5a);
   }
+}
+
+TEST_CASE("ARP requests: a unicast probe, refusals, no room") {
+  Buffer out;
+  REQUIRE(buildArpRequest(kPodMac, kPodV4, kGwV4, kPeerMac, out.buf) == Status::kOk);
+  const auto probe = PacketBuilder().ethernet(kPeerMac, kPodMac).arp(arp::kOpRequest, kPodMac, kPodV4, kZeroMac, kGwV4).build();
+  CHECK(toHex(out.contents()) == toHex(probe));
+  const ParsedPacket p = parseOk(out.contents());
+  CHECK(p.l3 == L3Type::kArp);
+  // Never from a multicast MAC or from 0.0.0.0 (that is an RFC 5227 probe).
+  CHECK(buildArpRequest(eth::kBroadcast, kPodV4, kGwV4, kPeerMac, out.buf) == Status::kUnsupported);
+  CHECK(buildArpRequest(kPodMac, 0, kGwV4, kPeerMac, out.buf) == Status::kUnsupported);
+  std::array<uint8_t, 40> small{};
+  PacketBuffer tiny(small.data(), small.size(), 0, 10);
+  CHECK(buildArpRequest(kPodMac, kPodV4, kGwV4, kPeerMac, tiny) == Status::kNoRoom);
+  CHECK(tiny.size() == 10);
 }
 
 TEST_CASE("replies refuse what must never be answered") {

@@ -105,6 +105,15 @@ struct AgentConfig {
   std::vector<IpPrefix> pod_cidrs;  // empty: from this node's Node object
   std::vector<IpPrefix> cluster_cidrs;
   std::vector<IpPrefix> service_cidrs;
+  // North–south (northSouth): the node's own addresses, which live on the
+  // host PF, with their prefix ("172.18.0.1/24"), and the node network's
+  // gateways (one per family, on-link). The dataplane bridges the host's
+  // traffic between the host PF and the uplink and resolves the gateway for
+  // traffic it sends to the outside from a node IP. Validated with the
+  // model's rules (model::parseNodeAddresses). Empty: the dataplane knows no
+  // node IP (frames to the host's MACs are still bridged).
+  std::vector<IpInterfaceAddress> node_ips;
+  std::vector<IpAddress> node_gateways;
   uint32_t underlay_mtu = 1500;
   uint32_t pod_mtu = 0;             // computed from underlay_mtu, tunnel family and ipsec
   IpsecConfig ipsec;

@@ -14,7 +14,9 @@
 // (dataplane_neighbours.h), calls Engine::maintain about every 100 ms, gives
 // the next hops the engine's peers after each change and every second (when a
 // peer that did not answer is asked again), and retries representors that
-// could not be opened when their backoff is due.
+// could not be opened when their backoff is due. The engine's north–south
+// eventfd (lcores learned a host MAC or a neighbour) is polled too: what they
+// learned is published at once, and the uplink's XDP program told.
 #pragma once
 
 #include <atomic>

@@ -9,6 +9,7 @@
 //   workers: 1
 //   uplink: {kind: af_xdp, iface: uplink0}           # falls back to af_packet
 //   management: {devargs: "net_af_packet_mgmt,iface=mgmt0"}
+//   host_pf: {kind: af_xdp, iface: pf0hpf}           # the host PF's representor (north–south)
 //   representors: {mode: hotplug, backends: [af_xdp, af_packet]}
 //   tunnel_ip: 192.168.100.1
 //   flow_cache: {entries: 65536, idle_timeout_ms: 10000, miss_budget: 32, miss_cycle_share: 10}
@@ -16,7 +17,8 @@
 //   metrics: {listen: "0.0.0.0:9476"}                # Prometheus text on GET /metrics
 //
 // On a BlueField: eal {hugepages, allow: ["0000:03:00.0,representor=pf0vf[0-127]"]},
-// uplink {devargs: the PF}, representors {mode: preprobed}.
+// uplink {devargs: the PF}, representors {mode: preprobed}, host_pf {kind:
+// preprobed, ethdev: the host PF representor's ethdev}.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +93,14 @@ struct MetricsConfig {
 // "ADDR:PORT" → MetricsConfig, or what is wrong with it.
 Result<MetricsConfig> parseMetricsListen(std::string_view text);
 
+// north_south: the host MAC and neighbour tables (the engine's EngineConfig).
+struct NorthSouthConfig {
+  uint32_t max_host_macs = 16;           // 1..256
+  uint32_t host_mac_ageing_s = 300;      // as a Linux bridge's ageing_time
+  uint32_t max_neighbours = 1024;        // 1..65536
+  uint32_t neighbour_stale_s = 60;       // probed when used after this long unconfirmed
+};
+
 // flow_cache.miss_budget and miss_cycle_share (the engine's limits: EngineConfig).
 inline constexpr uint32_t kDefaultMissBudget = 32;
 inline constexpr uint32_t kMaxMissBudget = 1u << 20;
@@ -111,6 +121,11 @@ struct DataplaneConfig {
   uint32_t idle_sleep_us = 0;
   PortConfig uplink;
   PortConfig management;
+  // The host PF's representor (pf0hpf on a BlueField): the node's own traffic,
+  // bridged with the uplink (north–south). Optional: without it the uplink
+  // carries only our tunnel traffic.
+  PortConfig host_pf;
+  NorthSouthConfig north_south;
   RepresentorConfig representors;
   std::string tunnel_ip;                 // our Geneve endpoint
   std::string uplink_mac;                // override the uplink's MAC ("" = the port's)

@@ -1,5 +1,5 @@
 // The ports of a running dpu-dataplane: the role ports from the config
-// (uplink, host management port) and the representors the logical model
+// (uplink, host management port, host PF) and the representors the logical model
 // wants, created through the PortBackend as pods attach and removed when the
 // model drops them. Each port is bound to the Engine under its model name and
 // assigned to a worker lcore. Control thread only.
@@ -48,9 +48,9 @@ class DataplanePorts {
   DataplanePorts(PortBackend& backend, PortSetup setup);
   ~DataplanePorts();
 
-  // Creates the uplink (with the XDP program on af_xdp) and the management
-  // port, before the engine exists (the rte_flow offload backend needs the
-  // uplink). Closes what it created on failure.
+  // Creates the uplink (with the XDP program on af_xdp), the management port
+  // and the host PF port, before the engine exists (the rte_flow offload
+  // backend needs the uplink). Closes what it created on failure.
   Result<void> openRolePorts(const DataplaneConfig& config);
   // Binds the role ports to the engine; from here on ports are bound as they
   // come. Not polled until activate().
@@ -81,6 +81,9 @@ class DataplanePorts {
   // XDP steering counters of the uplink, when it runs our program; port and
   // mbuf pool figures.
   void addCounters(dataplane::v1::OperatorReply& reply) const;
+  // With a host PF port, tells the uplink's XDP program (when it runs ours)
+  // what to steer for the host, if that changed since the last call.
+  void steerHost(const HostSteering& steering);
   const std::map<std::string, Port>& ports() const { return ports_; }
   // A role port by name ("uplink", "management"), bound or not yet; nullptr if none.
   const Port* rolePort(const std::string& name) const;
@@ -114,6 +117,8 @@ class DataplanePorts {
   std::function<Clock::time_point()> clock_ = [] { return Clock::now(); };
   bool active_ = false;
   std::string xdp_iface_;                        // uplink netdev running overlay_steer
+  uint64_t steered_version_ = 0;                 // HostSteering::version in the XDP maps
+  std::string steer_error_;                      // the last failure to write them (logged once)
   PortObserver observer_;
   StartupTimeline* timeline_ = nullptr;
 };

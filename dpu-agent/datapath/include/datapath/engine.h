@@ -47,7 +47,19 @@ class OffloadBackend;
 
 namespace dpu::datapath {
 
-enum class PortRole : uint8_t { kUplink, kManagement, kRepresentor };
+// kHostPf: the host PF's representor (pf0hpf on a BlueField), bound under the
+// name "host_pf": the node's own traffic, bridged to and from the uplink
+// (north–south, pipeline.cpp).
+enum class PortRole : uint8_t { kUplink, kManagement, kRepresentor, kHostPf };
+
+// What the uplink's XDP program must hand to the dataplane besides our
+// tunnel traffic (xdp.h): frames to the host's MACs and ARP/ND for the node
+// IPs. `version` changes whenever either list does.
+struct HostSteering {
+  uint64_t version = 0;
+  std::vector<MacAddress> host_macs;
+  std::vector<IpAddress> node_ips;
+};
 
 struct EngineConfig {
   unsigned workers = 1;                    // lcores that call processBurst
@@ -91,6 +103,17 @@ struct EngineConfig {
   // every record the general routine, which do the same, slower: the engine
   // tests compare the two byte for byte, and a benchmark shows the gain.
   bool lanes = true;
+  // North–south (the host PF's path): the host MACs learned on the host PF
+  // port (bounded: a new MAC beyond it is dropped as HostMacTableFull, and
+  // forgotten after host_mac_ageing_ms without a frame or a used flow), and
+  // the neighbours on the node network learned from ARP (bounded, the least
+  // recently confirmed evicted; one not confirmed for neighbour_stale_ms is
+  // probed when used).
+  static constexpr uint32_t kMaxHostMacs = 256;  // the uplink XDP program's map
+  uint32_t max_host_macs = 16;
+  uint32_t host_mac_ageing_ms = 300000;
+  uint32_t max_neighbours = 1024;
+  uint32_t neighbour_stale_ms = 60000;
 };
 
 // The most packets the lcore loop takes from one receive queue per poll
@@ -140,6 +163,14 @@ class Engine {
   // Bytes each cached flow costs: the flow entry, its share of the bucket
   // header and (with an offload backend) the offload bookkeeping.
   virtual size_t bytesPerFlow() const = 0;
+  // North–south. An fd (eventfd) that becomes readable when an lcore learned
+  // something the control thread must publish (a new host MAC, a new or
+  // changed neighbour): the process polls it and calls northSouthUpdate(),
+  // which maintain() also does. -1: the engine has none.
+  virtual int northSouthEventFd() const { return -1; }
+  virtual void northSouthUpdate() {}
+  // What the uplink's XDP program must steer for the host (see HostSteering).
+  virtual HostSteering hostSteering() const { return {}; }
 
   // --- lcore ---
   virtual WorkerContext& worker(unsigned index) = 0;

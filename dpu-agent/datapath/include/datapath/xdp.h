@@ -5,7 +5,9 @@
 // program reads its settings from the map "steer_cfg", which starts zeroed
 // (steering disabled: everything goes to the kernel) and which we fill after
 // the port has started, by finding the program attached to the interface and
-// its map by name. The same lookup reads the per-CPU decision counters.
+// its map by name. The same lookup reads the per-CPU decision counters, and
+// fills the north–south maps (host_macs, node_ip4s, node_ip6s): what the
+// program steers for the host besides our tunnel traffic.
 #pragma once
 
 #include <array>
@@ -35,13 +37,26 @@ struct XdpSteerCounters {
   uint64_t redirected = 0;  // into the AF_XDP socket
   uint64_t passed = 0;      // to the kernel: not overlay traffic
   uint64_t no_socket = 0;   // overlay traffic, but no socket on the queue: to the kernel
+  uint64_t host = 0;        // of the steered (or no_socket) ones: the host's (north–south)
 };
+
+// The north–south maps' content: frames to `host_macs`, and ARP / IPv6
+// neighbour solicitations for `node_ips`, are the host's (at most
+// kXdpMaxHostMacs and kXdpMaxNodeIps per family, the maps' sizes).
+struct XdpHostSteering {
+  std::vector<MacAddress> host_macs;
+  std::vector<IpAddress> node_ips;
+};
+inline constexpr size_t kXdpMaxHostMacs = 256;
+inline constexpr size_t kXdpMaxNodeIps = 16;
 
 XdpSteerConfig makeSteerConfig(const IpAddress& tunnel_ip, bool steer_arp);
 
 // Fills steer_cfg of the program attached to `ifname` (any XDP mode).
 Result<void> configureAttachedSteering(const std::string& ifname, const XdpSteerConfig& config);
 Result<XdpSteerCounters> readAttachedCounters(const std::string& ifname);
+// Makes the north–south maps of the program attached to `ifname` hold exactly `steering`.
+Result<void> configureAttachedHostSteering(const std::string& ifname, const XdpHostSteering& steering);
 
 // A dataplane that dies without closing its ports (SIGKILL, a crash) leaves
 // its XDP programs attached to the netdevs; net_af_xdp then refuses the port
@@ -66,6 +81,9 @@ StaleXdpSweep detachStaleXdpPrograms();
 // On a program or map fd (tests load the object themselves).
 Result<void> writeSteerConfig(int map_fd, const XdpSteerConfig& config);
 Result<XdpSteerCounters> readSteerCounters(int map_fd);
+// The same on the three maps' fds (host_macs, node_ip4s, node_ip6s): entries
+// not in `steering` are deleted, the others added.
+Result<void> writeHostSteering(int macs_fd, int ip4_fd, int ip6_fd, const XdpHostSteering& steering);
 
 // The uplink's overlay_steer and the representors' representor_redirect:
 // installed in ../lib/dpu-cni/ beside the binary (the image), else the

@@ -57,6 +57,7 @@ inline constexpr uint16_t kRouterEgressPortKey = 0x8000;
 inline constexpr uint32_t kMaxPortKey = 0x7fff;        // 15-bit OVN port key
 inline constexpr uint32_t kMaxDatapathKey = 0xffffff;  // 24-bit VNI
 inline constexpr size_t kMaxRemoteSubnets = 255;       // a flow names its remote subnet in one byte
+inline constexpr size_t kMaxNodeIps = 8;               // north–south: the uplink's XDP maps hold this many
 
 struct ModelSubnet {
   IpPrefix prefix;
@@ -129,6 +130,10 @@ struct Model {
   std::vector<ModelRemoteNode> remote_nodes;  // by name
   std::vector<ModelIpsecSa> ipsec_sas;        // by name
   std::string node_content;  // serialized NodeSettings and the local subnets in force
+  // North–south (NodeSettings.node_ips, node_gateways): the node's addresses
+  // on the host PF with their prefix, and the node network's gateways.
+  std::vector<IpInterfaceAddress> node_ips;
+  std::vector<IpAddress> node_gateways;
 };
 
 struct Verdict {
@@ -145,6 +150,23 @@ Result<Verdict> validate(const dpv1::LogicalModel& requested, const Model* previ
 
 // The node settings alone (the first thing validate() checks).
 Result<void> validateNodeSettings(const dpv1::NodeSettings& node);
+
+// The node's north–south addresses: each node IP an interface address
+// ("172.18.0.1/24") that is unicast, not link-local or loopback, not the
+// network or broadcast address of its prefix, not the tunnel IP, outside
+// `cluster` and `service`, listed once, at most kMaxNodeIps of them; at most
+// one gateway per family, on-link in a node IP's prefix of its family and not
+// a node IP. The error names the field (`ips_field`, `gateways_field`: the
+// caller's names for them) and what to fix. validateNodeSettings and the
+// agent's configuration check both use it, so they refuse alike.
+struct NodeAddresses {
+  std::vector<IpInterfaceAddress> ips;
+  std::vector<IpAddress> gateways;
+};
+Result<NodeAddresses> parseNodeAddresses(const std::vector<std::string>& ips, const std::vector<std::string>& gateways,
+                                         const IpAddress& tunnel_ip, const std::vector<IpPrefix>& cluster,
+                                         const std::vector<IpPrefix>& service, const std::string& ips_field,
+                                         const std::string& gateways_field);
 
 // Applies a Delta to a copy of the requested model (refused objects
 // included: the agent's view of the model is what Deltas refer to). Fails with

@@ -1,0 +1,243 @@
+// North–south: the node's own traffic, which on a BlueField crosses the DPU
+// through the host PF's representor (pf0hpf, the engine's kHostPf port; the
+// node IP lives on the host PF). The dataplane bridges it between that port
+// and the uplink, untouched, except what the cluster network owns (the
+// services work adds NodePort/externalIP load balancing and SNAT of pod
+// traffic leaving the cluster on top of this):
+//  - host PF → uplink: every frame whose source is a host MAC leaves on the
+//    uplink as it came (a cached flow, plain Output);
+//  - uplink → host PF: a frame that is not for our tunnel address and is
+//    unicast to a host MAC (a cached flow, plain Output), or an ARP or IPv6
+//    neighbour solicitation for a node IP, broadcast included (forwarded by
+//    the slow path each time, so that every one is learned from).
+//
+// The host's MACs are learned, as a bridge learns them, from the source MAC
+// of frames arriving on the host PF port, not configured: the host PF's MAC is
+// the host's to set (bonding, macvlan, a VM bridge on it use more than one),
+// the DPU cannot read it from the host, and a MAC learned from frames that
+// only the host PF can send is exactly the set the fabric must deliver there.
+// What the host may not claim is refused (HostMacRefused): multicast and zero
+// MACs, the router MAC, a pod port's MAC, the uplink's. The table is bounded
+// (EngineConfig::max_host_macs, HostMacTableFull beyond it), aged
+// (host_mac_ageing_ms without a frame in the slow path and without a used
+// cached flow from it: a long transfer keeps its MAC) and counted
+// (HostMacLearned, HostMacAged; dpuctl neighbours lists them). A dataplane
+// restart forgets them until the host sends again (its ARP, any new flow).
+//
+// Neighbours on the node network (what the services work's SNAT needs: the
+// MAC of the gateway, or of an on-link destination) are learned from the ARP
+// the dataplane sees: replies and requests to a node IP from an on-link
+// sender (added), and any other ARP from a known neighbour (updated, as Linux
+// updates an entry from a gratuitous ARP). An address needed and not known is
+// asked for with an ARP request from the node IP and the host's MAC for it
+// (rate-limited per worker and address); the reply comes to the host's MAC, is
+// bridged to the host, and is learned on the way. Entries are bounded (the
+// least recently confirmed evicted) and never expire: one not confirmed for
+// neighbour_stale_ms is still used, and probed (a unicast ARP request) when a
+// new flow uses it. IPv4 only: IPv6 node addresses are bridged (their
+// neighbour solicitations reach the host) but not resolved.
+//
+// Lcores learn nothing themselves: they push observations on a per-worker
+// single-producer ring, and the control thread (northSouthUpdate, woken by an
+// eventfd when something new arrives, and from maintain()) keeps the tables
+// and publishes them in the next snapshot. A neighbour's entry has a
+// dependency id (snapshot.h) whose version changes with its MAC and with the
+// node address and host MAC it is reached from, so a flow that recorded it
+// is retired when any of them changes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/net_address.h"
+#include "overlay/bytes.h"
+#include "overlay/headers.h"
+
+namespace dpu::datapath {
+
+// Whether an Ethernet frame (up to two VLAN tags) carries an IP packet to
+// `ip` (family 4: its first 4 bytes, else 16): the uplink's test of "our
+// tunnel traffic" (prepare). With a host PF, everything else on the uplink
+// is the fabric's.
+inline bool addressedTo(const uint8_t* frame, uint32_t len, uint8_t family, const uint8_t* ip) {
+  uint32_t off = 12;
+  if (len < off + 2) return false;
+  uint16_t type = overlay::load16(frame + off);
+  for (unsigned tags = 0; tags < overlay::vlan::kMaxTags && overlay::vlan::isTpid(type); ++tags) {
+    off += overlay::vlan::kTagLen;
+    if (len < off + 2) return false;
+    type = overlay::load16(frame + off);
+  }
+  off += 2;
+  if (family == 4) {
+    return type == overlay::eth::kTypeIpv4 && len >= off + 20 && std::memcmp(frame + off + 16, ip, 4) == 0;
+  }
+  return type == overlay::eth::kTypeIpv6 && len >= off + 40 && std::memcmp(frame + off + 24, ip, 16) == 0;
+}
+
+// A MAC as a 48-bit integer (sorted tables, hashing).
+inline uint64_t macKey(const overlay::MacAddress& m) {
+  uint64_t k = 0;
+  for (uint8_t b : m) k = k << 8 | b;
+  return k;
+}
+
+struct SnapNodeIp4 {
+  uint32_t ip = 0;    // host order
+  uint32_t mask = 0;  // its prefix
+  bool has_mac = false;
+  overlay::MacAddress mac{};  // the host's MAC for it (its ARP sender, or the only host MAC)
+  bool onLink(uint32_t a) const { return (a & mask) == (ip & mask); }
+};
+
+struct SnapNodeIp6 {
+  overlay::Ipv6Address ip{};
+  uint8_t length = 0;
+};
+
+struct SnapNeighbour {
+  uint32_t ip = 0;  // host order
+  overlay::MacAddress mac{};
+  uint32_t dep = 0;             // what a flow using it records (snapshot.h)
+  uint64_t confirmed_ms = 0;    // engine clock: the last ARP from it
+};
+
+// The north–south part of a Snapshot (immutable once published).
+struct SnapNorthSouth {
+  int32_t host_pf_port = -1;  // the bound kHostPf port; -1: none, the uplink carries only tunnel traffic
+  uint32_t dep = 0;           // the bridging flows' dependency: host PF binding, node addresses, host MACs
+  std::vector<SnapNodeIp4> node_ipv4;
+  std::vector<SnapNodeIp6> node_ipv6;
+  bool has_gw4 = false;
+  uint32_t gw4 = 0;  // host order
+  std::vector<uint64_t> host_macs;     // sorted macKey()s
+  std::vector<uint64_t> refused_macs;  // sorted: what the host may not claim (router, pods, uplink)
+  uint32_t max_host_macs = 0;
+  uint64_t stale_ms = 0;
+  std::unordered_map<uint32_t, SnapNeighbour> neighbours4;
+
+  bool isHostMac(const overlay::MacAddress& m) const;
+  bool refusedMac(const overlay::MacAddress& m) const;
+  const SnapNodeIp4* nodeIp4(uint32_t ip) const;
+  bool isNodeIp6(const uint8_t* a) const;
+  // The node IP whose prefix holds `a` (on-link on the node network), or nullptr.
+  const SnapNodeIp4* onLink4(uint32_t a) const;
+  const SnapNeighbour* neighbour4(uint32_t ip) const {
+    auto it = neighbours4.find(ip);
+    return it == neighbours4.end() ? nullptr : &it->second;
+  }
+};
+
+// How a packet from a node IP leaves through the uplink towards an IPv4
+// destination off the cluster (EngineImpl::northSouthRoute): the services
+// work's SNAT builds its flow from this.
+struct NorthSouthRoute {
+  uint32_t next_hop = 0;              // host order: the gateway, or the destination itself when on-link
+  uint32_t node_ip = 0;               // the node IP on the next hop's network: the SNAT source
+  overlay::MacAddress host_mac{};     // the host's MAC for that node IP: the Ethernet source
+  overlay::MacAddress next_hop_mac{}; // the Ethernet destination
+  uint16_t out_port = 0;              // the uplink
+  uint32_t dep = 0;                   // record it in the flow (dep_in or dep_out): it changes with any of the above
+};
+
+// What an lcore reports to the control thread.
+struct NorthSouthObservation {
+  enum Kind : uint8_t {
+    kHostMac,      // a frame from `mac` on the host PF
+    kNodeIpClaim,  // the host's ARP says node IP `ip` is at `mac`
+    kNeighbour,    // an ARP from `ip` at `mac` (source: how it was seen)
+    kWanted,       // `ip` was needed and is not known (an ARP request went out when `requested`)
+    kProbed,       // a stale `ip` was probed
+  };
+  enum Source : uint8_t { kReplyToHost, kRequestToHost, kOtherArp };
+  uint8_t kind = kHostMac;
+  uint8_t source = 0;
+  uint8_t requested = 0;
+  uint8_t reserved = 0;
+  overlay::MacAddress mac{};
+  uint8_t pad[2] = {};
+  uint32_t ip = 0;  // host order
+};
+static_assert(sizeof(NorthSouthObservation) == 16);
+
+// One lcore's north–south state (WorkerContext::north_south).
+struct NorthSouthWorker {
+  static constexpr uint32_t kRing = 1024;  // observations between two drains
+  // Single producer (the lcore), single consumer (the control thread).
+  std::unique_ptr<NorthSouthObservation[]> ring{new NorthSouthObservation[kRing]};
+  alignas(64) std::atomic<uint64_t> head{0};
+  alignas(64) std::atomic<uint64_t> tail{0};
+  // 1 once the lcore signalled the engine's eventfd; the control thread
+  // clears it before it drains, so one signal covers a burst of news.
+  alignas(64) std::atomic<uint32_t> wake{0};
+
+  // ARP requests this worker sent, by address (direct-mapped), and in the
+  // current second overall: at most one per address per second, and
+  // kArpPerSecond in all, so a flood of new destinations cannot turn the
+  // dataplane into an ARP storm.
+  static constexpr uint32_t kArpPerSecond = 64;
+  struct Asked {
+    uint32_t ip = 0;
+    bool sent = false;  // a request went out (else it was only reported wanted)
+    uint64_t ms = 0;
+  };
+  Asked asked[64];
+  uint64_t arp_window_ms = 0;
+  uint32_t arp_in_window = 0;
+  // Host MACs reported in the last second (direct-mapped): a busy host's new
+  // flows do not fill the ring with the same news.
+  struct Seen {
+    uint64_t mac = UINT64_MAX;
+    uint64_t ms = 0;
+  };
+  Seen seen[16];
+
+  bool push(const NorthSouthObservation& o) {
+    const uint64_t h = head.load(std::memory_order_relaxed);
+    if (h - tail.load(std::memory_order_acquire) >= kRing) return false;
+    ring[h % kRing] = o;
+    head.store(h + 1, std::memory_order_release);
+    return true;
+  }
+  bool pop(NorthSouthObservation& o) {
+    const uint64_t t = tail.load(std::memory_order_relaxed);
+    if (t == head.load(std::memory_order_acquire)) return false;
+    o = ring[t % kRing];
+    tail.store(t + 1, std::memory_order_release);
+    return true;
+  }
+};
+
+// The control thread's tables, from which each snapshot's SnapNorthSouth is built.
+struct NorthSouthTables {
+  struct HostMac {
+    uint64_t learned_ms = 0;
+    uint64_t seen_ms = 0;
+    std::set<uint32_t> node_ips;  // claimed in its ARP
+  };
+  struct Neighbour {
+    bool complete = false;          // false: asked for, no answer yet
+    MacAddress mac;
+    uint64_t learned_ms = 0;
+    uint64_t confirmed_ms = 0;      // complete: the last ARP from it; else the first request
+    uint64_t requests = 0;          // ARP requests sent for it (and probes)
+    uint64_t wanted_ms = 0;         // last time a flow needed it
+    std::string learned_from;
+  };
+  std::map<MacAddress, HostMac> host_macs;
+  std::map<uint32_t, Neighbour> neighbours;  // by address, host order
+  std::map<uint32_t, MacAddress> node_ip_owner;
+  uint32_t max_host_macs = 16;
+  uint64_t host_mac_ageing_ms = 300000;
+  uint32_t max_neighbours = 1024;
+  uint64_t stale_ms = 60000;
+};
+
+}  // namespace dpu::datapath
