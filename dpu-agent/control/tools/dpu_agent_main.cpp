@@ -161,6 +161,7 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
       case dpv1::ObjectProblem::PORT: return "port";
       case dpv1::ObjectProblem::REMOTE_NODE: return "remote_node";
       case dpv1::ObjectProblem::LOCAL_SUBNET: return "local_subnet";
+      case dpv1::ObjectProblem::SERVICE: return "service";
       default: return "unknown";
     }
   };

@@ -36,6 +36,7 @@
 
 #include "common/net_address.h"
 #include "common/result.h"
+#include "conntrack/conntrack.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 struct rte_mbuf;
@@ -77,6 +78,14 @@ struct EngineConfig {
   // every record the general routine, which do the same, slower: the engine
   // tests compare the two byte for byte, and a benchmark shows the gain.
   bool lanes = true;
+  // Connection tracking for services and NAT (dpu-agent/conntrack): at most
+  // this many connections, preallocated (Table::bytesPerEntry each); when
+  // full, a new connection through a service is dropped (ConntrackFull) and
+  // none is evicted for it.
+  uint32_t conntrack_entries = 262144;
+  conntrack::Timeouts conntrack_timeouts;
+  // Clients remembered for session affinity (services with ClientIP affinity).
+  uint32_t affinity_entries = 65536;
 };
 
 class WorkerContext;
