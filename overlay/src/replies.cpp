@@ -1,5 +1,5 @@
-// Slow-path replies (replies.h): ARP, neighbor advertisement, ICMP "fragmentation
-// needed" and ICMPv6 "packet too big", written into a caller-owned PacketBuffer.
+// Slow-path replies (replies.h): ARP, neighbor advertisement, the ICMP and
+// ICMPv6 errors and TCP resets, written into a caller-owned PacketBuffer.
 #include "overlay/replies.h"
 
 #include <algorithm>
@@ -119,13 +119,16 @@ Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPa
   return Status::kOk;
 }
 
-Status buildIcmpFragNeeded(std::span<const uint8_t> offending, const ParsedPacket& pkt,
-                           const MacAddress& gateway_mac, uint32_t gateway_ip, uint16_t next_hop_mtu,
-                           PacketBuffer& out) {
-  const uint8_t* in = offending.data();
+namespace {
+
+// An ICMP error (RFC 792) about `in`: type, code and the header's second word
+// (`rest`), quoting the offending IP header and the first 8 bytes of its data,
+// from `from` to the sender. The checks every ICMPv4 error needs (never about
+// an ICMP error, a later fragment, or to a source that is not one host).
+Status icmp4Error(const uint8_t* in, const ParsedPacket& pkt, const MacAddress& gateway_mac, uint32_t from,
+                  uint8_t type, uint8_t code, uint32_t rest, PacketBuffer& out) {
   if (pkt.l3 != L3Type::kIpv4 || pkt.fragment == Fragment::kLater) return Status::kUnsupported;
   const uint8_t* ip_in = in + pkt.l3_offset;
-  if (!ipv4::dontFragment(ip_in) || next_hop_mtu < 68) return Status::kUnsupported;
   if (pkt.l4 == L4Type::kIcmp && icmp::isError(icmp::type(in + pkt.l4_offset))) return Status::kUnsupported;
   const uint32_t sender = ipv4::src(ip_in);
   const uint32_t dst = ipv4::dst(ip_in);
@@ -151,31 +154,32 @@ Status buildIcmpFragNeeded(std::span<const uint8_t> offending, const ParsedPacke
   ipv4::setTtl(ip, kReplyTtl);
   ipv4::setProtocol(ip, ipproto::kIcmp);
   ipv4::setChecksum(ip, 0);
-  ipv4::setSrc(ip, gateway_ip);
+  ipv4::setSrc(ip, from);
   ipv4::setDst(ip, sender);
   ipv4::setChecksum(ip, internetChecksum({ip, ipv4::kMinHeaderLen}));
 
   uint8_t* h = ip + ipv4::kMinHeaderLen;
-  icmp::setType(h, icmp::kTypeDestUnreachable);
-  icmp::setCode(h, icmp::kCodeFragNeeded);
+  icmp::setType(h, type);
+  icmp::setCode(h, code);
   icmp::setChecksum(h, 0);
-  store16(h + 4, 0);  // unused (RFC 1191 §4)
-  icmp::setNextHopMtu(h, next_hop_mtu);
+  store32(h + 4, rest);
   std::memcpy(h + icmp::kHeaderLen, ip_in, quote);
   icmp::setChecksum(h, internetChecksum({h, icmp_len}));
   return Status::kOk;
 }
 
-Status buildIcmp6PacketTooBig(std::span<const uint8_t> offending, const ParsedPacket& pkt,
-                              const MacAddress& gateway_mac, const Ipv6Address& gateway_ip, uint32_t mtu,
-                              PacketBuffer& out) {
-  const uint8_t* in = offending.data();
-  if (pkt.l3 != L3Type::kIpv6 || mtu < ipv6::kMinMtu) return Status::kUnsupported;
+// An ICMPv6 error (RFC 4443 §2.1) about `in`, quoting as much of it as fits
+// in a 1280-byte reply, from `from` to the sender. `to_multicast`: the error
+// may answer a packet sent to a multicast address (packet too big may).
+Status icmp6Error(const uint8_t* in, const ParsedPacket& pkt, const MacAddress& gateway_mac, const uint8_t* from,
+                  uint8_t type, uint8_t code, uint32_t rest, bool to_multicast, PacketBuffer& out) {
+  if (pkt.l3 != L3Type::kIpv6) return Status::kUnsupported;
   if (pkt.l4 == L4Type::kIcmpv6 && icmp6::isError(icmp6::type(in + pkt.l4_offset))) return Status::kUnsupported;
   const uint8_t* ip_in = in + pkt.l3_offset;
-  // Unlike other errors, packet too big answers multicast destinations too
-  // (RFC 4443 §2.4(e.3)), but never a source that is not one node (§2.4(e.6)).
+  // Never to a source that is not one node (RFC 4443 §2.4(e.6)); about a
+  // multicast destination only where §2.4(e.3) allows it.
   if (ipv6::isUnspecified(ipv6::src(ip_in)) || ipv6::isMulticast(ipv6::src(ip_in))) return Status::kUnsupported;
+  if (!to_multicast && (ipv6::isMulticast(ipv6::dst(ip_in)) || !isUnicastMac(in))) return Status::kUnsupported;
 
   constexpr uint32_t kMaxQuote = ipv6::kMinMtu - ipv6::kHeaderLen - icmp6::kHeaderLen;
   const uint32_t quote = std::min(kMaxQuote, pkt.l3_end - pkt.l3_offset);
@@ -189,17 +193,115 @@ Status buildIcmp6PacketTooBig(std::span<const uint8_t> offending, const ParsedPa
   ipv6::setPayloadLength(ip, static_cast<uint16_t>(icmp_len));
   ipv6::setNextHeader(ip, ipproto::kIcmpv6);
   ipv6::setHopLimit(ip, kReplyTtl);
-  ipv6::setSrc(ip, gateway_ip);
+  std::memcpy(ip + ipv6::kSrcOffset, from, ipv6::kAddrLen);
   std::memcpy(ip + ipv6::kDstOffset, ip_in + ipv6::kSrcOffset, ipv6::kAddrLen);
 
   uint8_t* h = ip + ipv6::kHeaderLen;
-  icmp6::setType(h, icmp6::kTypePacketTooBig);
-  icmp6::setCode(h, 0);
+  icmp6::setType(h, type);
+  icmp6::setCode(h, code);
   icmp6::setChecksum(h, 0);
-  icmp6::setMtu(h, mtu);
+  store32(h + 4, rest);
   std::memcpy(h + icmp6::kHeaderLen, ip_in, quote);
   const uint32_t sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kIcmpv6, icmp_len);
   icmp6::setChecksum(h, checksumFinish(checksumAdd(h, icmp_len, sum)));
+  return Status::kOk;
+}
+
+}  // namespace
+
+Status buildIcmpFragNeeded(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                           const MacAddress& gateway_mac, uint32_t gateway_ip, uint16_t next_hop_mtu,
+                           PacketBuffer& out) {
+  const uint8_t* in = offending.data();
+  if (pkt.l3 != L3Type::kIpv4) return Status::kUnsupported;
+  if (!ipv4::dontFragment(in + pkt.l3_offset) || next_hop_mtu < 68) return Status::kUnsupported;
+  // The second word: unused (0) and the next-hop MTU (RFC 1191 §4).
+  return icmp4Error(in, pkt, gateway_mac, gateway_ip, icmp::kTypeDestUnreachable, icmp::kCodeFragNeeded,
+                    next_hop_mtu, out);
+}
+
+Status buildIcmp6PacketTooBig(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                              const MacAddress& gateway_mac, const Ipv6Address& gateway_ip, uint32_t mtu,
+                              PacketBuffer& out) {
+  if (mtu < ipv6::kMinMtu) return Status::kUnsupported;
+  // Unlike other errors, packet too big answers multicast destinations too
+  // (RFC 4443 §2.4(e.3)).
+  return icmp6Error(offending.data(), pkt, gateway_mac, gateway_ip.data(), icmp6::kTypePacketTooBig, 0, mtu, true,
+                    out);
+}
+
+Status buildIcmpPortUnreachable(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                                const MacAddress& gateway_mac, PacketBuffer& out) {
+  const uint8_t* in = offending.data();
+  if (pkt.l3 == L3Type::kIpv4) {
+    return icmp4Error(in, pkt, gateway_mac, ipv4::dst(in + pkt.l3_offset), icmp::kTypeDestUnreachable,
+                      icmp::kCodePortUnreachable, 0, out);
+  }
+  return icmp6Error(in, pkt, gateway_mac, ipv6::dst(in + pkt.l3_offset), icmp6::kTypeDestUnreachable,
+                    icmp6::kCodePortUnreachable, 0, false, out);
+}
+
+Status buildTcpReset(std::span<const uint8_t> offending, const ParsedPacket& pkt, const MacAddress& gateway_mac,
+                     PacketBuffer& out) {
+  const uint8_t* in = offending.data();
+  if (pkt.l4 != L4Type::kTcp || pkt.fragment == Fragment::kLater || !isUnicastMac(in)) return Status::kUnsupported;
+  const uint8_t* ip_in = in + pkt.l3_offset;
+  const uint8_t* tcp_in = in + pkt.l4_offset;
+  const uint8_t f = tcp::flags(tcp_in);
+  // RFC 793 §3.4: a reset is never answered with a reset.
+  if (f & tcp::kFlagRst) return Status::kUnsupported;
+  const bool v4 = pkt.l3 == L3Type::kIpv4;
+  if (v4 ? (!isSingleHostV4(ipv4::src(ip_in)) || ipv4::isMulticast(ipv4::dst(ip_in)) ||
+            ipv4::isLimitedBroadcast(ipv4::dst(ip_in)))
+         : (ipv6::isUnspecified(ipv6::src(ip_in)) || ipv6::isMulticast(ipv6::src(ip_in)) ||
+            ipv6::isMulticast(ipv6::dst(ip_in)))) {
+    return Status::kUnsupported;
+  }
+  const uint32_t ip_len = v4 ? ipv4::kMinHeaderLen : ipv6::kHeaderLen;
+  uint8_t* o = resize(out, pkt.l3_offset + ip_len + tcp::kMinHeaderLen);
+  if (o == nullptr) return Status::kNoRoom;
+  writeL2(o, in, pkt, eth::src(in), gateway_mac);
+  uint8_t* ip = o + pkt.l3_offset;
+  uint8_t* t = ip + ip_len;
+  uint32_t sum;
+  if (v4) {
+    ipv4::setVersionIhl(ip, ipv4::kMinHeaderLen);
+    ipv4::setTos(ip, 0);
+    ipv4::setTotalLength(ip, static_cast<uint16_t>(ipv4::kMinHeaderLen + tcp::kMinHeaderLen));
+    ipv4::setId(ip, 0);
+    ipv4::setFragField(ip, ipv4::kFlagDf);
+    ipv4::setTtl(ip, kReplyTtl);
+    ipv4::setProtocol(ip, ipproto::kTcp);
+    ipv4::setChecksum(ip, 0);
+    ipv4::setSrc(ip, ipv4::dst(ip_in));
+    ipv4::setDst(ip, ipv4::src(ip_in));
+    ipv4::setChecksum(ip, internetChecksum({ip, ipv4::kMinHeaderLen}));
+    sum = pseudoHeaderSumV4(ip + ipv4::kSrcOffset, ip + ipv4::kDstOffset, ipproto::kTcp, tcp::kMinHeaderLen);
+  } else {
+    ipv6::setVersionClassFlow(ip, 0, 0);
+    ipv6::setPayloadLength(ip, static_cast<uint16_t>(tcp::kMinHeaderLen));
+    ipv6::setNextHeader(ip, ipproto::kTcp);
+    ipv6::setHopLimit(ip, kReplyTtl);
+    std::memcpy(ip + ipv6::kSrcOffset, ip_in + ipv6::kDstOffset, ipv6::kAddrLen);
+    std::memcpy(ip + ipv6::kDstOffset, ip_in + ipv6::kSrcOffset, ipv6::kAddrLen);
+    sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kTcp, tcp::kMinHeaderLen);
+  }
+  std::memset(t, 0, tcp::kMinHeaderLen);
+  store16(t, tcp::dstPort(tcp_in));
+  store16(t + 2, tcp::srcPort(tcp_in));
+  if (f & tcp::kFlagAck) {
+    // <SEQ=SEG.ACK><CTL=RST>
+    store32(t + 4, tcp::ack(tcp_in));
+    t[13] = tcp::kFlagRst;
+  } else {
+    // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>; SYN and FIN each count one.
+    const uint32_t seg_len = pkt.l3_end - pkt.payload_offset + ((f & tcp::kFlagSyn) ? 1 : 0) +
+                             ((f & tcp::kFlagFin) ? 1 : 0);
+    store32(t + 8, tcp::seq(tcp_in) + seg_len);
+    t[13] = tcp::kFlagRst | tcp::kFlagAck;
+  }
+  t[12] = static_cast<uint8_t>((tcp::kMinHeaderLen / 4) << 4);
+  store16(t + tcp::kChecksumOffset, checksumFinish(checksumAdd(t, tcp::kMinHeaderLen, sum)));
   return Status::kOk;
 }
 

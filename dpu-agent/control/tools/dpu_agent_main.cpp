@@ -205,6 +205,7 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
       case dpv1::ObjectProblem::REMOTE_NODE: return "remote_node";
       case dpv1::ObjectProblem::LOCAL_SUBNET: return "local_subnet";
       case dpv1::ObjectProblem::IPSEC_SA: return "ipsec_sa";
+      case dpv1::ObjectProblem::SERVICE: return "service";
       default: return "unknown";
     }
   };

@@ -36,6 +36,26 @@ flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e)
   if (e.ops & op::kDecTtl) add(flow::ActionType::kDecTtl);
   if (e.ops & op::kSetEthSrc) add(flow::ActionType::kSetEthSrc).mac = e.set_src;
   if (e.ops & op::kSetEthDst) add(flow::ActionType::kSetEthDst).mac = e.set_dst;
+  if (e.ops & op::kNat) {
+    const NatRewrite& n = e.nat;
+    auto address = [&](uint8_t bit, flow::ActionType v4, flow::ActionType v6, const std::array<uint8_t, 16>& ip) {
+      if (!(n.fields & bit)) return;
+      flow::FlowAction& a = add(n.v6 ? v6 : v4);
+      if (n.v6) {
+        a.ipv6 = ip;
+      } else {
+        std::memcpy(&a.ipv4, ip.data(), 4);
+      }
+    };
+    address(NatRewrite::kSrcIp, flow::ActionType::kSetIpv4Src, flow::ActionType::kSetIpv6Src, n.src_ip);
+    address(NatRewrite::kDstIp, flow::ActionType::kSetIpv4Dst, flow::ActionType::kSetIpv6Dst, n.dst_ip);
+    if (n.fields & (NatRewrite::kSrcPort | NatRewrite::kIcmpId)) {
+      add(flow::ActionType::kSetL4Src).l4_port = overlay::load16(reinterpret_cast<const uint8_t*>(&n.src_port));
+    }
+    if (n.fields & NatRewrite::kDstPort) {
+      add(flow::ActionType::kSetL4Dst).l4_port = overlay::load16(reinterpret_cast<const uint8_t*>(&n.dst_port));
+    }
+  }
   if (e.ops & op::kEncap) {
     const SnapRemoteNode* node = snap.remoteByDep(e.dep_out);
     if (node != nullptr && e.encap_subnet < node->subnets.size()) {

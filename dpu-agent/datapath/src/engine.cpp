@@ -70,6 +70,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     return Error{"engine: max_neighbours must be 1..65536, got " + std::to_string(config.max_neighbours)};
   }
   if (config.neighbour_stale_ms < 1000) return Error{"engine: neighbour_stale_ms must be at least 1000"};
+  if (config.conntrack_entries == 0 || config.conntrack_entries > (1u << 26)) {
+    return Error{"engine: conntrack_entries must be 1..67108864 connections, got " +
+                 std::to_string(config.conntrack_entries)};
+  }
+  if (config.affinity_entries == 0 || config.affinity_entries > (1u << 24)) {
+    return Error{"engine: affinity_entries must be 1..16777216 clients, got " + std::to_string(config.affinity_entries)};
+  }
   auto engine = std::make_unique<EngineImpl>(config);
   if (auto r = engine->init(); !r) return std::move(r).takeError();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -118,6 +125,8 @@ Result<void> EngineImpl::init() {
   start_ms_ = now();
   if (auto ns = initNorthSouth(); !ns) return ns;
   try {
+    conntrack_ = std::make_unique<conntrack::Table>(config_.conntrack_entries, config_.conntrack_timeouts);
+    affinity_ = std::make_unique<conntrack::Affinity>(config_.affinity_entries);
     for (unsigned i = 0; i < config_.workers; ++i) {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
                                                          config_.offload != nullptr));
@@ -133,7 +142,8 @@ Result<void> EngineImpl::init() {
 
 Result<void> EngineImpl::republish() {
   DepRegistry deps = deps_;
-  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_};
+  SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_,
+                    current_.load(std::memory_order_relaxed)};
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -231,7 +241,7 @@ uint32_t EngineImpl::countStale(const Snapshot& snap) const {
   FlowRecord e;
   for (const auto& w : workers_) {
     for (uint32_t i = 0; i < w->table.capacity(); ++i) {
-      if (w->table.read(i, e) && !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) ++n;
+      if (w->table.read(i, e) && !snap.depsValid(e.stamp, e.dep_in, e.dep_out, e.dep_nat)) ++n;
     }
   }
   return n;
@@ -269,6 +279,7 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
+  if (!retired_.empty()) flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
   countRefusals(verdict->problems);
   problems_ = std::move(verdict->problems);
   auto out = reply(dataplane::v1::OK, "");
@@ -365,7 +376,7 @@ void EngineImpl::drainOffload() {
       const uint32_t index = static_cast<uint32_t>(v >> 32);
       const uint32_t id = static_cast<uint32_t>(v);
       if (!w->table.read(index, e) || e.flow_id != id) continue;
-      if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+      if (!snap.depsValid(e.stamp, e.dep_in, e.dep_out, e.dep_nat)) continue;
       const OffloadSlot& s = w->offload[index];
       if (s.flow_id == id && s.state != OffloadSlot::kNone) continue;  // offered by a scan already
       offerFlow(*w, index, e, snap, now32);
@@ -382,7 +393,7 @@ void EngineImpl::scanOffload(bool full) {
       OffloadSlot& s = w->offload[i];
       if (s.state == OffloadSlot::kNone && !full) continue;
       const bool present = w->table.read(i, e);
-      const bool valid = present && snap.depsValid(e.stamp, e.dep_in, e.dep_out);
+      const bool valid = present && snap.depsValid(e.stamp, e.dep_in, e.dep_out, e.dep_nat);
       if (s.state != OffloadSlot::kNone && (!valid || e.flow_id != s.flow_id)) {
         // The flow left the cache (aged, evicted, invalidated): so does its rule.
         if (s.state == OffloadSlot::kInHw) (void)config_.offload->remove(offload::OffloadHandle{s.handle});
@@ -410,6 +421,7 @@ void EngineImpl::maintain() {
   }
   ++maintain_calls_;
   northSouthUpdate();
+  expireConnections();
   if (config_.offload != nullptr) {
     drainOffload();
     scanOffload(maintain_calls_ % 10 == 0);
@@ -428,7 +440,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       FlowRecord e;
       for (const auto& w : workers_) {
         for (uint32_t i = 0; i < w->table.capacity(); ++i) {
-          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out, e.dep_nat)) continue;
           const flow::FlowSpec spec = toFlowSpec(snap, e);
           auto* f = out.add_flows();
           f->set_match(flow::describeMatch(spec.match));
@@ -537,7 +549,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       FlowRecord e;
       for (const auto& w : workers_) {
         for (uint32_t i = 0; i < w->table.capacity(); ++i) {
-          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out)) continue;
+          if (!w->table.read(i, e) || !snap.depsValid(e.stamp, e.dep_in, e.dep_out, e.dep_nat)) continue;
           const bool hw = config_.offload != nullptr && w->offload[i].flow_id == e.flow_id &&
                           w->offload[i].state == OffloadSlot::kInHw;
           ++(hw ? in_hw : in_sw);
@@ -551,8 +563,26 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       gauge("north_south_neighbours", reachable, "node-network neighbours whose MAC is known (dpuctl neighbours)");
       gauge("north_south_neighbours_incomplete", incomplete,
             "node-network addresses being resolved (ARP requests sent, no answer yet)");
+      gauge("conntrack_entries", conntrack_->size(), "connections tracked (services and NAT)");
+      gauge("conntrack_capacity", conntrack_->capacity(), "connections the table holds at most (conntrack.max_entries)");
+      const conntrack::Stats ct = conntrack_->stats();
+      auto event = [&out](const char* name, uint64_t value, const char* description) {
+        auto* c = out.add_counters();
+        c->set_name(name);
+        c->set_value(value);
+        c->set_description(description);
+        c->set_kind(dataplane::v1::COUNTER_EVENT);
+      };
+      event("conntrack_inserted", ct.inserted, "connections the table took");
+      event("conntrack_refused_full", ct.refused_full, "new connections refused because the table was full");
       break;
     }
+    case dataplane::v1::OperatorRequest::kServices:
+      describeServices(snap, out);
+      break;
+    case dataplane::v1::OperatorRequest::kConntrack:
+      describeConntrack(request.conntrack(), out);
+      break;
     case dataplane::v1::OperatorRequest::kProblems:
       for (const auto& p : problems_) *out.add_problems() = p;
       break;
@@ -560,7 +590,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       northSouthOperate(out);
       break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
-      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems or neighbours");
+      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services or conntrack");
       break;
   }
   return out;

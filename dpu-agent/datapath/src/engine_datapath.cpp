@@ -255,34 +255,43 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
 }
 
 template <ActionKind kKind>
-DPU_HOT_INLINE bool EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                             uint16_t rx_port, overlay::L3Type l3, uint32_t l3_offset,
-                                             uint32_t l3_len) {
+DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                                uint16_t rx_port, const PacketShape& shape, bool punt) {
   // A lane knows its ops and its packet's shape at compile time: only its
   // steps are compiled, untested; the general routine tests each.
-  constexpr const Lane* kLane = laneOf(kKind);
-  constexpr uint16_t kMay = kLane != nullptr ? kLane->ops : op::kAll;
-  constexpr bool kIpv4 = kLane != nullptr && kLane->shape == LaneShape::kIpv4;
-  const uint16_t ops = kLane != nullptr ? kMay : a.ops;
+  constexpr Lane kLane = laneOf(kKind);
+  constexpr bool kGeneral = kKind == kActionsGeneral;
+  constexpr uint16_t kMay = kLane.ops;
+  constexpr bool kIpv4 = kLane.shape == LaneShape::kIpv4;
+  const uint16_t ops = kGeneral ? a.ops : kMay;
   const auto has = [ops](uint16_t bit) { return (kMay & bit) != 0 && (ops & bit) != 0; };
-  if (kIpv4) {
-    l3 = overlay::L3Type::kIpv4;
-    l3_offset = overlay::eth::kHeaderLen;
-  }
+  const overlay::L3Type l3 = kIpv4 ? overlay::L3Type::kIpv4 : shape.l3;
+  const uint32_t l3_offset = kIpv4 ? overlay::eth::kHeaderLen : shape.l3_offset;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
 
   // Encap's MTU check comes before anything is changed or counted.
-  if (has(op::kEncap) && l3_len > a.mtu) [[unlikely]] return false;
+  if (has(op::kEncap) && shape.l3_len > a.mtu) [[unlikely]] return Applied::kTooBig;
+  // A translated connection's TCP SYN, FIN and RST go through conntrack, so
+  // that it sees the connection open, close and be reused (conntrack.h).
+  if (has(op::kNat) && punt) {
+    const uint8_t* ip = frame + l3_offset;
+    const uint8_t proto = l3 == overlay::L3Type::kIpv4 ? ip[9] : ip[6];
+    if (proto == overlay::ipproto::kTcp &&
+        (frame[(kIpv4 ? overlay::eth::kHeaderLen + 20 : shape.l4_offset) + 13] &
+         (overlay::tcp::kFlagSyn | overlay::tcp::kFlagFin | overlay::tcp::kFlagRst)) != 0) [[unlikely]] {
+      return Applied::kPunt;
+    }
+  }
   countHit(e, m);
-  if (has(op::kDrop)) return drop(w, m, rx_port, static_cast<DropReason>(a.drop_reason)), true;
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  if (has(op::kDrop)) return drop(w, m, rx_port, static_cast<DropReason>(a.drop_reason)), Applied::kDone;
   // Decap was done before the lookup (prepare).
   if (has(op::kDecTtl)) {
     uint8_t* ip = frame + l3_offset;
     if (l3 == overlay::L3Type::kIpv4) {
-      if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), true;
+      if (!decrementLiveIpv4Ttl(ip)) [[unlikely]] return drop(w, m, rx_port, DropReason::kTtlExpired), Applied::kDone;
     } else if (l3 == overlay::L3Type::kIpv6) {
       const uint8_t hops = overlay::ipv6::hopLimit(ip);
-      if (hops <= 1) return drop(w, m, rx_port, DropReason::kTtlExpired), true;
+      if (hops <= 1) return drop(w, m, rx_port, DropReason::kTtlExpired), Applied::kDone;
       overlay::ipv6::setHopLimit(ip, static_cast<uint8_t>(hops - 1));
     }
   }
@@ -292,13 +301,15 @@ DPU_HOT_INLINE bool EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, con
     if (has(op::kSetEthSrc)) overlay::eth::setSrc(frame, a.set_src);
     if (has(op::kSetEthDst)) overlay::eth::setDst(frame, a.set_dst);
   }
-  // Nat: the services work fills it (overlay/nat.h on the inner headers, before encap).
-  if (has(op::kEncap) && !encapGeneve<kLane != nullptr && kLane->encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
-    return true;
+  if (has(op::kNat)) {
+    applyNat(frame + l3_offset, frame + (kIpv4 ? overlay::eth::kHeaderLen + 20 : shape.l4_offset), a.nat);
+  }
+  if (has(op::kEncap) && !encapGeneve<kLane.encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
+    return Applied::kDone;
   }
   // Esp: the IPsec work fills it (after encap, around the outer UDP).
   if (has(op::kOutput)) output(w, a.out_port, m);
-  return true;
+  return Applied::kDone;
 }
 
 // The lanes' tests in the order of actions.def (the common ones first), a
@@ -306,28 +317,34 @@ DPU_HOT_INLINE bool EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, con
 // for a decapsulated packet (its record has it), the others otherwise; and
 // a lane of IPv4 shape only for such a packet.
 template <bool kDecapped>
-DPU_HOT_INLINE bool EngineImpl::applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
-                                          uint16_t rx_port, bool ipv4_at_14, overlay::L3Type l3,
-                                          uint32_t l3_offset, uint32_t l3_len) {
-  bool applied = false;
+DPU_HOT_INLINE Applied EngineImpl::applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                             uint16_t rx_port, bool ipv4_at_14, const PacketShape& shape) {
+  Applied applied = Applied::kNoLane;
   [&]<size_t... kI>(std::index_sequence<kI...>) __attribute__((always_inline)) {
     (void)(((((kLanes[kI].ops & op::kDecap) != 0) == kDecapped &&
              (kLanes[kI].shape == LaneShape::kAny || ipv4_at_14) && a.kind == kLanes[kI].kind &&
-             (applied = applyActions<kLanes[kI].kind>(w, e, a, m, rx_port, l3, l3_offset, l3_len), true)) ||
+             (applied = applyActions<kLanes[kI].kind>(w, e, a, m, rx_port, shape, true), true)) ||
             ...));
   }(std::make_index_sequence<std::size(kLanes)>{});
   return applied;
 }
 
-DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e,
-                                          const FlowActions& a, PacketContext& pc) {
-  const uint32_t l3_len = pc.parsed.l3_end - pc.parsed.l3_offset;
-  if (applyActions<kActionsGeneral>(w, e, a, pc.mbuf, pc.rx_port, pc.parsed.l3, pc.parsed.l3_offset, l3_len)) {
-    return;
+DPU_HOT_INLINE void EngineImpl::applyFlow(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowEntry& e,
+                                          const FlowActions& a, PacketContext& pc, bool tracked) {
+  // The NAT step reads the L4 header, which the hit path's fast parse does not place.
+  if (a.ops & op::kNat) completeParse(pc);
+  const PacketShape shape{pc.parsed.l3, pc.parsed.l3_offset, pc.parsed.l4_offset,
+                          static_cast<uint32_t>(pc.parsed.l3_end - pc.parsed.l3_offset)};
+  switch (applyActions<kActionsGeneral>(w, e, a, pc.mbuf, pc.rx_port, shape, !tracked)) {
+    case Applied::kTooBig:
+      countHit(e, pc.mbuf);
+      completeParse(pc);
+      return tooBig(w, snap, a, pc);
+    case Applied::kPunt:
+      return punt(w, snap, index, pc);
+    default:
+      return;
   }
-  countHit(e, pc.mbuf);
-  completeParse(pc);
-  tooBig(w, snap, a, pc);
 }
 
 void EngineImpl::processBurst(WorkerContext& w, uint16_t rx_port, rte_mbuf** packets, uint16_t count) {
@@ -562,7 +579,7 @@ namespace {
 // valid under the snapshot, and the snapshot's encap template they use.
 struct ActionsValid {
   const Snapshot& snap;
-  bool operator()(const FlowActions& a) const { return snap.depsValid(a.stamp, a.dep_in, a.dep_out); }
+  bool operator()(const FlowActions& a) const { return snap.depsValid(a.stamp, a.dep_in, a.dep_out, a.dep_nat); }
 };
 struct ActionsResolve {
   const Snapshot& snap;
@@ -653,10 +670,16 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
   }
   FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
   ++w.hits;
-  if (applyLane<false>(w, e, a, lp.mbuf, rx_port, true, overlay::L3Type::kIpv4, overlay::eth::kHeaderLen, lp.ip_len)) {
-    return;
+  const PacketShape shape{overlay::L3Type::kIpv4, overlay::eth::kHeaderLen, overlay::eth::kHeaderLen + 20,
+                          lp.ip_len};
+  switch (applyLane<false>(w, e, a, lp.mbuf, rx_port, true, shape)) {
+    case Applied::kDone:
+      return;
+    case Applied::kPunt:
+      return punt(w, snap, index, laneContext(w, rx_port, lp));
+    default:
+      return applyFlow(w, snap, index, e, a, laneContext(w, rx_port, lp), false);
   }
-  applyFlow(w, snap, e, a, laneContext(w, rx_port, lp));
 }
 
 template <bool kUplink>
@@ -676,12 +699,15 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
       // A packet the fast parse took as IPv4 (untagged, no options: its
       // header at 14) takes any lane; others only the lanes of any shape.
       const overlay::ParsedPacket& p = pc.parsed;
-      const uint32_t l3_len = p.l3_end - p.l3_offset;
-      if (applyLane<kUplink>(w, e, a, pc.mbuf, pc.rx_port, !pc.parsed_full && !pc.long_key, p.l3, p.l3_offset,
-                             l3_len)) {
-        return;
+      const PacketShape shape{p.l3, p.l3_offset, p.l4_offset, static_cast<uint32_t>(p.l3_end - p.l3_offset)};
+      switch (applyLane<kUplink>(w, e, a, pc.mbuf, pc.rx_port, !pc.parsed_full && !pc.long_key, shape)) {
+        case Applied::kDone:
+          return;
+        case Applied::kPunt:
+          return punt(w, snap, index, pc);
+        default:
+          return applyFlow(w, snap, index, e, a, pc, false);
       }
-      return applyFlow(w, snap, e, a, pc);
     }
   }
   missPath(w, snap, pc);
@@ -731,21 +757,25 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   }
   if (d.kind == Decision::kDrop) return drop(w, pc.mbuf, pc.rx_port, d.reason);
 
-  bool evicted = false;
-  candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
-  const uint32_t index = table.insert(pc.hash, candidate, now32, evicted, ActionsValid{snap}, ActionsResolve{snap, config_.lanes});
-  if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
-  if (index == UINT32_MAX) [[unlikely]] {
+  uint32_t index = UINT32_MAX;
+  if (d.kind == Decision::kFlow) [[likely]] {
+    bool evicted = false;
+    candidate.created_s = static_cast<uint32_t>(w.now_ms / 1000);
+    index = table.insert(pc.hash, candidate, now32, evicted, ActionsValid{snap}, ActionsResolve{snap, config_.lanes});
+    if (evicted) bump(w.counters.events[static_cast<size_t>(Event::kFlowEvicted)]);
     // Every action record is in use: this packet is forwarded as decided,
     // and the next one of the flow runs the slow path again.
-    bump(w.counters.events[static_cast<size_t>(Event::kFlowNotCached)]);
+    if (index == UINT32_MAX) [[unlikely]] bump(w.counters.events[static_cast<size_t>(Event::kFlowNotCached)]);
+  }
+  if (index == UINT32_MAX) [[unlikely]] {
+    // A decision for this packet only (kOnce), or no room to cache it.
     FlowActions& a = w.uncached_actions;
     a = FlowActions::from(candidate);
     ActionsResolve{snap, config_.lanes}(a);
     FlowEntry& e = w.uncached;
     std::memset(static_cast<void*>(&e), 0, sizeof e);
     e.setPacketsSport(0, candidate.encap_sport);
-    return applyFlow(w, snap, e, a, pc);
+    return applyFlow(w, snap, UINT32_MAX, e, a, pc, true);
   }
   bump(w.counters.events[static_cast<size_t>(Event::kFlowInstalled)]);
   if (config_.offload != nullptr) {
@@ -754,7 +784,40 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
     }
   }
   FlowEntry& e = table.entry(index);
-  applyFlow(w, snap, e, table.actionsOf(e), pc);
+  if (candidate.ops & op::kNat) noteConnectionFlow(w, pc, index);
+  applyFlow(w, snap, index, e, table.actionsOf(e), pc, true);
+}
+
+// Out of line: a rare packet (services.cpp says what punting is for).
+[[gnu::noinline]] void EngineImpl::punt(WorkerContext& w, const Snapshot& snap, uint32_t index, PacketContext& pc) {
+  completeParse(pc);
+  bump(w.counters.events[static_cast<size_t>(Event::kConntrackPunt)]);
+  FlowTable& table = w.table;
+  const bool v6 = pc.parsed.l3 == overlay::L3Type::kIpv6;
+  const conntrack::Tuple t = connectionTuple(pc.key, v6);
+  const uint8_t flags = tcpFlagsOf(pc);
+  conntrack::Entry before;
+  const auto found = conntrack_->find(t, &before);
+  const bool reopen = found && found->dir == conntrack::Dir::kOriginal &&
+                      (flags & (conntrack::kTcpSyn | conntrack::kTcpAck)) == conntrack::kTcpSyn &&
+                      (before.state == conntrack::State::kTimeWait || before.state == conntrack::State::kClose);
+  if (!found || reopen) {
+    // Gone (expired, flushed) or reused by a new connection: decided anew.
+    table.remove(index);
+    bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
+    return missPath(w, snap, pc);
+  }
+  conntrack::Entry after;
+  (void)conntrack_->track(t, flags, w.now_ms, &after);
+  FlowEntry& e = table.entry(index);
+  const FlowActions& a = table.actionsOf(e);
+  // Forwarded as the flow says; a reset connection then loses its flow, so
+  // whatever follows on that 5-tuple is decided again.
+  applyFlow(w, snap, index, e, a, pc, true);
+  if (after.state == conntrack::State::kClose) {
+    table.remove(index);
+    bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
+  }
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
@@ -804,7 +867,7 @@ void EngineImpl::sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets)
         table.remove(index);
         bump(w.counters.events[static_cast<size_t>(Event::kFlowAged)]);
       } else if (const FlowActions& a = table.actionsOf(e);
-                 a.stamp != snap.stamp && !snap.depsValid(a.stamp, a.dep_in, a.dep_out)) {
+                 a.stamp != snap.stamp && !snap.depsValid(a.stamp, a.dep_in, a.dep_out, a.dep_nat)) {
         table.remove(index);
         bump(w.counters.events[static_cast<size_t>(Event::kFlowInvalidated)]);
       }

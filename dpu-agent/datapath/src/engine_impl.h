@@ -5,16 +5,20 @@
 #pragma once
 
 #include <rte_cycles.h>
+#include <rte_mbuf_core.h>
 
 #include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "datapath/engine.h"
+#include "conntrack/affinity.h"
+#include "conntrack/conntrack.h"
 #include "flow/flow.h"
 #include "flow_cache.h"
 #include "overlay/geneve.h"
@@ -42,6 +46,18 @@ struct HashKeys {
   }
 };
 
+// What the actions read of a packet besides its frame: the L3 type and the
+// offsets (a lane's are constants), and the IP packet's length.
+struct PacketShape {
+  overlay::L3Type l3;
+  uint32_t l3_offset;
+  uint32_t l4_offset;  // valid when the packet was fully parsed, or the shape is the lanes' IPv4
+  uint32_t l3_len;
+};
+
+// What applyActions did (engine_impl.h: EngineImpl::applyActions).
+enum class Applied : uint8_t { kNoLane, kDone, kTooBig, kPunt };
+
 // What the slow path decided for one packet.
 struct Decision {
   enum Kind : uint8_t {
@@ -49,11 +65,51 @@ struct Decision {
     kDrop,      // drop, not cached (reason)
     kReplied,   // a reply was sent; drop the request (not counted as a drop)
     kSent,      // the slow path queued the packet itself, uncached (north–south ARP and ND: learned from each)
+    kOnce,      // `flow` filled: apply its actions to this packet only, uncached
   };
   Kind kind = kDrop;
   DropReason reason = DropReason::kOk;
 };
 
+
+// The service stage's translation of one packet (services.cpp): where it
+// goes once translated, and how.
+struct NatPlan {
+  bool active = false;
+  bool v6 = false;
+  Ip16 src{};
+  Ip16 dst{};
+  uint16_t sport = 0;  // host order
+  uint16_t dport = 0;
+  uint32_t dep = kDepNode;  // the service the flow depends on (dep_nat)
+  // A TCP connection still in its handshake: its packets are forwarded
+  // uncached, so conntrack sees the handshake end (the flow it then installs
+  // is the established connection's).
+  bool once = false;
+};
+
+// A packet's connection tuple: addresses and ports as conntrack keeps them.
+inline conntrack::Tuple connectionTuple(const overlay::FlowKey& k, bool v6) {
+  conntrack::Tuple t;
+  t.family = v6 ? 6 : 4;
+  t.protocol = k.ip_proto;
+  std::memcpy(t.src.data(), k.l3_src.data(), v6 ? 16 : 4);
+  std::memcpy(t.dst.data(), k.l3_dst.data(), v6 ? 16 : 4);
+  if (k.ip_proto == overlay::ipproto::kIcmp || k.ip_proto == overlay::ipproto::kIcmpv6) {
+    // An echo's identifier is its "port", in both directions.
+    t.src_port = t.dst_port = k.l4_dst;
+  } else {
+    t.src_port = k.l4_src;
+    t.dst_port = k.l4_dst;
+  }
+  return t;
+}
+
+inline uint8_t tcpFlagsOf(const PacketContext& pc) {
+  if (pc.parsed.l4 != overlay::L4Type::kTcp) return 0;
+  const rte_mbuf* m = pc.mbuf;
+  return static_cast<const uint8_t*>(m->buf_addr)[m->data_off + pc.parsed.l4_offset + 13];
+}
 
 class EngineImpl final : public Engine {
  public:
@@ -106,22 +162,36 @@ class EngineImpl final : public Engine {
   bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
   template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
-  void applyFlow(WorkerContext& w, const Snapshot& snap, FlowEntry& e, const FlowActions& a, PacketContext& pc);
+  // The general routine for a cached flow `index` (UINT32_MAX: uncached):
+  // its actions, the "too big" answer, or, for a translated connection's TCP
+  // control packet, conntrack first (punt); `tracked`: conntrack saw this
+  // packet already (the slow path's own).
+  void applyFlow(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowEntry& e, const FlowActions& a,
+                 PacketContext& pc, bool tracked);
   // The record's actions in the fused order of actions.def: kKind is a lane
   // (the record is of that kind and the packet of the lane's shape) or
-  // kActionsGeneral (each action tested). False: the packet is too big for
-  // the tunnel and nothing was done (applyFlow answers it); otherwise the
-  // mbuf was queued or dropped and counted.
+  // kActionsGeneral (each action tested). kTooBig and kPunt: nothing was
+  // done (applyFlow answers them); kDone: the mbuf was queued or dropped and
+  // counted. `punt`: a TCP control packet of a translated connection is
+  // handed back (kPunt) rather than forwarded.
   template <ActionKind kKind>
-  bool applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
-                    overlay::L3Type l3, uint32_t l3_offset, uint32_t l3_len);
+  Applied applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
+                       const PacketShape& shape, bool punt);
   // The record's lane, when it has one and the packet has that lane's shape
   // (`ipv4_at_14`: untagged IPv4 without options at 14, as the lane parse and
   // the fast parse take it). kDecapped: the packet came through a tunnel.
-  // False: no lane applied, nothing was done.
+  // kNoLane: no lane applied, nothing was done.
   template <bool kDecapped>
-  bool applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
-                 bool ipv4_at_14, overlay::L3Type l3, uint32_t l3_offset, uint32_t l3_len);
+  Applied applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
+                    bool ipv4_at_14, const PacketShape& shape);
+  // A translated connection's TCP SYN, FIN or RST that hit flow `index`:
+  // conntrack advances the connection, then the packet is forwarded as the
+  // flow says; a connection that closed loses its flow, one that is reused
+  // (a new SYN) or gone takes the slow path.
+  void punt(WorkerContext& w, const Snapshot& snap, uint32_t index, PacketContext& pc);
+  // Records where a translated connection's new flow is (conntrack's user
+  // field of that direction), so expiry sees the flow's hits.
+  void noteConnectionFlow(WorkerContext& w, const PacketContext& pc, uint32_t index);
   // The Encap action; kFixedIpv4: the record's template is the 58-byte IPv4
   // one (offsets are constants). False: dropped and counted.
   template <bool kFixedIpv4>
@@ -142,6 +212,26 @@ class EngineImpl final : public Engine {
   Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
                             FlowRecord& out);
   Decision slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
+  // Routing of a pod's packet to `dst` (its own destination, or the
+  // translated one): a pod here, the management port, or a remote node.
+  Decision routeFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const SnapPort& from,
+                         const uint8_t* dst, bool v6, FlowRecord& f);
+  // The load balancer and connection tracking (services.cpp), after port
+  // security and before routing: a decision (dropped, refused) or nullopt
+  // with `plan` saying whether and how the packet is translated. `balance`:
+  // a new connection to a service address may be balanced here (a pod's
+  // packet); from a tunnel only tracked connections are translated.
+  std::optional<Decision> serviceStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, bool balance,
+                                       FlowRecord& f, NatPlan& plan);
+  // Adds the plan's translation to a forwarding decision (uncached while a
+  // TCP handshake is on).
+  void addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord& f, Decision& d) const;
+  // Refuses a connection to a service as kube-proxy does: TCP reset, else
+  // ICMP port unreachable, from the service address.
+  Decision reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
+  // An ICMP error about a translated connection: translated back, the quoted
+  // packet too, and forwarded once (uncached): nullopt when it is not one.
+  std::optional<Decision> icmpErrorStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, NatPlan& plan);
   bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
   // North–south (north_south.h): the host PF's frames (to the uplink) and
   // the uplink's frames that are not our tunnel traffic (to the host PF, or
@@ -201,6 +291,15 @@ class EngineImpl final : public Engine {
   std::map<std::string, Binding> bindings_;
   std::map<IpAddress, MacAddress> next_hops_;
   DepRegistry deps_;
+
+  std::unique_ptr<conntrack::Table> conntrack_;
+  std::unique_ptr<conntrack::Affinity> affinity_;
+  // Expiry and the UDP flush after a service change (control thread).
+  void expireConnections();
+  void describeServices(const Snapshot& snap, dataplane::v1::OperatorReply& out) const;
+  void describeConntrack(const dataplane::v1::ConntrackRequest& request, dataplane::v1::OperatorReply& out) const;
+  void flushChangedServices(const Snapshot& before, const Snapshot& after);
+  uint64_t flowLastUse(const conntrack::Entry& e) const;
 
   std::atomic<const Snapshot*> current_{nullptr};
   std::atomic<uint64_t> epoch_{0};

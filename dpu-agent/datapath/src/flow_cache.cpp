@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <new>
 
 namespace dpu::datapath {
@@ -66,7 +67,15 @@ uint32_t FlowTable::identityHash(const FlowActions& a) {
   h ^= (uint64_t{a.drop_reason} | uint64_t{a.encap_subnet} << 8 | uint64_t{a.decap_len} << 16 | m[1] << 24) *
        0x165667b19e3779f9ull;
   h ^= m[0] * 0x85ebca77c2b2ae63ull;
-  h ^= uint64_t{a.encap_egress} * 0x27d4eb2f165667c5ull;
+  h ^= (uint64_t{a.encap_egress} | uint64_t{a.dep_nat} << 16) * 0x27d4eb2f165667c5ull;
+  if (a.ops & op::kNat) {
+    // Records that differ only in their rewrite (one per backend, or per
+    // SNAT connection) spread over the index too.
+    uint64_t n[5];
+    static_assert(sizeof n <= sizeof a.nat);
+    std::memcpy(n, &a.nat, sizeof n);
+    for (uint64_t w : n) h = (h ^ w) * 0x9e3779b185ebca87ull;
+  }
   return static_cast<uint32_t>(h ^ h >> 29 ^ h >> 47);
 }
 

@@ -181,6 +181,27 @@ struct alignas(64) FlowEntry {
 };
 static_assert(sizeof(FlowEntry) == 64, "a cached flow's hit path is one cache line");
 
+// The Nat action's rewrite (worker_actions.h: applyNat): the new addresses
+// and ports, and the ones' complement amounts that update the checksums for
+// exactly this change (RFC 1624 eqn. 3, taken from the flow's own old
+// values by the slow path: every packet of an exact-match flow has them).
+struct NatRewrite {
+  static constexpr uint8_t kSrcIp = 1, kDstIp = 2, kSrcPort = 4, kDstPort = 8;
+  static constexpr uint8_t kIcmpId = 16;  // ICMP echo: the identifier is the "port" (src_port's value)
+  uint8_t fields = 0;
+  uint8_t v6 = 0;
+  uint8_t l4_checksum = 0;   // offset of the L4 checksum in the L4 header; 0: none to update
+  uint8_t udp = 0;           // a zero UDP checksum (IPv4: none) stays zero
+  uint16_t l3_add = 0;       // added to the IPv4 header checksum
+  uint16_t l4_add = 0;       // added to the L4 checksum
+  uint16_t src_port = 0;     // as the header has them (network order)
+  uint16_t dst_port = 0;
+  std::array<uint8_t, 16> src_ip{};  // network order; IPv4 in the first 4 bytes
+  std::array<uint8_t, 16> dst_ip{};
+  bool operator==(const NatRewrite&) const = default;
+};
+static_assert(sizeof(NatRewrite) == 44);
+
 // A whole cached flow, every field under its own name: what the slow path
 // fills and the control thread reads (FlowTable::read).
 struct FlowRecord {
@@ -189,6 +210,7 @@ struct FlowRecord {
   uint32_t stamp;
   uint32_t dep_in;
   uint32_t dep_out;
+  uint32_t dep_nat;                // the service a translated flow balances for (kDepNode: none)
   uint32_t used_ms;
   uint16_t ops;
   uint16_t out_port;
@@ -208,6 +230,7 @@ struct FlowRecord {
   uint16_t tun_ingress;
   uint16_t tun_egress;
   uint32_t created_s;
+  NatRewrite nat;                  // ops has kNat
 };
 
 // A flow's actions and dependencies, shared by every flow that has the same
@@ -239,7 +262,10 @@ struct alignas(64) FlowActions {
   // the record had room: the OVN egress key (the destination port's key, or
   // the router's 0x8000 when the remote node published none for it).
   uint16_t encap_egress;
-  uint8_t reserved[6];
+  uint8_t reserved[2];
+  uint32_t dep_nat;                // the service it balances for (kDepNode: none)
+  // The second line, read only by records with kNat.
+  alignas(64) NatRewrite nat;
 
   // The record a slow-path decision asks for (refs, pointers and hash unset).
   static FlowActions from(const FlowRecord& r) {
@@ -252,11 +278,13 @@ struct alignas(64) FlowActions {
     a.mtu = r.mtu;
     a.encap_ingress = r.encap_ingress;
     a.encap_egress = r.encap_egress;
+    a.dep_nat = r.dep_nat;
     a.drop_reason = r.drop_reason;
     a.encap_subnet = r.encap_subnet;
     a.decap_len = r.decap_len;
     a.set_src = r.set_src;
     a.set_dst = r.set_dst;
+    if (r.ops & op::kNat) a.nat = r.nat;
     return a;
   }
   // The inverse: the record's fields a flow's FlowRecord shows.
@@ -269,22 +297,25 @@ struct alignas(64) FlowActions {
     r.mtu = mtu;
     r.encap_ingress = encap_ingress;
     r.encap_egress = encap_egress;
+    r.dep_nat = dep_nat;
     r.drop_reason = drop_reason;
     r.encap_subnet = encap_subnet;
     r.decap_len = decap_len;
     r.set_src = set_src;
     r.set_dst = set_dst;
+    r.nat = nat;
   }
   // Everything but stamp, refs and the resolved pointers: what interning compares.
   bool sameAs(const FlowActions& o) const {
-    return dep_in == o.dep_in && dep_out == o.dep_out && ops == o.ops && out_port == o.out_port &&
+    return dep_in == o.dep_in && dep_out == o.dep_out && dep_nat == o.dep_nat && ops == o.ops && out_port == o.out_port &&
            mtu == o.mtu && encap_ingress == o.encap_ingress && encap_egress == o.encap_egress &&
            drop_reason == o.drop_reason &&
            encap_subnet == o.encap_subnet && decap_len == o.decap_len && set_src == o.set_src &&
-           set_dst == o.set_dst;
+           set_dst == o.set_dst && (!(ops & op::kNat) || nat == o.nat);
   }
 };
-static_assert(sizeof(FlowActions) == 64, "one cache line per action record");
+static_assert(sizeof(FlowActions) == 128, "an action record's hit reads one line; NAT the second");
+static_assert(offsetof(FlowActions, nat) == 64);
 static_assert(offsetof(FlowActions, set_src) == offsetof(FlowActions, set_dst) + 6);
 
 // Which routine applies a record's actions (engine_datapath.cpp:
@@ -309,11 +340,15 @@ inline constexpr Lane kLanes[] = {
 #include "actions.def"
 #undef LANE
 };
-// The lane of a kind (its ops: exactly these), or nullptr for the general routine.
-constexpr const Lane* laneOf(ActionKind kind) {
+// The lane of a kind (its ops: exactly these); the general routine's is a
+// lane of every op, of any shape, without the fixed template. A value, not
+// a pointer into kLanes: a pointer's comparison is not a constant expression
+// under the sanitizers' instrumentation.
+inline constexpr Lane kGeneralLane{kActionsGeneral, op::kAll, LaneShape::kAny, LaneEncap::kNone};
+constexpr Lane laneOf(ActionKind kind) {
   for (const Lane& l : kLanes)
-    if (l.kind == kind) return &l;
-  return nullptr;
+    if (l.kind == kind) return l;
+  return kGeneralLane;
 }
 
 // The cold part of a flow.

@@ -138,8 +138,19 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   }
   if (k.eth_dst != snap.router_mac) return cacheDrop(f, DropReason::kNotToGateway);
 
-  // Routing.
-  const uint8_t* dst = v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset;
+  // Services and tracked connections: a packet to a service is balanced to a
+  // backend, one of a translated connection translated (services.cpp).
+  NatPlan plan;
+  if (auto d = serviceStage(w, snap, pc, true, f, plan)) return *d;
+  const uint8_t* dst = plan.active ? plan.dst.data() : (v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset);
+  Decision d = routeFromPort(w, snap, pc, *lp, dst, v6, f);
+  if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
+  return d;
+}
+
+Decision EngineImpl::routeFromPort(WorkerContext&, const Snapshot& snap, PacketContext& pc, const SnapPort& from,
+                                   const uint8_t* dst, bool v6, FlowRecord& f) {
+  const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
   if (isGatewayAddress(snap, dst, v6)) return cacheDrop(f, DropReason::kToGateway);
   const uint8_t ttl = v6 ? overlay::ipv6::hopLimit(l3) : overlay::ipv4::ttl(l3);
   const SnapPort* dp = nullptr;
@@ -182,7 +193,7 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   f.out_port = static_cast<uint16_t>(snap.uplink_port);
   f.mtu = v6 ? snap.tunnel_mtu_v6 : snap.tunnel_mtu_v4;
   f.encap_subnet = route.subnet;
-  f.encap_ingress = lp->key;
+  f.encap_ingress = from.key;
   // As OVN does, the egress key names the destination port, so the receiver
   // (ours or an OVN chassis) is told where the packet goes; 0x8000 (the
   // router: route by the inner destination) only when the remote node
@@ -190,7 +201,7 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   f.encap_egress = route.node->egressKey(dst, v6);
   // RFC 8926 §3.3: the source port from the inner flow hash (fixed seed, so
   // it does not change when the process restarts).
-  f.encap_sport = overlay::geneveSourcePort(overlay::flowHash32(k));
+  f.encap_sport = overlay::geneveSourcePort(overlay::flowHash32(pc.key));
   return {Decision::kFlow, DropReason::kOk};
 }
 
@@ -217,6 +228,12 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   bool src_ok = false;
   for (const auto& s : peer->subnets) src_ok = src_ok || s.prefix.contains(src_ip);
   if (!src_ok) return cacheDrop(f, DropReason::kTunnelSourceSpoof);
+
+  // A reply of a connection this node translated (a remote backend
+  // answering our client) is translated back before it is delivered.
+  NatPlan plan;
+  if (auto d = serviceStage(w, snap, pc, false, f, plan)) return *d;
+  if (plan.active) dst = plan.dst.data();
 
   const SnapPort* dp = nullptr;
   if (v6) {
@@ -248,7 +265,9 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   f.set_src = snap.router_mac;
   f.set_dst = dp->mac;
   f.out_port = static_cast<uint16_t>(dp->dpdk_port);
-  return {Decision::kFlow, DropReason::kOk};
+  Decision d{Decision::kFlow, DropReason::kOk};
+  if (plan.active) addNat(pc, plan, f, d);
+  return d;
 }
 
 // The host PF's frames: every frame from a host MAC leaves on the uplink as it

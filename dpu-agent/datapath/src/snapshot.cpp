@@ -15,6 +15,7 @@ namespace dpu::datapath {
 DepRegistry::DepRegistry() {
   idFor("node");
   idFor("routing");
+  idFor("services");
 }
 
 uint32_t DepRegistry::idFor(const std::string& key) {
@@ -33,6 +34,10 @@ void DepRegistry::touch(uint32_t id, const std::string& content) {
     versions_[id] = ++clock_;
     contents_[id] = content;
   }
+}
+
+void DepRegistry::touchHash(uint32_t id, uint64_t content_hash) {
+  touch(id, std::string(reinterpret_cast<const char*>(&content_hash), sizeof content_hash));
 }
 
 uint32_t DepRegistry::finish() {
@@ -56,6 +61,114 @@ bool Snapshot::inLocalSubnet(const uint8_t* addr, bool v6) const {
   }
   return false;
 }
+
+namespace {
+
+bool inAny(const std::vector<IpPrefix>& prefixes, const uint8_t* addr, bool v6) {
+  IpAddress a;
+  a.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
+  std::memcpy(a.bytes.data(), addr, v6 ? 16 : 4);
+  for (const auto& p : prefixes) {
+    if (p.contains(a)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool Snapshot::inServiceCidr(const uint8_t* addr, bool v6) const { return inAny(service_cidrs, addr, v6); }
+bool Snapshot::inClusterCidr(const uint8_t* addr, bool v6) const { return inAny(cluster_cidrs, addr, v6); }
+
+const char* frontendKindName(FrontendKind k) {
+  switch (k) {
+    case FrontendKind::kClusterIp: return "cluster-ip";
+    case FrontendKind::kExternalIp: return "external-ip";
+    case FrontendKind::kNodePort: return "node-port";
+  }
+  return "?";
+}
+
+namespace {
+
+uint64_t hashText(const std::string& text, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// kube-proxy's choice among endpoints: the ready ones; when none is ready,
+// those serving and terminating (so connections drain to a terminating pod
+// rather than fail); never one that is neither.
+std::vector<SnapBackend> usable(const std::vector<const model::ModelBackend*>& candidates) {
+  std::vector<SnapBackend> ready, draining;
+  for (const auto* b : candidates) {
+    SnapBackend sb{toIp16(b->ip), b->port, b->local};
+    if (b->ready) {
+      ready.push_back(sb);
+    } else if (b->serving && b->terminating) {
+      draining.push_back(sb);
+    }
+  }
+  return ready.empty() ? draining : ready;
+}
+
+lb::MaglevTable maglev(const std::vector<SnapBackend>& backends, bool v6) {
+  std::vector<lb::BackendId> ids(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {
+    std::memcpy(ids[i].addr, backends[i].ip.data(), 16);
+    ids[i].addr_len = v6 ? 16 : 4;
+    ids[i].port = backends[i].port;
+  }
+  return lb::MaglevTable(ids);
+}
+
+std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, uint64_t content_hash, uint32_t dep) {
+  auto out = std::make_shared<SnapService>();
+  out->name = svc.name;
+  out->content_hash = content_hash;
+  for (const auto& port : svc.ports) {
+    for (const bool v6 : {false, true}) {
+      std::vector<const IpAddress*> ips;
+      for (const auto* list : {&svc.cluster_ips, &svc.external_ips}) {
+        for (const auto& ip : *list) {
+          if (ip.isV4() != v6) ips.push_back(&ip);
+        }
+      }
+      if (ips.empty()) continue;
+      auto set = std::make_shared<SnapBackendSet>();
+      std::vector<const model::ModelBackend*> all, local;
+      for (const auto& b : port.backends) {
+        if (b.ip.isV4() == v6) continue;
+        set->all.push_back(b);
+        all.push_back(&b);
+        if (b.local) local.push_back(&b);
+      }
+      set->usable = usable(all);
+      set->local = usable(local);
+      set->table = maglev(set->usable, v6);
+      set->local_table = maglev(set->local, v6);
+      for (const auto* ip : ips) {
+        SnapFrontend f;
+        f.dep = dep;
+        f.service = svc.name;
+        f.port_name = port.name;
+        const bool cluster = std::find(svc.cluster_ips.begin(), svc.cluster_ips.end(), *ip) != svc.cluster_ips.end();
+        f.kind = cluster ? FrontendKind::kClusterIp : FrontendKind::kExternalIp;
+        f.ip = toIp16(*ip);
+        f.v6 = v6;
+        f.port = port.port;
+        f.protocol = port.protocol;
+        f.local_only = cluster ? svc.internal_local : svc.external_local;
+        f.masquerade = !cluster && !svc.external_local;
+        f.affinity_ms = svc.affinity_timeout_s * 1000;
+        f.backends = set;
+        out->frontends.push_back(std::move(f));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 namespace {
 Ip16 masked(const uint8_t* addr, bool v6, uint8_t length) {
@@ -265,6 +378,35 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   }
   for (auto& [len, level] : v4) s.routes_v4.push_back(std::move(level));
   for (auto& [len, level] : v6) s.routes_v6.push_back(std::move(level));
+
+  // Services: a service unchanged since the snapshot in force keeps its
+  // frontends and Maglev tables (shared); only changed ones are rebuilt.
+  s.service_cidrs = m.service_cidrs;
+  s.cluster_cidrs = m.cluster_cidrs;
+  std::unordered_map<std::string, std::shared_ptr<const SnapService>> before;
+  if (in.previous != nullptr) {
+    for (const auto& sv : in.previous->services) before.emplace(sv->name, sv);
+  }
+  s.services.reserve(m.services.size());
+  for (const auto& svc : m.services) {
+    const uint64_t h = hashText(svc.content);
+    const uint32_t dep = deps.idFor("service/" + svc.name);
+    deps.touchHash(dep, h);
+    auto it = before.find(svc.name);
+    s.services.push_back(it != before.end() && it->second->content_hash == h ? it->second
+                                                                              : buildService(svc, h, dep));
+  }
+  uint64_t frontends_hash = hashText("services");
+  for (const auto& sv : s.services) {
+    for (const auto& f : sv->frontends) {
+      s.frontend_by_key.emplace(FrontendKey{f.ip, f.port, f.protocol}, &f);
+      if (f.kind != FrontendKind::kNodePort) s.service_ips.insert(f.ip);
+      frontends_hash = hashText(std::string(reinterpret_cast<const char*>(f.ip.data()), 16) + std::to_string(f.port) +
+                                    "/" + std::to_string(f.protocol),
+                                frontends_hash);
+    }
+  }
+  deps.touchHash(kDepServices, frontends_hash);
 
   deps.touch(kDepRouting, routing_content);
   s.stamp = deps.finish();

@@ -14,16 +14,19 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/net_address.h"
 #include "common/result.h"
 #include "counters.h"
 #include "datapath/engine.h"
+#include "lb/maglev.h"
 #include "model/model.h"
 #include "north_south.h"
 #include "overlay/headers.h"
@@ -41,6 +44,7 @@ using model::ModelSubnet;
 
 inline constexpr uint32_t kDepNode = 0;     // node settings, local subnets, the uplink binding
 inline constexpr uint32_t kDepRouting = 1;  // which destinations exist: for "no route" style drops
+inline constexpr uint32_t kDepServices = 2;  // which service addresses and ports exist: drops and refusals of them
 inline constexpr uint32_t kVersionDeleted = UINT32_MAX;
 
 using Ip16 = std::array<uint8_t, 16>;  // IPv4 in the first 4 bytes
@@ -145,6 +149,75 @@ struct SnapRemoteNode {
   }
 };
 
+// Services (the load balancer of the slow path, services.cpp).
+struct SnapBackend {
+  Ip16 ip{};
+  uint16_t port = 0;
+  bool local = false;
+};
+
+// The backends of one service port for one address family, shared by every
+// frontend of that port (its cluster IP, external IPs and node port): the
+// usable ones by kube-proxy's rule (ready; if none, serving and terminating),
+// over the cluster and on this node only, each with its Maglev table.
+struct SnapBackendSet {
+  std::vector<SnapBackend> usable;
+  std::vector<SnapBackend> local;
+  lb::MaglevTable table;
+  lb::MaglevTable local_table;
+  std::vector<model::ModelBackend> all;  // every backend the agent sent (dpuctl services)
+};
+
+enum class FrontendKind : uint8_t { kClusterIp, kExternalIp, kNodePort };
+const char* frontendKindName(FrontendKind k);
+
+// One (address, protocol, port) a service answers on.
+struct SnapFrontend {
+  uint32_t dep = 0;       // the service's dependency: flows balanced for it
+  std::string service;    // "namespace/name"
+  std::string port_name;
+  FrontendKind kind = FrontendKind::kClusterIp;
+  Ip16 ip{};
+  bool v6 = false;
+  uint16_t port = 0;
+  uint8_t protocol = 0;
+  // This kind's traffic policy is Local (internal for a cluster IP, external
+  // for the others): this node's endpoints only, none: dropped.
+  bool local_only = false;
+  // Node port or external IP with the Cluster policy: the client is
+  // masqueraded so the replies come back through this node.
+  bool masquerade = false;
+  uint32_t affinity_ms = 0;  // session affinity by client IP (0: none)
+  std::shared_ptr<const SnapBackendSet> backends;
+};
+
+// A service's frontends, built once for its content (and the node settings
+// it depends on) and shared by the snapshots that follow while it is unchanged.
+struct SnapService {
+  std::string name;
+  uint64_t content_hash = 0;
+  std::vector<SnapFrontend> frontends;
+};
+
+struct FrontendKey {
+  Ip16 ip{};
+  uint16_t port = 0;
+  uint8_t protocol = 0;
+  bool operator==(const FrontendKey&) const = default;
+};
+struct FrontendKeyHash {
+  size_t operator()(const FrontendKey& k) const {
+    return Ip16Hash{}(k.ip) ^ (size_t{k.port} << 8 | k.protocol) * 0x9e3779b97f4a7c15ull;
+  }
+};
+
+// Addresses the dataplane answers for services with (kube-proxy's
+// 169.254.169.5 for IPv4, OVN-Kubernetes' fd69::5 for IPv6): a pod reaching
+// itself through a service sees the connection come from here, so that its
+// reply, addressed here, comes back through the load balancer (hairpin).
+inline constexpr Ip16 kHairpinV4{169, 254, 169, 5};
+inline constexpr Ip16 kHairpinV6{0xfd, 0x69, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+
 struct PortSlot {
   bool bound = false;
   PortRole role = PortRole::kRepresentor;
@@ -195,10 +268,32 @@ struct Snapshot {
   std::vector<const SnapPort*> port_by_dep;
   std::vector<const SnapRemoteNode*> remote_by_dep;
 
+  // Services.
+  std::vector<std::shared_ptr<const SnapService>> services;
+  std::unordered_map<FrontendKey, const SnapFrontend*, FrontendKeyHash> frontend_by_key;
+  std::unordered_set<Ip16, Ip16Hash> service_ips;  // every cluster and external IP (a port it lacks is refused)
+  std::vector<IpPrefix> service_cidrs;
+  std::vector<IpPrefix> cluster_cidrs;
+  const SnapFrontend* frontend(const uint8_t* ip, bool v6, uint16_t port, uint8_t protocol) const {
+    FrontendKey k;
+    std::memcpy(k.ip.data(), ip, v6 ? 16 : 4);
+    k.port = port;
+    k.protocol = protocol;
+    auto it = frontend_by_key.find(k);
+    return it == frontend_by_key.end() ? nullptr : it->second;
+  }
+  bool isServiceIp(const uint8_t* ip, bool v6) const {
+    Ip16 k{};
+    std::memcpy(k.data(), ip, v6 ? 16 : 4);
+    return service_ips.count(k) != 0;
+  }
+  bool inServiceCidr(const uint8_t* ip, bool v6) const;
+  bool inClusterCidr(const uint8_t* ip, bool v6) const;
+
   // Flow validity (see the top of this file).
-  bool depsValid(uint32_t flow_stamp, uint32_t dep_in, uint32_t dep_out) const {
+  bool depsValid(uint32_t flow_stamp, uint32_t dep_in, uint32_t dep_out, uint32_t dep_nat) const {
     return dep_version[kDepNode] <= flow_stamp && dep_version[dep_in] <= flow_stamp &&
-           dep_version[dep_out] <= flow_stamp;
+           dep_version[dep_out] <= flow_stamp && dep_version[dep_nat] <= flow_stamp;
   }
   bool inLocalSubnet(const uint8_t* addr, bool v6) const;
   // Longest-prefix match over remote subnets (IPv4: 4 address bytes).
@@ -218,6 +313,8 @@ class DepRegistry {
   uint32_t idFor(const std::string& key);
   // Records the object's content in this build; a change takes a new version.
   void touch(uint32_t id, const std::string& content);
+  // The same with a 64-bit hash of the content (large objects: services).
+  void touchHash(uint32_t id, uint64_t content_hash);
   // Ends a build: objects not touched are deleted. Returns the new stamp.
   uint32_t finish();
   const std::vector<uint32_t>& versions() const { return versions_; }
@@ -237,6 +334,8 @@ struct SnapshotInputs {
   const std::map<IpAddress, MacAddress>* next_hops = nullptr;
   bool lanes = true;  // EngineConfig::lanes
   const NorthSouthTables* north_south = nullptr;  // nullptr: no host MACs or neighbours learned
+  // The snapshot in force: services whose content did not change are shared, not rebuilt.
+  const Snapshot* previous = nullptr;
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);

@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
+#include "conntrack/conntrack.h"
 #include "counters.h"
 #include "flow_cache.h"
 #include "miss_budget.h"
-
 #include "north_south.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
@@ -131,7 +131,10 @@ class alignas(64) WorkerContext {
   uint64_t last_sweep_ms = 0;
   uint64_t quiescent_calls = 0;
   uint64_t hits = 0;  // flow hits in the current burst
-  MissBudget miss;    // the slow-path budget (miss_budget.h)
+  MissBudget miss;    // read and written on the miss path only
+  // The connection the last slow path tracked (services.cpp), for the flow it installs.
+  conntrack::Hit ct_hit;
+  bool ct_hit_valid = false;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

@@ -3,6 +3,8 @@
 // so a line reads like the packet it matches.
 #include "flow/flow.h"
 
+#include <arpa/inet.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -203,6 +205,13 @@ std::string describeActions(const std::vector<FlowAction>& actions) {
         uint8_t b[4];  // network order in memory
         std::memcpy(b, &a.ipv4, sizeof b);
         out += (a.type == ActionType::kSetIpv4Src ? "set_nw_src:" : "set_nw_dst:") + ipv4Text(b);
+        break;
+      }
+      case ActionType::kSetIpv6Src:
+      case ActionType::kSetIpv6Dst: {
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(AF_INET6, a.ipv6.data(), text, sizeof text);
+        out += (a.type == ActionType::kSetIpv6Src ? "set_ipv6_src:" : "set_ipv6_dst:") + std::string(text);
         break;
       }
       case ActionType::kSetL4Src:

@@ -29,6 +29,7 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
   auto portName = [](const dpv1::LogicalPort& p) { return p.name(); };
   auto subnetCidr = [](const dpv1::Subnet& s) { return s.cidr(); };
   auto nodeName = [](const dpv1::RemoteNode& n) { return n.name(); };
+  auto serviceName = [](const dpv1::Service& v) { return v.name(); };
 
   for (const auto& name : delta.delete_ports()) {
     if (auto r = removeBy(out.mutable_ports(), name, portName, "port"); !r) return std::move(r).takeError();
@@ -47,10 +48,14 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
   for (const auto& name : delta.delete_ipsec_sas()) {
     if (auto r = removeBy(out.mutable_ipsec_sas(), name, saName, "IPsec SA"); !r) return std::move(r).takeError();
   }
+  for (const auto& name : delta.delete_services()) {
+    if (auto r = removeBy(out.mutable_services(), name, serviceName, "service"); !r) return std::move(r).takeError();
+  }
   for (const auto& s : delta.upsert_local_subnets()) upsertBy(out.mutable_local_subnets(), s, subnetCidr);
   for (const auto& p : delta.upsert_ports()) upsertBy(out.mutable_ports(), p, portName);
   for (const auto& n : delta.upsert_remote_nodes()) upsertBy(out.mutable_remote_nodes(), n, nodeName);
   for (const auto& s : delta.upsert_ipsec_sas()) upsertBy(out.mutable_ipsec_sas(), s, saName);
+  for (const auto& v : delta.upsert_services()) upsertBy(out.mutable_services(), v, serviceName);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "model/model.h"
 
@@ -17,13 +18,14 @@ Result<NodeAddresses> nodeAddressesOf(const dpv1::NodeSettings& node);
 
 // What the previous model in force held, by name, and the content it held it with.
 struct Incumbents {
-  std::map<std::string, std::string> subnets, ports, remotes, sas;
+  std::map<std::string, std::string> subnets, ports, remotes, sas, services;
   explicit Incumbents(const Model* previous) {
     if (previous == nullptr) return;
     for (const auto& s : previous->local_subnets) subnets[s.cidr] = s.content;
     for (const auto& p : previous->ports) ports[p.name] = p.content;
     for (const auto& r : previous->remote_nodes) remotes[r.name] = r.content;
     for (const auto& a : previous->ipsec_sas) sas[a.name] = a.content;
+    for (const auto& v : previous->services) services[v.name] = v.content;
   }
 };
 
@@ -140,6 +142,13 @@ Result<void> checkIdentities(const dpv1::LogicalModel& in) {
       return Error{"IPsec SA " + a.name() + " is listed twice (duplicate IPsec SA name)", ErrorCode::kInvalid};
     }
   }
+  seen.clear();
+  for (const auto& v : in.services()) {
+    if (v.name().empty()) return Error{"a service has an empty name: give it \"namespace/name\"", ErrorCode::kInvalid};
+    if (!seen.insert(v.name()).second) {
+      return Error{"service " + v.name() + " is listed twice (duplicate service name)", ErrorCode::kInvalid};
+    }
+  }
   return {};
 }
 
@@ -163,10 +172,14 @@ class Validator {
     m.node_ips = std::move(addresses->ips);
     m.node_gateways = std::move(addresses->gateways);
 
+    for (const auto& c : node.cluster_cidrs()) m.cluster_cidrs.push_back(*IpPrefix::parse(c));
+    for (const auto& c : node.service_cidrs()) m.service_cidrs.push_back(*IpPrefix::parse(c));
+
     localSubnets();
     ports();
     remoteNodes();
     ipsecSas();
+    services();
 
     auto byName = [](const auto& a, const auto& b) { return a.name < b.name; };
     std::sort(m.local_subnets.begin(), m.local_subnets.end(),
@@ -174,6 +187,7 @@ class Validator {
     std::sort(m.ports.begin(), m.ports.end(), byName);
     std::sort(m.remote_nodes.begin(), m.remote_nodes.end(), byName);
     std::sort(m.ipsec_sas.begin(), m.ipsec_sas.end(), byName);
+    std::sort(m.services.begin(), m.services.end(), byName);
     node.SerializeToString(&m.node_content);
     for (const auto& s : m.local_subnets) m.node_content += s.content;
     std::sort(out_.problems.begin(), out_.problems.end(), [](const ObjectProblem& a, const ObjectProblem& b) {
@@ -504,6 +518,48 @@ class Validator {
     }
   }
 
+  // A service claims each (address, protocol, port) it serves on and each
+  // (protocol, node port): two services cannot both answer one of them.
+  void services() {
+    std::map<std::tuple<IpAddress, uint8_t, uint16_t>, std::string> frontends;
+    std::map<std::pair<uint8_t, uint16_t>, std::string> node_ports;
+    for (const auto* v : byPriority(in_.services(), [](const dpv1::Service& x) { return x.name(); },
+                                    incumbents_.services)) {
+      auto svc = parseService(*v);
+      if (!svc) {
+        refuse(ObjectProblem::SERVICE, v->name(), svc.error());
+        continue;
+      }
+      std::string clash;
+      std::vector<std::tuple<IpAddress, uint8_t, uint16_t>> want;
+      for (const auto& port : svc->ports) {
+        for (const auto* ips : {&svc->cluster_ips, &svc->external_ips}) {
+          for (const auto& ip : *ips) want.emplace_back(ip, port.protocol, port.port);
+        }
+        if (port.node_port == 0) continue;
+        if (auto it = node_ports.find({port.protocol, port.node_port}); it != node_ports.end() && clash.empty()) {
+          clash = "node port " + protocolName(port.protocol) + " " + std::to_string(port.node_port) +
+                  " is service " + it->second + "'s";
+        }
+      }
+      for (const auto& f : want) {
+        if (auto it = frontends.find(f); it != frontends.end() && clash.empty()) {
+          clash = std::get<0>(f).str() + " " + protocolName(std::get<1>(f)) + " " + std::to_string(std::get<2>(f)) +
+                  " is served by service " + it->second;
+        }
+      }
+      if (!clash.empty()) {
+        refuse(ObjectProblem::SERVICE, v->name(), clash + ", which is in force");
+        continue;
+      }
+      for (const auto& f : want) frontends.emplace(f, svc->name);
+      for (const auto& port : svc->ports) {
+        if (port.node_port != 0) node_ports.emplace(std::make_pair(port.protocol, port.node_port), svc->name);
+      }
+      out_.model.services.push_back(std::move(*svc));
+    }
+  }
+
   void refuse(ObjectProblem::Kind kind, const std::string& name, std::string reason) {
     out_.problems.push_back(refused(kind, name, std::move(reason)));
   }
@@ -631,6 +687,7 @@ std::string kindName(dpv1::ObjectProblem::Kind kind) {
     case ObjectProblem::REMOTE_NODE: return "remote node";
     case ObjectProblem::LOCAL_SUBNET: return "local subnet";
     case ObjectProblem::IPSEC_SA: return "ipsec sa";
+    case ObjectProblem::SERVICE: return "service";
     default: break;
   }
   return "object";

@@ -215,6 +215,9 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
       case ActionType::kEspEncrypt:
       case ActionType::kEspDecrypt:
         return Error{"inline IPsec is not available through DPDK on mlx5 (HARDWARE.md); ESP stays in software"};
+      case ActionType::kSetIpv6Src:
+      case ActionType::kSetIpv6Dst:
+        return Error{"an IPv6 address rewrite is not translated to rte_flow (SET_IPV6_*); it stays in software"};
       case ActionType::kOutput:
         ++fates;
         f.add(Feature::kActionRepresentedPort);

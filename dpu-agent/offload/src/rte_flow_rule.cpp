@@ -441,6 +441,9 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
       case ActionType::kEspDecrypt:
         // offloadFeatures refused these already.
         return Error{"inline IPsec is not available through DPDK on mlx5"};
+      case ActionType::kSetIpv6Src:
+      case ActionType::kSetIpv6Dst:
+        return Error{"an IPv6 address rewrite is not translated to rte_flow"};
     }
   }
   if (options.count) b.action(RTE_FLOW_ACTION_TYPE_COUNT, b.keep(rte_flow_action_count{}));

@@ -39,6 +39,7 @@ inline constexpr uint8_t kAh = 51;        // RFC 4302
 inline constexpr uint8_t kIcmpv6 = 58;
 inline constexpr uint8_t kNoNext = 59;    // RFC 8200 §4.7
 inline constexpr uint8_t kDestOptions = 60;  // RFC 8200 §4.6
+inline constexpr uint8_t kSctp = 132;      // RFC 9260
 }  // namespace ipproto
 
 namespace eth {
@@ -259,6 +260,7 @@ namespace icmp {
 inline constexpr size_t kHeaderLen = 8;
 inline constexpr uint8_t kTypeEchoReply = 0;
 inline constexpr uint8_t kTypeDestUnreachable = 3;
+inline constexpr uint8_t kCodePortUnreachable = 3;
 inline constexpr uint8_t kCodeFragNeeded = 4;  // with the next-hop MTU of RFC 1191 §4
 inline constexpr uint8_t kTypeRedirect = 5;
 inline constexpr uint8_t kTypeEchoRequest = 8;
@@ -291,6 +293,7 @@ inline bool isError(uint8_t t) {
 namespace icmp6 {
 inline constexpr size_t kHeaderLen = 8;
 inline constexpr uint8_t kTypeDestUnreachable = 1;
+inline constexpr uint8_t kCodePortUnreachable = 4;  // with kTypeDestUnreachable
 inline constexpr uint8_t kTypePacketTooBig = 2;
 inline constexpr uint8_t kTypeTimeExceeded = 3;
 inline constexpr uint8_t kTypeParamProblem = 4;

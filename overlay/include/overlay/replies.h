@@ -1,7 +1,8 @@
 // Packets the slow path sends back on behalf of the distributed gateway:
-// ARP replies and neighbor advertisements for the gateway's addresses, and the
+// ARP replies and neighbor advertisements for the gateway's addresses, the
 // two "too big" errors path MTU discovery depends on (RFC 1191, RFC 8201) —
-// the ones a tunnel or IPsec overhead makes the dataplane send.
+// the ones a tunnel or IPsec overhead makes the dataplane send — and the
+// refusals of a connection to a service with nothing to serve it.
 //
 // Each builder reads a packet parsePacket accepted and writes its reply into
 // `out`, replacing what `out` held; the reply goes back on the same VLAN(s),
@@ -66,6 +67,23 @@ Status buildIcmpFragNeeded(std::span<const uint8_t> offending, const ParsedPacke
 Status buildIcmp6PacketTooBig(std::span<const uint8_t> offending, const ParsedPacket& pkt,
                               const MacAddress& gateway_mac, const Ipv6Address& gateway_ip, uint32_t mtu,
                               PacketBuffer& out);
+
+// The refusal of a connection to an address that answers for itself but has
+// nothing behind the port (a service without endpoints, or a port the
+// service does not have), as kube-proxy's REJECT answers: ICMP destination
+// unreachable, port unreachable (type 3 code 3; ICMPv6 type 1 code 4,
+// RFC 4443 §3.1), from the address the packet was sent to. The checks of the
+// errors above apply (no error about an error, a later fragment, a multicast
+// destination or to a source that is not one host).
+Status buildIcmpPortUnreachable(std::span<const uint8_t> offending, const ParsedPacket& pkt,
+                                const MacAddress& gateway_mac, PacketBuffer& out);
+
+// The same for TCP: a reset (RFC 793 §3.4, "reset generation") from the
+// address and port the segment was sent to, so the client sees "connection
+// refused" at once. kUnsupported for a segment that is a reset itself, a
+// later fragment, or not between single hosts.
+Status buildTcpReset(std::span<const uint8_t> offending, const ParsedPacket& pkt, const MacAddress& gateway_mac,
+                     PacketBuffer& out);
 
 // Hop limit / TTL of the replies above that are not neighbor discovery.
 inline constexpr uint8_t kReplyTtl = 64;

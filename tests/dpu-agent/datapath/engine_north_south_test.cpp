@@ -515,10 +515,10 @@ TEST_CASE("north-south: an unknown next hop is asked for from the node IP; the a
   // A flow built from the route records its dep: the gateway's new MAC retires it.
   REQUIRE(f.route("203.0.113.1", r) == DropReason::kOk);
   const uint32_t flow_stamp = f.impl().currentSnapshot().stamp;
-  CHECK(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep));
+  CHECK(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep, kDepNode));
   f.bridged(kUplink, kHost, arpReply(kGatewayMac2, "172.18.0.254", kHostMac, "172.18.0.1"));
   f.update();
-  CHECK_FALSE(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep));
+  CHECK_FALSE(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep, kDepNode));
   REQUIRE(f.route("203.0.113.1", r) == DropReason::kOk);
   CHECK(r.next_hop_mac == kGatewayMac2);
 

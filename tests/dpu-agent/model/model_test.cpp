@@ -595,3 +595,157 @@ TEST_CASE("model: bad node addresses refuse the request whole, naming the field"
     CHECK_FALSE(validateNodeSettings(m.node()).ok());
   }
 }
+
+// Services ------------------------------------------------------------------
+
+namespace {
+
+dpv1::Service* addService(dpv1::LogicalModel& m, const std::string& name, const std::string& cluster_ip,
+                          uint32_t port, dpv1::L4Protocol protocol = dpv1::TCP) {
+  auto* s = m.add_services();
+  s->set_name(name);
+  if (!cluster_ip.empty()) s->add_cluster_ips(cluster_ip);
+  auto* p = s->add_ports();
+  p->set_protocol(protocol);
+  p->set_port(port);
+  return s;
+}
+
+dpv1::ServiceBackend* addBackend(dpv1::ServicePort* p, const std::string& ip, uint32_t port) {
+  auto* b = p->add_backends();
+  b->set_ip(ip);
+  b->set_port(port);
+  b->set_ready(true);
+  b->set_serving(true);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("model: a service is in force with its backends sorted, so every DPU builds the same table", "[model]") {
+  auto m = baseModel();
+  auto* s = addService(m, "default/web", "10.96.0.10", 80);
+  addBackend(s->mutable_ports(0), "10.244.2.7", 8080);
+  addBackend(s->mutable_ports(0), "10.244.1.5", 8080)->set_local(true);
+  s->add_external_ips("203.0.113.7");
+  s->mutable_ports(0)->set_node_port(30080);
+  s->set_affinity_timeout_s(10800);
+  Verdict v = check(m);
+  CHECK(v.problems.empty());
+  REQUIRE(v.model.services.size() == 1);
+  const ModelService& svc = v.model.services[0];
+  CHECK(svc.name == "default/web");
+  REQUIRE(svc.ports.size() == 1);
+  CHECK(svc.ports[0].protocol == 6);
+  CHECK(svc.ports[0].node_port == 30080);
+  REQUIRE(svc.ports[0].backends.size() == 2);
+  CHECK(svc.ports[0].backends[0].ip.str() == "10.244.1.5");
+  CHECK(svc.ports[0].backends[0].local);
+  CHECK(svc.affinity_timeout_s == 10800);
+}
+
+TEST_CASE("model: a bad service is refused with the field named; the rest stays in force", "[model]") {
+  struct Case {
+    const char* reason;
+    std::function<void(dpv1::Service&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"port 0 must be 1..65535", [](auto& s) { s.mutable_ports(0)->set_port(0); }},
+      {"TCP 80 is listed twice",
+       [](auto& s) {
+         s.mutable_ports(0)->set_name("a");
+         auto* p = s.add_ports();
+         p->set_name("b");
+         p->set_protocol(dpv1::TCP);
+         p->set_port(80);
+       }},
+      {"protocol 99 is not TCP, UDP or SCTP",
+       [](auto& s) { s.mutable_ports(0)->set_protocol(static_cast<dpv1::L4Protocol>(99)); }},
+      {"backend 224.0.0.5 is a multicast address", [](auto& s) { addBackend(s.mutable_ports(0), "224.0.0.5", 80); }},
+      {"backend 0.0.0.0 is the unspecified address", [](auto& s) { addBackend(s.mutable_ports(0), "0.0.0.0", 80); }},
+      {"backend \"10.0.0.1/32\"", [](auto& s) { addBackend(s.mutable_ports(0), "10.0.0.1/32", 80); }},
+      {"backend 10.244.2.7 port 0 must be 1..65535", [](auto& s) { addBackend(s.mutable_ports(0), "10.244.2.7", 0); }},
+      {"10.244.2.7:80 is listed twice",
+       [](auto& s) {
+         addBackend(s.mutable_ports(0), "10.244.2.7", 80);
+         addBackend(s.mutable_ports(0), "10.244.2.7", 80);
+       }},
+      {"cluster_ips has two IPv4 addresses", [](auto& s) { s.add_cluster_ips("10.96.0.11"); }},
+      {"cluster_ips 127.0.0.1 is a loopback address",
+       [](auto& s) {
+         s.clear_cluster_ips();
+         s.add_cluster_ips("127.0.0.1");
+       }},
+      {"no ports", [](auto& s) { s.clear_ports(); }},
+      {"a service with several ports names each",
+       [](auto& s) {
+         auto* p = s.add_ports();
+         p->set_protocol(dpv1::UDP);
+         p->set_port(53);
+       }},
+      {"affinity_timeout_s 90000 must be at most 86400", [](auto& s) { s.set_affinity_timeout_s(90000); }},
+      {"nothing to balance",
+       [](auto& s) { s.clear_cluster_ips(); }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.reason);
+    auto m = baseModel();
+    c.mutate(*addService(m, "default/bad", "10.96.0.10", 80));
+    addService(m, "default/good", "10.96.0.20", 80);
+    Verdict v = check(m);
+    REQUIRE(v.problems.size() == 1);
+    CHECK(v.problems[0].kind() == ObjectProblem::SERVICE);
+    CHECK(v.problems[0].name() == "default/bad");
+    CHECK_THAT(v.problems[0].reason(), Catch::Contains(c.reason));
+    REQUIRE(v.model.services.size() == 1);
+    CHECK(v.model.services[0].name == "default/good");
+  }
+}
+
+TEST_CASE("model: two services cannot answer the same address and port; the one in force keeps it", "[model]") {
+  auto m = baseModel();
+  addService(m, "default/b", "10.96.0.10", 80);
+  Verdict first = check(m);
+  REQUIRE(first.problems.empty());
+  // A newcomer named lower still loses to the service in force.
+  addService(m, "default/a", "10.96.0.10", 80);
+  Verdict second = check(m, &first.model);
+  REQUIRE(second.problems.size() == 1);
+  CHECK(second.problems[0].name() == "default/a");
+  CHECK_THAT(second.problems[0].reason(), Catch::Contains("10.96.0.10 TCP 80 is served by service default/b"));
+  // The same port over UDP, or another port, is another frontend.
+  auto other = baseModel();
+  addService(other, "default/b", "10.96.0.10", 80);
+  addService(other, "default/udp", "10.96.0.10", 80, dpv1::UDP);
+  CHECK(check(other).problems.empty());
+  // Node ports are claimed per protocol across services.
+  auto np = baseModel();
+  addService(np, "default/x", "10.96.0.30", 80)->mutable_ports(0)->set_node_port(30000);
+  addService(np, "default/y", "10.96.0.31", 80)->mutable_ports(0)->set_node_port(30000);
+  Verdict v = check(np);
+  REQUIRE(v.problems.size() == 1);
+  CHECK(v.problems[0].name() == "default/y");
+  CHECK_THAT(v.problems[0].reason(), Catch::Contains("node port TCP 30000"));
+}
+
+TEST_CASE("model: deltas upsert and delete services", "[model]") {
+  auto m = baseModel();
+  addService(m, "default/web", "10.96.0.10", 80);
+  dpv1::Delta d;
+  d.add_delete_services("default/web");
+  auto* s = d.add_upsert_services();
+  s->set_name("default/dns");
+  s->add_cluster_ips("10.96.0.53");
+  auto* p = s->add_ports();
+  p->set_protocol(dpv1::UDP);
+  p->set_port(53);
+  auto out = applyDelta(m, d);
+  REQUIRE(out.ok());
+  REQUIRE(out->services_size() == 1);
+  CHECK(out->services(0).name() == "default/dns");
+  dpv1::Delta missing;
+  missing.add_delete_services("default/none");
+  auto bad = applyDelta(m, missing);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.code() == ErrorCode::kNotFound);
+}

@@ -19,7 +19,7 @@ import sys
 from scapy.compat import raw
 from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_Router_Alert, IPOption_RR, fragment
 from scapy.layers.inet6 import (ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS,
-                                ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, ICMPv6PacketTooBig, IPv6,
+                                ICMPv6DestUnreach, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, ICMPv6PacketTooBig, IPv6,
                                 IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop,
                                 IPv6ExtHdrRouting, PadN)
 from scapy.layers.ipsec import AH
@@ -163,6 +163,30 @@ def packets():
     quote6 = raw(big6[IPv6])[:1280 - 40 - 8]
     add("icmpv6_packet_too_big", Ether(dst=POD_MAC, src=GW_MAC) / ip6(src=GW_V6, dst=POD_V6, hlim=64)
         / ICMPv6PacketTooBig(mtu=1400) / Raw(quote6))
+
+    # --- refusals of a connection to a service without endpoints ----------------------
+    # (from the service address the packet was sent to, as kube-proxy's REJECT)
+    udp_svc = eth(dst=GW_MAC) / ip4(dst=SVC_V4, id=0x33) / UDP(sport=5353, dport=53) / Raw(b"query")
+    add("svc_ipv4_udp", udp_svc)
+    add("icmp_port_unreachable", Ether(dst=POD_MAC, src=GW_MAC) / ip4(src=SVC_V4, dst=POD_V4, ttl=64)
+        / ICMP(type=3, code=3) / Raw(raw(udp_svc[IP])[:20 + 8]))
+    udp6_svc = eth(dst=GW_MAC) / ip6(dst="fd00:96::a") / UDP(sport=5353, dport=53) / Raw(b"query")
+    add("svc_ipv6_udp", udp6_svc)
+    add("icmpv6_port_unreachable", Ether(dst=POD_MAC, src=GW_MAC) / ip6(src="fd00:96::a", dst=POD_V6, hlim=64)
+        / ICMPv6DestUnreach(code=4) / Raw(raw(udp6_svc[IPv6])))
+    syn = eth(dst=GW_MAC) / ip4(dst=SVC_V4) / TCP(sport=40000, dport=80, seq=1000, flags="S", window=512)
+    add("svc_ipv4_tcp_syn", syn)
+    add("tcp_rst_for_syn", Ether(dst=POD_MAC, src=GW_MAC) / ip4(src=SVC_V4, dst=POD_V4, ttl=64, flags="DF")
+        / TCP(sport=80, dport=40000, seq=0, ack=1001, flags="RA", window=0))
+    ack = eth(dst=GW_MAC) / ip4(dst=SVC_V4) / TCP(sport=40001, dport=80, seq=5, ack=777, flags="PA",
+                                                   window=512) / Raw(b"GET /")
+    add("svc_ipv4_tcp_ack", ack)
+    add("tcp_rst_for_ack", Ether(dst=POD_MAC, src=GW_MAC) / ip4(src=SVC_V4, dst=POD_V4, ttl=64, flags="DF")
+        / TCP(sport=80, dport=40001, seq=777, ack=0, flags="R", window=0))
+    syn6 = eth(dst=GW_MAC) / ip6(dst="fd00:96::a") / TCP(sport=40002, dport=443, seq=9, flags="S", window=512)
+    add("svc_ipv6_tcp_syn", syn6)
+    add("tcp6_rst_for_syn", Ether(dst=POD_MAC, src=GW_MAC) / ip6(src="fd00:96::a", dst=POD_V6, hlim=64)
+        / TCP(sport=443, dport=40002, seq=0, ack=10, flags="RA", window=0))
 
     # --- NAT, each recomputed from scratch by scapy ------------------------------------
     p = udp4.copy()

@@ -306,6 +306,31 @@ TEST_CASE("slow-path replies match scapy") {
     REQUIRE(buildIcmpFragNeeded(in, parseOk(in), kGwMac, kGwV4, 1400, out.buf) == Status::kOk);
     CHECK(toHex(out.contents()) == toHex(packet("icmp_frag_needed")));
   }
+  SECTION("refusals of a service without endpoints: ICMP port unreachable and TCP reset, from the service") {
+    for (auto [request, reply] : {std::pair{"svc_ipv4_udp", "icmp_port_unreachable"},
+                                  {"svc_ipv6_udp", "icmpv6_port_unreachable"}}) {
+      INFO(request);
+      const auto in = packet(request);
+      Buffer out;
+      REQUIRE(buildIcmpPortUnreachable(in, parseOk(in), kGwMac, out.buf) == Status::kOk);
+      CHECK(toHex(out.contents()) == toHex(packet(reply)));
+    }
+    for (auto [request, reply] : {std::pair{"svc_ipv4_tcp_syn", "tcp_rst_for_syn"},
+                                  {"svc_ipv4_tcp_ack", "tcp_rst_for_ack"},
+                                  {"svc_ipv6_tcp_syn", "tcp6_rst_for_syn"}}) {
+      INFO(request);
+      const auto in = packet(request);
+      Buffer out;
+      REQUIRE(buildTcpReset(in, parseOk(in), kGwMac, out.buf) == Status::kOk);
+      CHECK(toHex(out.contents()) == toHex(packet(reply)));
+    }
+    // A reset is never answered, nor an ICMP error.
+    const auto rst = packet("tcp_rst_for_syn");
+    Buffer out;
+    CHECK(buildTcpReset(rst, parseOk(rst), kGwMac, out.buf) == Status::kUnsupported);
+    const auto unreachable = packet("icmp_port_unreachable");
+    CHECK(buildIcmpPortUnreachable(unreachable, parseOk(unreachable), kGwMac, out.buf) == Status::kUnsupported);
+  }
   SECTION("ICMPv6 packet too big, quoting up to 1280 bytes") {
     const auto in = packet("big_ipv6_udp");
     Buffer out;

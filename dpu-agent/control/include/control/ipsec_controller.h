@@ -113,6 +113,8 @@ class ClusterTee : public ClusterListener {
   void networkPolicyDeleted(const std::string& ns, const std::string& name) override {
     first_.networkPolicyDeleted(ns, name);
   }
+  void namespaceUpserted(const NamespaceInfo& ns) override { first_.namespaceUpserted(ns); }
+  void namespaceDeleted(const std::string& name) override { first_.namespaceDeleted(name); }
   void synced() override;
 
  private:

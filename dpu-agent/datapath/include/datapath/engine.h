@@ -37,6 +37,7 @@
 
 #include "common/net_address.h"
 #include "common/result.h"
+#include "conntrack/conntrack.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 struct rte_mbuf;
@@ -114,6 +115,14 @@ struct EngineConfig {
   uint32_t host_mac_ageing_ms = 300000;
   uint32_t max_neighbours = 1024;
   uint32_t neighbour_stale_ms = 60000;
+  // Connection tracking for services and NAT (dpu-agent/conntrack): at most
+  // this many connections, preallocated (Table::bytesPerEntry each); when
+  // full, a new connection through a service is dropped (ConntrackFull) and
+  // none is evicted for it.
+  uint32_t conntrack_entries = 262144;
+  conntrack::Timeouts conntrack_timeouts;
+  // Clients remembered for session affinity (services with ClientIP affinity).
+  uint32_t affinity_entries = 65536;
 };
 
 // The most packets the lcore loop takes from one receive queue per poll

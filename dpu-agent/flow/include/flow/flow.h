@@ -49,13 +49,15 @@ enum class ActionType : uint8_t {
   kGeneveDecap,   // strip outer Ethernet/IP/UDP/Geneve (decap_bytes); always first
   kGeneveEncap,   // prepend encap_header (outer Ethernet/IP/UDP/Geneve + options, lengths and
                   // checksums filled per packet); vni/ports keys are inside the header bytes
-  kSetIpv4Src,    // NAT hooks (the services issue fills them): ipv4
+  kSetIpv4Src,    // NAT: ipv4
   kSetIpv4Dst,
-  kSetL4Src,      // l4_port
+  kSetL4Src,      // l4_port (ICMP echo: the identifier)
   kSetL4Dst,
   kEspEncrypt,    // IPsec hooks (the IPsec issue): sa_index
   kEspDecrypt,
   kDrop,          // drop_reason: an overlay::Status or datapath reason code, counted
+  kSetIpv6Src,    // NAT: ipv6
+  kSetIpv6Dst,
 };
 
 struct FlowAction {
@@ -63,6 +65,7 @@ struct FlowAction {
   uint16_t port = 0;
   Mac mac{};
   uint32_t ipv4 = 0;                    // network order
+  std::array<uint8_t, 16> ipv6{};
   uint16_t l4_port = 0;                 // host order
   uint32_t sa_index = 0;
   uint16_t drop_reason = 0;

@@ -18,12 +18,13 @@
 // representor, MAC, addresses (and, for MANAGEMENT, the one management slot);
 // a local subnet its prefix and (datapath key, family); a remote node its
 // tunnel IP and its subnets' prefixes; an inbound IPsec SA its (peer tunnel
-// IP, SPI), an outbound one its remote node's one outbound slot. Objects are
-// taken in this order and each is granted its claims only if none is held
-// already:
+// IP, SPI), an outbound one its remote node's one outbound slot; a service
+// each (address, protocol, port) it serves on (cluster and external IPs) and
+// each (protocol, node port). Objects are taken in this order and each is
+// granted its claims only if none is held already:
 //   1. local subnets, then ports, then remote nodes (a remote node overlapping
 //      our own subnet is the one refused), then IPsec SAs (an SA of a remote
-//      node not in force is refused);
+//      node not in force is refused), then services;
 //   2. within a kind: objects in force before with unchanged content, then
 //      objects in force before whose content changed, then new objects;
 //   3. within each of those, by name (CIDR for subnets).
@@ -116,6 +117,47 @@ struct ModelIpsecSa {
   std::string content;
 };
 
+// A service endpoint for one service port (dpv1::ServiceBackend).
+struct ModelBackend {
+  IpAddress ip;
+  uint16_t port = 0;
+  bool local = false;
+  bool ready = false;
+  bool serving = false;
+  bool terminating = false;
+  auto operator<=>(const ModelBackend&) const = default;
+};
+
+struct ModelServicePort {
+  std::string name;
+  uint8_t protocol = 0;  // IANA: 6 TCP, 17 UDP, 132 SCTP
+  uint16_t port = 0;
+  uint16_t node_port = 0;  // 0: none
+  std::vector<ModelBackend> backends;  // sorted by (ip, port): every DPU builds the same Maglev table
+};
+
+struct ModelService {
+  std::string name;
+  std::vector<IpAddress> cluster_ips;   // at most one per family
+  std::vector<IpAddress> external_ips;  // external and load-balancer IPs
+  std::vector<ModelServicePort> ports;
+  bool internal_local = false;
+  bool external_local = false;
+  uint32_t affinity_timeout_s = 0;
+  std::string content;
+};
+
+// Sessions a client's affinity lasts at most (Kubernetes caps
+// sessionAffinityConfig.clientIP.timeoutSeconds at one day).
+inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
+
+// The service's own fields (a refusal names the field): what claims cannot
+// decide. Shared with the agent, which refuses early what would be refused here.
+Result<ModelService> parseService(const dpv1::Service& s);
+
+// "protocol 6" as "TCP", for messages.
+std::string protocolName(uint8_t protocol);
+
 // The model in force: only objects that passed.
 struct Model {
   bool programmed = false;
@@ -129,6 +171,9 @@ struct Model {
   std::vector<ModelPort> ports;            // by name
   std::vector<ModelRemoteNode> remote_nodes;  // by name
   std::vector<ModelIpsecSa> ipsec_sas;        // by name
+  std::vector<ModelService> services;         // by name
+  std::vector<IpPrefix> cluster_cidrs;        // node settings: the pods' addresses
+  std::vector<IpPrefix> service_cidrs;        // node settings: where cluster IPs come from
   std::string node_content;  // serialized NodeSettings and the local subnets in force
   // North–south (NodeSettings.node_ips, node_gateways): the node's addresses
   // on the host PF with their prefix, and the node network's gateways.

@@ -1,0 +1,433 @@
+// The connection table (conntrack.h): entries preallocated, an index of two
+// chained nodes per entry (one per direction's tuple) in striped buckets.
+#include "conntrack/conntrack.h"
+
+#include <arpa/inet.h>
+
+#include <bit>
+#include <cstring>
+#include <mutex>
+
+namespace dpu::conntrack {
+namespace {
+
+constexpr uint32_t kStripes = 256;
+
+// A test-and-set lock for the short critical sections here (a few hundred
+// instructions at most, never across a call out).
+class SpinLock {
+ public:
+  void lock() {
+    while (flag_.test_and_set(std::memory_order_acquire)) {
+      while (flag_.test(std::memory_order_relaxed)) relax();
+    }
+  }
+  void unlock() { flag_.clear(std::memory_order_release); }
+
+ private:
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+uint32_t node(uint32_t id, Dir dir) { return ((id << 1) | static_cast<uint32_t>(dir)) + 1; }
+uint32_t nodeId(uint32_t n) { return (n - 1) >> 1; }
+Dir nodeDir(uint32_t n) { return static_cast<Dir>((n - 1) & 1); }
+
+constexpr uint8_t kUsed = 1, kLoose = 2;
+
+}  // namespace
+
+struct Table::Stripe {
+  mutable SpinLock lock;
+  char pad[64 - sizeof(SpinLock)];
+};
+
+// One connection, 128 bytes. The tuples do not change while the entry is
+// linked (its generation changes when it is reused); the rest is guarded by
+// `lock`, taken after the stripe's.
+struct Table::Slot {
+  Tuple original;
+  Tuple reply;
+  State state;
+  uint8_t nat;
+  uint8_t flags;
+  SpinLock lock;
+  uint32_t gen;
+  uint32_t service;
+  uint32_t backend;
+  uint32_t created_s;
+  uint32_t next[2];
+  uint64_t last_ms;
+  uint64_t user[2];
+};
+
+Tuple Tuple::reversed() const {
+  Tuple r = *this;
+  std::swap(r.src, r.dst);
+  std::swap(r.src_port, r.dst_port);
+  return r;
+}
+
+std::string Tuple::str() const {
+  char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+  const int af = family == 4 ? AF_INET : AF_INET6;
+  inet_ntop(af, src.data(), a, sizeof a);
+  inet_ntop(af, dst.data(), b, sizeof b);
+  auto host = [&](const char* ip, uint16_t port) {
+    return family == 4 ? std::string(ip) + ":" + std::to_string(port)
+                       : "[" + std::string(ip) + "]:" + std::to_string(port);
+  };
+  return host(a, src_port) + " -> " + host(b, dst_port);
+}
+
+const char* stateName(State s) {
+  switch (s) {
+    case State::kNew: return "new";
+    case State::kReplied: return "replied";
+    case State::kSynSent: return "syn-sent";
+    case State::kSynReceived: return "syn-received";
+    case State::kEstablished: return "established";
+    case State::kFinWait: return "fin-wait";
+    case State::kCloseWait: return "close-wait";
+    case State::kTimeWait: return "time-wait";
+    case State::kClose: return "close";
+  }
+  return "?";
+}
+
+uint32_t Timeouts::forState(State s, uint8_t protocol) const {
+  switch (s) {
+    case State::kNew: return protocol == kProtoIcmp || protocol == kProtoIcmp6 ? icmp : udp_new;
+    case State::kReplied: return protocol == kProtoIcmp || protocol == kProtoIcmp6 ? icmp : udp_replied;
+    case State::kSynSent: return tcp_syn_sent;
+    case State::kSynReceived: return tcp_syn_received;
+    case State::kEstablished: return tcp_established;
+    case State::kFinWait: return tcp_fin_wait;
+    case State::kCloseWait: return tcp_close_wait;
+    case State::kTimeWait: return tcp_time_wait;
+    case State::kClose: return tcp_close;
+  }
+  return tcp_close;
+}
+
+std::optional<State> Table::initialState(uint8_t protocol, uint8_t tcp_flags, bool& loose) {
+  loose = false;
+  if (protocol != kProtoTcp) return State::kNew;
+  if (tcp_flags & kTcpRst) return std::nullopt;
+  if ((tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn) return State::kSynSent;
+  if (tcp_flags & kTcpSyn) return std::nullopt;  // a SYN+ACK opens nothing: we saw the server side first
+  loose = true;
+  return (tcp_flags & kTcpFin) ? State::kFinWait : State::kEstablished;
+}
+
+State Table::next(State s, uint8_t protocol, Dir dir, uint8_t f) {
+  if (protocol != kProtoTcp) return dir == Dir::kReply || s == State::kReplied ? State::kReplied : State::kNew;
+  const bool orig = dir == Dir::kOriginal;
+  if (f & kTcpRst) return State::kClose;
+  // A new SYN from the client on a connection that is over starts it again.
+  if (orig && (f & (kTcpSyn | kTcpAck)) == kTcpSyn && (s == State::kTimeWait || s == State::kClose)) {
+    return State::kSynSent;
+  }
+  if (s == State::kSynSent && !orig && (f & kTcpSyn) && (f & kTcpAck)) s = State::kSynReceived;
+  else if (s == State::kSynReceived && orig && (f & kTcpAck) && !(f & kTcpSyn)) s = State::kEstablished;
+  if (f & kTcpFin) {
+    switch (s) {
+      case State::kSynSent:
+      case State::kSynReceived:
+      case State::kEstablished: return orig ? State::kFinWait : State::kCloseWait;
+      case State::kFinWait: return orig ? State::kFinWait : State::kTimeWait;
+      case State::kCloseWait: return orig ? State::kTimeWait : State::kCloseWait;
+      default: return s;
+    }
+  }
+  return s;
+}
+
+Table::Table(uint32_t capacity, Timeouts timeouts) : capacity_(capacity), timeouts_(timeouts) {
+  static_assert(sizeof(Slot) == 128, "a connection is two cache lines");
+  // Two index nodes per entry: about one bucket per node.
+  const uint32_t buckets = std::bit_ceil(std::max<uint32_t>(2 * capacity, 64));
+  bucket_mask_ = buckets - 1;
+  slots_ = std::make_unique<Slot[]>(capacity);
+  buckets_ = std::make_unique<uint32_t[]>(buckets);
+  stripes_ = std::make_unique<Stripe[]>(kStripes);
+  free_.reserve(capacity);
+  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+  for (uint32_t i = 0; i < capacity; ++i) {
+    Slot& s = slots_[i];
+    s.flags = 0;
+    s.gen = 0;
+  }
+}
+
+Table::~Table() = default;
+
+size_t Table::bytesPerEntry() { return sizeof(Slot) + 2 * sizeof(uint32_t) + sizeof(uint32_t); }
+
+uint32_t Table::bucketOf(const Tuple& t) const {
+  uint64_t a, b, c, d;
+  std::memcpy(&a, t.src.data(), 8);
+  std::memcpy(&b, t.src.data() + 8, 8);
+  std::memcpy(&c, t.dst.data(), 8);
+  std::memcpy(&d, t.dst.data() + 8, 8);
+  const uint64_t ports = uint64_t{t.src_port} << 32 | uint64_t{t.dst_port} << 16 | t.protocol;
+  return static_cast<uint32_t>(mix(a ^ mix(b ^ mix(c ^ mix(d ^ ports))))) & bucket_mask_;
+}
+
+Table::Stripe& Table::stripeOf(uint32_t bucket) const { return stripes_[bucket & (kStripes - 1)]; }
+
+uint32_t Table::findLocked(const Tuple& t, uint32_t bucket, Dir& dir) const {
+  for (uint32_t n = buckets_[bucket]; n != 0;) {
+    const uint32_t id = nodeId(n);
+    const Dir d = nodeDir(n);
+    const Slot& s = slots_[id];
+    if ((d == Dir::kOriginal ? s.original : s.reply) == t) {
+      dir = d;
+      return id + 1;
+    }
+    n = s.next[static_cast<int>(d)];
+  }
+  return 0;
+}
+
+void Table::link(uint32_t id, Dir dir, uint32_t bucket) {
+  slots_[id].next[static_cast<int>(dir)] = buckets_[bucket];
+  buckets_[bucket] = node(id, dir);
+}
+
+void Table::unlink(uint32_t id, Dir dir, uint32_t bucket) {
+  const uint32_t target = node(id, dir);
+  uint32_t* p = &buckets_[bucket];
+  while (*p != 0 && *p != target) p = &slots_[nodeId(*p)].next[static_cast<int>(nodeDir(*p))];
+  if (*p == target) *p = slots_[id].next[static_cast<int>(dir)];
+}
+
+void Table::copyOut(const Slot& s, Entry& out) const {
+  out.original = s.original;
+  out.reply = s.reply;
+  out.state = s.state;
+  out.nat = s.nat;
+  out.loose = (s.flags & kLoose) != 0;
+  out.service = s.service;
+  out.backend = s.backend;
+  out.created_ms = uint64_t{s.created_s} * 1000;
+  out.last_ms = s.last_ms;
+  out.user[0] = s.user[0];
+  out.user[1] = s.user[1];
+}
+
+std::optional<Hit> Table::find(const Tuple& t, Entry* out) const {
+  const uint32_t b = bucketOf(t);
+  std::lock_guard guard(stripeOf(b).lock);
+  Dir dir;
+  const uint32_t found = findLocked(t, b, dir);
+  if (found == 0) return std::nullopt;
+  Slot& s = slots_[found - 1];
+  if (out != nullptr) {
+    std::lock_guard entry(s.lock);
+    copyOut(s, *out);
+  }
+  return Hit{found - 1, s.gen, dir};
+}
+
+std::optional<Hit> Table::track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out) {
+  const uint32_t b = bucketOf(t);
+  std::lock_guard guard(stripeOf(b).lock);
+  Dir dir;
+  const uint32_t found = findLocked(t, b, dir);
+  if (found == 0) return std::nullopt;
+  Slot& s = slots_[found - 1];
+  std::lock_guard entry(s.lock);
+  s.state = next(s.state, s.original.protocol, dir, tcp_flags);
+  s.last_ms = now_ms;
+  if (out != nullptr) copyOut(s, *out);
+  return Hit{found - 1, s.gen, dir};
+}
+
+Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat, State initial, uint64_t now_ms,
+                          uint32_t service, uint32_t backend, bool loose) {
+  const uint32_t bo = bucketOf(original), br = bucketOf(reply);
+  Stripe* first = &stripeOf(bo);
+  Stripe* second = &stripeOf(br);
+  if (second < first) std::swap(first, second);
+  std::lock_guard g1(first->lock);
+  std::unique_lock<SpinLock> g2;
+  if (second != first) g2 = std::unique_lock<SpinLock>(second->lock);
+  Dir dir;
+  if (findLocked(original, bo, dir) != 0 || findLocked(reply, br, dir) != 0) {
+    return Error{"connection " + original.str() + " (reply " + reply.str() + ") is tracked already",
+                 ErrorCode::kConflict};
+  }
+  uint32_t id;
+  {
+    while (free_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    if (free_.empty()) {
+      free_lock_.clear(std::memory_order_release);
+      refused_full_.fetch_add(1, std::memory_order_relaxed);
+      return Error{"the connection table is full (" + std::to_string(capacity_) +
+                       " entries): raise conntrack.max_entries",
+                   ErrorCode::kExhausted};
+    }
+    id = free_.back();
+    free_.pop_back();
+    free_lock_.clear(std::memory_order_release);
+  }
+  Slot& s = slots_[id];
+  {
+    std::lock_guard entry(s.lock);
+    s.original = original;
+    s.reply = reply;
+    s.state = initial;
+    s.nat = nat;
+    s.flags = kUsed | (loose ? kLoose : 0);
+    ++s.gen;
+    s.service = service;
+    s.backend = backend;
+    s.created_s = static_cast<uint32_t>(now_ms / 1000);
+    s.last_ms = now_ms;
+    s.user[0] = s.user[1] = 0;
+  }
+  link(id, Dir::kOriginal, bo);
+  link(id, Dir::kReply, br);
+  size_.fetch_add(1, std::memory_order_relaxed);
+  inserted_.fetch_add(1, std::memory_order_relaxed);
+  return Hit{id, s.gen, Dir::kOriginal};
+}
+
+bool Table::get(const Hit& h, Entry& out) const {
+  if (h.id >= capacity_) return false;
+  const Slot& s = slots_[h.id];
+  std::lock_guard entry(const_cast<SpinLock&>(s.lock));
+  if (!(s.flags & kUsed) || s.gen != h.gen) return false;
+  copyOut(s, out);
+  return true;
+}
+
+void Table::setUser(const Hit& h, Dir dir, uint64_t value) {
+  if (h.id >= capacity_) return;
+  Slot& s = slots_[h.id];
+  std::lock_guard entry(s.lock);
+  if ((s.flags & kUsed) && s.gen == h.gen) s.user[static_cast<int>(dir)] = value;
+}
+
+bool Table::removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_since) {
+  Slot& s = slots_[id];
+  Tuple original, reply;
+  {
+    std::lock_guard entry(s.lock);
+    if (!(s.flags & kUsed) || s.gen != gen) return false;
+    original = s.original;
+    reply = s.reply;
+  }
+  const uint32_t bo = bucketOf(original), br = bucketOf(reply);
+  Stripe* first = &stripeOf(bo);
+  Stripe* second = &stripeOf(br);
+  if (second < first) std::swap(first, second);
+  std::lock_guard g1(first->lock);
+  std::unique_lock<SpinLock> g2;
+  if (second != first) g2 = std::unique_lock<SpinLock>(second->lock);
+  {
+    std::lock_guard entry(s.lock);
+    // Reused meanwhile, or (expiry) used again since it was judged idle.
+    if (!(s.flags & kUsed) || s.gen != gen || (expiry && s.last_ms != idle_since)) return false;
+    s.flags = 0;
+  }
+  unlink(id, Dir::kOriginal, bo);
+  unlink(id, Dir::kReply, br);
+  while (free_lock_.test_and_set(std::memory_order_acquire)) {
+  }
+  free_.push_back(id);  // reserved for every entry: never allocates
+  free_lock_.clear(std::memory_order_release);
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  (expiry ? expired_ : removed_).fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Table::remove(const Hit& h) { return h.id < capacity_ && removeEntry(h.id, h.gen, false, 0); }
+
+size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
+  size_t n = 0;
+  Entry e;
+  for (uint32_t id = 0; id < capacity_; ++id) {
+    uint32_t gen;
+    {
+      Slot& s = slots_[id];
+      std::lock_guard entry(s.lock);
+      if (!(s.flags & kUsed)) continue;
+      copyOut(s, e);
+      gen = s.gen;
+    }
+    if (pred(e) && removeEntry(id, gen, false, 0)) ++n;
+  }
+  return n;
+}
+
+size_t Table::expire(uint64_t now_ms, uint32_t scan, const std::function<uint64_t(const Entry&)>& last_use) {
+  size_t n = 0;
+  Entry e;
+  uint32_t cursor = cursor_.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < scan && capacity_ > 0; ++i) {
+    const uint32_t id = cursor;
+    cursor = cursor + 1 == capacity_ ? 0 : cursor + 1;
+    uint32_t gen;
+    {
+      Slot& s = slots_[id];
+      std::lock_guard entry(s.lock);
+      if (!(s.flags & kUsed)) continue;
+      copyOut(s, e);
+      gen = s.gen;
+    }
+    uint64_t used = e.last_ms;
+    if (last_use) used = std::max(used, last_use(e));
+    if (now_ms > used + timeouts_.forState(e.state, e.original.protocol) && removeEntry(id, gen, true, e.last_ms)) {
+      ++n;
+    }
+  }
+  cursor_.store(cursor, std::memory_order_relaxed);
+  return n;
+}
+
+void Table::forEach(const std::function<void(uint32_t id, const Entry&)>& fn) const {
+  Entry e;
+  for (uint32_t id = 0; id < capacity_; ++id) {
+    {
+      const Slot& s = slots_[id];
+      std::lock_guard entry(const_cast<SpinLock&>(s.lock));
+      if (!(s.flags & kUsed)) continue;
+      copyOut(s, e);
+    }
+    fn(id, e);
+  }
+}
+
+std::array<uint64_t, kStateCount> Table::countByState() const {
+  std::array<uint64_t, kStateCount> out{};
+  forEach([&out](uint32_t, const Entry& e) { ++out[static_cast<size_t>(e.state)]; });
+  return out;
+}
+
+Stats Table::stats() const {
+  Stats s;
+  s.inserted = inserted_.load(std::memory_order_relaxed);
+  s.refused_full = refused_full_.load(std::memory_order_relaxed);
+  s.expired = expired_.load(std::memory_order_relaxed);
+  s.removed = removed_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace dpu::conntrack

@@ -1,0 +1,242 @@
+// The slow path's load balancer and connection tracking (ARCHITECTURE.md
+// "Services"): after port security, before routing.
+//
+// A packet of a connection conntrack knows is translated as its entry says,
+// in whichever direction it travels; a new connection to a service address
+// is balanced to a backend (client-IP affinity, then Maglev over the
+// 5-tuple, so every DPU picks the same backend and a restarted dataplane
+// picks it again for a mid-stream packet), tracked, and translated. The
+// translation then becomes part of the one flow the slow path installs
+// (the Nat action), so an established connection costs no conntrack lookup
+// on the hit path; its TCP SYN, FIN and RST come back here (punt).
+//
+// The reply of a connection is translated back on the DPU that translated it
+// (the client's): a local backend's reply arrives on its port, a remote one's
+// through the tunnel. No state crosses DPUs.
+//
+// kube-proxy's behaviour, kept: a service without a usable endpoint refuses
+// (TCP reset, ICMP port unreachable); a port the service lacks on one of its
+// addresses is refused the same way; an address of the service CIDRs that no
+// service has is dropped; a pod reaching itself through its service is
+// masqueraded to the hairpin address so its reply comes back here.
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "engine_impl.h"
+#include "lb/maglev.h"
+#include "overlay/bytes.h"
+#include "overlay/headers.h"
+#include "overlay/replies.h"
+#include "worker_actions.h"
+
+namespace dpu::datapath {
+namespace {
+
+Decision dropNow(DropReason reason) { return {Decision::kDrop, reason}; }
+Decision cacheDrop(FlowRecord& f, DropReason reason) {
+  f.ops = op::kDrop;
+  f.drop_reason = static_cast<uint8_t>(reason);
+  return {Decision::kFlow, reason};
+}
+
+bool balanced(uint8_t proto) {
+  return proto == overlay::ipproto::kTcp || proto == overlay::ipproto::kUdp || proto == overlay::ipproto::kSctp;
+}
+
+uint64_t frontendHash(const SnapFrontend& f) {
+  uint64_t a, b;
+  std::memcpy(&a, f.ip.data(), 8);
+  std::memcpy(&b, f.ip.data() + 8, 8);
+  return (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full) ^ (uint64_t{f.port} << 8 | f.protocol);
+}
+
+// The translation a tracked connection's packet gets in direction `dir`.
+void planFromEntry(const conntrack::Entry& e, conntrack::Dir dir, NatPlan& plan) {
+  plan.active = true;
+  plan.v6 = e.original.family == 6;
+  plan.once = e.state == conntrack::State::kSynSent || e.state == conntrack::State::kSynReceived;
+  if (dir == conntrack::Dir::kOriginal) {
+    // Client → service: to the backend, from the client (or its masquerade).
+    plan.src = e.reply.dst;
+    plan.sport = e.reply.dst_port;
+    plan.dst = e.reply.src;
+    plan.dport = e.reply.src_port;
+  } else {
+    // Backend → client: from the service, to the client.
+    plan.src = e.original.dst;
+    plan.sport = e.original.dst_port;
+    plan.dst = e.original.src;
+    plan.dport = e.original.src_port;
+  }
+}
+
+}  // namespace
+
+Decision EngineImpl::reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  rte_mbuf* m = pc.mbuf;
+  rte_mbuf* r = rte_pktmbuf_alloc(m->pool);
+  if (r == nullptr) return dropNow(DropReason::kServiceRejectFailed);
+  const std::span<const uint8_t> in(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
+  const overlay::Status st = pc.parsed.l4 == overlay::L4Type::kTcp
+                                 ? overlay::buildTcpReset(in, pc.parsed, snap.router_mac, out)
+                                 : overlay::buildIcmpPortUnreachable(in, pc.parsed, snap.router_mac, out);
+  if (st != overlay::Status::kOk) {
+    rte_pktmbuf_free(r);
+    return dropNow(DropReason::kServiceRejectFailed);
+  }
+  r->data_off = static_cast<uint16_t>(out.headroom());
+  r->data_len = static_cast<uint16_t>(out.size());
+  r->pkt_len = out.size();
+  bump(w.counters.events[static_cast<size_t>(Event::kServiceRejected)]);
+  enqueueTx(w, pc.rx_port, r);
+  return {Decision::kReplied, DropReason::kOk};
+}
+
+std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc,
+                                                 bool balance, FlowRecord& f, NatPlan& plan) {
+  w.ct_hit_valid = false;
+  const overlay::FlowKey& k = pc.key;
+  const overlay::ParsedPacket& pk = pc.parsed;
+  const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
+  const uint8_t* dst = k.l3_dst.data();
+  const uint8_t proto = k.ip_proto;
+  if (pk.l4 == overlay::L4Type::kIcmp || pk.l4 == overlay::L4Type::kIcmpv6) {
+    if (auto d = icmpErrorStage(w, snap, pc, plan)) return d;
+  }
+
+  // A connection conntrack knows, in either direction.
+  const conntrack::Tuple t = connectionTuple(k, v6);
+  const uint8_t flags = tcpFlagsOf(pc);
+  conntrack::Entry e;
+  if (pk.fragment != overlay::Fragment::kLater) {
+    const conntrack::State before_state = [&] {
+      conntrack::Entry peek;
+      return conntrack_->find(t, &peek) ? peek.state : conntrack::State::kNew;
+    }();
+    if (auto hit = conntrack_->track(t, flags, w.now_ms, &e)) {
+      const bool reopened = hit->dir == conntrack::Dir::kOriginal && proto == overlay::ipproto::kTcp &&
+                            (flags & (conntrack::kTcpSyn | conntrack::kTcpAck)) == conntrack::kTcpSyn &&
+                            (before_state == conntrack::State::kTimeWait || before_state == conntrack::State::kClose);
+      if (!reopened) {
+        planFromEntry(e, hit->dir, plan);
+        // The flow depends on the service that balanced it: a change of its
+        // backends revalidates the flow against this entry (or its flush).
+        const SnapFrontend* fe = snap.frontend(e.original.dst.data(), v6, e.original.dst_port, proto);
+        plan.dep = fe != nullptr ? fe->dep : kDepServices;
+        w.ct_hit = *hit;
+        w.ct_hit_valid = true;
+        return std::nullopt;
+      }
+      // The same 5-tuple opens a new connection: balanced anew below.
+      (void)conntrack_->remove(*hit);
+      bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
+    }
+  }
+  if (!balance) return std::nullopt;
+
+  // A new connection: is it for a service?
+  const SnapFrontend* fe = balanced(proto) ? snap.frontend(dst, v6, k.l4_dst, proto) : nullptr;
+  if (fe == nullptr) {
+    if (!snap.isServiceIp(dst, v6)) {
+      if (!snap.inServiceCidr(dst, v6)) return std::nullopt;  // not a service: routed as sent
+      f.dep_out = kDepServices;
+      return cacheDrop(f, DropReason::kServiceIpUnknown);
+    }
+    if (!balanced(proto)) {
+      f.dep_out = kDepServices;
+      return cacheDrop(f, DropReason::kServiceProtocol);
+    }
+    // A port the service does not have: refused, as kube-proxy does.
+    completeParse(pc);
+    return reject(w, snap, pc);
+  }
+  if (pk.fragment != overlay::Fragment::kNone) return dropNow(DropReason::kServiceFragment);
+  bool loose = false;
+  const auto initial = conntrack::Table::initialState(proto, flags, loose);
+  if (!initial) return dropNow(DropReason::kServiceNotAConnection);
+
+  // The backend: the client's affinity while it lasts, else Maglev over the 5-tuple.
+  const SnapBackendSet& set = *fe->backends;
+  const std::vector<SnapBackend>& candidates = fe->local_only ? set.local : set.usable;
+  const lb::MaglevTable& table = fe->local_only ? set.local_table : set.table;
+  if (candidates.empty()) {
+    // kube-proxy drops what a Local policy cannot serve here while other
+    // nodes could, and refuses a service that has no endpoint at all.
+    if (fe->local_only && !set.usable.empty()) return dropNow(DropReason::kServiceNoLocalEndpoint);
+    return reject(w, snap, pc);
+  }
+  const SnapBackend* backend = nullptr;
+  const uint64_t fkey = frontendHash(*fe);
+  if (fe->affinity_ms != 0) {
+    conntrack::Affinity::Target sticky;
+    if (affinity_->find(fkey, t.src, w.now_ms, fe->affinity_ms, sticky)) {
+      for (const auto& b : candidates) {
+        if (b.ip == sticky.ip && b.port == sticky.port) backend = &b;
+      }
+      if (backend != nullptr) bump(w.counters.events[static_cast<size_t>(Event::kServiceAffinity)]);
+    }
+  }
+  if (backend == nullptr) {
+    const size_t len = v6 ? 16 : 4;
+    const uint16_t i = table.lookup(lb::tupleHash(t.src.data(), t.dst.data(), len, t.src_port, t.dst_port, proto));
+    backend = &candidates[i < candidates.size() ? i : 0];
+  }
+  if (fe->affinity_ms != 0) affinity_->record(fkey, t.src, {backend->ip, backend->port}, w.now_ms);
+  if (proto == overlay::ipproto::kSctp && backend->port != fe->port) {
+    return dropNow(DropReason::kServiceSctpPortChange);
+  }
+
+  // The connection: replies come from the backend to the client, or, when a
+  // pod reaches itself, to the hairpin address (masqueraded).
+  conntrack::Tuple reply;
+  reply.family = t.family;
+  reply.protocol = proto;
+  reply.src = backend->ip;
+  reply.src_port = backend->port;
+  reply.dst = t.src;
+  reply.dst_port = t.src_port;
+  uint8_t nat = conntrack::kNatDst;
+  if (std::memcmp(backend->ip.data(), t.src.data(), v6 ? 16 : 4) == 0) {
+    reply.dst = v6 ? kHairpinV6 : kHairpinV4;
+    nat |= conntrack::kNatSrc;
+    bump(w.counters.events[static_cast<size_t>(Event::kServiceHairpin)]);
+  }
+  auto hit = conntrack_->insert(t, reply, nat, *initial, w.now_ms, 0, 0, loose);
+  if (!hit) {
+    return dropNow(hit.code() == ErrorCode::kExhausted ? DropReason::kConntrackFull : DropReason::kConntrackConflict);
+  }
+  bump(w.counters.events[static_cast<size_t>(Event::kConntrackNew)]);
+  if (loose) bump(w.counters.events[static_cast<size_t>(Event::kConntrackLoose)]);
+  w.ct_hit = *hit;
+  w.ct_hit_valid = true;
+  conntrack::Entry made;
+  made.original = t;
+  made.reply = reply;
+  made.state = *initial;
+  planFromEntry(made, conntrack::Dir::kOriginal, plan);
+  plan.dep = fe->dep;
+  return std::nullopt;
+}
+
+void EngineImpl::addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord& f, Decision& d) const {
+  if (plan.once) d.kind = Decision::kOnce;
+  f.ops |= op::kNat;
+  f.dep_nat = plan.dep;
+  f.nat = makeNatRewrite(pc.key, plan.v6, pc.key.ip_proto, plan.src.data(), plan.dst.data(), plan.sport, plan.dport);
+}
+
+void EngineImpl::noteConnectionFlow(WorkerContext& w, const PacketContext&, uint32_t index) {
+  if (!w.ct_hit_valid) return;
+  // Where the flow is, so expiry reads its last hit: worker, slot and flow
+  // id (the slot may hold another flow by then).
+  const uint64_t where = uint64_t{w.index_} << 58 | uint64_t{index} << 32 | w.table.extra(index).flow_id;
+  conntrack_->setUser(w.ct_hit, w.ct_hit.dir, where);
+}
+
+std::optional<Decision> EngineImpl::icmpErrorStage(WorkerContext&, const Snapshot&, PacketContext&, NatPlan&) {
+  return std::nullopt;
+}
+
+}  // namespace dpu::datapath

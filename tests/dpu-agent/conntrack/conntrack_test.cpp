@@ -1,0 +1,229 @@
+// The connection table (dpu-agent/conntrack): its TCP/UDP state machine
+// against a reference model written from the transitions as a table, the
+// two-tuple index, the bound, expiry against the caller's last use, and
+// concurrent use from several threads.
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "conntrack/conntrack.h"
+
+using namespace dpu::conntrack;
+
+namespace {
+
+Tuple v4(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto = kProtoTcp) {
+  Tuple t;
+  t.family = 4;
+  t.protocol = proto;
+  for (int i = 0; i < 4; ++i) {
+    t.src[i] = static_cast<uint8_t>(src >> (24 - 8 * i));
+    t.dst[i] = static_cast<uint8_t>(dst >> (24 - 8 * i));
+  }
+  t.src_port = sport;
+  t.dst_port = dport;
+  return t;
+}
+
+constexpr uint32_t kClient = 0x0af40105, kVip = 0x0a60000a, kBackend = 0x0af40207;
+
+// The reference: the TCP transitions as a table of (state, direction, packet
+// kind) written from the specification in conntrack.h, checked independently
+// of the implementation's code.
+enum Kind { kSyn, kSynAck, kAck, kFin, kRst, kData };
+uint8_t flagsOf(Kind k) {
+  switch (k) {
+    case kSyn: return kTcpSyn;
+    case kSynAck: return kTcpSyn | kTcpAck;
+    case kAck: return kTcpAck;
+    case kFin: return kTcpFin | kTcpAck;
+    case kRst: return kTcpRst;
+    case kData: return kTcpAck;
+  }
+  return 0;
+}
+State reference(State s, Dir d, Kind k) {
+  using S = State;
+  const bool o = d == Dir::kOriginal;
+  static const std::map<std::tuple<S, bool, Kind>, S> table = {
+      // SYN handshake
+      {{S::kSynSent, false, kSynAck}, S::kSynReceived},
+      {{S::kSynReceived, true, kAck}, S::kEstablished},
+      {{S::kSynReceived, true, kData}, S::kEstablished},
+      // closing
+      {{S::kSynSent, true, kFin}, S::kFinWait},      {{S::kSynSent, false, kFin}, S::kCloseWait},
+      {{S::kSynReceived, false, kFin}, S::kCloseWait},
+      {{S::kEstablished, true, kFin}, S::kFinWait},  {{S::kEstablished, false, kFin}, S::kCloseWait},
+      {{S::kFinWait, false, kFin}, S::kTimeWait},    {{S::kCloseWait, true, kFin}, S::kTimeWait},
+      // a new SYN on a connection that is over
+      {{S::kTimeWait, true, kSyn}, S::kSynSent},      {{S::kClose, true, kSyn}, S::kSynSent},
+  };
+  if (k == kRst) return S::kClose;
+  // A FIN carries an ACK: from syn-received the client's FIN+ACK completes the
+  // handshake and closes its side at once.
+  if (s == S::kSynReceived && o && k == kFin) return S::kFinWait;
+  auto it = table.find({s, o, k});
+  return it == table.end() ? s : it->second;
+}
+
+}  // namespace
+
+TEST_CASE("conntrack: TCP states follow the reference model for random packet sequences", "[conntrack]") {
+  std::mt19937 rng(42);
+  for (int run = 0; run < 2000; ++run) {
+    State s = State::kSynSent, r = State::kSynSent;
+    for (int step = 0; step < 12; ++step) {
+      const Dir d = rng() % 2 ? Dir::kOriginal : Dir::kReply;
+      const Kind k = static_cast<Kind>(rng() % 6);
+      s = Table::next(s, kProtoTcp, d, flagsOf(k));
+      r = reference(r, d, k);
+      INFO("run " << run << " step " << step << " dir " << int(d) << " kind " << int(k));
+      REQUIRE(stateName(s) == std::string(stateName(r)));
+    }
+  }
+}
+
+TEST_CASE("conntrack: the first packet decides whether and how a connection opens", "[conntrack]") {
+  bool loose = false;
+  CHECK(Table::initialState(kProtoTcp, kTcpSyn, loose) == State::kSynSent);
+  CHECK_FALSE(loose);
+  CHECK(Table::initialState(kProtoTcp, kTcpAck, loose) == State::kEstablished);
+  CHECK(loose);
+  CHECK_FALSE(Table::initialState(kProtoTcp, kTcpRst, loose).has_value());
+  CHECK_FALSE(Table::initialState(kProtoTcp, kTcpSyn | kTcpAck, loose).has_value());
+  CHECK(Table::initialState(kProtoUdp, 0, loose) == State::kNew);
+  CHECK(Table::next(State::kNew, kProtoUdp, Dir::kOriginal, 0) == State::kNew);
+  CHECK(Table::next(State::kNew, kProtoUdp, Dir::kReply, 0) == State::kReplied);
+  CHECK(Table::next(State::kReplied, kProtoUdp, Dir::kOriginal, 0) == State::kReplied);
+}
+
+TEST_CASE("conntrack: a connection is found by either direction, with its NAT", "[conntrack]") {
+  Table t(16);
+  const Tuple orig = v4(kClient, 40000, kVip, 80);
+  const Tuple reply = v4(kBackend, 8080, kClient, 40000);  // DNAT: the backend answers
+  auto h = t.insert(orig, reply, kNatDst, State::kSynSent, 1000, 7, 3);
+  REQUIRE(h.ok());
+  CHECK(t.size() == 1);
+  Entry e;
+  auto f = t.find(orig, &e);
+  REQUIRE(f);
+  CHECK(f->dir == Dir::kOriginal);
+  CHECK(e.reply == reply);
+  CHECK(e.nat == kNatDst);
+  CHECK(e.service == 7);
+  CHECK(e.backend == 3);
+  auto g = t.track(reply, kTcpSyn | kTcpAck, 1500, &e);
+  REQUIRE(g);
+  CHECK(g->dir == Dir::kReply);
+  CHECK(e.state == State::kSynReceived);
+  CHECK(e.last_ms == 1500);
+  // The untranslated reverse of the original is not the reply.
+  CHECK_FALSE(t.find(orig.reversed()));
+  // Either tuple taken: refused.
+  auto again = t.insert(orig, v4(kBackend, 9090, kClient, 40000), 0, State::kSynSent, 1600);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.code() == dpu::ErrorCode::kConflict);
+  CHECK(t.remove(*h));
+  CHECK_FALSE(t.remove(*h));
+  CHECK_FALSE(t.find(orig));
+  CHECK_FALSE(t.find(reply));
+  CHECK(t.size() == 0);
+}
+
+TEST_CASE("conntrack: a full table refuses new connections and evicts none", "[conntrack]") {
+  Table t(100);
+  std::vector<Hit> hits;
+  for (uint16_t i = 0; i < 100; ++i) {
+    auto h = t.insert(v4(kClient, 1000 + i, kVip, 80), v4(kBackend, 8080, kClient, 1000 + i), kNatDst,
+                      State::kEstablished, 0);
+    REQUIRE(h.ok());
+    hits.push_back(*h);
+  }
+  auto full = t.insert(v4(kClient, 999, kVip, 80), v4(kBackend, 8080, kClient, 999), kNatDst, State::kSynSent, 0);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.code() == dpu::ErrorCode::kExhausted);
+  CHECK_THAT(full.error(), Catch::Contains("conntrack.max_entries"));
+  CHECK(t.stats().refused_full == 1);
+  for (uint16_t i = 0; i < 100; ++i) CHECK(t.find(v4(kClient, 1000 + i, kVip, 80)));
+  // A freed entry is reused; the old Hit no longer names anything.
+  REQUIRE(t.remove(hits[5]));
+  auto reused = t.insert(v4(kClient, 999, kVip, 80), v4(kBackend, 8080, kClient, 999), 0, State::kSynSent, 0);
+  REQUIRE(reused.ok());
+  CHECK(reused->id == hits[5].id);
+  Entry e;
+  CHECK_FALSE(t.get(hits[5], e));
+  CHECK(t.get(*reused, e));
+}
+
+TEST_CASE("conntrack: entries expire by their state's timeout after the last use anyone saw", "[conntrack]") {
+  Timeouts to;
+  to.udp_new = 1000;
+  to.udp_replied = 5000;
+  to.tcp_established = 60000;
+  Table t(8, to);
+  auto udp = t.insert(v4(kClient, 5000, kVip, 53, kProtoUdp), v4(kBackend, 53, kClient, 5000, kProtoUdp), kNatDst,
+                      State::kNew, 0);
+  auto tcp = t.insert(v4(kClient, 6000, kVip, 80), v4(kBackend, 80, kClient, 6000), kNatDst, State::kEstablished, 0);
+  REQUIRE(udp.ok());
+  REQUIRE(tcp.ok());
+  CHECK(t.expire(900, 8) == 0);
+  CHECK(t.expire(1001, 8) == 1);  // the unanswered UDP
+  CHECK_FALSE(t.find(v4(kClient, 5000, kVip, 53, kProtoUdp)));
+  // The caller knows of a later use (a cached flow's hit): it keeps the entry.
+  auto last_use = [](const Entry&) { return uint64_t{100000}; };
+  CHECK(t.expire(70000, 8, last_use) == 0);
+  CHECK(t.expire(160001, 8, last_use) == 1);
+  CHECK(t.size() == 0);
+  CHECK(t.stats().expired == 2);
+}
+
+TEST_CASE("conntrack: removeIf flushes what the caller selects (a backend gone)", "[conntrack]") {
+  Table t(64);
+  for (uint16_t i = 0; i < 20; ++i) {
+    REQUIRE(t.insert(v4(kClient, 7000 + i, kVip, 53, kProtoUdp), v4(kBackend + i % 2, 53, kClient, 7000 + i, kProtoUdp),
+                     kNatDst, State::kReplied, 0, 1, i % 2)
+                .ok());
+  }
+  CHECK(t.removeIf([](const Entry& e) { return e.backend == 1; }) == 10);
+  CHECK(t.size() == 10);
+  auto counts = t.countByState();
+  CHECK(counts[static_cast<size_t>(State::kReplied)] == 10);
+}
+
+TEST_CASE("conntrack: threads inserting, tracking and removing keep the index consistent", "[conntrack]") {
+  Table t(4096);
+  constexpr int kThreads = 4, kPerThread = 5000;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&t, th] {
+      std::mt19937 rng(th);
+      std::vector<Hit> mine;
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint16_t port = static_cast<uint16_t>(th * 10000 + i % 1000);
+        const Tuple o = v4(kClient + th, port, kVip, 80);
+        if (auto h = t.find(o)) {
+          (void)t.track(o, kTcpAck, i, nullptr);
+          if (rng() % 3 == 0) (void)t.remove(*h);
+        } else if (auto n = t.insert(o, v4(kBackend, 80, kClient + th, port), kNatDst, State::kSynSent, i); n.ok()) {
+          mine.push_back(*n);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  size_t listed = 0;
+  std::set<std::pair<uint32_t, uint16_t>> seen;
+  t.forEach([&](uint32_t, const Entry& e) {
+    ++listed;
+    uint32_t src = 0;
+    for (int i = 0; i < 4; ++i) src = src << 8 | e.original.src[i];
+    CHECK(seen.insert({src, e.original.src_port}).second);
+    CHECK(t.find(e.original));
+    CHECK(t.find(e.reply));
+  });
+  CHECK(listed == t.size());
+}

@@ -1,0 +1,373 @@
+// Component tests of the Engine's load balancer and connection tracking
+// (services.cpp): cluster IPs balanced to local and remote backends and their
+// replies translated back, byte for byte against packets built independently;
+// the refusals; hairpin; the TCP lifecycle through conntrack; loose pickup;
+// the UDP flush after a backend leaves; client-IP affinity; the bound of the
+// table and expiry.
+#include "engine_fixture.h"
+#include "overlay/replies.h"
+
+using namespace engine_test;
+
+namespace {
+
+constexpr const char* kVip = "10.96.0.10";
+constexpr const char* kRemoteVip = "10.96.0.20";
+
+dataplane::v1::Service* addService(dataplane::v1::LogicalModel& m, const std::string& name, const char* vip,
+                                   uint32_t port, dataplane::v1::L4Protocol protocol = dataplane::v1::TCP) {
+  auto* s = m.add_services();
+  s->set_name(name);
+  s->add_cluster_ips(vip);
+  auto* p = s->add_ports();
+  p->set_protocol(protocol);
+  p->set_port(port);
+  return s;
+}
+
+void addBackend(dataplane::v1::Service* s, const char* ip, uint32_t port, bool local, bool ready = true) {
+  auto* b = s->mutable_ports(0)->add_backends();
+  b->set_ip(ip);
+  b->set_port(port);
+  b->set_local(local);
+  b->set_ready(ready);
+  b->set_serving(ready);
+}
+
+dataplane::v1::LogicalModel serviceModel() {
+  auto m = baseModel();
+  m.mutable_node()->add_service_cidrs("10.96.0.0/16");
+  addBackend(addService(m, "default/web", kVip, 80), "10.244.1.6", 8080, true);
+  addBackend(addService(m, "default/remote", kRemoteVip, 80, dataplane::v1::UDP), "10.244.2.7", 8081, false);
+  addBackend(addService(m, "default/web-udp", kVip, 80, dataplane::v1::UDP), "10.244.1.6", 8080, true);
+  addService(m, "default/empty", "10.96.0.30", 80);
+  return m;
+}
+
+Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
+           uint16_t dport, uint8_t flags, uint8_t ttl = 64, size_t payload = 10) {
+  return PacketBuilder()
+      .ethernet(dst_mac, src_mac)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = flags & 0x10 ? 2000u : 0u, .flags = flags})
+      .payload(Bytes(payload, 0x42))
+      .build();
+}
+
+Bytes udp4p(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
+            uint16_t dport, uint8_t ttl = 64) {
+  return PacketBuilder()
+      .ethernet(dst_mac, src_mac)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .udp(sport, dport)
+      .payload(Bytes(12, 0x24))
+      .build();
+}
+
+constexpr uint8_t kSyn = 0x02, kAck = 0x10, kFin = 0x01, kRst = 0x04, kSynAck = 0x12, kPsh = 0x08;
+
+struct Conn {
+  std::string state;
+  std::string original;
+  std::string reply;
+  std::string nat;
+};
+std::vector<Conn> connections(Engine& e) {
+  dataplane::v1::OperatorRequest req;
+  req.mutable_conntrack();
+  const auto r = e.operate(req);
+  std::vector<Conn> out;
+  for (const auto& c : r.conntrack()) out.push_back({c.state(), c.original(), c.reply(), c.nat()});
+  return out;
+}
+
+void programServices(Fixture& f) {
+  const auto r = fullSync(*f.engine, serviceModel(), 1);
+  INFO(r.message());
+  REQUIRE(r.status() == dataplane::v1::OK);
+  REQUIRE(r.problems_size() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("services: a cluster IP goes to its local backend and the reply comes back from the service",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  // The handshake, packet by packet, each checked against one built by hand.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kSyn));
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(dpu::test::toHex(at_b[0]) ==
+        dpu::test::toHex(tcp4(kMacB, kRouterMac, "10.244.1.5", 40000, "10.244.1.6", 8080, kSyn, 63)));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kSynAck));
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  CHECK(dpu::test::toHex(at_a[0]) == dpu::test::toHex(tcp4(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 40000, kSynAck, 63)));
+  auto conns = connections(*f.engine);
+  REQUIRE(conns.size() == 1);
+  CHECK(conns[0].state == "syn-received");
+  CHECK(conns[0].original == "10.244.1.5:40000 -> 10.96.0.10:80");
+  CHECK(conns[0].reply == "10.244.1.6:8080 -> 10.244.1.5:40000");
+  CHECK(conns[0].nat == "dnat");
+  // The handshake is not cached; the established connection is, one flow each way.
+  CHECK(f.stat("FlowInstalled") == 0);
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kAck));
+  CHECK(connections(*f.engine)[0].state == "established");
+  for (int i = 0; i < 3; ++i) {
+    f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kAck | kPsh));
+    f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck));
+  }
+  at_b = Fixture::drain(kRepB);
+  at_a = Fixture::drain(kRepA);
+  REQUIRE(at_b.size() == 4);
+  REQUIRE(at_a.size() == 3);
+  CHECK(dpu::test::toHex(at_b.back()) ==
+        dpu::test::toHex(tcp4(kMacB, kRouterMac, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck | kPsh, 63)));
+  CHECK(dpu::test::toHex(at_a.back()) == dpu::test::toHex(tcp4(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 40000, kAck, 63)));
+  CHECK(f.stat("FlowInstalled") == 2);
+  CHECK(f.stat("FlowHit") >= 4);
+  CHECK(f.stat("ConntrackNew") == 1);
+  // dump-flows shows the translation.
+  bool saw_nat = false;
+  for (const auto& fl : f.flows()) saw_nat = saw_nat || fl.actions().find("set_nw_dst:10.244.1.6") != std::string::npos;
+  CHECK(saw_nat);
+  // FIN from each side through conntrack (punted), then the connection is in time-wait.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kFin | kAck));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kFin | kAck));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("ConntrackPunt") == 2);
+  CHECK(connections(*f.engine)[0].state == "time-wait");
+}
+
+TEST_CASE("services: a remote backend is reached through the tunnel and its reply translated on our DPU",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  const Bytes udp = udp4p(kRouterMac, kMacA, "10.244.1.5", 5000, kRemoteVip, 80);
+  f.inject(kRepA, udp);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const Bytes inner = udp4p(kRouterMac, kRouterMac, "10.244.1.5", 5000, "10.244.2.7", 8081, 63);
+  // The remote node published no port key for the backend: the router's egress key.
+  const Bytes expected = geneve(inner, kUplinkMac, kNextHopMac, "192.168.100.1", "192.168.100.2", 20, 1, 0x8000,
+                                innerHash(udp, env().port[kRepA]));
+  CHECK(dpu::test::toHex(out[0]) == dpu::test::toHex(expected));
+  // The backend's reply, decapsulated and translated back to the service address.
+  f.inject(kUplink, fromRemote(udp4p(kRouterMac, kRemotePodMac, "10.244.2.7", 8081, "10.244.1.5", 5000, 63), 10, 9, 1));
+  auto back = Fixture::drain(kRepA);
+  REQUIRE(back.size() == 1);
+  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5000, 63)));
+  const auto conns = connections(*f.engine);
+  REQUIRE(conns.size() == 1);
+  CHECK(conns[0].state == "replied");
+}
+
+TEST_CASE("services: every DPU picks the same backend for a connection (Maglev)", "[engine][services]") {
+  auto model = serviceModel();
+  auto* svc = model.mutable_services(2);  // default/web-udp
+  svc->mutable_ports(0)->clear_backends();
+  for (const char* ip : {"10.244.1.6", "10.244.2.7", "10.244.2.8", "10.244.2.9"}) {
+    addBackend(svc, ip, 8080, std::string(ip) == "10.244.1.6");
+  }
+  auto choices = [&](bool reverse_order) {
+    auto m = model;
+    if (reverse_order) {
+      auto* p = m.mutable_services(2)->mutable_ports(0);
+      std::reverse(p->mutable_backends()->begin(), p->mutable_backends()->end());
+    }
+    Fixture f(EngineConfig{}, false);
+    REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+    std::map<uint16_t, std::string> chosen;
+
+    for (uint16_t sport = 1000; sport < 1200; ++sport) {
+      f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+      for (const auto& p : Fixture::drain(kRepB)) {
+        (void)p;
+        chosen[sport] = "10.244.1.6";
+      }
+      for (const auto& p : Fixture::drain(kUplink)) {
+        overlay::ParsedPacket pk;
+        const Bytes in(p.begin() + 58, p.end());
+        REQUIRE(overlay::parsePacket(in, pk) == overlay::Status::kOk);
+        chosen[sport] = IpAddress::v4(overlay::ipv4::dst(in.data() + 14)).str();
+      }
+    }
+    return chosen;
+  };
+  const auto a = choices(false), b = choices(true);
+  REQUIRE(a.size() == 200);
+  CHECK(a == b);
+  std::map<std::string, int> spread;
+  for (const auto& [port, ip] : a) ++spread[ip];
+  CHECK(spread.size() == 4);
+  for (const auto& [ip, n] : spread) {
+    INFO(ip << " " << n);
+    CHECK(n > 20);
+  }
+}
+
+TEST_CASE("services: refused as kube-proxy refuses: no endpoints, an unknown port, an unknown address",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  const Bytes syn = tcp4(kRouterMac, kMacA, "10.244.1.5", 40001, "10.96.0.30", 80, kSyn, 64, 0);
+  f.inject(kRepA, syn);
+  auto rst = Fixture::drain(kRepA);
+  REQUIRE(rst.size() == 1);
+  overlay::ParsedPacket pk;
+  REQUIRE(overlay::parsePacket(syn, pk) == overlay::Status::kOk);
+  std::array<uint8_t, 512> buf{};
+  overlay::PacketBuffer expected(buf.data(), buf.size(), 128, 0);
+  REQUIRE(overlay::buildTcpReset(syn, pk, kRouterMac, expected) == overlay::Status::kOk);
+  CHECK(dpu::test::toHex(rst[0]) == dpu::test::toHex(expected.data(), expected.size()));
+  // UDP: ICMP port unreachable from the service.
+  const Bytes udp = udp4p(kRouterMac, kMacA, "10.244.1.5", 5353, "10.96.0.30", 80);
+  f.inject(kRepA, udp);
+  auto icmp = Fixture::drain(kRepA);
+  REQUIRE(icmp.size() == 1);
+  REQUIRE(overlay::parsePacket(icmp[0], pk) == overlay::Status::kOk);
+  CHECK(pk.l4 == overlay::L4Type::kIcmp);
+  CHECK(IpAddress::v4(overlay::ipv4::src(icmp[0].data() + 14)).str() == "10.96.0.30");
+  CHECK(icmp[0][pk.l4_offset] == 3);
+  CHECK(icmp[0][pk.l4_offset + 1] == 3);
+  // A port the service lacks, on its address: refused the same way.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40002, kVip, 443, kSyn, 64, 0));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("ServiceRejected") == 3);
+  // An address of the service CIDRs that no service has: dropped.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40003, "10.96.9.9", 80, kSyn));
+  CHECK(f.stat("ServiceIpUnknown") == 1);
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(connections(*f.engine).empty());
+}
+
+TEST_CASE("services: a pod reaching itself through its service is masqueraded and gets its reply",
+          "[engine][services]") {
+  auto m = serviceModel();
+  m.mutable_services(2)->mutable_ports(0)->mutable_backends(0)->set_ip("10.244.1.5");  // pod A is the backend
+  Fixture f(EngineConfig{}, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 6000, kVip, 80));
+  auto in = Fixture::drain(kRepA);
+  REQUIRE(in.size() == 1);
+  CHECK(dpu::test::toHex(in[0]) ==
+        dpu::test::toHex(udp4p(kMacA, kRouterMac, "169.254.169.5", 6000, "10.244.1.5", 8080, 63)));
+  // The pod answers the hairpin address; it sees the reply from the service.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 8080, "169.254.169.5", 6000));
+  auto back = Fixture::drain(kRepA);
+  REQUIRE(back.size() == 1);
+  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 6000, 63)));
+  CHECK(f.stat("ServiceHairpin") == 1);
+  CHECK(connections(*f.engine)[0].nat == "dnat+snat");
+}
+
+TEST_CASE("services: a mid-stream packet is picked up loose, as after a dataplane restart", "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 41000, kVip, 80, kAck | kPsh));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("ConntrackLoose") == 1);
+  const auto conns = connections(*f.engine);
+  REQUIRE(conns.size() == 1);
+  CHECK(conns[0].state == "established");
+  // A lone RST opens nothing.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 41001, kVip, 80, kRst));
+  CHECK(f.stat("ServiceNotAConnection") == 1);
+  // A reset of a tracked connection closes it and removes its flows.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 41000, kVip, 80, kRst | kAck));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(connections(*f.engine)[0].state == "close");
+  CHECK(f.stat("ConntrackClosed") == 1);
+}
+
+TEST_CASE("services: a UDP client whose backend leaves reaches another one at once", "[engine][services]") {
+  auto m = serviceModel();
+  auto* svc = m.mutable_services(2);
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.2.7", 53, false);
+  Fixture f(EngineConfig{}, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  const Bytes query = udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80);
+  f.inject(kRepA, {query, query});
+  CHECK(Fixture::drain(kUplink).size() == 2);
+  // The backend moves to pod B (this node): the old connection is flushed,
+  // the same client port reaches the new backend.
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.1.6", 53, true);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
+  CHECK(f.stat("ConntrackFlushed") == 1);
+  f.inject(kRepA, query);
+  CHECK(Fixture::drain(kUplink).empty());
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", 7000, "10.244.1.6", 53, 63)));
+}
+
+TEST_CASE("services: client-IP affinity keeps a client on one backend until it lapses", "[engine][services]") {
+  auto m = serviceModel();
+  auto* svc = m.mutable_services(2);
+  svc->mutable_ports(0)->clear_backends();
+  for (const char* ip : {"10.244.2.7", "10.244.2.8", "10.244.2.9"}) addBackend(svc, ip, 8080, false);
+  svc->set_affinity_timeout_s(10);
+  Fixture f(EngineConfig{}, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  auto backendOf = [](const Bytes& p) {
+    const Bytes in(p.begin() + 58, p.end());
+    return IpAddress::v4(overlay::ipv4::dst(in.data() + 14)).str();
+  };
+  std::set<std::string> seen;
+  for (uint16_t sport = 2000; sport < 2015; ++sport) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+    for (const auto& p : Fixture::drain(kUplink)) seen.insert(backendOf(p));
+    g_clock += 100;
+  }
+  CHECK(seen.size() == 1);
+  CHECK(f.stat("ServiceAffinity") == 14);
+  // Past the timeout without a new connection, connections spread again.
+  g_clock += 11'000;
+  seen.clear();
+  for (uint16_t sport = 3000; sport < 3060; ++sport) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+    for (const auto& p : Fixture::drain(kUplink)) seen.insert(backendOf(p));
+    g_clock += 11'000;
+  }
+  CHECK(seen.size() == 3);
+}
+
+TEST_CASE("services: a full connection table refuses new connections and keeps the old ones", "[engine][services]") {
+  EngineConfig c;
+  c.conntrack_entries = 2;
+  Fixture f(c, false);
+  programServices(f);
+  for (uint16_t sport : {100, 101, 102}) f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+  CHECK(Fixture::drain(kRepB).size() == 2);
+  CHECK(f.stat("ConntrackFull") == 1);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 100, kVip, 80));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+}
+
+TEST_CASE("services: an idle connection expires after its state's timeout, counting its flow's hits",
+          "[engine][services]") {
+  EngineConfig c;
+  c.conntrack_timeouts.udp_new = 2000;
+  c.conntrack_timeouts.udp_replied = 5000;
+  c.flow_idle_timeout_ms = 60'000;
+  Fixture f(c, false);
+  programServices(f);
+  const Bytes q = udp4p(kRouterMac, kMacA, "10.244.1.5", 9000, kVip, 80);
+  f.inject(kRepA, q);
+  REQUIRE(connections(*f.engine).size() == 1);
+  // Hits of the cached flow (not seen by conntrack) keep it alive.
+  for (int i = 0; i < 5; ++i) {
+    g_clock += 1500;
+    f.inject(kRepA, q);
+    f.engine->maintain();
+  }
+  CHECK(connections(*f.engine).size() == 1);
+  g_clock += 2500;
+  for (int i = 0; i < 60; ++i) f.engine->maintain();
+  CHECK(connections(*f.engine).empty());
+  CHECK(f.stat("ConntrackExpired") == 1);
+}
