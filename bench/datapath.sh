@@ -1,34 +1,52 @@
 #!/usr/bin/env bash
-# The datapath benchmark, side by side in one run on the same input pcaps
-# (net_pcap rx_pcap=...,infinite_rx=1) and net_null output, one forwarding core each:
-#   1. dpdk-testpmd io forwarding: the I/O ceiling;
-#   2. dpu-dataplane (one worker lcore): VF→VF local, VF→Geneve encap,
-#      Geneve decap→VF; 1, 1,000 and 100,000 flows; 64 B and 1400 B;
-#   3. Open vSwitch 3.1 with DPDK (Debian's ovs-vswitchd-dpdk, run privately in
-#      its own network namespace and run directory, one PMD core) with the
-#      equivalent OpenFlow rules: dec_ttl + MAC rewrite + output; the same +
-#      Geneve tunnel push (VNI, OVN option via tun_metadata); Geneve tunnel pop;
-#   4. the slow path: every packet a new flow; flows set up per second, ours
-#      (flow cache far smaller than the 50,000 flows, so every packet misses)
-#      and OVS's (flow limit lifted, megaflows exact on the UDP ports).
-#   bash bench/datapath.sh                 # everything (about 10 minutes)
-#   DPU_BENCH_QUICK=1 bash bench/datapath.sh   # Geneve encap, 64 B, 1,000 and 100,000 flows, and the slow path
+# The datapath benchmark: three forwarders on the same input pcaps
+# (net_pcap rx_pcap=...,infinite_rx=1) and net_null output, one forwarding
+# core each (CPU 1):
+#   testpmd  dpdk-testpmd io forwarding: the I/O ceiling;
+#   ours     dpu-dataplane (one worker lcore): VF→VF local, VF→Geneve encap,
+#            Geneve decap→VF; 1, 1,000 and 100,000 flows; 64 B and 1400 B;
+#   ovs      Open vSwitch 3.1 with DPDK (Debian's ovs-vswitchd-dpdk, run
+#            privately in its own network namespace and run directory, one PMD
+#            core) with the equivalent OpenFlow rules: dec_ttl + MAC rewrite +
+#            output; the same + Geneve tunnel push (VNI, OVN option via
+#            tun_metadata); Geneve tunnel pop.
+# This machine is shared and its load moves within minutes, so the three run
+# back to back on each case, in every round (the order rotating from round to
+# round), and the ratios ours/testpmd and ours/OVS are taken within a round.
+# Each rate is packets per second that the tool's forwarding thread had its
+# core (on-CPU time from schedstat; every tool busy-polls): the time other
+# load takes from it does not count, what it does to the caches does; the
+# packets per wall-clock second and the share of the core are kept beside it.
+# The report gives per case the median of the rounds' ratios with their
+# min–max, the median Mpps of each tool, the load the rounds saw, and the
+# engine's instructions per packet on that case from callgrind
+# (bench/datapath_callgrind.sh: deterministic, once per case; 64 B cases,
+# which datapath_engine_bench has). Then the slow path: every packet a new
+# flow; flows set up per second, ours (flow cache far smaller than the 50,000
+# flows, so every packet misses) and OVS's (flow limit lifted, megaflows
+# exact on the UDP ports), back to back. Last, a verdict per target.
+#   bash bench/datapath.sh                       # every case, 3 rounds (about 30 minutes)
+#   DPU_BENCH_QUICK=1 bash bench/datapath.sh     # Geneve encap, 64 B, 1,000 and 100,000 flows, and the slow path
+#   DPU_BENCH_CASES="decap:1:64 encap:100000:64" bash bench/datapath.sh   # these cases only
 # Environment: DPU_BUILD (default build/release), DPU_BENCH_SECONDS (measurement
-# interval, default 3), DPU_BENCH_RUNS (runs per case, the report takes the
-# median; default 1), DPU_BENCH_RESULTS (keep the raw results in this file).
+# interval, default 3), DPU_BENCH_RUNS (rounds, default 3), DPU_BENCH_CALLGRIND=0
+# (skip callgrind), DPU_BENCH_RESULTS (keep the raw results in this file).
 # As root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
 build=${DPU_BUILD:-$src/build/release}
 seconds=${DPU_BENCH_SECONDS:-3}
-runs=${DPU_BENCH_RUNS:-1}
+runs=${DPU_BENCH_RUNS:-3}
 py=/usr/bin/python3
 out=$(mktemp -d /tmp/dpu-bench.XXXXXX)
 ovs_ns=dpu-bench-ovs-$$
 cleanup() {
   set +e
-  [ -n "${dp_pid:-}" ] && kill -TERM "$dp_pid" 2>/dev/null && wait "$dp_pid" 2>/dev/null
+  # The cases run in command substitutions: their forwarders' pids are in files.
+  for f in "$out"/*.pid; do
+    [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
+  done
   ovs_stop
   rm -rf "$out"
 }
@@ -42,7 +60,13 @@ dataplane=$build/dpu-agent/datapath/dpu-dataplane
 dpuctl=$build/dpu-agent/dpuctl/dpuctl
 export DPU_PROTO_PY=$out/py
 
-if [ -n "${DPU_BENCH_QUICK:-}" ]; then
+if [ -n "${DPU_BENCH_CASES:-}" ]; then
+  cases=$DPU_BENCH_CASES
+  for c in $cases; do
+    [[ $c =~ ^(local|encap|decap):[0-9]+:[0-9]+$ ]] ||
+      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap or decap)" >&2; exit 2; }
+  done
+elif [ -n "${DPU_BENCH_QUICK:-}" ]; then
   cases="encap:1000:64 encap:100000:64"
 else
   cases=""
@@ -57,19 +81,89 @@ pool_for() {  # flows → mbufs (2^n - 1): the pcap PMD preloads every packet of
   echo $n
 }
 
+# --- measuring -----------------------------------------------------------------
+# Every forwarder busy-polls its core, so the packets it forwarded per second
+# it had the core (its forwarding thread's on-CPU time, from schedstat) is
+# its rate per core whatever else this shared machine runs: the figure the
+# ratios use. Next to it, packets per wall-clock second and the share of the
+# core the thread had (on-CPU / wall), which shows how loaded the machine was.
+thread_ns() {  # pid name-regex → on-CPU ns of the process's threads so named
+  local t name ns sum=0
+  for t in /proc/"$1"/task/*; do
+    { read -r name < "$t/comm"; } 2>/dev/null || continue
+    [[ $name =~ $2 ]] || continue
+    { read -r ns _ < "$t/schedstat"; } 2>/dev/null || continue
+    sum=$((sum + ns))
+  done
+  echo "$sum"
+}
+
+# Wall time and on-CPU ns around a command (its output to `file`), each the
+# midpoint of before and after: where the command read its counter.
+sample() {  # pid name-regex file command...
+  local t0 n0 t1 n1 pid=$1 re=$2 file=$3
+  shift 3
+  t0=$EPOCHREALTIME; n0=$(thread_ns "$pid" "$re")
+  "$@" > "$file"
+  n1=$(thread_ns "$pid" "$re"); t1=$EPOCHREALTIME
+  awk -v a="$t0" -v b="$t1" -v m="$n0" -v n="$n1" 'BEGIN {printf "%.6f %.0f\n", (a + b) / 2, (m + n) / 2}'
+}
+
+rate() {  # "t0 ns0 count0" "t1 ns1 count1" → Mpps per on-CPU second, Mpps per wall second, core share
+  echo "$1 $2" | awk '{dt = $4 - $1; dn = $5 - $2; dc = $6 - $3
+    if (dt <= 0 || dn <= 0 || dc <= 0) {print "0 0 0"; exit}
+    printf "%.3f %.3f %.2f\n", dc / dn * 1e3, dc / dt / 1e6, dn / dt / 1e9}'
+}
+
+# DPDK 22.11 names its worker lcores' threads rte-worker-N (lcore-worker-N before).
+dpdk_worker='^(rte|lcore)-worker-'
+
 # --- 1. testpmd io -----------------------------------------------------------
-testpmd_case() {  # scenario flows size
-  local pcap=$out/pcap/$1-$2-$3.pcap mbufs
+testpmd_case() {  # scenario flows size → rate
+  local pcap=$out/pcap/$1-$2-$3.pcap mbufs fifo=$out/testpmd.fifo fd line port= n=0 first= last=
   mbufs=$(($(pool_for "$2") + 1))
-  timeout $((seconds + 15)) dpdk-testpmd -l 0,1 --no-huge --no-pci -m 2048 --file-prefix="dpu-bench-tp-$$" \
+  rm -f "$fifo"; mkfifo "$fifo"
+  # Line-buffered, so that each statistics block arrives when it is printed.
+  stdbuf -oL dpdk-testpmd -l 0,1 --no-huge --no-pci -m 2048 --file-prefix="dpu-bench-tp-$$" \
     --log-level='*:error' --vdev "net_pcap_in,rx_pcap=$pcap,infinite_rx=1" --vdev "net_null_out,no-rx=1" -- \
-    --total-num-mbufs="$mbufs" --forward-mode=io --auto-start --stats-period=1 --nb-cores=1 2>/dev/null |
-    awk -v s="$seconds" '/NIC statistics for port 1/ {p=1} p && /Tx-pps:/ {n++; if (n > 1 && n <= s + 1) {sum += $2; k++}; p=0}
-                         n > s + 1 {exit} END {if (k) printf "%.3f\n", sum / k / 1e6; else print "0"}' || true
+    --total-num-mbufs="$mbufs" --forward-mode=io --auto-start --stats-period=1 --nb-cores=1 > "$fifo" 2>/dev/null &
+  tp_pid=$!
+  echo "$tp_pid" > "$out/testpmd.pid"
+  exec {fd}< "$fifo"
+  # A block per second; its first is the start (forwarding has run for about a second), the last `seconds` later.
+  while IFS= read -r -t $((seconds + 60)) -u "$fd" line; do
+    case $line in
+      *"NIC statistics for port 1 "*) port=1 ;;
+      *"NIC statistics for port"*) port= ;;
+      *TX-packets:*)
+        [ "$port" = 1 ] || continue
+        port=
+        n=$((n + 1))
+        set -- $line
+        if [ $n = 1 ]; then
+          first="$EPOCHREALTIME $(thread_ns "$tp_pid" "$dpdk_worker") $2"
+        elif [ $n = $((seconds + 1)) ]; then
+          last="$EPOCHREALTIME $(thread_ns "$tp_pid" "$dpdk_worker") $2"
+          break
+        fi ;;
+    esac
+  done
+  kill -INT "$tp_pid" 2>/dev/null
+  cat <&"$fd" > /dev/null  # its closing output, so that it never writes into a closed pipe
+  exec {fd}<&-
+  wait "$tp_pid" || true
+  rm -f "$out/testpmd.pid"
+  if [ -n "$last" ]; then rate "$first" "$last"; else echo "0 0 0"; fi
 }
 
 # --- 2. dpu-dataplane --------------------------------------------------------
-ours_case() {  # scenario flows size → Mpps on the output port
+dp_counter() {  # file ports|stats name: a port's tx_packets or a counter, from dpuctl --json ports|stats
+  $py -c "import json,sys; d=json.load(open(sys.argv[1]))
+if sys.argv[2] == 'ports': print(next(int(p.get('tx_packets', 0)) for p in d['ports'] if p['name'] == sys.argv[3]))
+else: print(next((int(c['value']) for c in d['counters'] if c['name'] == sys.argv[3]), 0))" "$@"
+}
+
+ours_case() {  # scenario flows size [slow] → rate (slow: flows set up per wall second)
   local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port
   mkdir -p "$dir"
   local up="net_null_up,no-rx=1" vf1="net_null_vf1,no-rx=1" vf2="net_null_vf2,no-rx=1"
@@ -96,56 +190,96 @@ log: {level: warn}
 YAML
   "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
   dp_pid=$!
-  for _ in $(seq 200); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
+  echo "$dp_pid" > "$out/dataplane.pid"
+  for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
   $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$out/pcap/model.json" >/dev/null
-  sleep 1.5  # warm: every flow cached (or, for the slow path, steady misses)
+  local op=("$dpuctl" --socket "$dir/operator.sock" --json) a b
   if [ "${4:-}" = slow ]; then
-    local a b
-    a=$("$dpuctl" --socket "$dir/operator.sock" --json stats | $py -c "import json,sys,time; d=json.load(sys.stdin); print(time.time(), next((int(c['value']) for c in d['counters'] if c['name']=='FlowInstalled'), 0))")
+    sleep 1.5  # steady misses
+    a="$EPOCHREALTIME 0 $("${op[@]}" stats > "$dir/a.json"; dp_counter "$dir/a.json" stats FlowInstalled)"
     sleep "$seconds"
-    b=$("$dpuctl" --socket "$dir/operator.sock" --json stats | $py -c "import json,sys,time; d=json.load(sys.stdin); print(time.time(), next((int(c['value']) for c in d['counters'] if c['name']=='FlowInstalled'), 0))")
-    echo "$a $b" | awk '{printf "%.0f\n", ($4 - $2) / ($3 - $1)}'
+    b="$EPOCHREALTIME 0 $("${op[@]}" stats > "$dir/b.json"; dp_counter "$dir/b.json" stats FlowInstalled)"
+    echo "$a $b" | awk '{printf "%.0f\n", ($6 - $3) / ($4 - $1)}'
   else
-    local a b
-    a=$("$dpuctl" --socket "$dir/operator.sock" --json ports | $py -c "import json,sys,time; d=json.load(sys.stdin); print(time.time(), next(int(p.get('tx_packets', 0)) for p in d['ports'] if p['name']=='$out_port'))")
+    # Warm: every flow of the pcap cached (however slowly a loaded machine gets there), then half a second.
+    for _ in $(seq 600); do
+      "${op[@]}" stats > "$dir/a.json"
+      [ "$(dp_counter "$dir/a.json" stats FlowInstalled)" -ge "$flows" ] && break
+      sleep 0.1
+    done
+    sleep 0.5
+    a="$(sample "$dp_pid" "$dpdk_worker" "$dir/a.json" "${op[@]}" ports) $(dp_counter "$dir/a.json" ports "$out_port")"
     sleep "$seconds"
-    b=$("$dpuctl" --socket "$dir/operator.sock" --json ports | $py -c "import json,sys,time; d=json.load(sys.stdin); print(time.time(), next(int(p.get('tx_packets', 0)) for p in d['ports'] if p['name']=='$out_port'))")
-    echo "$a $b" | awk '{printf "%.3f\n", ($4 - $2) / ($3 - $1) / 1e6}'
+    b="$(sample "$dp_pid" "$dpdk_worker" "$dir/b.json" "${op[@]}" ports) $(dp_counter "$dir/b.json" ports "$out_port")"
+    rate "$a" "$b"
   fi
   "$dpuctl" --socket "$dir/operator.sock" stats --all > "$dir/stats.txt" 2>&1 || true
   awk '$1 == "flow_bytes" {print "FLOWBYTES", $2}' "$dir/stats.txt" >> "$out/flowbytes"
-  kill -TERM "$dp_pid"; wait "$dp_pid" || true; dp_pid=
+  kill -TERM "$dp_pid"; wait "$dp_pid" || true
+  rm -f "$out/dataplane.pid"
 }
 
 # --- 3. Open vSwitch with DPDK -------------------------------------------------
 source bench/ovs_dpdk.bash
 
-# One tool at a time: OVS's PMD thread spins on its core even without traffic,
-# so it runs only in its own phase.
+# --- 4. the engine's instructions per packet (callgrind) -----------------------
+engine_case_name() {  # scenario flows → the datapath_engine_bench case
+  case $1 in
+    local) echo "local VF->VF, $2 flows" ;;
+    encap) echo "Geneve encap VF->uplink, $2 flows" ;;
+    decap) echo "Geneve decap uplink->VF, $2 flows" ;;
+  esac
+}
+
 results=$out/results
 : > "$results"
-echo "== testpmd io and dpu-dataplane: $seconds s per case, one forwarding core each" >&2
+# OVS runs throughout, its PMD idle between its turns (no port to poll: it
+# sleeps; ovs_case removes its ports when it is done).
+echo "== Open vSwitch with DPDK, one PMD core" >&2
+ovs_start "$out/ovs" "$ovs_ns" > "$out/ovs-start.log" 2>&1 || { cat "$out/ovs-start.log" >&2; exit 1; }
+ovs_idle_check >&2
+tools=(testpmd ours ovs)
+echo "== $runs round(s); per case testpmd io, dpu-dataplane and OVS back to back, $seconds s each, one forwarding core each" >&2
 for run in $(seq "$runs"); do
   for c in $cases; do
     IFS=: read -r scen flows size <<< "$c"
-    echo "RESULT testpmd $scen $flows $size $(testpmd_case "$scen" "$flows" "$size")" | tee -a "$results" >&2
-    echo "RESULT ours $scen $flows $size $(ours_case "$scen" "$flows" "$size")" | tee -a "$results" >&2
+    echo "LOAD $run $scen $flows $size $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
+    for k in 0 1 2; do
+      tool=${tools[$(((k + run - 1) % 3))]}
+      case $tool in
+        testpmd) mpps=$(testpmd_case "$scen" "$flows" "$size") ;;
+        ours) mpps=$(ours_case "$scen" "$flows" "$size") ;;
+        ovs) mpps=$(ovs_case "$scen" "$out/pcap/$scen-$flows-$size.pcap" "$seconds") ;;
+      esac
+      echo "RESULT $run $tool $scen $flows $size $mpps" | tee -a "$results" >&2  # Mpps per core-second, per second, share
+    done
   done
 done
 echo "== slow path: 50,000 new flows, flow setups per second" >&2
 cp "$out/pcap/newflows.pcap" "$out/pcap/local-50000-64.pcap"
 echo "SLOWPATH ours $(ours_case local 50000 64 slow)" | tee -a "$results" >&2
-
-echo "== Open vSwitch with DPDK, one PMD core" >&2
-ovs_start "$out/ovs" "$ovs_ns" > "$out/ovs-start.log" 2>&1 || { cat "$out/ovs-start.log" >&2; exit 1; }
-for run in $(seq "$runs"); do
-  for c in $cases; do
-    IFS=: read -r scen flows size <<< "$c"
-    echo "RESULT ovs $scen $flows $size $(ovs_case "$scen" "$out/pcap/$scen-$flows-$size.pcap" "$seconds")" | tee -a "$results" >&2
-  done
-done
 echo "SLOWPATH ovs $(ovs_slowpath "$out/pcap/newflows.pcap" "$seconds")" | tee -a "$results" >&2
 ovs_stop
+echo "LOADEND $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
+
+if [ "${DPU_BENCH_CALLGRIND:-1}" != 0 ]; then
+  echo "== callgrind: the engine's instructions per packet (datapath_engine_bench, 64 B cases)" >&2
+  names=()
+  for c in $cases; do
+    IFS=: read -r scen flows size <<< "$c"
+    [ "$size" = 64 ] && names+=("$(engine_case_name "$scen" "$flows")")
+  done
+  if [ ${#names[@]} -gt 0 ]; then
+    DPU_BUILD=$build bash bench/datapath_callgrind.sh "${names[@]}" | tee "$out/callgrind" >&2
+    for c in $cases; do
+      IFS=: read -r scen flows size <<< "$c"
+      [ "$size" = 64 ] || continue
+      name=$(engine_case_name "$scen" "$flows")
+      ir=$(awk -v n="$name" 'index($0, n) == 1 {split(substr($0, length(n) + 1), f, " "); print f[1]; exit}' "$out/callgrind")
+      echo "CALLGRIND $scen $flows $size ${ir:-?}" >> "$results"
+    done
+  fi
+fi
 sort -u "$out/flowbytes" >> "$results" 2>/dev/null || true
 cp "$results" "${DPU_BENCH_RESULTS:-/dev/null}" 2>/dev/null || true
 $py bench/report_datapath.py "$results"

@@ -1,8 +1,12 @@
 # Open vSwitch 3.1 with DPDK for bench/datapath.sh: a private ovsdb-server and
 # ovs-vswitchd-dpdk (Debian's openvswitch-switch-dpdk, not the system's
 # alternative) in their own network namespace and run directory, one PMD core
-# (CPU 1), the control threads on CPU 0. Sourced; needs `py` and `out`.
-#   ovs_start DIR NETNS; ovs_case SCENARIO PCAP SECONDS; ovs_slowpath PCAP SECONDS; ovs_stop
+# (CPU 1), the control threads on CPU 0. Sourced by bench/datapath.sh; needs
+# its `py`, `out`, `sample` and `rate`.
+# A case's ports are removed when it is done: a PMD thread with no port to
+# poll sleeps, so OVS can run through the whole benchmark and leave the core
+# to the other forwarders between its turns (ovs_idle_check shows it does).
+#   ovs_start DIR NETNS; ovs_idle_check; ovs_case SCENARIO PCAP SECONDS; ovs_slowpath PCAP SECONDS; ovs_stop
 OVS_VSWITCHD_DPDK=${OVS_VSWITCHD_DPDK:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 ovs_dir=
 ovs_netns=
@@ -49,9 +53,30 @@ ovs_stop() {
   ovs_dir=
 }
 
+ovs_unplug() { ovs_vsctl --if-exists del-port in0 -- --if-exists del-port out0; }
+
+# CPU time of the PMD threads over one second, in % of a core: about 100
+# while it polls a port, about 0 without one.
+ovs_pmd_busy() {
+  local pid a b
+  pid=$(cat "$ovs_dir/vswitchd.pid")
+  ticks() { cat /proc/"$pid"/task/*/stat 2>/dev/null | awk '$2 ~ /^\(pmd/ {t += $14 + $15} END {print t + 0}'; }
+  a=$(ticks); sleep 1; b=$(ticks)
+  echo $(((b - a) * 100 / $(getconf CLK_TCK)))
+}
+
+# Fails when the PMD spins with no port: it would then take the forwarding
+# core from testpmd and dpu-dataplane during their turns.
+ovs_idle_check() {
+  local busy
+  busy=$(ovs_pmd_busy)
+  echo "OVS PMD without ports: ${busy} % of a core"
+  [ "$busy" -lt 20 ] || { echo "ovs_dpdk: the PMD spins without ports; the benchmark would be unfair" >&2; return 1; }
+}
+
 # The dpdk ports of one case: in0 reads the pcap, out0 is net_null.
 ovs_ports() {  # in_bridge out_bridge pcap
-  ovs_vsctl --if-exists del-port in0 -- --if-exists del-port out0
+  ovs_unplug
   ovs-ofctl del-flows "unix:$ovs_dir/br-int.mgmt"
   ovs-ofctl del-flows "unix:$ovs_dir/br-phy.mgmt"
   ovs_appctl dpctl/del-flows >/dev/null 2>&1 || true
@@ -65,7 +90,7 @@ ovs_tx() {  # live tx packets of out0 (dpctl/show -s reads the netdev's counters
   ovs_appctl dpctl/show -s | awk '/port [0-9]+: out0/ {p=1; next} p && /TX packets:/ {sub("packets:", "", $2); print $2; exit}'
 }
 
-ovs_case() {  # scenario pcap seconds → Mpps
+ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
   local router=0a:58:0a:f4:00:01
   case $1 in
     local)
@@ -81,11 +106,13 @@ ovs_case() {  # scenario pcap seconds → Mpps
       ovs_flows br-int "in_port=10,tun_id=1,tun_metadata0=0x70001,ip,actions=mod_dl_src:$router,mod_dl_dst:0a:58:0a:f4:01:05,output:2" ;;
   esac
   sleep 2
-  local t0 a t1 b
-  t0=$(date +%s.%N); a=$(ovs_tx)
+  local a b pid
+  pid=$(cat "$ovs_dir/vswitchd.pid")
+  a="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
   sleep "$3"
-  t1=$(date +%s.%N); b=$(ovs_tx)
-  echo "$t0 $a $t1 $b" | awk '{printf "%.3f\n", ($4 - $2) / ($3 - $1) / 1e6}'
+  b="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
+  ovs_unplug
+  rate "$a" "$b"
 }
 
 ovs_slowpath() {  # pcap seconds → datapath flows installed per second
@@ -115,5 +142,6 @@ for i in range(50000):
     best=$(echo "$prev_t $prev_c $t ${c:-0} $best" | awk '{r = ($4 - $2) / ($3 - $1); print (r > $5 ? r : $5)}')
     prev_t=$t; prev_c=${c:-0}
   done
+  ovs_unplug
   printf "%.0f\n" "$best"
 }
