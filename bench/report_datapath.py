@@ -130,7 +130,7 @@ def main():
         else:
             tp, ovs = (median_of(v) for v in table[case])
             verdict(f"Geneve encap 64 B, {flows:,} flows >= 50 % of testpmd and >= 2x OVS",
-                    tp >= 0.5 and ovs >= 2, f"{tp:.0%} of testpmd, {ovs:.2f}x OVS")
+                    tp >= 0.5 and ovs >= 2, f"{tp:.1%} of testpmd, {ovs:.2f}x OVS")
     if table:
         worst = min(table, key=lambda c: median_of(table[c][1]) if table[c][1] else -1)
         below = [c for c in table if not median_of(table[c][1]) >= 1.5]
@@ -143,7 +143,7 @@ def main():
     if not decap:
         print("  -        Geneve decap 64 B: not measured in this run")
     else:
-        figures = ", ".join(f"{c[1]:,} flows {median_of(table[c][0]):.0%}" for c in sorted(decap))
+        figures = ", ".join(f"{c[1]:,} flows {median_of(table[c][0]):.1%}" for c in sorted(decap))
         verdict("Geneve decap 64 B >= 50 % of testpmd", all(median_of(table[c][0]) >= 0.5 for c in decap), figures)
     if slow:
         o, s = slow.get("ours", 0), slow.get("ovs", 0)
