@@ -9,6 +9,12 @@
 # (which installs every flow through the slow path) cancels out.
 #   bash bench/datapath_callgrind.sh ["case substring" ...]
 #   default cases: "uplink, 1000 flows" "uplink, 100000 flows" (Geneve encap, 64 B)
+# With DPU_CALLGRIND_CACHE=1, callgrind also simulates the caches and prints
+# the data cache misses per packet, first level and last: the lines a packet's
+# loads and stores touch that the caches do not hold (callgrind ignores
+# prefetches, so this counts what the hit path waits on unless it prefetches
+# it). DPU_CALLGRIND_LL=size,ways,line sets the simulated last level (default:
+# the host's; "1048576,16,64" is one core's L2, as when other work has the L3).
 # Environment: DPU_BUILD (default build/release, must have datapath_engine_bench,
 # i.e. -DDPU_BENCH=ON). Needs valgrind.
 set -euo pipefail
@@ -24,21 +30,31 @@ command -v valgrind >/dev/null || { echo "datapath_callgrind: valgrind not insta
 out=$(mktemp -d /tmp/dpu-callgrind.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
-instructions() {  # case packets → total Ir collected
-  valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
+cache=()
+if [ "${DPU_CALLGRIND_CACHE:-0}" = 1 ]; then
+  cache=(--cache-sim=yes)
+  [ -n "${DPU_CALLGRIND_LL:-}" ] && cache+=(--LL="$DPU_CALLGRIND_LL")
+fi
+
+counts() {  # case packets → the events collected: Ir (and Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw with the caches)
+  valgrind --tool=callgrind --callgrind-out-file="$out/cg" "${cache[@]}" \
     --toggle-collect='*EngineImpl::processBurst*' --toggle-collect='*EngineImpl::flush*' \
     --toggle-collect='*EngineImpl::quiescent*' "$bench" --packets "$2" --only "$1" 2>&1 >/dev/null |
-    awk '/Collected :/ {print $4}'
+    awk '/Collected :/ {$1 = $2 = $3 = ""; print}'
 }
 
 small=64000 large=256000
 for c in "$@"; do
-  a=$(instructions "$c" $small)
-  b=$(instructions "$c" $large)
+  a=$(counts "$c" $small)
+  b=$(counts "$c" $large)
   if [ -z "$a" ] || [ -z "$b" ]; then
     echo "datapath_callgrind: no count for \"$c\" (does a case name contain it?)" >&2
     exit 1
   fi
-  awk -v c="$c" -v a="$a" -v b="$b" -v n=$((large - small)) \
-    'BEGIN {printf "%-28s %7.1f instructions per packet (engine + null PMD tx)\n", c, (b - a) / n}'
+  echo "$a $b" | awk -v c="$c" -v n=$((large - small)) '{
+    k = NF / 2
+    printf "%-28s %7.1f instructions per packet (engine + null PMD tx)", c, ($(k + 1) - $1) / n
+    if (k == 9) printf "; data cache misses per packet: %.2f first level, %.2f last level",
+                       ($(k + 5) + $(k + 6) - $5 - $6) / n, ($(k + 8) + $(k + 9) - $8 - $9) / n
+    printf "\n"}'
 done
