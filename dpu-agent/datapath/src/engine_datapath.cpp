@@ -749,7 +749,9 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   candidate.stamp = snap.stamp;
   candidate.dep_in = kDepNode;
   candidate.dep_out = kDepNode;
-  const Decision d = slowPath(w, snap, pc, candidate);
+  w.related = false;
+  Decision d = slowPath(w, snap, pc, candidate);
+  if (w.related && d.kind == Decision::kFlow) d.kind = Decision::kOnce;
   if (d.kind == Decision::kSent) return;
   if (d.kind == Decision::kReplied) {
     rte_pktmbuf_free(pc.mbuf);

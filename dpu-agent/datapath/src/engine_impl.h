@@ -229,9 +229,10 @@ class EngineImpl final : public Engine {
   // Refuses a connection to a service as kube-proxy does: TCP reset, else
   // ICMP port unreachable, from the service address.
   Decision reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
-  // An ICMP error about a translated connection: translated back, the quoted
-  // packet too, and forwarded once (uncached): nullopt when it is not one.
-  std::optional<Decision> icmpErrorStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, NatPlan& plan);
+  // An ICMP error about a translated connection, translated back in place,
+  // the quoted packet too (services.cpp); false when it is not one. The
+  // slow path forwards it once, uncached (WorkerContext::related).
+  bool translateIcmpError(WorkerContext& w, PacketContext& pc);
   bool sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu);
   // North–south (north_south.h): the host PF's frames (to the uplink) and
   // the uplink's frames that are not our tunnel traffic (to the host PF, or

@@ -103,7 +103,11 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   const uint8_t* dst = k.l3_dst.data();
   const uint8_t proto = k.ip_proto;
   if (pk.l4 == overlay::L4Type::kIcmp || pk.l4 == overlay::L4Type::kIcmpv6) {
-    if (auto d = icmpErrorStage(w, snap, pc, plan)) return d;
+    // Forwarded once, to wherever the translated error now goes.
+    if (translateIcmpError(w, pc)) {
+      w.related = true;
+      return std::nullopt;
+    }
   }
 
   // A connection conntrack knows, in either direction.
@@ -235,8 +239,126 @@ void EngineImpl::noteConnectionFlow(WorkerContext& w, const PacketContext&, uint
   conntrack_->setUser(w.ct_hit, w.ct_hit.dir, where);
 }
 
-std::optional<Decision> EngineImpl::icmpErrorStage(WorkerContext&, const Snapshot&, PacketContext&, NatPlan&) {
-  return std::nullopt;
+namespace {
+
+bool isIcmpError(uint8_t type, bool v6) {
+  return v6 ? (type >= 1 && type <= 4)  // unreachable, too big, time exceeded, parameter problem
+            : (type == 3 || type == 11 || type == 12);
+}
+
+}  // namespace
+
+// An ICMP error quotes the packet it is about: the start of a packet of a
+// translated connection, as it was after our translation. The error goes the
+// other way, so the quoted tuple reversed is the connection's tuple in the
+// error's direction. Translated as Linux translates a RELATED packet: the
+// quoted packet back to what its sender saw (addresses, ports, its IP
+// checksum and the L4 checksum where the quote holds it), the error's
+// destination to the quoted packet's sender, its source to the service
+// address when the error comes from the translated peer itself (a router on
+// the way keeps its own address), and the ICMP checksum over the message.
+bool EngineImpl::translateIcmpError(WorkerContext& w, PacketContext& pc) {
+  rte_mbuf* m = pc.mbuf;
+  uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+  const overlay::ParsedPacket& pk = pc.parsed;
+  const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
+  if (pk.fragment != overlay::Fragment::kNone) return false;
+  const uint32_t end = std::min<uint32_t>(pk.l3_end, m->data_len);
+  const uint32_t icmp = pk.l4_offset;
+  if (end < icmp + 8 || !isIcmpError(p[icmp], v6)) return false;
+
+  // The quoted packet: its IP header and at least 8 bytes of what follows.
+  uint8_t* q = p + icmp + 8;
+  const uint32_t qlen = end - (icmp + 8);
+  uint32_t qhl = 0;
+  uint8_t qproto = 0;
+  if (v6) {
+    if (qlen < 40 || (q[0] >> 4) != 6) return false;
+    qhl = 40;
+    qproto = q[6];
+  } else {
+    if (qlen < 20 || (q[0] >> 4) != 4) return false;
+    qhl = (q[0] & 0x0fu) * 4u;
+    if (qhl < 20 || (overlay::load16(q + 6) & 0x1fffu) != 0) return false;  // a later fragment quotes no ports
+    qproto = q[9];
+  }
+  if (qlen < qhl + 8) return false;
+  uint8_t* ql4 = q + qhl;
+  const size_t alen = v6 ? 16 : 4;
+  uint8_t* qaddrs = q + (v6 ? 8 : 12);  // source then destination
+  conntrack::Tuple quoted;
+  quoted.family = v6 ? 6 : 4;
+  quoted.protocol = qproto;
+  std::memcpy(quoted.src.data(), qaddrs, alen);
+  std::memcpy(quoted.dst.data(), qaddrs + alen, alen);
+  const bool echo = qproto == (v6 ? overlay::ipproto::kIcmpv6 : overlay::ipproto::kIcmp);
+  if (echo) {
+    const uint8_t t = ql4[0];
+    if (v6 ? (t != 128 && t != 129) : (t != 8 && t != 0)) return false;
+    quoted.src_port = quoted.dst_port = overlay::load16(ql4 + 4);
+  } else if (balanced(qproto)) {
+    quoted.src_port = overlay::load16(ql4);
+    quoted.dst_port = overlay::load16(ql4 + 2);
+  } else {
+    return false;
+  }
+  conntrack::Entry e;
+  const auto hit = conntrack_->find(quoted.reversed(), &e);
+  if (!hit) return false;
+  // O: the connection in the error's direction as packets arrive; N: the
+  // quoted packet's direction as its sender sent it.
+  const conntrack::Tuple& o = hit->dir == conntrack::Dir::kReply ? e.reply : e.original;
+  const conntrack::Tuple& n = hit->dir == conntrack::Dir::kReply ? e.original : e.reply;
+
+  // The quoted packet.
+  uint8_t old_addrs[32];
+  std::memcpy(old_addrs, qaddrs, 2 * alen);
+  std::memcpy(qaddrs, n.src.data(), alen);
+  std::memcpy(qaddrs + alen, n.dst.data(), alen);
+  uint8_t old_ports[4];
+  std::memcpy(old_ports, ql4, 4);
+  if (!echo) {
+    overlay::store16(ql4, n.src_port);
+    overlay::store16(ql4 + 2, n.dst_port);
+  }
+  if (!v6) {
+    overlay::store16(q + 10, 0);
+    overlay::store16(q + 10, overlay::internetChecksum({q, qhl}));
+  }
+  // Its L4 checksum, where the quote holds it (UDP's 0 means none).
+  uint32_t csum_at = 0;
+  bool pseudo = true;
+  if (qproto == overlay::ipproto::kUdp && overlay::load16(ql4 + 6) != 0) csum_at = 6;
+  if (qproto == overlay::ipproto::kTcp && qlen >= qhl + 18) csum_at = 16;
+  if (echo) {
+    csum_at = 2;
+    pseudo = v6;  // ICMPv6's checksum covers the addresses; ICMP's does not
+  }
+  if (csum_at != 0) {
+    uint16_t c = overlay::load16(ql4 + csum_at);
+    if (pseudo) c = overlay::checksumUpdateBytes(c, old_addrs, qaddrs, 2 * alen);
+    if (!echo) c = overlay::checksumUpdateBytes(c, old_ports, ql4, 4);
+    overlay::store16(ql4 + csum_at, c);
+  }
+
+  // The error itself.
+  uint8_t* l3 = p + pk.l3_offset;
+  uint8_t* src = l3 + (v6 ? 8 : 12);
+  uint8_t* dst = src + alen;
+  if (std::memcmp(src, o.src.data(), alen) == 0) std::memcpy(src, n.dst.data(), alen);
+  std::memcpy(dst, n.src.data(), alen);
+  if (!v6) {
+    const uint32_t ihl = (l3[0] & 0x0fu) * 4u;
+    overlay::store16(l3 + 10, 0);
+    overlay::store16(l3 + 10, overlay::internetChecksum({l3, ihl}));
+  }
+  const uint32_t icmp_len = end - icmp;
+  overlay::store16(p + icmp + 2, 0);
+  uint32_t sum = overlay::checksumAdd(p + icmp, icmp_len);
+  if (v6) sum += overlay::pseudoHeaderSumV6(src, dst, overlay::ipproto::kIcmpv6, icmp_len);
+  overlay::store16(p + icmp + 2, overlay::checksumFinish(sum));
+  bump(w.counters.events[static_cast<size_t>(Event::kIcmpErrorTranslated)]);
+  return true;
 }
 
 }  // namespace dpu::datapath

@@ -135,6 +135,10 @@ class alignas(64) WorkerContext {
   // The connection the last slow path tracked (services.cpp), for the flow it installs.
   conntrack::Hit ct_hit;
   bool ct_hit_valid = false;
+  // The slow path translated an ICMP error in place (services.cpp): whatever
+  // it decides is for this packet only, never cached (the flow key is the
+  // packet before translation).
+  bool related = false;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

@@ -371,3 +371,86 @@ TEST_CASE("services: an idle connection expires after its state's timeout, count
   CHECK(connections(*f.engine).empty());
   CHECK(f.stat("ConntrackExpired") == 1);
 }
+
+namespace {
+
+// An ICMP error from `from` to `to` quoting the IP datagram of `quoted` (an
+// Ethernet frame), as a host or router sends it.
+Bytes icmpError(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, const char* to, uint8_t type,
+                uint8_t code, const Bytes& quoted, uint8_t ttl = 64) {
+  return PacketBuilder()
+      .ethernet(dst_mac, src_mac)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .icmp(type, code)
+      .payload(Bytes(quoted.begin() + 14, quoted.end()))
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE("services: an ICMP error about a translated connection is translated back, the quoted packet too",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  // A's datagram to the service reaches its backend B, translated.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 5000, kVip, 80));
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  const Bytes as_b_got = udp4p(kMacB, kRouterMac, "10.244.1.5", 5000, "10.244.1.6", 8080, 63);
+  REQUIRE(dpu::test::toHex(at_b[0]) == dpu::test::toHex(as_b_got));
+
+  // B's port is closed: its port unreachable reaches A from the service
+  // address, quoting the datagram A sent (UDP checksum as A computed it).
+  f.inject(kRepB, icmpError(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 3, 3, as_b_got));
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  const Bytes as_a_sent = udp4p(kMacB, kRouterMac, "10.244.1.5", 5000, kVip, 80, 63);
+  CHECK(dpu::test::toHex(at_a[0]) ==
+        dpu::test::toHex(icmpError(kMacA, kRouterMac, kVip, "10.244.1.5", 3, 3, as_a_sent, 63)));
+  CHECK(f.stat("IcmpErrorTranslated") == 1);
+
+  // The other way: A refuses the service's reply; its error goes to B,
+  // quoting the reply as B sent it.
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 5000));
+  at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  f.inject(kRepA, icmpError(kRouterMac, kMacA, "10.244.1.5", kVip, 3, 3, at_a[0]));
+  at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  const Bytes reply_as_b_sent = udp4p(kMacA, kRouterMac, "10.244.1.6", 8080, "10.244.1.5", 5000, 63);
+  CHECK(dpu::test::toHex(at_b[0]) ==
+        dpu::test::toHex(icmpError(kMacB, kRouterMac, "10.244.1.5", "10.244.1.6", 3, 3, reply_as_b_sent, 63)));
+
+  // Errors are never cached: their key is the packet before translation.
+  const uint64_t installed = f.stat("FlowInstalled");
+  f.inject(kRepB, icmpError(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 3, 3, as_b_got));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("FlowInstalled") == installed);
+  CHECK(f.stat("IcmpErrorTranslated") == 3);
+
+  // An error about no tracked connection is routed as it is.
+  const Bytes stray = udp4p(kMacB, kRouterMac, "10.244.1.5", 5999, "10.244.1.6", 9999, 63);
+  const Bytes stray_error = icmpError(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 3, 3, stray);
+  f.inject(kRepB, stray_error);
+  at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  CHECK(dpu::test::toHex(at_a[0]) ==
+        dpu::test::toHex(icmpError(kMacA, kRouterMac, "10.244.1.6", "10.244.1.5", 3, 3, stray, 63)));
+  CHECK(f.stat("IcmpErrorTranslated") == 3);
+}
+
+TEST_CASE("services: a remote backend's ICMP error arrives through the tunnel and is translated on our DPU",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 5000, kRemoteVip, 80));
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  const Bytes as_backend_got = udp4p(kRemotePodMac, kRouterMac, "10.244.1.5", 5000, "10.244.2.7", 8081, 62);
+  f.inject(kUplink, fromRemote(icmpError(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 3, 3, as_backend_got, 63),
+                               10, 9, 1));
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  const Bytes as_a_sent = udp4p(kRemotePodMac, kRouterMac, "10.244.1.5", 5000, kRemoteVip, 80, 62);
+  CHECK(dpu::test::toHex(at_a[0]) ==
+        dpu::test::toHex(icmpError(kMacA, kRouterMac, kRemoteVip, "10.244.1.5", 3, 3, as_a_sent, 63)));
+}
