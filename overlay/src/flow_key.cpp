@@ -55,6 +55,10 @@ FlowKey extractFlowKey(std::span<const uint8_t> frame, const ParsedPacket& pkt, 
       key.l4_src = udp::srcPort(l4);
       key.l4_dst = udp::dstPort(l4);
       break;
+    case L4Type::kSctp:
+      key.l4_src = sctp::srcPort(l4);
+      key.l4_dst = sctp::dstPort(l4);
+      break;
     case L4Type::kIcmp:
       key.l4_src = static_cast<uint16_t>(icmp::type(l4) << 8 | icmp::code(l4));
       if (icmp::isEcho(icmp::type(l4))) key.l4_dst = icmp::echoId(l4);

@@ -89,6 +89,7 @@ Status setPort(std::span<uint8_t> frame, const ParsedPacket& pkt, size_t port_of
       port_offset = 4;  // RFC 4443 §4.1
       checksum = l4 + icmp6::kChecksumOffset;
       break;
+    case L4Type::kSctp:  // its CRC32c covers the ports: a rewrite would need it recomputed
     case L4Type::kNone:
       return Status::kUnsupported;
   }

@@ -14,7 +14,7 @@
 namespace dpu::overlay {
 namespace {
 
-// TCP, UDP, ICMP or ICMPv6 at out.l4_offset, bounded by out.l3_end. A first
+// TCP, UDP, SCTP, ICMP or ICMPv6 at out.l4_offset, bounded by out.l3_end. A first
 // fragment must carry the whole L4 header too (RFC 1858 §3, RFC 7112).
 Status parseL4(const uint8_t* base, ParsedPacket& out) {
   const uint8_t* h = base + out.l4_offset;
@@ -41,6 +41,13 @@ Status parseL4(const uint8_t* base, ParsedPacket& out) {
       out.payload_offset = static_cast<uint16_t>(out.l4_offset + udp::kHeaderLen);
       return Status::kOk;
     }
+    case ipproto::kSctp:
+      // A later fragment has no common header; the first must hold it whole.
+      if (out.fragment == Fragment::kLater) return Status::kOk;
+      if (avail < sctp::kHeaderLen) return Status::kBadL4Header;
+      out.l4 = L4Type::kSctp;
+      out.payload_offset = static_cast<uint16_t>(out.l4_offset + sctp::kHeaderLen);
+      return Status::kOk;
     case ipproto::kIcmp:
       if (!v4) return Status::kOk;  // ICMPv4 inside IPv6 is just an unknown protocol
       if (avail < icmp::kHeaderLen) return Status::kBadL4Header;
@@ -208,7 +215,10 @@ Status verifyIpv4Checksum(std::span<const uint8_t> frame, const ParsedPacket& pk
 }
 
 Status verifyL4Checksum(std::span<const uint8_t> frame, const ParsedPacket& pkt) {
-  if (pkt.l4 == L4Type::kNone || pkt.fragment != Fragment::kNone) return Status::kUnsupported;
+  // SCTP's is a CRC32c over the packet, not verified here.
+  if (pkt.l4 == L4Type::kNone || pkt.l4 == L4Type::kSctp || pkt.fragment != Fragment::kNone) {
+    return Status::kUnsupported;
+  }
   const uint8_t* base = frame.data();
   const uint8_t* l4 = base + pkt.l4_offset;
   uint32_t len = pkt.l4Length();

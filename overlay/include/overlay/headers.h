@@ -352,6 +352,15 @@ inline void setLength(uint8_t* h, uint16_t v) { store16(h + 4, v); }
 inline void setChecksum(uint8_t* h, uint16_t v) { store16(h + 6, v); }
 }  // namespace udp
 
+// SCTP common header (RFC 9260 §3.1): ports, verification tag, CRC32c over
+// the whole packet (no pseudo-header: an address rewrite leaves it valid, a
+// port rewrite does not).
+namespace sctp {
+inline constexpr size_t kHeaderLen = 12;
+inline uint16_t srcPort(const uint8_t* h) { return load16(h); }
+inline uint16_t dstPort(const uint8_t* h) { return load16(h + 2); }
+}  // namespace sctp
+
 // TCP (RFC 9293). Options sit between byte 20 and headerLen().
 namespace tcp {
 inline constexpr size_t kMinHeaderLen = 20;

@@ -20,7 +20,7 @@
 namespace dpu::overlay {
 
 enum class L3Type : uint8_t { kNone, kArp, kIpv4, kIpv6 };
-enum class L4Type : uint8_t { kNone, kTcp, kUdp, kIcmp, kIcmpv6 };
+enum class L4Type : uint8_t { kNone, kTcp, kUdp, kIcmp, kIcmpv6, kSctp };
 
 // IPv4 fragments (MF set or offset non-zero) and IPv6 packets with a fragment
 // header, except atomic fragments (offset 0, M clear), which RFC 8200 §4.5 and

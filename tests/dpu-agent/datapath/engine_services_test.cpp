@@ -454,3 +454,47 @@ TEST_CASE("services: a remote backend's ICMP error arrives through the tunnel an
   CHECK(dpu::test::toHex(at_a[0]) ==
         dpu::test::toHex(icmpError(kMacA, kRouterMac, kRemoteVip, "10.244.1.5", 3, 3, as_a_sent, 63)));
 }
+
+TEST_CASE("services: SCTP is balanced by its ports, its addresses translated and its CRC32c left as it is",
+          "[engine][services]") {
+  auto m = serviceModel();
+  addBackend(addService(m, "default/sctp", "10.96.0.40", 36412, dataplane::v1::SCTP), "10.244.1.6", 36412, true);
+  addBackend(addService(m, "default/sctp-moved", "10.96.0.41", 36412, dataplane::v1::SCTP), "10.244.1.6", 36413, true);
+  Fixture f(EngineConfig{}, false);
+  const auto r = fullSync(*f.engine, m, 1);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  REQUIRE(r.problems_size() == 0);
+  // The common header (ports, verification tag, a CRC32c the DPU never
+  // recomputes) and an INIT chunk's first bytes.
+  auto sctp = [](overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, const char* to,
+                 uint8_t ttl) {
+    const Bytes l4 = {0x13, 0x88, 0x8e, 0x3c,  // 5000 -> 36412
+                      0xde, 0xad, 0xbe, 0xef, 0x12, 0x34, 0x56, 0x78,
+                      0x01, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00};
+    return PacketBuilder()
+        .ethernet(dst_mac, src_mac)
+        .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl, .protocol = overlay::ipproto::kSctp})
+        .payload(l4)
+        .build();
+  };
+  f.inject(kRepA, sctp(kRouterMac, kMacA, "10.244.1.5", "10.96.0.40", 64));
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(sctp(kMacB, kRouterMac, "10.244.1.5", "10.244.1.6", 63)));
+  f.inject(kRepB, [&] {
+    Bytes reply = sctp(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5", 64);
+    std::swap(reply[34], reply[36]);  // the ports the other way
+    std::swap(reply[35], reply[37]);
+    return reply;
+  }());
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  Bytes expected = sctp(kMacA, kRouterMac, "10.96.0.40", "10.244.1.5", 63);
+  std::swap(expected[34], expected[36]);
+  std::swap(expected[35], expected[37]);
+  CHECK(dpu::test::toHex(at_a[0]) == dpu::test::toHex(expected));
+  // A target port other than the service port would need the CRC32c recomputed: refused, counted.
+  f.inject(kRepA, sctp(kRouterMac, kMacA, "10.244.1.5", "10.96.0.41", 64));
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(f.stat("ServiceSctpPortChange") == 1);
+}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "overlay/checksum.h"
+#include "overlay/flow_key.h"
 #include "overlay/packet_builder.h"
 #include "overlay/parse.h"
 #include "packet_fixtures.h"
@@ -434,4 +435,30 @@ TEST_CASE("neighbor discovery messages are validated as RFC 4861 §7.1 requires"
                           .neighborSolicit(v6("fd00::fe"), kPodMac)
                           .build();
   CHECK(parseNeighborMessage(dad_with_lla, parseOk(dad_with_lla), m) == Status::kBadL4Header);
+}
+
+TEST_CASE("SCTP: the common header is recorded and its ports are the flow's") {
+  // PacketBuilder has no SCTP header: the common header (ports 5000 -> 36412,
+  // a verification tag, a CRC32c left zero) and a chunk as the payload.
+  const std::vector<uint8_t> sctp = {0x13, 0x88, 0x8e, 0x3c, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0,
+                                     0x01, 0x00, 0x00, 0x08, 0,    0,    0,    0};
+  auto build = [](const std::vector<uint8_t>& l4) {
+    return PacketBuilder()
+        .ethernet({0x02, 0, 0, 0, 0, 1}, {0x02, 0, 0, 0, 0, 2})
+        .ipv4({.src = 0x0a000001, .dst = 0x0a000002, .protocol = ipproto::kSctp})
+        .payload(l4)
+        .build();
+  };
+  const auto frame = build(sctp);
+  const ParsedPacket p = parseOk(frame);
+  CHECK(p.l4 == L4Type::kSctp);
+  CHECK(p.l4_offset == 34);
+  CHECK(p.payload_offset == 46);
+  CHECK(verifyL4Checksum(frame, p) == Status::kUnsupported);  // a CRC32c, not the Internet checksum
+  const FlowKey k = extractFlowKey(frame, p, 1, 0);
+  CHECK(k.l4_src == 5000);
+  CHECK(k.l4_dst == 36412);
+  // Shorter than the common header: refused, as a short TCP or UDP header is.
+  ParsedPacket q;
+  CHECK(parsePacket(build(std::vector<uint8_t>(sctp.begin(), sctp.begin() + 8)), q) == Status::kBadL4Header);
 }
