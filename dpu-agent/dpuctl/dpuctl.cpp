@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!filter_given.empty() && command != "conntrack")
+  if (!filter_given.empty() && !command.empty() && command != "conntrack")
     return badArgument(filter_given + " filters dpuctl conntrack only, not \"" + command + "\"");
   v1::OperatorRequest request;
   if (command == "dump-flows") {
