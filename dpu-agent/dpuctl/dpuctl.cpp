@@ -2,12 +2,16 @@
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
 //   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup | neighbours
+//          | services | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
+#include <arpa/inet.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/ipc_proto.h"
@@ -21,6 +25,10 @@ using namespace std::chrono_literals;
 namespace v1 = dpu::dataplane::v1;
 
 constexpr const char* kDefaultSocket = "/run/dpu/dpuctl.sock";
+// `dpuctl services` counts connections per frontend over at most this many
+// entries, so the answer stays well inside one operator frame (16 MiB).
+constexpr uint32_t kServicesConntrackLimit = 50000;
+constexpr uint32_t kMaxConntrackLimit = 100000;
 
 void usage(FILE* out) {
   std::fprintf(out,
@@ -42,10 +50,43 @@ void usage(FILE* out) {
                "                 forwarding), in milliseconds from its start\n"
                "  neighbours     north-south: the host PF port, the node IPs and gateways, the host\n"
                "                 MACs learned on the host PF, the node network's neighbours (ARP)\n"
+               "  services       one row per service frontend (cluster IP, node port, external IP):\n"
+               "                 address, protocol, traffic policy, affinity, usable/total backends,\n"
+               "                 Maglev table size, connections; then each backend with its\n"
+               "                 condition and its share of the Maglev tables\n"
+               "  conntrack      tracked connections: original and reply tuples, state, NAT,\n"
+               "                 service, idle time, expiry; the table's fill and counts per state\n"
+               "    --address IP   only connections with IP in either tuple\n"
+               "    --port N       only connections with port N (1-65535) in either tuple\n"
+               "    --protocol P   only tcp, udp, sctp, icmp or icmpv6 connections\n"
+               "    --limit N      list at most N connections (1-%u, default 1000)\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
-               kDefaultSocket);
+               kMaxConntrackLimit, kDefaultSocket);
+}
+
+// A decimal in [min, max], or nullopt.
+std::optional<uint32_t> number(const std::string& text, uint32_t min, uint32_t max) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  uint32_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (v < min || v > max) return std::nullopt;
+  return v;
+}
+
+bool ipAddress(const std::string& text) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
+}
+
+int badArgument(const std::string& message) {
+  std::fprintf(stderr, "dpuctl: %s\n", message.c_str());
+  usage(stderr);
+  return 2;
 }
 
 }  // namespace
@@ -55,8 +96,46 @@ int main(int argc, char** argv) {
   bool json = false;
   bool all = false;
   std::string command;
+  v1::ConntrackRequest filter;
+  std::string filter_given;  // the first conntrack option, refused with another command
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    // The conntrack filters: "--port 80" or "--port=80".
+    std::string option, value;
+    for (const char* name : {"--address", "--port", "--protocol", "--limit"}) {
+      const std::string n = name;
+      if (arg == n) {
+        if (i + 1 >= argc) return badArgument(n + " needs a value");
+        option = n;
+        value = argv[++i];
+      } else if (arg.rfind(n + "=", 0) == 0) {
+        option = n;
+        value = arg.substr(n.size() + 1);
+      }
+    }
+    if (!option.empty()) {
+      if (filter_given.empty()) filter_given = option;
+      if (option == "--address") {
+        if (!ipAddress(value)) return badArgument("--address \"" + value + "\": not an IPv4 or IPv6 address");
+        filter.set_address(value);
+      } else if (option == "--port") {
+        auto p = number(value, 1, 65535);
+        if (!p) return badArgument("--port \"" + value + "\": not a port number from 1 to 65535");
+        filter.set_port(*p);
+      } else if (option == "--protocol") {
+        if (value != "tcp" && value != "udp" && value != "sctp" && value != "icmp" && value != "icmpv6")
+          return badArgument("--protocol \"" + value + "\": use tcp, udp, sctp, icmp or icmpv6");
+        filter.set_protocol(value);
+      } else {
+        auto n = number(value, 1, kMaxConntrackLimit);
+        if (!n) {
+          return badArgument("--limit \"" + value + "\": not a number from 1 to " +
+                             std::to_string(kMaxConntrackLimit));
+        }
+        filter.set_limit(*n);
+      }
+      continue;
+    }
     if (arg == "--socket" && i + 1 < argc) {
       socket = argv[++i];
     } else if (arg.rfind("--socket=", 0) == 0) {
@@ -79,6 +158,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!filter_given.empty() && !command.empty() && command != "conntrack")
+    return badArgument(filter_given + " filters dpuctl conntrack only, not \"" + command + "\"");
   v1::OperatorRequest request;
   if (command == "dump-flows") {
     request.mutable_dump_flows()->set_include_stats(true);
@@ -92,6 +173,10 @@ int main(int argc, char** argv) {
     request.mutable_stats();
   } else if (command == "neighbours" || command == "neighbors") {
     request.mutable_neighbours();
+  } else if (command == "services") {
+    request.mutable_services();
+  } else if (command == "conntrack") {
+    *request.mutable_conntrack() = filter;
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -111,6 +196,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dpuctl: the dataplane refused %s: %s\n", command.c_str(), reply->error().c_str());
     return 1;
   }
+  // services: the connections per frontend come from a conntrack answer.
+  v1::OperatorReply connections;
+  if (command == "services" && !json) {
+    v1::OperatorRequest ct;
+    ct.mutable_conntrack()->set_limit(kServicesConntrackLimit);
+    auto got = dpu::ipc::call<v1::OperatorReply>(socket, ct, dpu::ipc::after(5s));
+    if (!got || !got->error().empty()) {
+      std::fprintf(stderr, "dpuctl: the dataplane answered services but not conntrack: %s\n",
+                   !got ? got.error().c_str() : got->error().c_str());
+      return 1;
+    }
+    connections = std::move(*got);
+  }
   std::string out;
   if (json) {
     out = dpu::dpuctl::formatJson(*reply);
@@ -124,6 +222,10 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatStartup(*reply);
   } else if (command == "neighbours" || command == "neighbors") {
     out = dpu::dpuctl::formatNeighbours(*reply);
+  } else if (command == "services") {
+    out = dpu::dpuctl::formatServices(*reply, connections);
+  } else if (command == "conntrack") {
+    out = dpu::dpuctl::formatConntrack(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

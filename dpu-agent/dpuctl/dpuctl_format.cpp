@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <vector>
 
 namespace dpu::dpuctl {
@@ -199,6 +201,100 @@ std::string formatNeighbours(const dataplane::v1::OperatorReply& reply) {
                     std::to_string(n.requests()), n.learned_from().empty() ? "-" : n.learned_from()});
   }
   out += table(rows);
+  return out;
+}
+
+namespace {
+
+// "10.96.0.10:80", "[fd00::10]:80": as conntrack prints a tuple's ends.
+std::string hostPort(const std::string& ip, uint32_t port) {
+  return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
+std::string percent(double share) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.1f%%", share * 100.0);
+  return text;
+}
+
+}  // namespace
+
+std::string formatServices(const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack) {
+  if (services.services().empty()) {
+    return "no services: the model in force (generation " + std::to_string(services.generation()) +
+           ") balances none\n";
+  }
+  // Connections per frontend: protocol and original destination ("tcp 10.96.0.10:80").
+  std::map<std::string, uint64_t> connections;
+  for (const auto& c : conntrack.conntrack()) {
+    const size_t arrow = c.original().find(" -> ");
+    if (arrow != std::string::npos) ++connections[c.protocol() + " " + c.original().substr(arrow + 4)];
+  }
+  std::vector<std::vector<std::string>> rows{{"SERVICE", "PORT", "KIND", "ADDRESS", "PROTO", "POLICY", "AFFINITY",
+                                              "BACKENDS", "MAGLEV", "CONNECTIONS"}};
+  std::vector<std::vector<std::string>> backends{{"SERVICE", "PORT", "BACKEND", "CONDITION", "NODE", "SHARE",
+                                                  "LOCAL_SHARE"}};
+  std::set<std::string> listed;  // backends are per service port: its frontends share them
+  for (const auto& f : services.services()) {
+    unsigned usable = 0;
+    for (const auto& b : f.backends()) usable += b.condition() != "unused" && (!f.local_only() || b.local());
+    const std::string address = hostPort(f.ip(), f.port());
+    const auto it = connections.find(f.protocol() + " " + address);
+    const std::string port_name = f.port_name().empty() ? "-" : f.port_name();
+    rows.push_back({f.service(), port_name, f.kind(), address, f.protocol(), f.local_only() ? "local" : "cluster",
+                    f.affinity_timeout_s() == 0 ? "-" : formatDuration(uint64_t{f.affinity_timeout_s()} * 1000),
+                    std::to_string(usable) + "/" + std::to_string(f.backends_size()), std::to_string(f.maglev_size()),
+                    std::to_string(it == connections.end() ? 0 : it->second)});
+    for (const auto& b : f.backends()) {
+      const std::string backend = hostPort(b.ip(), b.port());
+      if (!listed.insert(f.service() + " " + port_name + " " + f.protocol() + " " + backend).second) continue;
+      backends.push_back({f.service(), port_name, backend, b.condition(), b.local() ? "local" : "remote",
+                          percent(b.share()), b.local() ? percent(b.local_share()) : "-"});
+    }
+  }
+  std::string out = table(rows);
+  if (conntrack.conntrack_entries() > static_cast<uint64_t>(conntrack.conntrack_size())) {
+    out += "connections counted over " + std::to_string(conntrack.conntrack_size()) + " of the " +
+           std::to_string(conntrack.conntrack_entries()) + " tracked (dpuctl conntrack --address IP narrows)\n";
+  }
+  out += "\n";
+  if (backends.size() == 1) {
+    out += "no backends: every service port is without endpoints (connections are refused)\n";
+  } else {
+    out += table(backends);
+  }
+  return out;
+}
+
+std::string formatConntrack(const dataplane::v1::OperatorReply& reply) {
+  std::string out;
+  if (reply.conntrack().empty()) {
+    out += "no connections match\n";
+  } else {
+    std::vector<std::vector<std::string>> rows{
+        {"PROTO", "ORIGINAL", "REPLY", "STATE", "NAT", "SERVICE", "IDLE", "EXPIRES"}};
+    for (const auto& c : reply.conntrack()) {
+      rows.push_back({c.protocol(), c.original(), c.reply(), c.state(), c.nat().empty() ? "-" : c.nat(),
+                      c.service().empty() ? "-" : c.service(), formatDuration(c.idle_ms()),
+                      formatDuration(c.expires_in_ms())});
+    }
+    out += table(rows);
+  }
+  std::string states;
+  for (const auto& s : reply.conntrack_states()) {
+    if (s.count() == 0) continue;
+    states += (states.empty() ? "" : ", ") + s.state() + " " + std::to_string(s.count());
+  }
+  char fill[32];
+  std::snprintf(fill, sizeof fill, "%.1f%%",
+                reply.conntrack_capacity() == 0
+                    ? 0.0
+                    : 100.0 * static_cast<double>(reply.conntrack_entries()) /
+                          static_cast<double>(reply.conntrack_capacity()));
+  out += "\nlisted " + std::to_string(reply.conntrack_size()) + "; tracked " +
+         std::to_string(reply.conntrack_entries()) + " of at most " + std::to_string(reply.conntrack_capacity()) +
+         " (" + fill + ", conntrack.max_entries)\n";
+  out += "by state: " + (states.empty() ? std::string("none") : states) + "\n";
   return out;
 }
 

@@ -25,6 +25,17 @@ std::string formatStartup(const dataplane::v1::OperatorReply& reply);
 // North–south: the host PF port, the node addresses, the host MACs learned
 // and the neighbours on the node network.
 std::string formatNeighbours(const dataplane::v1::OperatorReply& reply);
+// Services: one row per frontend (service, port, kind, address, protocol,
+// traffic policy, affinity, usable/total backends, Maglev table size,
+// connections), then one row per backend of each service port with its
+// condition and its share of the Maglev tables. `conntrack` is a conntrack
+// answer whose entries are counted per frontend (by their original
+// destination); when it lists fewer than it tracks, a note says the counts
+// are partial.
+std::string formatServices(const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack);
+// Connections: one row per entry (original and reply tuples, state, NAT,
+// service, idle, expiry), then the table's fill and the count per state.
+std::string formatConntrack(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

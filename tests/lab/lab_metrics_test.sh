@@ -5,9 +5,10 @@
 # the series an operator needs are there and move with the traffic — per-port
 # packets and bytes of the pod's representor and of the uplink, drops by every
 # reason dpuctl knows, flows in software (and none in hardware: offload none),
-# slow-path setups — and agree with dpuctl; every metric the shipped Grafana
-# dashboard queries exists; the dataplane's series stay up while its agent is
-# stopped, and the agent's own /metrics serves again once it is back.
+# slow-path setups, the conntrack table and the services — and agree with
+# dpuctl; every metric the shipped Grafana dashboard queries exists; the
+# dataplane's series stay up while its agent is stopped, and the agent's own
+# /metrics serves again once it is back.
 source "$(dirname "$0")/common.bash" metr
 PY=${DPU_SCAPY_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import prometheus_client' 2>/dev/null ||
@@ -74,6 +75,19 @@ need("slow-path setups %s, at least dpuctl's FlowInstalled %d read before" % (se
 sw, hw = value("dpu_dataplane_flows", where="sw"), value("dpu_dataplane_flows", where="hw")
 need("flows: %s in software, %s in hardware (offload none)" % (sw, hw), (sw or 0) >= 1 and hw == 0)
 need("flow cache lookups by result", value("dpu_dataplane_flow_cache_lookups_total", result="hit") is not None)
+# Services and conntrack: the table's size as dpuctl's stats say (the config's
+# conntrack.max_entries), every state, the services gauges, and no Conntrack*
+# or Service* event left in the generic family.
+cap = value("dpu_dataplane_conntrack_capacity")
+need("conntrack capacity %s, as dpuctl's conntrack_capacity %s" % (cap, byname.get("conntrack_capacity")),
+     cap is not None and cap == byname.get("conntrack_capacity", -1) > 0)
+states = sorted(l["state"] for l, _ in dp.get("dpu_dataplane_conntrack_connections", []))
+need("conntrack connections by state: %s" % ", ".join(states), len(states) == 9 and "established" in states)
+need("services %s, frontends by kind %s" % (value("dpu_dataplane_services"),
+     sorted(l["kind"] for l, _ in dp.get("dpu_dataplane_service_frontends", []))),
+     value("dpu_dataplane_services") is not None and len(dp.get("dpu_dataplane_service_frontends", [])) == 3)
+generic = [l["event"] for l, _ in dp.get("dpu_dataplane_events_total", []) if l["event"].startswith(("Conntrack", "Service"))]
+need("services' events in their own families (%s left generic)" % (", ".join(generic) or "none"), not generic)
 exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
 wanted = sorted(set(re.findall(r"\b(dpu_[a-z0-9_]+)", exprs)))
 missing = [m for m in wanted if m not in dp and m not in agent]

@@ -130,6 +130,33 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
   }
 
   {
+    // Seconds in the file, milliseconds in the engine; the defaults are
+    // conntrack::Timeouts' own, so the file and the engine cannot disagree.
+    FieldReader ct = r.object("conntrack", true);
+    c.conntrack.max_entries =
+        static_cast<uint32_t>(ct.uint("max_entries", 1, kMaxConntrackEntries, kDefaultConntrackEntries));
+    c.conntrack.affinity_entries =
+        static_cast<uint32_t>(ct.uint("affinity_entries", 1, kMaxAffinityEntries, kDefaultAffinityEntries));
+    FieldReader t = ct.object("timeouts", true);
+    conntrack::Timeouts& to = c.conntrack.timeouts;
+    auto seconds = [&t](std::string_view key, uint32_t& ms, uint32_t max_s) {
+      ms = static_cast<uint32_t>(t.uint(key, kMinConntrackTimeoutS, max_s, ms / 1000) * 1000);
+    };
+    seconds("tcp_syn_sent_s", to.tcp_syn_sent, kMaxConntrackTimeoutS);
+    seconds("tcp_syn_received_s", to.tcp_syn_received, kMaxConntrackTimeoutS);
+    seconds("tcp_established_s", to.tcp_established, kMaxConntrackEstablishedS);
+    seconds("tcp_fin_wait_s", to.tcp_fin_wait, kMaxConntrackTimeoutS);
+    seconds("tcp_close_wait_s", to.tcp_close_wait, kMaxConntrackTimeoutS);
+    seconds("tcp_time_wait_s", to.tcp_time_wait, kMaxConntrackTimeoutS);
+    seconds("tcp_close_s", to.tcp_close, kMaxConntrackTimeoutS);
+    seconds("udp_s", to.udp_new, kMaxConntrackTimeoutS);
+    seconds("udp_stream_s", to.udp_replied, kMaxConntrackTimeoutS);
+    seconds("icmp_s", to.icmp, kMaxConntrackTimeoutS);
+    finishInto(t, errors);
+    finishInto(ct, errors);
+  }
+
+  {
     FieldReader p = r.object("representors", true);
     std::string mode = p.str("mode", "hotplug");
     if (mode == "hotplug") {

@@ -214,20 +214,25 @@ void MetricsEndpoint::handle(int fd) {
 }
 
 std::string MetricsEndpoint::scrape(int& status) const {
-  v1::OperatorRequest ports_request, stats_request;
-  ports_request.mutable_ports();
-  stats_request.mutable_stats();
-  auto ports = ipc::call<v1::OperatorReply>(operator_socket_, ports_request, ipc::after(kOperatorDeadline));
-  auto stats = ports ? ipc::call<v1::OperatorReply>(operator_socket_, stats_request, ipc::after(kOperatorDeadline))
-                     : Result<v1::OperatorReply>(Error{""});
-  const std::string error = !ports ? ports.error() : !stats ? stats.error() : !ports->error().empty() ? ports->error()
-                                                                                                       : stats->error();
-  if (!error.empty()) {
-    status = 503;
-    return "the dataplane's operator API (" + operator_socket_ + ") did not answer: " + error + "\n";
+  v1::OperatorRequest requests[4];
+  requests[0].mutable_ports();
+  requests[1].mutable_stats();
+  requests[2].mutable_services();
+  // The counts per state and the fill come with any conntrack answer; one
+  // listed entry keeps the answer small.
+  requests[3].mutable_conntrack()->set_limit(1);
+  v1::OperatorReply replies[4];
+  for (size_t i = 0; i < 4; ++i) {
+    auto reply = ipc::call<v1::OperatorReply>(operator_socket_, requests[i], ipc::after(kOperatorDeadline));
+    const std::string error = !reply ? reply.error() : reply->error();
+    if (!error.empty()) {
+      status = 503;
+      return "the dataplane's operator API (" + operator_socket_ + ") did not answer: " + error + "\n";
+    }
+    replies[i] = std::move(*reply);
   }
   status = 200;
-  return renderMetrics(*ports, *stats);
+  return renderMetrics(replies[0], replies[1], replies[2], replies[3]);
 }
 
 }  // namespace dpu::datapath

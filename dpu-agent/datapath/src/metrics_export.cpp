@@ -4,6 +4,8 @@
 // a label, so a new drop reason or event is never missing from monitoring.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -64,6 +66,12 @@ constexpr const char* kHostMacsHelp = "Host MACs the host PF port learned or for
 constexpr const char* kNeighboursHelp =
     "Node-network neighbours (north–south next hops), by state: reachable (MAC known) or incomplete (being resolved).";
 constexpr const char* kNeighbourChangesHelp = "Node-network neighbours learned (or whose MAC changed) and evicted, by change.";
+constexpr const char* kConntrackChangesHelp =
+    "Connections the conntrack table took or removed, by change: new, loose (picked up mid-stream after a restart), "
+    "closed (RST or reopened), expired (idle past their state's timeout), flushed (UDP whose backend left).";
+constexpr const char* kServiceConnectionsHelp =
+    "New connections to services handled specially, by outcome: rejected (no endpoint or no such port: TCP reset or "
+    "ICMP port unreachable), hairpin (a pod to itself, masqueraded), affinity (sent to their client's backend).";
 constexpr const char* kPeersHelp =
     "Remote nodes by whether their underlay next-hop MAC is known (static, or the uplink's kernel tables).";
 
@@ -132,6 +140,33 @@ constexpr Mapping kMappings[] = {
      "Action records in use (cached flows that act alike share one).", nullptr, nullptr},
     {"flow_bytes", "dpu_dataplane_flow_cache_entry_bytes", "gauge",
      "Memory per cached flow in bytes (entry, bucket share, offload bookkeeping).", nullptr, nullptr},
+    // Services and connection tracking. The entries per state come from the
+    // conntrack answer (renderMetrics); ConntrackFull and the Service* drops
+    // are drop reasons like the others.
+    {"conntrack_entries", "dpu_dataplane_conntrack_entries", "gauge",
+     "Connections tracked now (services and NAT).", nullptr, nullptr},
+    {"conntrack_capacity", "dpu_dataplane_conntrack_capacity", "gauge",
+     "Connections the table holds at most (conntrack.max_entries; a new one beyond is dropped as ConntrackFull).",
+     nullptr, nullptr},
+    {"conntrack_inserted", "dpu_dataplane_conntrack_inserts_total", "counter", "Connections the table took.", nullptr,
+     nullptr},
+    {"conntrack_refused_full", "dpu_dataplane_conntrack_refused_full_total", "counter",
+     "New connections refused because the table was full (conntrack.max_entries).", nullptr, nullptr},
+    {"ConntrackNew", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "new"},
+    {"ConntrackLoose", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "loose"},
+    {"ConntrackClosed", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "closed"},
+    {"ConntrackExpired", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change",
+     "expired"},
+    {"ConntrackFlushed", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change",
+     "flushed"},
+    {"ConntrackPunt", "dpu_dataplane_conntrack_punted_packets_total", "counter",
+     "TCP SYN, FIN and RST of translated connections that ran through conntrack (the slow path).", nullptr, nullptr},
+    {"ServiceRejected", "dpu_dataplane_service_connections_total", "counter", kServiceConnectionsHelp, "outcome",
+     "rejected"},
+    {"ServiceHairpin", "dpu_dataplane_service_connections_total", "counter", kServiceConnectionsHelp, "outcome",
+     "hairpin"},
+    {"ServiceAffinity", "dpu_dataplane_service_connections_total", "counter", kServiceConnectionsHelp, "outcome",
+     "affinity"},
 };
 
 const Mapping* mappingOf(std::string_view name) {
@@ -142,7 +177,8 @@ const Mapping* mappingOf(std::string_view name) {
 
 }  // namespace
 
-std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorReply& stats) {
+std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorReply& stats,
+                          const v1::OperatorReply& services, const v1::OperatorReply& conntrack) {
   Families out;
   out.add("dpu_dataplane_info", "gauge", "The running dataplane instance (1), by instance id.",
           {{"instance_id", stats.instance_id()}}, 1);
@@ -223,6 +259,50 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
               {{"event", c.name()}}, v);
     }
   }
+
+  for (const auto& st : conntrack.conntrack_states()) {
+    out.add("dpu_dataplane_conntrack_connections", "gauge",
+            "Connections tracked now, by state (dpuctl conntrack; tcp: syn-sent ... close, udp/sctp/icmp: new, replied).",
+            {{"state", st.state()}}, static_cast<double>(st.count()));
+  }
+
+  // Services as the dataplane balances them (dpuctl services): each service
+  // once, its frontends by kind, each service port's backends once by
+  // condition, and the frontends without a usable backend (their connections
+  // are refused, or dropped under a Local policy).
+  std::set<std::string> names, backends;
+  std::map<std::string, uint64_t> by_kind{{"cluster-ip", 0}, {"node-port", 0}, {"external-ip", 0}};
+  std::map<std::string, uint64_t> by_condition{{"ready", 0}, {"serving-terminating", 0}, {"unused", 0}};
+  uint64_t without = 0;
+  for (const auto& f : services.services()) {
+    names.insert(f.service());
+    ++by_kind[f.kind()];
+    unsigned usable = 0;
+    for (const auto& b : f.backends()) {
+      usable += b.condition() != "unused" && (!f.local_only() || b.local());
+      const std::string key = f.service() + " " + f.port_name() + " " + f.protocol() + " " + b.ip() + " " +
+                              std::to_string(b.port());
+      if (backends.insert(key).second) ++by_condition[b.condition()];
+    }
+    without += usable == 0;
+  }
+  out.add("dpu_dataplane_services", "gauge", "Services the dataplane balances.", {},
+          static_cast<double>(names.size()));
+  for (const auto& [kind, n] : by_kind) {
+    out.add("dpu_dataplane_service_frontends", "gauge",
+            "Service frontends (an address, protocol and port balanced), by kind: cluster-ip, node-port, external-ip.",
+            {{"kind", kind}}, static_cast<double>(n));
+  }
+  for (const auto& [condition, n] : by_condition) {
+    out.add("dpu_dataplane_service_backends", "gauge",
+            "Backends of the service ports, by condition: ready, serving-terminating (used while none is ready), "
+            "unused (neither: left out, as kube-proxy does).",
+            {{"condition", condition}}, static_cast<double>(n));
+  }
+  out.add("dpu_dataplane_service_frontends_without_backends", "gauge",
+          "Service frontends with no usable backend for their traffic policy: new connections are refused (or "
+          "dropped as ServiceNoLocalEndpoint under a Local policy).",
+          {}, static_cast<double>(without));
   return out.text();
 }
 

@@ -2,6 +2,9 @@
 // needs; each kind of mistake fails naming the field to fix.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "datapath/dataplane_config.h"
 
 using namespace dpu::datapath;
@@ -152,6 +155,11 @@ TEST_CASE("dataplane config: the shipped examples parse", "[dataplane]") {
     auto c = loadDataplaneConfig(std::string(DPU_SOURCE_DIR) + "/dpu-agent/datapath/" + name);
     REQUIRE(c.ok());
     CHECK_FALSE(c->tunnel_ip.empty());
+    // The conntrack comment states the memory per entry: it must stay true.
+    std::ifstream file(std::string(DPU_SOURCE_DIR) + "/dpu-agent/datapath/" + name);
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Catch::Contains(std::to_string(dpu::conntrack::Table::bytesPerEntry()) + " bytes"));
+    CHECK_THAT(text, Catch::Contains("max_entries: " + std::to_string(c->conntrack.max_entries)));
   }
 }
 
@@ -213,5 +221,87 @@ tunnel_ip: 192.168.100.1
   for (const auto& k : cases) {
     INFO(k.text);
     CHECK_THAT(failure(k.text), Catch::Contains(k.error));
+  }
+}
+
+TEST_CASE("dataplane config: the conntrack table, the affinity table and the timeouts per state", "[dataplane][services]") {
+  auto c = parseDataplaneConfig(R"(
+uplink: {iface: uplink0}
+tunnel_ip: 192.168.100.1
+conntrack:
+  max_entries: 1000
+  affinity_entries: 200
+  timeouts: {tcp_syn_sent_s: 11, tcp_syn_received_s: 12, tcp_established_s: 3600, tcp_fin_wait_s: 13,
+             tcp_close_wait_s: 14, tcp_time_wait_s: 15, tcp_close_s: 16, udp_s: 17, udp_stream_s: 18, icmp_s: 19}
+)", "ct.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->conntrack.max_entries == 1000);
+  CHECK(c->conntrack.affinity_entries == 200);
+  const auto& t = c->conntrack.timeouts;
+  CHECK(t.tcp_syn_sent == 11000);
+  CHECK(t.tcp_syn_received == 12000);
+  CHECK(t.tcp_established == 3600000);
+  CHECK(t.tcp_fin_wait == 13000);
+  CHECK(t.tcp_close_wait == 14000);
+  CHECK(t.tcp_time_wait == 15000);
+  CHECK(t.tcp_close == 16000);
+  CHECK(t.udp_new == 17000);
+  CHECK(t.udp_replied == 18000);
+  CHECK(t.icmp == 19000);
+  // Each timeout drives its own state (and SCTP shares UDP's).
+  CHECK(t.forState(dpu::conntrack::State::kEstablished, dpu::conntrack::kProtoTcp) == 3600000);
+  CHECK(t.forState(dpu::conntrack::State::kReplied, dpu::conntrack::kProtoSctp) == 18000);
+
+  // Absent, or a partial timeouts map: the engine's defaults for the rest.
+  auto plain = parseDataplaneConfig(
+      "uplink: {iface: uplink0}\ntunnel_ip: 192.168.100.1\nconntrack: {timeouts: {udp_s: 60}}\n", "plain.yaml");
+  REQUIRE(plain.ok());
+  const dpu::conntrack::Timeouts defaults;
+  CHECK(plain->conntrack.max_entries == kDefaultConntrackEntries);
+  CHECK(plain->conntrack.affinity_entries == kDefaultAffinityEntries);
+  CHECK(plain->conntrack.timeouts.udp_new == 60000);
+  CHECK(plain->conntrack.timeouts.udp_replied == defaults.udp_replied);
+  CHECK(plain->conntrack.timeouts.tcp_established == defaults.tcp_established);
+  CHECK(plain->conntrack.timeouts.tcp_close == defaults.tcp_close);
+}
+
+TEST_CASE("dataplane config: each conntrack mistake names the field and its range", "[dataplane][services]") {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  const std::string head = "tunnel_ip: 192.168.100.1\nuplink: {iface: uplink0}\n";
+  const std::vector<Case> cases = {
+      {"conntrack: {max_entries: 0}", "config.conntrack.max_entries: must be between 1 and 67108864, not 0"},
+      {"conntrack: {max_entries: 67108865}", "config.conntrack.max_entries: must be between 1 and 67108864"},
+      {"conntrack: {max_entries: -5}", "config.conntrack.max_entries: must be an integer between 1 and 67108864"},
+      {"conntrack: {max_entries: big}", "config.conntrack.max_entries: must be an integer"},
+      {"conntrack: {affinity_entries: 0}", "config.conntrack.affinity_entries: must be between 1 and 16777216, not 0"},
+      {"conntrack: {affinity_entries: 16777217}", "config.conntrack.affinity_entries: must be between 1 and 16777216"},
+      {"conntrack: {timeouts: {tcp_syn_sent_s: 9}}",
+       "config.conntrack.timeouts.tcp_syn_sent_s: must be between 10 and 86400, not 9"},
+      {"conntrack: {timeouts: {tcp_syn_received_s: 86401}}",
+       "config.conntrack.timeouts.tcp_syn_received_s: must be between 10 and 86400, not 86401"},
+      {"conntrack: {timeouts: {tcp_established_s: 5}}",
+       "config.conntrack.timeouts.tcp_established_s: must be between 10 and 2592000, not 5"},
+      {"conntrack: {timeouts: {tcp_established_s: 2592001}}",
+       "config.conntrack.timeouts.tcp_established_s: must be between 10 and 2592000"},
+      {"conntrack: {timeouts: {tcp_fin_wait_s: 0}}", "config.conntrack.timeouts.tcp_fin_wait_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {tcp_close_wait_s: 0}}",
+       "config.conntrack.timeouts.tcp_close_wait_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {tcp_time_wait_s: 100000}}",
+       "config.conntrack.timeouts.tcp_time_wait_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {tcp_close_s: 1}}", "config.conntrack.timeouts.tcp_close_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {udp_s: 1}}", "config.conntrack.timeouts.udp_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {udp_stream_s: 86401}}", "config.conntrack.timeouts.udp_stream_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {icmp_s: 2}}", "config.conntrack.timeouts.icmp_s: must be between 10 and 86400"},
+      {"conntrack: {timeouts: {udp_s: \"30s\"}}", "config.conntrack.timeouts.udp_s: must be an integer between 10 and 86400"},
+      {"conntrack: {timeouts: {sctp_s: 30}}", "config.conntrack.timeouts.sctp_s: unknown field"},
+      {"conntrack: {entries: 30}", "config.conntrack.entries: unknown field"},
+      {"conntrack: 1000", "config.conntrack"},
+  };
+  for (const auto& k : cases) {
+    INFO(k.text);
+    CHECK_THAT(failure(head + k.text + "\n"), Catch::Contains(k.error));
   }
 }

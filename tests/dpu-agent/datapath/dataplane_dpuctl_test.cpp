@@ -231,3 +231,126 @@ TEST_CASE("dpuctl: neighbours, the host PF's MACs and the node network's neighbo
         "172.18.0.9    -                  incomplete  300ms ago  2         -\n");
   CHECK_THAT(formatJson(reply), Catch::Contains("\"learned_from\": \"ARP reply to the host\""));
 }
+
+namespace {
+
+void addConnection(dpu::dataplane::v1::OperatorReply& r, const std::string& protocol, const std::string& original,
+                   const std::string& reply, const std::string& state, const std::string& nat,
+                   const std::string& service, uint64_t idle_ms, uint64_t expires_ms) {
+  auto* c = r.add_conntrack();
+  c->set_protocol(protocol);
+  c->set_original(original);
+  c->set_reply(reply);
+  c->set_state(state);
+  c->set_nat(nat);
+  c->set_service(service);
+  c->set_idle_ms(idle_ms);
+  c->set_expires_in_ms(expires_ms);
+}
+
+}  // namespace
+
+TEST_CASE("dpuctl: services, one row per frontend, then each service port's backends", "[dpuctl][services]") {
+  namespace v1 = dpu::dataplane::v1;
+  v1::OperatorReply services;
+  auto frontend = [&](const char* kind, const char* ip, uint32_t port, bool local_only) {
+    auto* f = services.add_services();
+    f->set_service("default/web");
+    f->set_port_name("http");
+    f->set_kind(kind);
+    f->set_ip(ip);
+    f->set_port(port);
+    f->set_protocol("tcp");
+    f->set_local_only(local_only);
+    f->set_affinity_timeout_s(10800);
+    f->set_maglev_size(65537);
+    auto backend = [f](const char* ip, const char* condition, bool local, double share, double local_share) {
+      auto* b = f->add_backends();
+      b->set_ip(ip);
+      b->set_port(8080);
+      b->set_condition(condition);
+      b->set_local(local);
+      b->set_share(share);
+      b->set_local_share(local_share);
+    };
+    backend("10.244.1.5", "ready", true, 0.5, 1.0);
+    backend("10.244.2.7", "ready", false, 0.5, 0.0);
+    backend("10.244.2.8", "unused", false, 0.0, 0.0);
+  };
+  frontend("cluster-ip", "10.96.0.10", 80, false);
+  frontend("node-port", "192.168.1.10", 30080, true);
+  auto* dns = services.add_services();
+  dns->set_service("kube-system/dns");
+  dns->set_kind("cluster-ip");
+  dns->set_ip("fd00:96::a");
+  dns->set_port(53);
+  dns->set_protocol("udp");
+  dns->set_maglev_size(251);
+
+  v1::OperatorReply conntrack;
+  addConnection(conntrack, "tcp", "10.244.1.9:40000 -> 10.96.0.10:80", "10.244.2.7:8080 -> 10.244.1.9:40000",
+                "established", "dnat", "default/web", 0, 0);
+  addConnection(conntrack, "tcp", "10.244.1.9:40001 -> 10.96.0.10:80", "10.244.1.5:8080 -> 10.244.1.9:40001",
+                "syn-sent", "dnat", "default/web", 0, 0);
+  addConnection(conntrack, "udp", "10.244.1.9:40002 -> 10.96.0.10:80", "", "new", "", "", 0, 0);  // not tcp
+  addConnection(conntrack, "udp", "[fd00:244::9]:5353 -> [fd00:96::a]:53", "", "replied", "dnat", "", 0, 0);
+  conntrack.set_conntrack_entries(4);
+
+  CHECK(formatServices(services, conntrack) ==
+        "SERVICE          PORT  KIND        ADDRESS             PROTO  POLICY   AFFINITY  BACKENDS  MAGLEV  CONNECTIONS\n"
+        "default/web      http  cluster-ip  10.96.0.10:80       tcp    cluster  3h00m     2/3       65537   2\n"
+        "default/web      http  node-port   192.168.1.10:30080  tcp    local    3h00m     1/3       65537   0\n"
+        "kube-system/dns  -     cluster-ip  [fd00:96::a]:53     udp    cluster  -         0/0       251     1\n"
+        "\n"
+        "SERVICE      PORT  BACKEND          CONDITION  NODE    SHARE  LOCAL_SHARE\n"
+        "default/web  http  10.244.1.5:8080  ready      local   50.0%  100.0%\n"
+        "default/web  http  10.244.2.7:8080  ready      remote  50.0%  -\n"
+        "default/web  http  10.244.2.8:8080  unused     remote  0.0%   -\n");
+
+  // A conntrack answer that listed fewer entries than the table holds: the counts say so.
+  conntrack.set_conntrack_entries(80000);
+  CHECK_THAT(formatServices(services, conntrack),
+             Catch::Contains("connections counted over 4 of the 80000 tracked"));
+
+  v1::OperatorReply none;
+  none.set_generation(3);
+  CHECK(formatServices(none, conntrack) == "no services: the model in force (generation 3) balances none\n");
+  dns->clear_backends();
+  v1::OperatorReply only_dns;
+  *only_dns.add_services() = *dns;
+  CHECK_THAT(formatServices(only_dns, none), Catch::EndsWith("no backends: every service port is without endpoints "
+                                                             "(connections are refused)\n"));
+}
+
+TEST_CASE("dpuctl: conntrack, the connections, the table's fill and the counts per state", "[dpuctl][services]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  addConnection(reply, "tcp", "10.244.1.9:40000 -> 10.96.0.10:80", "10.244.2.7:8080 -> 10.244.1.9:40000",
+                "established", "dnat", "default/web", 1500, 86398500);
+  addConnection(reply, "udp", "10.244.1.9:5000 -> 203.0.113.7:53", "203.0.113.7:53 -> 192.168.1.10:61000", "new",
+                "snat", "", 250, 29750);
+  auto state = [&reply](const char* name, uint64_t count) {
+    auto* s = reply.add_conntrack_states();
+    s->set_state(name);
+    s->set_count(count);
+  };
+  state("new", 1);
+  state("replied", 0);
+  state("established", 7);
+  reply.set_conntrack_entries(8);
+  reply.set_conntrack_capacity(1000);
+  CHECK(formatConntrack(reply) ==
+        "PROTO  ORIGINAL                           REPLY                                 STATE        NAT   SERVICE      "
+        "IDLE   EXPIRES\n"
+        "tcp    10.244.1.9:40000 -> 10.96.0.10:80  10.244.2.7:8080 -> 10.244.1.9:40000   established  dnat  default/web  "
+        "1.5s   23h59m\n"
+        "udp    10.244.1.9:5000 -> 203.0.113.7:53  203.0.113.7:53 -> 192.168.1.10:61000  new          snat  -            "
+        "250ms  29.7s\n"
+        "\n"
+        "listed 2; tracked 8 of at most 1000 (0.8%, conntrack.max_entries)\n"
+        "by state: new 1, established 7\n");
+
+  dpu::dataplane::v1::OperatorReply empty;
+  empty.set_conntrack_capacity(262144);
+  CHECK(formatConntrack(empty) ==
+        "no connections match\n\nlisted 0; tracked 0 of at most 262144 (0.0%, conntrack.max_entries)\nby state: none\n");
+}

@@ -4,7 +4,9 @@
 # uplink and the hot-plugged representors read scapy-built packets
 # (dataplane_pcap_packets.py) and what they transmit must equal the expected
 # packets byte for byte (dataplane_pcap_compare.py). Then dpuctl must show the
-# ports, the drop reasons and the flows; SIGTERM must stop the process cleanly
+# ports, the drop reasons and the flows, and, after a delta adds a service,
+# that service and the connection table the config sized (dpuctl services,
+# conntrack, their bad arguments); SIGTERM must stop the process cleanly
 # and remove its sockets. Also: a bad config fails naming the field, and
 # dpuctl explains a missing socket. DPU_OFFLOAD=rte_flow runs the same with the
 # rte_flow backend, which net_pcap ports refuse flow by flow: every flow stays
@@ -40,6 +42,7 @@ tunnel_ip: 192.168.100.1
 uplink_mac: "02:00:00:00:01:00"
 next_hops: [{peer: 192.168.100.2, mac: "02:00:00:00:02:00"}]
 flow_cache: {entries: 1024}
+conntrack: {max_entries: 5000, affinity_entries: 100, timeouts: {tcp_established_s: 3600}}
 offload: ${DPU_OFFLOAD:-none}
 sockets: {programming: $dir/program.sock, operator: $dir/operator.sock}
 YAML
@@ -53,6 +56,15 @@ set -e
 [ $rc -eq 2 ] || fail "bad config: exit code $rc, expected 2"
 grep -q "config.workers" "$dir/bad.log" || fail "bad config: message does not name config.workers: $(cat "$dir/bad.log")"
 [ ! -e "$dir/program.sock" ] || fail "bad config left a socket behind"
+# --check-config checks the conntrack ranges too, naming the field and the range.
+sed 's/max_entries: 5000/max_entries: 0/' "$dir/dp.yaml" > "$dir/bad-ct.yaml"
+set +e
+"$dataplane" --config "$dir/bad-ct.yaml" --check-config > "$dir/bad-ct.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bad conntrack config: --check-config exit code $rc, expected 2"
+grep -q "config.conntrack.max_entries: must be between 1 and 67108864, not 0" "$dir/bad-ct.log" ||
+  fail "bad conntrack config: $(cat "$dir/bad-ct.log")"
 
 # dpuctl without a dataplane: exit 1 and a hint.
 set +e
@@ -105,6 +117,46 @@ else
   ! grep -q "dp:hw" "$dir/flows.txt" || fail "a flow claims to be in hardware without offload"
 fi
 "$dpuctl" --socket "$dir/operator.sock" --json dump-flows | "$py" -c "import json,sys; d=json.load(sys.stdin); assert len(d['flows'])>=3, d"
+
+# Services: a delta adds one (the packets are all in by now, so it changes
+# none of them); dpuctl shows it as the dataplane balances it, and the
+# connection table with the capacity the config gave.
+cat > "$dir/delta.json" <<JSON
+{"base_generation": 1, "generation": 2, "upsert_services": [{"name": "default/web", "cluster_ips": ["10.96.0.10"],
+ "affinity_timeout_s": 600, "ports": [{"name": "http", "protocol": "TCP", "port": 80, "backends": [
+  {"ip": "10.244.1.5", "port": 8080, "local": true, "ready": true, "serving": true},
+  {"ip": "10.244.2.7", "port": 8080, "ready": true, "serving": true},
+  {"ip": "10.244.2.8", "port": 8080, "serving": true, "terminating": true}]}]}]}
+JSON
+"$py" "$here/dataplane_client.py" --socket "$dir/program.sock" --delta "$dir/delta.json" > "$dir/delta.log" ||
+  fail "the service delta was refused: $(cat "$dir/delta.log")"
+"$dpuctl" --socket "$dir/operator.sock" services > "$dir/services.txt" || fail "dpuctl services failed"
+cat "$dir/services.txt"
+awk '$1=="default/web" && $2=="http" && $3=="cluster-ip" && $4=="10.96.0.10:80" && $5=="tcp" && $6=="cluster" &&
+     $7=="10m00s" && $8=="2/3" && $9>0 && $10==0 {x=1} END {exit !x}' "$dir/services.txt" ||
+  fail "dpuctl services: no row for default/web's cluster IP with 2 of 3 backends usable"
+grep -Eq "^default/web +http +10.244.2.8:8080 +unused +remote +0.0%" "$dir/services.txt" ||
+  fail "dpuctl services: the terminating backend is not shown unused while others are ready"
+"$dpuctl" --socket "$dir/operator.sock" --json services |
+  "$py" -c "import json,sys; s=json.load(sys.stdin)['services'][0]; t=sum(b['share'] for b in s['backends']);
+assert abs(t-1)<1e-6 and s['maglev_size']>0, s" || fail "dpuctl --json services: the Maglev shares do not add up to 1"
+"$dpuctl" --socket "$dir/operator.sock" conntrack --protocol tcp --port 80 > "$dir/conntrack.txt" ||
+  fail "dpuctl conntrack failed"
+cat "$dir/conntrack.txt"
+grep -q "^no connections match" "$dir/conntrack.txt" || fail "dpuctl conntrack: connections without traffic"
+grep -q "tracked 0 of at most 5000 " "$dir/conntrack.txt" || fail "dpuctl conntrack: not the config's max_entries"
+# Bad arguments: exit 2 naming the argument, nothing asked of the dataplane.
+for args in "conntrack --port 0" "conntrack --port 65536" "conntrack --address 10.96.0" "conntrack --protocol icmp4" \
+            "conntrack --limit 0" "conntrack --port" "services --port 80" "ports --address 10.0.0.1"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$dpuctl" --socket "$dir/operator.sock" $args > "$dir/bad.out" 2> "$dir/bad.err"
+  rc=$?
+  set -e
+  option=$(echo "$args" | grep -o -- "--[a-z]*")
+  [ $rc -eq 2 ] || fail "dpuctl $args: exit code $rc, expected 2"
+  grep -q -- "^dpuctl: $option" "$dir/bad.err" || fail "dpuctl $args does not name $option: $(head -1 "$dir/bad.err")"
+done
 
 kill -TERM "$pid"
 set +e

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "common/ipc_proto.h"
 #include "datapath/dataplane_config.h"
@@ -90,6 +91,47 @@ v1::OperatorReply statsReply() {
   return r;
 }
 
+// Two services: web (a cluster IP and a node port under a Local policy,
+// three backends of which one is unused and one local) and dns (no endpoint).
+v1::OperatorReply servicesReply() {
+  v1::OperatorReply r;
+  auto frontend = [&r](const char* service, const char* kind, uint32_t port, bool local_only) {
+    auto* f = r.add_services();
+    f->set_service(service);
+    f->set_port_name("p");
+    f->set_kind(kind);
+    f->set_ip("10.96.0.10");
+    f->set_port(port);
+    f->set_protocol("tcp");
+    f->set_local_only(local_only);
+    return f;
+  };
+  for (auto* f : {frontend("default/web", "cluster-ip", 80, false), frontend("default/web", "node-port", 30080, true)}) {
+    for (auto [ip, condition, local] : {std::tuple{"10.244.1.5", "ready", false}, {"10.244.2.5", "unused", true},
+                                        {"10.244.3.5", "serving-terminating", false}}) {
+      auto* b = f->add_backends();
+      b->set_ip(ip);
+      b->set_port(8080);
+      b->set_condition(condition);
+      b->set_local(local);
+    }
+  }
+  frontend("kube-system/dns", "cluster-ip", 53, false);
+  return r;
+}
+
+v1::OperatorReply conntrackReply() {
+  v1::OperatorReply r;
+  for (auto [state, count] : {std::pair{"new", 2}, {"replied", 0}, {"established", 5}}) {
+    auto* s = r.add_conntrack_states();
+    s->set_state(state);
+    s->set_count(count);
+  }
+  r.set_conntrack_entries(7);
+  r.set_conntrack_capacity(1024);
+  return r;
+}
+
 // "name{labels}" → value, and each family's TYPE.
 struct Parsed {
   std::map<std::string, std::string> samples;
@@ -148,7 +190,11 @@ class OperatorStandIn {
         v1::OperatorRequest req;
         if (!dpu::ipc::recvMessage(*s, req, dpu::ipc::after(std::chrono::seconds(1))).ok()) continue;
         ++requests;
-        v1::OperatorReply reply = req.has_ports() ? portsReply() : statsReply();
+        v1::OperatorReply reply = req.has_ports()      ? portsReply()
+                                  : req.has_services() ? servicesReply()
+                                  : req.has_conntrack() ? conntrackReply()
+                                                        : statsReply();
+        if (req.has_conntrack()) conntrack_limit = req.conntrack().limit();
         (void)dpu::ipc::sendMessage(*s, reply, dpu::ipc::after(std::chrono::seconds(1)));
       }
     });
@@ -159,6 +205,7 @@ class OperatorStandIn {
     ::unlink(path_.c_str());
   }
   std::atomic<int> requests{0};
+  std::atomic<uint32_t> conntrack_limit{0};
 
  private:
   std::string path_;
@@ -178,7 +225,7 @@ MetricsConfig loopback() {
 }  // namespace
 
 TEST_CASE("metrics: every counter of the operator API becomes a typed, labelled series") {
-  const std::string text = renderMetrics(portsReply(), statsReply());
+  const std::string text = renderMetrics(portsReply(), statsReply(), {}, {});
   Parsed p = parse(text);
   CHECK(p.samples.at("dpu_dataplane_info{instance_id=\"abc\"}") == "1");
   CHECK(p.samples.at("dpu_dataplane_model_generation") == "7");
@@ -239,6 +286,76 @@ TEST_CASE("metrics: every counter of the operator API becomes a typed, labelled 
   }
 }
 
+TEST_CASE("metrics: services and connection tracking: gauges, changes, drop reasons", "[services]") {
+  v1::OperatorReply ports, stats;
+  auto add = [&stats](const char* name, uint64_t value, v1::CounterKind kind) {
+    auto* c = stats.add_counters();
+    c->set_name(name);
+    c->set_value(value);
+    c->set_kind(kind);
+  };
+  // As the engine names them (counters.def and its stats answer).
+  add("ConntrackFull", 3, v1::COUNTER_DROP);
+  add("ServiceIpUnknown", 2, v1::COUNTER_DROP);
+  add("ServiceNoLocalEndpoint", 1, v1::COUNTER_DROP);
+  add("ConntrackNew", 40, v1::COUNTER_EVENT);
+  add("ConntrackLoose", 4, v1::COUNTER_EVENT);
+  add("ConntrackClosed", 9, v1::COUNTER_EVENT);
+  add("ConntrackExpired", 20, v1::COUNTER_EVENT);
+  add("ConntrackFlushed", 1, v1::COUNTER_EVENT);
+  add("ConntrackPunt", 77, v1::COUNTER_EVENT);
+  add("ServiceRejected", 6, v1::COUNTER_EVENT);
+  add("ServiceHairpin", 2, v1::COUNTER_EVENT);
+  add("ServiceAffinity", 8, v1::COUNTER_EVENT);
+  add("conntrack_entries", 7, v1::COUNTER_GAUGE);
+  add("conntrack_capacity", 1024, v1::COUNTER_GAUGE);
+  add("conntrack_inserted", 44, v1::COUNTER_EVENT);
+  add("conntrack_refused_full", 3, v1::COUNTER_EVENT);
+  const std::string text = renderMetrics(ports, stats, servicesReply(), conntrackReply());
+  Parsed p = parse(text);
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"ConntrackFull\"}") == "3");
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"ServiceIpUnknown\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"ServiceNoLocalEndpoint\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_changes_total{change=\"new\"}") == "40");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_changes_total{change=\"loose\"}") == "4");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_changes_total{change=\"closed\"}") == "9");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_changes_total{change=\"expired\"}") == "20");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_changes_total{change=\"flushed\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_punted_packets_total") == "77");
+  CHECK(p.samples.at("dpu_dataplane_service_connections_total{outcome=\"rejected\"}") == "6");
+  CHECK(p.samples.at("dpu_dataplane_service_connections_total{outcome=\"hairpin\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_service_connections_total{outcome=\"affinity\"}") == "8");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_entries") == "7");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_capacity") == "1024");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_inserts_total") == "44");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_refused_full_total") == "3");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"new\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"replied\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"established\"}") == "5");
+  // Two services; three frontends; web's backends counted once for its two
+  // frontends; dns has none, and web's node port (Local) has no local usable one.
+  CHECK(p.samples.at("dpu_dataplane_services") == "2");
+  CHECK(p.samples.at("dpu_dataplane_service_frontends{kind=\"cluster-ip\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_service_frontends{kind=\"node-port\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_service_frontends{kind=\"external-ip\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_service_backends{condition=\"ready\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_service_backends{condition=\"serving-terminating\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_service_backends{condition=\"unused\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_service_frontends_without_backends") == "2");
+  // None of these fell to the generic families.
+  CHECK(text.find("dpu_dataplane_events_total") == std::string::npos);
+  CHECK(text.find("dpu_dataplane_gauge{") == std::string::npos);
+  for (const auto& [family, type] : p.types) {
+    INFO(family);
+    CHECK((type == "counter") == (family.size() > 6 && family.compare(family.size() - 6, 6, "_total") == 0));
+  }
+
+  // No services, an empty table: the gauges say zero rather than vanish.
+  Parsed none = parse(renderMetrics(ports, stats, {}, {}));
+  CHECK(none.samples.at("dpu_dataplane_services") == "0");
+  CHECK(none.samples.at("dpu_dataplane_service_frontends_without_backends") == "0");
+}
+
 TEST_CASE("metrics: the port limit, a representor that could not be opened and the mbuf budget") {
   v1::OperatorReply ports;
   auto* open = ports.add_ports();
@@ -266,7 +383,7 @@ TEST_CASE("metrics: the port limit, a representor that could not be opened and t
   add("mbufs_budgeted", 3136, v1::COUNTER_GAUGE);
   add("mbufs_reserved", 416, v1::COUNTER_GAUGE);
   add("mbufs_free", 12000, v1::COUNTER_GAUGE);
-  Parsed p = parse(renderMetrics(ports, stats));
+  Parsed p = parse(renderMetrics(ports, stats, {}, {}));
   CHECK(p.samples.at("dpu_dataplane_port_capacity") == "31");
   CHECK(p.samples.at("dpu_dataplane_ports_unavailable") == "1");
   CHECK(p.samples.at("dpu_dataplane_port_open_failures_total") == "4");
@@ -292,10 +409,10 @@ TEST_CASE("metrics: the start-up, once the dataplane forwards: the whole and eac
   phase("port uplink af_xdp", 40'000);
   phase("port uplink af_xdp: queues", 30'000);
   phase("agent connected", 0, true);
-  CHECK(parse(renderMetrics(ports, stats)).samples.count("dpu_dataplane_startup_seconds") == 0);  // not forwarding yet
+  CHECK(parse(renderMetrics(ports, stats, {}, {})).samples.count("dpu_dataplane_startup_seconds") == 0);  // not forwarding yet
   phase("forwarding", 0, true);
   stats.set_startup_us(402'700);
-  Parsed p = parse(renderMetrics(ports, stats));
+  Parsed p = parse(renderMetrics(ports, stats, {}, {}));
   CHECK(p.samples.at("dpu_dataplane_startup_seconds") == "0.4027");
   CHECK(p.types.at("dpu_dataplane_startup_seconds") == "gauge");
   CHECK(p.samples.at("dpu_dataplane_startup_phase_seconds{phase=\"eal\"}") == "0.15");
@@ -346,7 +463,10 @@ TEST_CASE("metrics endpoint: GET /metrics scrapes the operator socket; other req
   CHECK_THAT(ok, Catch::Contains("dpu_dataplane_flows{where=\"sw\"} 3\n"));
   const size_t body = ok.find("\r\n\r\n") + 4;
   CHECK_THAT(ok, Catch::Contains("Content-Length: " + std::to_string(ok.size() - body) + "\r\n"));
-  CHECK(op.requests == 2);  // ports and stats
+  CHECK(op.requests == 4);  // ports, stats, services and conntrack
+  CHECK(op.conntrack_limit == 1);  // the counts per state, not the whole table
+  CHECK_THAT(ok, Catch::Contains("dpu_dataplane_conntrack_connections{state=\"established\"} 5\n"));
+  CHECK_THAT(ok, Catch::Contains("dpu_dataplane_services 2\n"));
 
   CHECK(httpExchange(endpoint.port(), "GET /healthz HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
   CHECK(httpExchange(endpoint.port(), "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);

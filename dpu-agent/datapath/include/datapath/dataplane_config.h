@@ -15,6 +15,7 @@
 //   flow_cache: {entries: 65536, idle_timeout_ms: 10000, miss_budget: 32, miss_cycle_share: 10}
 //   sockets: {programming: /run/dpu/dataplane.sock, operator: /run/dpu/dpuctl.sock}
 //   metrics: {listen: "0.0.0.0:9476"}                # Prometheus text on GET /metrics
+//   conntrack: {max_entries: 262144, affinity_entries: 65536, timeouts: {tcp_established_s: 86400}}
 //
 // On a BlueField: eal {hugepages, allow: ["0000:03:00.0,representor=pf0vf[0-127]"]},
 // uplink {devargs: the PF}, representors {mode: preprobed}, host_pf {kind:
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "conntrack/conntrack.h"
 
 namespace dpu::datapath {
 
@@ -101,6 +103,25 @@ struct NorthSouthConfig {
   uint32_t neighbour_stale_s = 60;       // probed when used after this long unconfirmed
 };
 
+// conntrack: the services' connection table and the session-affinity table
+// (the engine's EngineConfig conntrack_entries, affinity_entries,
+// conntrack_timeouts). The table is preallocated at start:
+// conntrack::Table::bytesPerEntry() bytes per entry of max_entries.
+inline constexpr uint32_t kDefaultConntrackEntries = 262144;
+inline constexpr uint32_t kMaxConntrackEntries = 1u << 26;   // the engine's bound
+inline constexpr uint32_t kDefaultAffinityEntries = 65536;
+inline constexpr uint32_t kMaxAffinityEntries = 1u << 24;    // the engine's bound
+// Timeouts are given in seconds. At least 10: the control thread's expiry
+// walks the whole table about every 5 s, so a shorter timeout would not hold.
+inline constexpr uint32_t kMinConntrackTimeoutS = 10;
+inline constexpr uint32_t kMaxConntrackTimeoutS = 86400;             // a day, every state but established
+inline constexpr uint32_t kMaxConntrackEstablishedS = 30u * 86400;   // established TCP: 30 days
+struct ConntrackConfig {
+  uint32_t max_entries = kDefaultConntrackEntries;
+  uint32_t affinity_entries = kDefaultAffinityEntries;
+  conntrack::Timeouts timeouts;  // milliseconds, as the engine takes them; the defaults are Linux's
+};
+
 // flow_cache.miss_budget and miss_cycle_share (the engine's limits: EngineConfig).
 inline constexpr uint32_t kDefaultMissBudget = 32;
 inline constexpr uint32_t kMaxMissBudget = 1u << 20;
@@ -126,6 +147,7 @@ struct DataplaneConfig {
   // carries only our tunnel traffic.
   PortConfig host_pf;
   NorthSouthConfig north_south;
+  ConntrackConfig conntrack;
   RepresentorConfig representors;
   std::string tunnel_ip;                 // our Geneve endpoint
   std::string uplink_mac;                // override the uplink's MAC ("" = the port's)

@@ -6,7 +6,8 @@
 // forwarding while the agent is down or being upgraded, which is exactly when
 // an operator wants to see it. It never costs an lcore anything: the endpoint
 // runs on its own thread, and for each scrape it asks the dataplane's own
-// operator socket (the same read-only API as dpuctl) for `ports` and `stats`,
+// operator socket (the same read-only API as dpuctl) for `ports`, `stats`,
+// `services` and `conntrack` (the counts per state),
 // so the counters are summed over the lcores by the control thread as for
 // dpuctl, and a slow or broken HTTP client only ever holds this thread.
 //
@@ -30,8 +31,11 @@ class OperatorReply;
 
 namespace dpu::datapath {
 
-// The Prometheus text of a `ports` and a `stats` answer of the operator API.
-std::string renderMetrics(const dataplane::v1::OperatorReply& ports, const dataplane::v1::OperatorReply& stats);
+// The Prometheus text of a `ports`, a `stats`, a `services` and a
+// `conntrack` answer of the operator API (of the conntrack answer only the
+// counts per state are used: a scrape asks it to list one entry).
+std::string renderMetrics(const dataplane::v1::OperatorReply& ports, const dataplane::v1::OperatorReply& stats,
+                          const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack);
 
 // HTTP/1.1, one request per connection (Connection: close), one connection at
 // a time: a scraper asks every few seconds. GET /metrics answers 200 with the
