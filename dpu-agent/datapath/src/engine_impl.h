@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -74,6 +75,12 @@ struct Decision {
 
 // The service stage's translation of one packet (services.cpp): where it
 // goes once translated, and how.
+// The source ports a pod's connection leaving the cluster is translated to
+// (on the node IP, which the host uses too): above Linux's default
+// ip_local_port_range (32768-60999), so the host's own connections never
+// take one. A host configured otherwise must keep its range below 61000.
+inline constexpr std::pair<uint16_t, uint16_t> kSnatPorts{61000, 65535};
+
 struct NatPlan {
   bool active = false;
   bool v6 = false;
@@ -212,17 +219,31 @@ class EngineImpl final : public Engine {
   Decision slowPathFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const PortSlot& slot,
                             FlowRecord& out);
   Decision slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
-  // Routing of a pod's packet to `dst` (its own destination, or the
-  // translated one): a pod here, the management port, or a remote node.
-  Decision routeFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const SnapPort& from,
-                         const uint8_t* dst, bool v6, FlowRecord& f);
+  // Routing of a packet to `dst` (its own destination, or the translated
+  // one): a pod here, the management port, or a remote node (Geneve with
+  // `ingress_key` as the OVN option's ingress port). A `translated` packet
+  // whose destination is off the cluster (a node port's or an egress
+  // connection's, translated) leaves through the uplink to the fabric.
+  Decision routeFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, uint16_t ingress_key,
+                         const uint8_t* dst, bool v6, FlowRecord& f, bool translated);
+  // The fabric side of routeFromPort: IPv4 through the node network's next
+  // hop (northSouthRoute), from the host's MAC for the node IP.
+  Decision toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst, FlowRecord& f);
+  // Where a packet entered the service stage.
+  enum class From : uint8_t {
+    kPod,     // a pod's port: new connections to any frontend are balanced
+    kTunnel,  // another node: only tracked connections are translated
+    kFabric,  // the uplink, not tunnelled: node ports and external IPs are balanced, the rest left alone
+  };
   // The load balancer and connection tracking (services.cpp), after port
   // security and before routing: a decision (dropped, refused) or nullopt
-  // with `plan` saying whether and how the packet is translated. `balance`:
-  // a new connection to a service address may be balanced here (a pod's
-  // packet); from a tunnel only tracked connections are translated.
-  std::optional<Decision> serviceStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, bool balance,
+  // with `plan` saying whether and how the packet is translated.
+  std::optional<Decision> serviceStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, From from,
                                        FlowRecord& f, NatPlan& plan);
+  // A pod's connection leaving the cluster (services.cpp): tracked and its
+  // source translated to the node IP on the way out, on a port of
+  // kSnatPorts; nullopt and `plan` filled, or why it cannot leave.
+  std::optional<Decision> egressSnat(WorkerContext& w, const Snapshot& snap, PacketContext& pc, NatPlan& plan);
   // Adds the plan's translation to a forwarding decision (uncached while a
   // TCP handshake is on).
   void addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord& f, Decision& d) const;

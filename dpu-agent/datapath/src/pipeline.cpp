@@ -52,7 +52,29 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
   return false;
 }
 
+// A destination no part of the cluster has: not a pod subnet here or on
+// another node, not a cluster or service address, not a gateway.
+bool offCluster(const Snapshot& snap, const uint8_t* dst, bool v6) {
+  return !v6 && !snap.inLocalSubnet(dst, v6) && snap.routeRemote(dst, v6).node == nullptr &&
+         !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6) && !isGatewayAddress(snap, dst, v6);
+}
+
 }  // namespace
+
+Decision EngineImpl::toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst,
+                              FlowRecord& f) {
+  NorthSouthRoute r;
+  const DropReason why = northSouthRoute(w, snap, pc, overlay::load32(dst), r);
+  if (why != DropReason::kOk) return dropNow(why);
+  const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
+  if (overlay::ipv4::ttl(l3) <= 1) return dropNow(DropReason::kTtlExpired);
+  f.dep_out = r.dep;
+  f.ops = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
+  f.set_src = r.host_mac;
+  f.set_dst = r.next_hop_mac;
+  f.out_port = r.out_port;
+  return {Decision::kFlow, DropReason::kOk};
+}
 
 Decision EngineImpl::slowPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const PortSlot& slot = snap.slots[pc.rx_port];
@@ -141,15 +163,20 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   // Services and tracked connections: a packet to a service is balanced to a
   // backend, one of a translated connection translated (services.cpp).
   NatPlan plan;
-  if (auto d = serviceStage(w, snap, pc, true, f, plan)) return *d;
+  if (auto d = serviceStage(w, snap, pc, From::kPod, f, plan)) return *d;
   const uint8_t* dst = plan.active ? plan.dst.data() : (v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset);
-  Decision d = routeFromPort(w, snap, pc, *lp, dst, v6, f);
+  // Off the cluster: out through the node IP (egress SNAT), where the node has one.
+  if (!plan.active && offCluster(snap, dst, v6)) {
+    if (auto d = egressSnat(w, snap, pc, plan)) return *d;
+    if (plan.active) dst = plan.dst.data();
+  }
+  Decision d = routeFromPort(w, snap, pc, lp->key, dst, v6, f, plan.active || w.related);
   if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
   return d;
 }
 
-Decision EngineImpl::routeFromPort(WorkerContext&, const Snapshot& snap, PacketContext& pc, const SnapPort& from,
-                                   const uint8_t* dst, bool v6, FlowRecord& f) {
+Decision EngineImpl::routeFromPort(WorkerContext& w, const Snapshot& snap, PacketContext& pc, uint16_t ingress_key,
+                                   const uint8_t* dst, bool v6, FlowRecord& f, bool translated) {
   const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
   if (isGatewayAddress(snap, dst, v6)) return cacheDrop(f, DropReason::kToGateway);
   const uint8_t ttl = v6 ? overlay::ipv6::hopLimit(l3) : overlay::ipv4::ttl(l3);
@@ -179,6 +206,9 @@ Decision EngineImpl::routeFromPort(WorkerContext&, const Snapshot& snap, PacketC
   }
   const Snapshot::RouteTarget route = snap.routeRemote(dst, v6);
   if (route.node == nullptr) {
+    if (translated && !v6 && !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6)) {
+      return toFabric(w, snap, pc, dst, f);
+    }
     f.dep_out = kDepRouting;
     return cacheDrop(f, DropReason::kNoRoute);
   }
@@ -193,7 +223,7 @@ Decision EngineImpl::routeFromPort(WorkerContext&, const Snapshot& snap, PacketC
   f.out_port = static_cast<uint16_t>(snap.uplink_port);
   f.mtu = v6 ? snap.tunnel_mtu_v6 : snap.tunnel_mtu_v4;
   f.encap_subnet = route.subnet;
-  f.encap_ingress = from.key;
+  f.encap_ingress = ingress_key;
   // As OVN does, the egress key names the destination port, so the receiver
   // (ours or an OVN chassis) is told where the packet goes; 0x8000 (the
   // router: route by the inner destination) only when the remote node
@@ -232,8 +262,17 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   // A reply of a connection this node translated (a remote backend
   // answering our client) is translated back before it is delivered.
   NatPlan plan;
-  if (auto d = serviceStage(w, snap, pc, false, f, plan)) return *d;
+  if (auto d = serviceStage(w, snap, pc, From::kTunnel, f, plan)) return *d;
   if (plan.active) dst = plan.dst.data();
+  // The reply of a connection this node translated towards the fabric (a
+  // masqueraded node-port client): out through the node network.
+  if ((plan.active || w.related) && offCluster(snap, dst, v6)) {
+    Decision d = toFabric(w, snap, pc, dst, f);
+    if (d.kind != Decision::kFlow) return d;
+    f.ops |= op::kDecap;
+    if (plan.active) addNat(pc, plan, f, d);
+    return d;
+  }
 
   const SnapPort* dp = nullptr;
   if (v6) {
@@ -344,6 +383,21 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
     }
     enqueueTx(w, host, pc.mbuf);
     return {Decision::kSent, DropReason::kOk};
+  }
+  if (unicast && ns.isHostMac(dst) && pk.l3 == overlay::L3Type::kIpv4) {
+    // Node ports and external IPs, and the replies of connections this node
+    // translated (egress SNAT, masqueraded node-port clients): the cluster's.
+    NatPlan plan;
+    if (auto d = serviceStage(w, snap, pc, From::kFabric, f, plan)) return *d;
+    if (plan.active || w.related) {
+      const uint8_t* l3 = frame + pk.l3_offset;
+      const uint8_t* to = plan.active ? plan.dst.data() : l3 + overlay::ipv4::kDstOffset;
+      Decision d = routeFromPort(w, snap, pc, kRouterEgressPortKey, to, false, f, true);
+      if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
+      return d;
+    }
+    // The host's: bridged, and decided again when the services change (a new node port).
+    f.dep_nat = kDepServices;
   }
   if (unicast && ns.isHostMac(dst)) {
     f.ops = op::kOutput;

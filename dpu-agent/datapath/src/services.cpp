@@ -51,6 +51,38 @@ uint64_t frontendHash(const SnapFrontend& f) {
   return (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full) ^ (uint64_t{f.port} << 8 | f.protocol);
 }
 
+// This node's pod gateway address of the family (its first local subnet's).
+bool localGateway(const Snapshot& snap, bool v6, std::array<uint8_t, 16>& out) {
+  for (const auto& sub : snap.local_subnets) {
+    if (!sub.has_gateway || sub.gateway.isV4() == v6) continue;
+    out = {};
+    std::memcpy(out.data(), sub.gateway.bytes.data(), v6 ? 16 : 4);
+    return true;
+  }
+  return false;
+}
+
+// Inserts connection `t` with `reply`, whose destination port (both ports of
+// an ICMP echo's identifier) is chosen: `first` if that is free, else from a
+// hash of `t` on through [lo, hi]. A few tries: a range crowded enough to
+// fail them is exhausted for that peer.
+Result<conntrack::Hit> insertAllocating(conntrack::Table& ct, const conntrack::Tuple& t, conntrack::Tuple& reply,
+                                        uint8_t nat, conntrack::State initial, uint64_t now_ms, bool loose,
+                                        uint16_t first, uint16_t lo, uint16_t hi) {
+  constexpr unsigned kTries = 32;
+  const bool echo = t.protocol == overlay::ipproto::kIcmp || t.protocol == overlay::ipproto::kIcmpv6;
+  const uint32_t span = uint32_t{hi} - lo + 1;
+  const uint32_t start = static_cast<uint32_t>(
+      lb::tupleHash(t.src.data(), t.dst.data(), t.family == 6 ? 16 : 4, t.src_port, t.dst_port, t.protocol) % span);
+  for (unsigned i = 0;; ++i) {
+    const bool own = i == 0 && first >= lo && first <= hi;
+    reply.dst_port = own ? first : static_cast<uint16_t>(lo + (start + i) % span);
+    if (echo) reply.src_port = reply.dst_port;
+    auto r = ct.insert(t, reply, nat, initial, now_ms, 0, 0, loose);
+    if (r || r.code() != ErrorCode::kConflict || i + 1 == kTries) return r;
+  }
+}
+
 // The translation a tracked connection's packet gets in direction `dir`.
 void planFromEntry(const conntrack::Entry& e, conntrack::Dir dir, NatPlan& plan) {
   plan.active = true;
@@ -95,7 +127,7 @@ Decision EngineImpl::reject(WorkerContext& w, const Snapshot& snap, PacketContex
 }
 
 std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc,
-                                                 bool balance, FlowRecord& f, NatPlan& plan) {
+                                                 From from, FlowRecord& f, NatPlan& plan) {
   w.ct_hit_valid = false;
   const overlay::FlowKey& k = pc.key;
   const overlay::ParsedPacket& pk = pc.parsed;
@@ -138,10 +170,13 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
       bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
     }
   }
-  if (!balance) return std::nullopt;
+  if (from == From::kTunnel) return std::nullopt;
 
   // A new connection: is it for a service?
   const SnapFrontend* fe = balanced(proto) ? snap.frontend(dst, v6, k.l4_dst, proto) : nullptr;
+  // From the fabric only node ports and external IPs are the cluster's; the
+  // rest is the host's.
+  if (from == From::kFabric && (fe == nullptr || fe->kind == FrontendKind::kClusterIp)) return std::nullopt;
   if (fe == nullptr) {
     if (!snap.isServiceIp(dst, v6)) {
       if (!snap.inServiceCidr(dst, v6)) return std::nullopt;  // not a service: routed as sent
@@ -202,14 +237,25 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   reply.dst = t.src;
   reply.dst_port = t.src_port;
   uint8_t nat = conntrack::kNatDst;
+  bool allocate = false;
   if (std::memcmp(backend->ip.data(), t.src.data(), v6 ? 16 : 4) == 0) {
     reply.dst = v6 ? kHairpinV6 : kHairpinV4;
     nat |= conntrack::kNatSrc;
     bump(w.counters.events[static_cast<size_t>(Event::kServiceHairpin)]);
+  } else if (from == From::kFabric && fe->masquerade) {
+    // A node port or external IP with the Cluster policy: the client is
+    // masqueraded to this node's pod gateway address, so that a backend on
+    // another node answers through this one, where the connection is tracked.
+    if (!localGateway(snap, v6, reply.dst)) return dropNow(DropReason::kServiceNoMasqueradeAddress);
+    nat |= conntrack::kNatSrc;
+    allocate = true;
   }
-  auto hit = conntrack_->insert(t, reply, nat, *initial, w.now_ms, 0, 0, loose);
+  auto hit = allocate ? insertAllocating(*conntrack_, t, reply, nat, *initial, w.now_ms, loose, t.src_port, 1024, 65535)
+                      : conntrack_->insert(t, reply, nat, *initial, w.now_ms, 0, 0, loose);
   if (!hit) {
-    return dropNow(hit.code() == ErrorCode::kExhausted ? DropReason::kConntrackFull : DropReason::kConntrackConflict);
+    return dropNow(hit.code() == ErrorCode::kExhausted ? DropReason::kConntrackFull
+                   : allocate                          ? DropReason::kSnatPortsExhausted
+                                                       : DropReason::kConntrackConflict);
   }
   bump(w.counters.events[static_cast<size_t>(Event::kConntrackNew)]);
   if (loose) bump(w.counters.events[static_cast<size_t>(Event::kConntrackLoose)]);
@@ -237,6 +283,48 @@ void EngineImpl::noteConnectionFlow(WorkerContext& w, const PacketContext&, uint
   // id (the slot may hold another flow by then).
   const uint64_t where = uint64_t{w.index_} << 58 | uint64_t{index} << 32 | w.table.extra(index).flow_id;
   conntrack_->setUser(w.ct_hit, w.ct_hit.dir, where);
+}
+
+std::optional<Decision> EngineImpl::egressSnat(WorkerContext& w, const Snapshot& snap, PacketContext& pc,
+                                               NatPlan& plan) {
+  const overlay::FlowKey& k = pc.key;
+  const overlay::ParsedPacket& pk = pc.parsed;
+  if (snap.north_south.node_ipv4.empty() || pk.l3 != overlay::L3Type::kIpv4) return std::nullopt;
+  const uint8_t proto = k.ip_proto;
+  const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
+  const bool echo = pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoRequest;
+  if (proto != overlay::ipproto::kTcp && proto != overlay::ipproto::kUdp && !echo) return std::nullopt;
+  if (pk.fragment != overlay::Fragment::kNone) return dropNow(DropReason::kSnatFragment);
+  NorthSouthRoute r;
+  const DropReason why = northSouthRoute(w, snap, pc, overlay::load32(k.l3_dst.data()), r);
+  if (why != DropReason::kOk) return dropNow(why);
+  bool loose = false;
+  const auto initial = conntrack::Table::initialState(proto, tcpFlagsOf(pc), loose);
+  if (!initial) return dropNow(DropReason::kServiceNotAConnection);
+  const conntrack::Tuple t = connectionTuple(k, false);
+  conntrack::Tuple reply;
+  reply.family = 4;
+  reply.protocol = proto;
+  reply.src = t.dst;
+  reply.src_port = t.dst_port;
+  overlay::store32(reply.dst.data(), r.node_ip);
+  auto hit = insertAllocating(*conntrack_, t, reply, conntrack::kNatSrc, *initial, w.now_ms, loose, 0, kSnatPorts.first,
+                              kSnatPorts.second);
+  if (!hit) {
+    return dropNow(hit.code() == ErrorCode::kExhausted ? DropReason::kConntrackFull : DropReason::kSnatPortsExhausted);
+  }
+  bump(w.counters.events[static_cast<size_t>(Event::kConntrackNew)]);
+  bump(w.counters.events[static_cast<size_t>(Event::kSnatNew)]);
+  if (loose) bump(w.counters.events[static_cast<size_t>(Event::kConntrackLoose)]);
+  w.ct_hit = *hit;
+  w.ct_hit_valid = true;
+  conntrack::Entry made;
+  made.original = t;
+  made.reply = reply;
+  made.state = *initial;
+  planFromEntry(made, conntrack::Dir::kOriginal, plan);
+  plan.dep = kDepNode;
+  return std::nullopt;
 }
 
 namespace {

@@ -121,7 +121,10 @@ lb::MaglevTable maglev(const std::vector<SnapBackend>& backends, bool v6) {
   return lb::MaglevTable(ids);
 }
 
-std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, uint64_t content_hash, uint32_t dep) {
+// `node_ips`: this node's IPv4 addresses (north–south), where each node port
+// is served; part of `content_hash`.
+std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, uint64_t content_hash, uint32_t dep,
+                                                const std::vector<IpAddress>& node_ips) {
   auto out = std::make_shared<SnapService>();
   out->name = svc.name;
   out->content_hash = content_hash;
@@ -159,6 +162,25 @@ std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, 
         f.protocol = port.protocol;
         f.local_only = cluster ? svc.internal_local : svc.external_local;
         f.masquerade = !cluster && !svc.external_local;
+        f.affinity_ms = svc.affinity_timeout_s * 1000;
+        f.backends = set;
+        out->frontends.push_back(std::move(f));
+      }
+      // The node port on each node IP of the family (only IPv4 reaches the
+      // fabric so far), with the external traffic policy.
+      for (const auto& nip : node_ips) {
+        if (port.node_port == 0 || nip.isV4() == v6) continue;
+        SnapFrontend f;
+        f.dep = dep;
+        f.service = svc.name;
+        f.port_name = port.name;
+        f.kind = FrontendKind::kNodePort;
+        f.ip = toIp16(nip);
+        f.v6 = v6;
+        f.port = port.node_port;
+        f.protocol = port.protocol;
+        f.local_only = svc.external_local;
+        f.masquerade = !svc.external_local;
         f.affinity_ms = svc.affinity_timeout_s * 1000;
         f.backends = set;
         out->frontends.push_back(std::move(f));
@@ -388,13 +410,20 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     for (const auto& sv : in.previous->services) before.emplace(sv->name, sv);
   }
   s.services.reserve(m.services.size());
+  std::vector<IpAddress> node_ips;
+  std::string node_ips_text;
+  for (const auto& a : m.node_ips) {
+    if (!a.address.isV4()) continue;
+    node_ips.push_back(a.address);
+    node_ips_text += a.address.str() + ",";
+  }
   for (const auto& svc : m.services) {
-    const uint64_t h = hashText(svc.content);
+    const uint64_t h = hashText(node_ips_text, hashText(svc.content));
     const uint32_t dep = deps.idFor("service/" + svc.name);
     deps.touchHash(dep, h);
     auto it = before.find(svc.name);
     s.services.push_back(it != before.end() && it->second->content_hash == h ? it->second
-                                                                              : buildService(svc, h, dep));
+                                                                              : buildService(svc, h, dep, node_ips));
   }
   uint64_t frontends_hash = hashText("services");
   for (const auto& sv : s.services) {

@@ -630,3 +630,234 @@ TEST_CASE("north-south: bridged flows offload as one Output rule each way", "[en
     CHECK(spec->actions[0].type == flow::ActionType::kOutput);
   }
 }
+
+// Node ports and egress SNAT: the services on the north–south path ----------
+
+namespace {
+
+Bytes tcpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, uint16_t sport, const char* to,
+            uint16_t dport, uint8_t flags, uint8_t ttl = 64) {
+  return PacketBuilder()
+      .ethernet(dst, src)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .tcp({.src_port = sport, .dst_port = dport, .seq = 7, .ack = (flags & overlay::tcp::kFlagAck) ? 9u : 0u,
+            .flags = flags})
+      .payload(Bytes(30, 0x33))
+      .build();
+}
+Bytes udpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, uint16_t sport, const char* to,
+            uint16_t dport, uint8_t ttl = 64) {
+  return PacketBuilder()
+      .ethernet(dst, src)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .udp(sport, dport)
+      .payload(Bytes(24, 0x44))
+      .build();
+}
+
+// Geneve from node2's DPU carrying `inner` (its router MAC to ours).
+Bytes geneveFromNode2(const Bytes& inner) {
+  std::array<uint8_t, 4> data;
+  overlay::GeneveOption opt;
+  REQUIRE(overlay::makeOvnOption({9, 0x8000}, data, opt) == overlay::Status::kOk);
+  overlay::GeneveTunnel t;
+  t.src_mac = kNextHopMac;
+  t.dst_mac = kUplinkMac;
+  const auto s = IpAddress::parse("192.168.100.2").value(), d = IpAddress::parse("192.168.100.1").value();
+  std::copy(s.bytes.begin(), s.bytes.end(), t.src_ip.begin());
+  std::copy(d.bytes.begin(), d.bytes.end(), t.dst_ip.begin());
+  t.vni = 10;
+  t.options = std::span<const overlay::GeneveOption>(&opt, 1);
+  std::vector<uint8_t> buf(512 + inner.size());
+  std::memcpy(buf.data() + 256, inner.data(), inner.size());
+  overlay::PacketBuffer pb(buf.data(), static_cast<uint32_t>(buf.size()), 256, static_cast<uint32_t>(inner.size()));
+  REQUIRE(overlay::encapGeneve(pb, t, 77) == overlay::Status::kOk);
+  return Bytes(pb.data(), pb.data() + pb.size());
+}
+
+// The inner frame of a Geneve packet the DPU sent.
+Bytes innerOf(const Bytes& outer) {
+  Bytes copy = outer;
+  overlay::PacketBuffer pb(copy.data(), static_cast<uint32_t>(copy.size()), 0, static_cast<uint32_t>(copy.size()));
+  overlay::GeneveHeaders gh;
+  overlay::GeneveDecapConfig cfg;
+  REQUIRE(overlay::decapGeneve(pb, cfg, gh) == overlay::Status::kOk);
+  return Bytes(pb.data(), pb.data() + pb.size());
+}
+
+// A node port for pod-a (local) and one for a pod on node2 (remote).
+dataplane::v1::LogicalModel nodePortModel(bool local_policy) {
+  auto m = baseModel();
+  m.mutable_node()->add_service_cidrs("10.96.0.0/16");
+  auto add = [&](const char* name, const char* vip, uint32_t node_port, const char* backend, bool local) {
+    auto* s = m.add_services();
+    s->set_name(name);
+    s->add_cluster_ips(vip);
+    s->set_external_local(local_policy);
+    auto* p = s->add_ports();
+    p->set_protocol(dataplane::v1::TCP);
+    p->set_port(80);
+    p->set_node_port(node_port);
+    auto* b = p->add_backends();
+    b->set_ip(backend);
+    b->set_port(8080);
+    b->set_local(local);
+    b->set_ready(true);
+    b->set_serving(true);
+  };
+  add("default/here", "10.96.0.10", 30080, "10.244.1.5", true);
+  add("default/there", "10.96.0.20", 30081, "10.244.2.7", false);
+  return m;
+}
+
+void program(Fixture& f, const dataplane::v1::LogicalModel& m, uint64_t generation) {
+  dataplane::v1::ProgramRequest req;
+  req.mutable_full_sync()->set_generation(generation);
+  *req.mutable_full_sync()->mutable_model() = m;
+  const auto r = f.engine->program(req);
+  INFO(r.message());
+  REQUIRE(r.status() == dataplane::v1::OK);
+  REQUIRE(r.problems_size() == 0);
+}
+
+// The host's MAC for its node IP and the gateway's, as the dataplane learns them.
+void resolveGateway(Fixture& f) {
+  hostArps(f);
+  f.bridged(kUplink, kHost, arpReply(kGatewayMac, "172.18.0.254", kHostMac, "172.18.0.1"));
+  f.update();
+}
+
+constexpr uint8_t kSyn = overlay::tcp::kFlagSyn, kAck = overlay::tcp::kFlagAck;
+constexpr uint8_t kSynAck = kSyn | kAck;
+
+std::string hex(const Bytes& b) { return test::toHex(b.data(), b.size()); }
+
+}  // namespace
+
+TEST_CASE("node port: a client on the fabric reaches a local backend, masqueraded, and its reply leaves to the fabric",
+          "[engine][north-south][services]") {
+  Fixture f;
+  program(f, nodePortModel(false), 2);
+  resolveGateway(f);
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30080, kSyn));
+  auto at_pod = Fixture::drain(kRep);
+  REQUIRE(at_pod.size() == 1);
+  CHECK(Fixture::drain(kHost).empty());
+  // The Cluster policy: from this node's pod gateway address, so any backend's reply comes back here.
+  CHECK(hex(at_pod[0]) == hex(tcpTo(kPodMac, kRouterMac, "10.244.1.1", 40000, "10.244.1.5", 8080, kSyn, 63)));
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 8080, "10.244.1.1", 40000, kSynAck));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "172.18.0.1", 30080, "203.0.113.7", 40000, kSynAck, 63)));
+  // Established, both directions cached with their translation.
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30080, kAck));
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30080, kAck));
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 8080, "10.244.1.1", 40000, kAck));
+  at_pod = Fixture::drain(kRep);
+  REQUIRE(at_pod.size() == 2);
+  CHECK(hex(at_pod[1]) == hex(tcpTo(kPodMac, kRouterMac, "10.244.1.1", 40000, "10.244.1.5", 8080, kAck, 63)));
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  CHECK(f.stat("FlowInstalled") >= 2);
+  // The host's own traffic to its node IP is still the host's.
+  f.bridged(kUplink, kHost, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40001, "172.18.0.1", 22, kSyn));
+}
+
+TEST_CASE("node port: the Local policy keeps the client's address and uses this node's backends only",
+          "[engine][north-south][services]") {
+  Fixture f;
+  program(f, nodePortModel(true), 2);
+  resolveGateway(f);
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30080, kSyn));
+  auto at_pod = Fixture::drain(kRep);
+  REQUIRE(at_pod.size() == 1);
+  CHECK(hex(at_pod[0]) == hex(tcpTo(kPodMac, kRouterMac, "203.0.113.7", 40000, "10.244.1.5", 8080, kSyn, 63)));
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 8080, "203.0.113.7", 40000, kSynAck));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "172.18.0.1", 30080, "203.0.113.7", 40000, kSynAck, 63)));
+  // The other service's only backend is on node2: dropped here, as kube-proxy does.
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40002, "172.18.0.1", 30081, kSyn));
+  CHECK(Fixture::drain(kUplink).empty());
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(f.stat("ServiceNoLocalEndpoint") == 1);
+}
+
+TEST_CASE("node port: a backend on another node is reached through the tunnel and answers through this node",
+          "[engine][north-south][services]") {
+  Fixture f;
+  program(f, nodePortModel(false), 2);
+  resolveGateway(f);
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30081, kSyn));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(hex(innerOf(out[0])) ==
+        hex(tcpTo(kRouterMac, kRouterMac, "10.244.1.1", 40000, "10.244.2.7", 8080, kSyn, 63)));
+  // The backend answers our pod gateway address; its node sends that here.
+  f.inject(kUplink,
+           geneveFromNode2(tcpTo(kRouterMac, mac("0a:58:0a:f4:02:07"), "10.244.2.7", 8080, "10.244.1.1", 40000,
+                                 kSynAck, 63)));
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "172.18.0.1", 30081, "203.0.113.7", 40000, kSynAck, 62)));
+}
+
+TEST_CASE("egress SNAT: a pod's connection leaves from the node IP on a port of its own and its replies come back",
+          "[engine][north-south][services]") {
+  Fixture f;
+  resolveGateway(f);
+  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5353, "198.51.100.53", 53));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].size() > 36);
+  const uint16_t port = static_cast<uint16_t>(out[0][34] << 8 | out[0][35]);
+  CHECK(port >= kSnatPorts.first);
+  CHECK(port <= kSnatPorts.second);
+  CHECK(hex(out[0]) == hex(udpTo(kGatewayMac, kHostMac, "172.18.0.1", port, "198.51.100.53", 53, 63)));
+  CHECK(f.stat("SnatNew") == 1);
+  // The reply, to the node IP and that port: the pod's, not the host's.
+  f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "198.51.100.53", 53, "172.18.0.1", port));
+  auto back = Fixture::drain(kRep);
+  REQUIRE(back.size() == 1);
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(hex(back[0]) == hex(udpTo(kPodMac, kRouterMac, "198.51.100.53", 53, "10.244.1.5", 5353, 63)));
+  // Cached both ways: the next packets hit their flows.
+  const uint64_t hits = f.stat("FlowHit");
+  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5353, "198.51.100.53", 53));
+  f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "198.51.100.53", 53, "172.18.0.1", port));
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  CHECK(Fixture::drain(kRep).size() == 1);
+  CHECK(f.stat("FlowHit") == hits + 2);
+  // Another pod connection to the same server gets another port.
+  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5354, "198.51.100.53", 53));
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(static_cast<uint16_t>(out[0][34] << 8 | out[0][35]) != port);
+  // A ping leaves the same way, its identifier translated.
+  f.inject(kRep, PacketBuilder()
+                     .ethernet(kRouterMac, kPodMac)
+                     .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("198.51.100.53")})
+                     .icmpEcho(overlay::icmp::kTypeEchoRequest, 77, 1)
+                     .build());
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const uint16_t id = static_cast<uint16_t>(out[0][38] << 8 | out[0][39]);
+  CHECK(id >= kSnatPorts.first);
+  CHECK(hex(out[0]) == hex(PacketBuilder()
+                               .ethernet(kGatewayMac, kHostMac)
+                               .ipv4({.src = ip4("172.18.0.1"), .dst = ip4("198.51.100.53"), .ttl = 63})
+                               .icmpEcho(overlay::icmp::kTypeEchoRequest, id, 1)
+                               .build()));
+}
+
+TEST_CASE("egress SNAT: without a node network route a pod's packet off the cluster is dropped as before",
+          "[engine][north-south][services]") {
+  Fixture f;
+  // The gateway's MAC is not known yet: asked for, the packet dropped (not cached).
+  hostArps(f);
+  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5353, "198.51.100.53", 53));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);  // the ARP request for the gateway
+  CHECK(hex(out[0]) == hex(arpRequest(kHostMac, "172.18.0.1", "172.18.0.254")));
+  CHECK(f.stat("NeighbourUnresolved") == 1);
+  CHECK(f.stat("SnatNew") == 0);
+}
