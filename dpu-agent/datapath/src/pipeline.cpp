@@ -59,6 +59,22 @@ bool offCluster(const Snapshot& snap, const uint8_t* dst, bool v6) {
          !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6) && !isGatewayAddress(snap, dst, v6);
 }
 
+// A packet from the fabric to a port egress SNAT allocates (kSnatPorts), or
+// an echo reply with such an identifier.
+bool isSnatReturn(const PacketContext& pc, const uint8_t* frame) {
+  const overlay::ParsedPacket& pk = pc.parsed;
+  if (pk.fragment == overlay::Fragment::kLater) return false;
+  uint16_t port = 0;
+  if (pk.l4 == overlay::L4Type::kTcp || pk.l4 == overlay::L4Type::kUdp) {
+    port = pc.key.l4_dst;
+  } else if (pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoReply) {
+    port = pc.key.l4_dst;  // the identifier
+  } else {
+    return false;
+  }
+  return port >= kSnatPorts.first && port <= kSnatPorts.second;
+}
+
 }  // namespace
 
 Decision EngineImpl::toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst,
@@ -396,6 +412,12 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
       if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
       return d;
     }
+    // A port egress SNAT translates to, with no connection (this process
+    // started after it, or it expired): not the host's (its own connections
+    // never use these ports, and its stack would reset the pod's
+    // connection). Dropped until the pod's next packet picks the connection
+    // up again, on the same port (the first one tried is a hash of it).
+    if (isSnatReturn(pc, frame)) return dropNow(DropReason::kSnatNoConnection);
     // The host's: bridged, and decided again when the services change (a new node port).
     f.dep_nat = kDepServices;
   }

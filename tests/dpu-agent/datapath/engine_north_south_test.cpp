@@ -861,3 +861,35 @@ TEST_CASE("egress SNAT: without a node network route a pod's packet off the clus
   CHECK(f.stat("NeighbourUnresolved") == 1);
   CHECK(f.stat("SnatNew") == 0);
 }
+
+TEST_CASE("egress SNAT: after a restart the pod's next packet takes its old port again; replies before it are kept "
+          "from the host",
+          "[engine][north-south][services]") {
+  uint16_t port = 0;
+  {
+    Fixture before;
+    resolveGateway(before);
+    before.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 41000, "198.51.100.80", 443, kSyn));
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    port = static_cast<uint16_t>(out[0][34] << 8 | out[0][35]);
+  }
+  // A new process: no connection. The server's segment arrives first: not
+  // the host's (its stack would reset the connection), dropped and counted.
+  Fixture after;
+  resolveGateway(after);
+  after.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "198.51.100.80", 443, "172.18.0.1", port, kAck));
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(Fixture::drain(kRep).empty());
+  CHECK(after.stat("SnatNoConnection") == 1);
+  // The pod's next segment, mid-stream: picked up loose, on the same port.
+  after.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 41000, "198.51.100.80", 443, kAck));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "172.18.0.1", port, "198.51.100.80", 443, kAck, 63)));
+  CHECK(after.stat("ConntrackLoose") == 1);
+  after.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "198.51.100.80", 443, "172.18.0.1", port, kAck));
+  auto back = Fixture::drain(kRep);
+  REQUIRE(back.size() == 1);
+  CHECK(hex(back[0]) == hex(tcpTo(kPodMac, kRouterMac, "198.51.100.80", 443, "10.244.1.5", 41000, kAck, 63)));
+}
