@@ -175,6 +175,10 @@ dl_status() {
   while read -r n pod; do
     [ -n "$pod" ] && printf '  pod node%s/%s: %s (netns %s)\n' "$n" "$pod" "$(dl_pod_ip "$n" "$pod")" "$(dl_pod_ns "$n" "$pod")"
   done < <(dl_pods)
+  local name ip ports backends
+  while read -r name ip ports backends; do
+    [ -n "$name" ] && printf '  service default/%s: cluster IP %s, ports %s, backends %s\n' "$name" "$ip" "$ports" "${backends:-(none)}"
+  done < <(dl_service_list)
 }
 
 dl_exec() {

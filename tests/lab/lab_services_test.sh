@@ -12,6 +12,7 @@
 #  - the service's endpoints removed: curl is refused at once (a TCP reset,
 #    not a timeout) and the UDP client gets ICMP port unreachable;
 #  - endpoints back: both protocols work again, both backends answer;
+#  - an unready endpoint is never used, a terminating one only when none is ready;
 #  - `dpuctl dump-flows` holds the translated flows and `dpuctl stats` counts
 #    the connections and the refusals; the agents count their services.
 source "$(dirname "$0")/common.bash" svc
@@ -163,6 +164,26 @@ both "$r" && pass "TCP again: 16 connections, both backends ($r)" || fail "TCP a
 check "endpoints back: UDP to $dns:53 answers again" dl_wait 10 udp_answered "$dns"
 r=$(udp_round 12)
 both "$r" && pass "UDP again: 12 queries, both backends ($r)" || fail "UDP after the endpoints came back: $r"
+
+# --- endpoint conditions: an unready endpoint is never used; a terminating
+# (still serving) one only while no endpoint is ready.
+only() {  # NAME: 8 connections in a row all answered by NAME
+  local i
+  for (( i = 0; i < 8; i++ )); do [ "$(http "$vip:80")" = "$1" ] || return 1; done
+}
+bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service backends web node1/web1=unready,node2/web2 ||
+  fail "service backends web node1/web1=unready,node2/web2"
+check "web1 unready, web2 ready: only web2 answers" dl_wait 15 only web2
+r=$(tcp_round 16)
+[ "$r" = "web1=0 web2=16 other=0" ] && pass "and 16 more connections: $r" || fail "web1 unready, web2 ready: $r"
+bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service backends web node1/web1=terminating,node2/web2=unready ||
+  fail "service backends web node1/web1=terminating,node2/web2=unready"
+check "web1 terminating, web2 unready (none ready): only web1, serving while terminating, answers" dl_wait 15 only web1
+r=$(tcp_round 16)
+[ "$r" = "web1=16 web2=0 other=0" ] && pass "and 16 more connections: $r" || fail "web1 terminating, web2 unready: $r"
+status=$(bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" status)
+grep -q "service default/web: cluster IP $vip, ports tcp/80:8080, backends node1/web1=terminating,node2/web2=unready" <<< "$status" &&
+  pass "dpu-lab status shows the services" || fail "dpu-lab status: $(grep service <<< "$status")"
 
 # --- the service deleted: out of both agents' models.
 bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service del web || fail "service del web"
