@@ -2,7 +2,6 @@
 #include "control/service_compiler.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "common/net_address.h"
 #include "control/cluster_objects.h"
