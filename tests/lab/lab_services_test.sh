@@ -13,8 +13,10 @@
 #    not a timeout) and the UDP client gets ICMP port unreachable;
 #  - endpoints back: both protocols work again, both backends answer;
 #  - an unready endpoint is never used, a terminating one only when none is ready;
-#  - `dpuctl dump-flows` holds the translated flows and `dpuctl stats` counts
-#    the connections and the refusals; the agents count their services.
+#  - `dpuctl services` shows each backend local on its own node, `dpuctl
+#    conntrack` the translated connections, `dpuctl dump-flows` the translated
+#    flows, `dpuctl stats` counts the connections and the refusals; the agents
+#    count their services.
 source "$(dirname "$0")/common.bash" svc
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_test "Debian's python3 (/usr/bin/python3) is not installed (scripts/install-deps.sh)"
@@ -124,6 +126,19 @@ unnat=$(grep -E "nw_src=($ip_1|$ip_2),.*nw_dst=$ip_c," <<< "$flows" | grep -cE "
 [ "${nat:-0}" -ge 1 ] && [ "${unnat:-0}" -ge 1 ] &&
   pass "node1's dump-flows holds $nat translated flows to the services and $unnat back, e.g.: $(grep -E "nw_dst=($vip|$dns)," <<< "$flows" | head -1)" ||
   fail "node1's dump-flows: $nat flows to $vip/$dns with DNAT, $unnat back with the source restored: $(head -20 <<< "$flows")"
+# What each dataplane balances: the agents marked each backend local on its own node.
+svc1=$(dl_dpuctl 1 services 2>&1) svc2=$(dl_dpuctl 2 services 2>&1)
+grep -qE "^default/web +tcp-80 +cluster-ip +$vip:80 +tcp +cluster .* 2/2 " <<< "$svc1" &&
+  grep -qE "^default/web +tcp-80 +$ip_1:8080 +ready +local " <<< "$svc1" &&
+  grep -qE "^default/web +tcp-80 +$ip_2:8080 +ready +remote " <<< "$svc1" &&
+  grep -qE "^default/web +tcp-80 +$ip_2:8080 +ready +local " <<< "$svc2" &&
+  grep -qE "^default/dns +udp-53 +cluster-ip +$dns:53 +udp " <<< "$svc2" &&
+  pass "dpuctl services: web at $vip:80 with 2/2 backends, web1 local on node1, web2 local on node2; dns at $dns:53" ||
+  fail "dpuctl services: node1: $svc1; node2: $svc2"
+ct=$(dl_dpuctl 1 conntrack --address "$vip" 2>&1)
+grep -qE "^tcp +$ip_c:[0-9]+ -> $vip:80 +($ip_1|$ip_2):8080 -> $ip_c:[0-9]+ .* dnat +default/web " <<< "$ct" &&
+  pass "dpuctl conntrack: the client's connections to $vip:80, translated to the backends ($(grep -c dnat <<< "$ct") listed)" ||
+  fail "dpuctl conntrack --address $vip: $ct"
 stats=$(dl_dpuctl 1 stats 2>&1)
 new=$(awk 'tolower($0) ~ /conntrack_?new|conntracknew/ {for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) {print $i; exit}}' <<< "$stats")
 [ "${new:-0}" -ge 40 ] && pass "node1 tracked $new connections" || fail "node1's stats count ${new:-no} new connections: $stats"
