@@ -12,7 +12,8 @@
 #   host-shim.json host-shim.log host-shim.pid host-shim.sock host-shim-state/
 #
 # Functions (public; DAEMON is dataplane, agent or host-shim):
-#   dl_write_cluster_file N...       the cluster file listing the nodes N... (rewrite to add/remove nodes)
+#   dl_write_cluster_file N...       the cluster file listing the nodes N... (rewrite to add/remove nodes;
+#                                    the lab's services stay, see services.bash)
 #   dl_node_configs N NUMVFS         write the three configs of node N
 #   dl_daemon_start N DAEMON         start it and wait until it is ready (see _dl_ready_*)
 #   dl_daemon_stop N DAEMON [-9]     stop it (SIGTERM, or SIGKILL with -9)
@@ -49,14 +50,14 @@ dl_check_binaries() {
 }
 
 dl_write_cluster_file() {
-  local n tmp=$DL_DIR/cluster.yaml.tmp
+  local n
   {
     echo "# The lab's cluster (file ClusterSource), shared by every node's dpu-agent."
     echo "nodes:"
     for n in "$@"; do
       echo "  - {name: $(dl_node_name "$n"), tunnelIP: $(dl_tunnel_ip "$n"), podCIDR: $(dl_pod_cidr "$n")}"
     done
-  } > "$tmp" && mv "$tmp" "$DL_DIR/cluster.yaml"
+  } > "$DL_DIR/cluster.nodes.yaml" && dl_compose_cluster_file  # + the services (services.bash)
 }
 
 dl_node_configs() {

@@ -20,6 +20,7 @@
 #   pods.bash      pods via dpu-cni (libcni driver or direct exec), exec targets
 #   traffic.bash   ping / TCP / UDP measurements, the connectivity matrix, captures
 #   faults.bash    background traffic across a fault, outages, node removal, DPU reboot, drop counters
+#   services.bash  Services and their EndpointSlices in the cluster file (service add/backends/del/list)
 #   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
@@ -52,6 +53,7 @@ source "$DL_LIB_DIR/pods.bash"
 source "$DL_LIB_DIR/traffic.bash"
 source "$DL_LIB_DIR/faults.bash"
 source "$DL_LIB_DIR/kube.bash"
+source "$DL_LIB_DIR/services.bash"
 
 dl_nodes() {
   local d
@@ -173,6 +175,10 @@ dl_status() {
   while read -r n pod; do
     [ -n "$pod" ] && printf '  pod node%s/%s: %s (netns %s)\n' "$n" "$pod" "$(dl_pod_ip "$n" "$pod")" "$(dl_pod_ns "$n" "$pod")"
   done < <(dl_pods)
+  local name ip ports backends
+  while read -r name ip ports backends; do
+    [ -n "$name" ] && printf '  service default/%s: cluster IP %s, ports %s, backends %s\n' "$name" "$ip" "$ports" "${backends:-(none)}"
+  done < <(dl_service_list)
 }
 
 dl_exec() {

@@ -16,7 +16,7 @@ export DL_RUN_DIR
 DL_RUN_DIR=$(mktemp -d /tmp/dpu-lab-cli.XXXXXX)
 trap 'rm -rf "$DL_RUN_DIR"' EXIT
 
-for f in "$lab" "$src/lab/demo" "$src"/lab/lib/{core,topology,daemons,pods,traffic,lab}.bash; do
+for f in "$lab" "$src/lab/demo" "$src"/lab/lib/{core,topology,daemons,pods,traffic,services,lab}.bash; do
   bash -n "$f" 2>/dev/null && pass "parses: ${f#"$src"/}" || fail "bash -n ${f#"$src"/}: $(bash -n "$f" 2>&1)"
 done
 
@@ -48,6 +48,41 @@ expect 2 "unknown command 'frobnicate'" bash "$lab" --name "zz$$" frobnicate
   out=$(dl_node_ref node7 2>&1) && exit 1
   grep -q "no node 'node7'" <<< "$out"
 ) && pass "library: namespace names, addresses, target parsing" || fail "library naming/parsing"
+
+# The service verbs' arguments and the cluster file they write, without a lab
+# (no pods: services without endpoints; the lab test gives them endpoints).
+(
+  source "$src/lab/lib/lab.bash"
+  dl_init "q2" || exit 1
+  mkdir -p "$DL_DIR" && echo "nodes: []" > "$DL_DIR/cluster.nodes.yaml" || exit 1
+  [ "$(_dl_service_port tcp/80:8080)" = "TCP 80 8080" ] && [ "$(_dl_service_port 53/udp)" = "UDP 53 53" ] || exit 1
+  out=$(_dl_service_port icmp/1 2>&1) && exit 1
+  grep -q "protocol must be tcp, udp or sctp" <<< "$out" || exit 1
+  out=$(_dl_service_port tcp/70000 2>&1) && exit 1
+  grep -q "1..65535" <<< "$out" || exit 1
+  out=$(dl_service_add Web --port tcp/80 2>&1) && exit 1
+  grep -q "service name 'Web' must be" <<< "$out" || exit 1
+  out=$(dl_service_add web 2>&1) && exit 1
+  grep -q "at least one --port" <<< "$out" || exit 1
+  out=$(dl_service_add web --port tcp/80 --ip 192.168.1.1 2>&1) && exit 1
+  grep -q "service CIDR 10.96.0.0/12" <<< "$out" || exit 1
+  dl_service_add web --port tcp/80:8080 --port udp/53 --affinity 60 --backends "" || exit 1
+  dl_service_add dns --port udp/53:5353 || exit 1
+  [ "$(dl_service_ip web)" = 10.96.0.10 ] && [ "$(dl_service_ip dns)" = 10.96.0.11 ] || exit 1
+  out=$(dl_service_add other --port tcp/80 --ip 10.96.0.10 2>&1) && exit 1
+  grep -q "cluster IP 10.96.0.10 is service web's" <<< "$out" || exit 1
+  out=$(dl_service_backends web node1/pod1 2>&1) && exit 1
+  grep -q "no node 'node1'" <<< "$out" || exit 1
+  f=$DL_DIR/cluster.yaml
+  grep -q '^  - {namespace: default, name: web, type: ClusterIP, clusterIP: 10.96.0.10, ports: \[{name: tcp-80, protocol: TCP, port: 80, targetPort: 8080}, {name: udp-53, protocol: UDP, port: 53, targetPort: 53}\], sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}$' "$f" &&
+    grep -q '^  - {namespace: default, name: web-lab, service: web, addressType: IPv4, endpoints: \[\], ports: \[{name: tcp-80, protocol: TCP, port: 8080}, {name: udp-53, protocol: UDP, port: 53}\]}$' "$f" &&
+    [ "$(dl_service_list)" = "dns 10.96.0.11 udp/53:5353 
+web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
+  dl_service_del web && dl_service_del web || exit 1
+  [ "$(dl_service_list | wc -l)" = 1 ] && ! grep -q "name: web" "$f" || exit 1
+  dl_service_del dns && [ "$(cat "$f")" = "nodes: []" ]
+) && pass "library: service verbs check their arguments and write Services and EndpointSlices" ||
+  fail "library: service verbs"
 
 if [ "$(id -u)" = 0 ]; then
   expect 1 "is not up" bash "$lab" --name "zz$$" pod add node1 x

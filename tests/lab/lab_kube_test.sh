@@ -12,7 +12,9 @@
 #     `kubectl get pod` shows) and reach each other across nodes;
 #   - the agent refuses a CNI ADD for a pod the API schedules elsewhere;
 #   - a Service and a NetworkPolicy applied with kubectl reach both agents
-#     without error (counted per kind; the datapath does not use them yet);
+#     without error (counted per kind; the datapath does not use the policy
+#     yet); the Service, with the EndpointSlice the API server made for it,
+#     takes a pod on the other node to pod a through its cluster IP;
 #   - `kubectl delete pod` runs the CNI DEL: the agent drops the attachment and
 #     releases the address, the pod's netns goes and its VF returns;
 #   - the agents needed no grant the manifests lack (the fake's RBAC denials).
@@ -68,7 +70,7 @@ else
     fail "the refusal does not say where the pod is scheduled: $out"
 fi
 
-# A Service and a NetworkPolicy: the agents receive them (the datapath ignores them for now).
+# A Service and a NetworkPolicy: the agents receive them (the datapath does not use NetworkPolicies yet).
 svc1=$(metric 1 dpu_agent_cluster_events_total 'kind="service"'); np1=$(metric 1 dpu_agent_cluster_events_total 'kind="networkpolicy"')
 svc2=$(metric 2 dpu_agent_cluster_events_total 'kind="service"'); np2=$(metric 2 dpu_agent_cluster_events_total 'kind="networkpolicy"')
 out=$(k apply -f - 2>&1 <<EOF
@@ -100,6 +102,18 @@ for _ in $(seq 1 100); do received && break; sleep 0.2; done
 check "both agents received the Service and the NetworkPolicy" received
 check "neither agent found a malformed object" test "$(metric 1 dpu_agent_cluster_malformed_objects_total '')$(metric 2 dpu_agent_cluster_malformed_objects_total '')" = 00
 check "the agents stay ready" dl_wait 5 _dl_ready_agent 1
+
+# The Service through the datapath: pod a serves on its targetPort, b (the
+# other node) reaches it through the cluster IP the API server gave.
+vip=$(k get service web -o jsonpath='{.spec.clusterIP}')
+mkdir -p "$DL_DIR/www-a" && echo a > "$DL_DIR/www-a/index.html"
+dl_spawn "$DL_DIR/www-a.pid" "$(dl_pod_ns 1 default.a)" "$DL_DIR/www-a.log" \
+  /usr/bin/python3 -m http.server 8080 --directory "$DL_DIR/www-a" || fail "could not start a web server in pod a"
+through_vip() { [ "$(dl_exec node2/default.b curl -s --max-time 2 "http://$vip/")" = a ]; }
+check "b (node2) reaches pod a through Service web's cluster IP $vip:80" dl_wait 20 through_vip
+n1=$(metric 1 dpu_agent_services dpu_agent_services) n2=$(metric 2 dpu_agent_services dpu_agent_services)
+[ "$n1" -ge 1 ] && [ "$n2" -ge 1 ] && pass "both agents hold services in their model ($n1, $n2)" ||
+  fail "services in the agents' models: node1 $n1, node2 $n2"
 
 # kubectl delete pod: the kubelet stand-in runs the CNI DEL, then the pod goes.
 used2_with_b=$(metric 2 dpu_agent_ipam_addresses_used "10.244.2.0/24")

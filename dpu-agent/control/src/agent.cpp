@@ -833,10 +833,63 @@ void Agent::podDeleted(const std::string& ns, const std::string& name) {
   if (first_sync_done_) releaseOrphansLocked();
 }
 
-void Agent::serviceUpserted(const ServiceInfo&) {}
-void Agent::serviceDeleted(const std::string&, const std::string&) {}
-void Agent::endpointSliceUpserted(const EndpointSliceInfo&) {}
-void Agent::endpointSliceDeleted(const std::string&, const std::string&) {}
+void Agent::recompileServiceLocked(const std::string& key) {
+  const ServiceInfo* svc = service_catalog_.service(key);
+  if (svc == nullptr) {
+    refused_services_.erase(key);
+    model_.deleteService(key);
+    return;
+  }
+  if (auto why = notProxiedReason(*svc); !why.empty()) {
+    DPU_LOG(kDebug, kLog) << "service " << key << " is not proxied: " << why;
+    refused_services_.erase(key);
+    model_.deleteService(key);
+    return;
+  }
+  auto compiled = compileService(*svc, service_catalog_.slicesOf(key), config_.node_name);
+  if (!compiled) {
+    // Said once per distinct reason: a slice churning under a bad service
+    // does not repeat it.
+    auto& known = refused_services_[key];
+    if (known != compiled.error()) {
+      DPU_LOG(kWarn, kLog) << "service " << key << " is left out of the dataplane: " << compiled.error()
+                           << "; fix the Service or its EndpointSlices";
+    }
+    known = compiled.error();
+    model_.deleteService(key);
+    return;
+  }
+  if (refused_services_.erase(key)) {
+    DPU_LOG(kInfo, kLog) << "service " << key << " is usable again";
+  }
+  model_.upsertService(*compiled);
+}
+
+std::map<std::string, std::string> Agent::refusedServices() const {
+  std::lock_guard lock(mu_);
+  return refused_services_;
+}
+
+void Agent::serviceUpserted(const ServiceInfo& svc) {
+  std::lock_guard lock(mu_);
+  for (const auto& key : service_catalog_.upsertService(svc)) recompileServiceLocked(key);
+}
+
+void Agent::serviceDeleted(const std::string& ns, const std::string& name) {
+  std::lock_guard lock(mu_);
+  for (const auto& key : service_catalog_.deleteService(ns, name)) recompileServiceLocked(key);
+}
+
+void Agent::endpointSliceUpserted(const EndpointSliceInfo& slice) {
+  std::lock_guard lock(mu_);
+  for (const auto& key : service_catalog_.upsertSlice(slice)) recompileServiceLocked(key);
+}
+
+void Agent::endpointSliceDeleted(const std::string& ns, const std::string& name) {
+  std::lock_guard lock(mu_);
+  for (const auto& key : service_catalog_.deleteSlice(ns, name)) recompileServiceLocked(key);
+}
+
 void Agent::networkPolicyUpserted(const NetworkPolicyInfo&) {}
 void Agent::networkPolicyDeleted(const std::string&, const std::string&) {}
 void Agent::namespaceUpserted(const NamespaceInfo&) {}

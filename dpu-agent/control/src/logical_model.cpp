@@ -168,6 +168,20 @@ void ModelState::setIpsecSas(const std::map<std::string, dpv1::IpsecSa>& sas) {
   if (changed) markLocked();
 }
 
+void ModelState::upsertService(const dpv1::Service& service) {
+  std::lock_guard lock(mu_);
+  if (!upsertInto(services_, service.name(), service)) return;
+  dirty_services_.insert(service.name());
+  markLocked();
+}
+
+void ModelState::deleteService(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!services_.erase(name)) return;
+  dirty_services_.insert(name);
+  markLocked();
+}
+
 dpv1::LogicalModel ModelState::snapshot() const {
   std::lock_guard lock(mu_);
   dpv1::LogicalModel m;
@@ -176,6 +190,7 @@ dpv1::LogicalModel ModelState::snapshot() const {
   for (const auto& [k, v] : ports_) *m.add_ports() = v;
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
   for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
+  for (const auto& [k, v] : services_) *m.add_services() = v;
   return m;
 }
 
@@ -189,12 +204,14 @@ dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>
   for (const auto& [k, v] : ports_) *m.add_ports() = v;
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
   for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
+  for (const auto& [k, v] : services_) *m.add_services() = v;
   if (oldest_pending) *oldest_pending = oldest_;
   node_dirty_ = false;
   dirty_ports_.clear();
   dirty_subnets_.clear();
   dirty_remotes_.clear();
   dirty_sas_.clear();
+  dirty_services_.clear();
   oldest_.reset();
   return m;
 }
@@ -235,11 +252,18 @@ std::optional<ModelState::Pending> ModelState::takePending() {
     else p.delta.add_delete_ipsec_sas(name);
     ++p.changes;
   }
+  for (const auto& name : dirty_services_) {
+    auto it = services_.find(name);
+    if (it != services_.end()) *p.delta.add_upsert_services() = it->second;
+    else p.delta.add_delete_services(name);
+    ++p.changes;
+  }
   node_dirty_ = false;
   dirty_ports_.clear();
   dirty_subnets_.clear();
   dirty_remotes_.clear();
   dirty_sas_.clear();
+  dirty_services_.clear();
   oldest_.reset();
   if (p.changes == 0) return std::nullopt;
   return p;
@@ -268,6 +292,11 @@ size_t ModelState::remoteNodeCount() const {
 size_t ModelState::ipsecSaCount() const {
   std::lock_guard lock(mu_);
   return ipsec_sas_.size();
+}
+
+size_t ModelState::serviceCount() const {
+  std::lock_guard lock(mu_);
+  return services_.size();
 }
 
 }  // namespace dpu::control

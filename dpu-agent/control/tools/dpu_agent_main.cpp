@@ -160,6 +160,12 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
   w.gauge("dpu_agent_logical_ports", "Logical ports in the model.", static_cast<double>(model.portCount()));
   w.gauge("dpu_agent_remote_nodes", "Remote nodes (tunnel endpoints) in the model.",
           static_cast<double>(model.remoteNodeCount()));
+  w.gauge("dpu_agent_services", "Services in the model (proxied, with a cluster IP, accepted by the model's rules).",
+          static_cast<double>(model.serviceCount()));
+  std::vector<std::pair<Labels, double>> refused;
+  for (const auto& [name, why] : agent.refusedServices()) refused.push_back({{{"service", name}}, 1});
+  w.family("dpu_agent_service_refused", "gauge",
+           "1 for each Service left out of the dataplane as invalid (the agent's log says why).", refused);
   auto s = source.stats();
   Labels src{{"source", source.kind()}};
   w.counter("dpu_agent_cluster_watch_restarts_total", "Cluster watch streams resumed or relisted.",
@@ -212,7 +218,7 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
   auto state = [](dpv1::ObjectProblem::State st) -> std::string {
     return st == dpv1::ObjectProblem::PORT_UNAVAILABLE ? "port_unavailable" : "refused";
   };
-  for (const char* k : {"port", "remote_node", "local_subnet", "ipsec_sa"}) {
+  for (const char* k : {"port", "remote_node", "local_subnet", "ipsec_sa", "service"}) {
     for (const char* st : {"refused", "port_unavailable"}) counts[{k, st}] = 0;
   }
   std::vector<std::pair<Labels, double>> objects;

@@ -5,7 +5,9 @@
 # Proves: attach/detach/list/health over HTTP; 409/413/400 answers; kill -9 and
 # restart keep attachments, IPs and the boot id and resync the dataplane with
 # no change; a dataplane restart is resynced; adding/removing a node in the
-# cluster file is one Delta each; a bad cluster file keeps the last good state.
+# cluster file is one Delta each; services and slices in the cluster file reach
+# the model (a slice change as one Delta), a bad service is named in the log and
+# a metric; a bad cluster file keeps the last good state.
 # No root needed: unix sockets in a temp dir and one loopback TCP port.
 #
 # usage: agent_component_test.sh DPU_AGENT FAKE_DATAPLANE PROTO_DIR
@@ -215,6 +217,34 @@ sed -i '/node-c/d' "$DIR/cluster.yaml"
 eventually "node-c leaves the dataplane" 'test "$(remotes)" = 1'
 [ "$(dump '.history[-1].request')" = '"delta"' ] && [ "$(last_objects)" = '["-remote:node-c"]' ] ||
   fail "removing a node was not one Delta deleting it: $(dump '.history[-1]')"
+
+# --- services: compiled into the model, a slice change sent as a Delta of
+# services alone, a bad service left out with the reason in the log and a
+# metric. (The fake dataplane does not keep services: what the agent compiles
+# is checked in services_compile_test.cpp, the dataplane's use of it in lab_services.)
+NODES=$(cat "$DIR/cluster.yaml")
+HLEN=$(history_len)
+cat >> "$DIR/cluster.yaml" <<YAML
+services:
+  - {name: web, clusterIP: 10.96.0.10, ports: [{name: http, port: 80, targetPort: http}]}
+  - {name: bad, clusterIP: 127.0.0.10, ports: [{port: 80}]}
+endpointSlices:
+  - {name: web-1, service: web, ports: [{name: http, port: 8080}],
+     endpoints: [{addresses: [10.244.1.5], nodeName: node-a}, {addresses: [10.244.2.5], nodeName: node-b}]}
+YAML
+service_metrics() { curl -s "$URL/metrics" | grep -E '^dpu_agent_service(s|_refused)' | tr '\n' ' '; }
+eventually "the agent holds service web and refuses service bad" \
+  'test "$(service_metrics)" = "dpu_agent_services 1 dpu_agent_service_refused{service=\"default/bad\"} 1 "'
+grep -q "service default/bad is left out of the dataplane: cluster_ips 127.0.0.10 is a loopback address" "$DIR/agent.log" ||
+  fail "no log line for the refused service"
+eventually "the dataplane acknowledges the service" 'test "$(history_len)" -gt "$HLEN"'
+HLEN=$(history_len)
+sed -i 's/addresses: \[10.244.2.5\]/addresses: [10.244.2.6]/' "$DIR/cluster.yaml"
+eventually "the slice change reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
+[ "$(dump ".history[$HLEN].request")" = '"delta"' ] && [ "$(dump ".history[$HLEN].objects")" = '[]' ] ||
+  fail "a slice change was not a Delta of services alone: $(dump ".history[$HLEN]")"
+echo "$NODES" > "$DIR/cluster.yaml"
+eventually "the services leave the model" 'test "$(service_metrics)" = "dpu_agent_services 0 "'
 
 # --- a bad cluster file keeps the last good state
 HLEN=$(history_len)

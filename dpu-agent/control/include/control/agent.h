@@ -30,6 +30,7 @@
 #include "control/cluster_source.h"
 #include "control/ipam.h"
 #include "control/logical_model.h"
+#include "control/service_compiler.h"
 #include "dpu/attach/v1/attach.pb.h"
 
 namespace dpu::control {
@@ -86,6 +87,9 @@ class Agent : public ClusterListener {
   size_t attachmentCount() const;
   uint64_t releasedOrphans() const { return released_orphans_.load(); }
   uint64_t releasedByReconcile() const { return released_by_reconcile_.load(); }
+  // Services left out of the model because the dataplane would refuse them,
+  // "namespace/name" → why (also logged once per distinct reason).
+  std::map<std::string, std::string> refusedServices() const;
   // How many representor ports the dataplane can open (HelloReply.port_capacity;
   // 0: not known) and its DPDK's RTE_MAX_ETHPORTS. Every attachment needs
   // one: an attach beyond the capacity is refused (507) before anything is
@@ -141,6 +145,9 @@ class Agent : public ClusterListener {
   dpv1::NodeSettings nodeSettings() const;
   std::optional<dpv1::RemoteNode> remoteNodeOf(const NodeInfo& node) const;
   void releaseOrphansLocked();
+  // Compiles one service (service_compiler.h) into the model: upserted,
+  // deleted (gone, not proxied) or left out as refused.
+  void recompileServiceLocked(const std::string& key);
 
   const AgentConfig config_;
   ModelState& model_;
@@ -157,6 +164,8 @@ class Agent : public ClusterListener {
   uint32_t next_port_key_ = 1;
   std::map<std::string, PodPlacement> pods_;  // "ns/name"
   std::map<std::string, NodeInfo> nodes_;
+  ServiceCatalog service_catalog_;
+  std::map<std::string, std::string> refused_services_;  // "ns/name" → why
   std::atomic<bool> synced_{false};
   bool first_sync_done_ = false;
   std::atomic<uint64_t> generation_{0};

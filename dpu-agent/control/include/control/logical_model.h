@@ -72,6 +72,9 @@ class ModelState {
   // carries a whole change: an outbound switch never shows the dataplane a
   // node without an outbound SA, or with two.
   void setIpsecSas(const std::map<std::string, dpv1::IpsecSa>& sas);
+  // Services by name ("namespace/name"): one service, one Delta entry.
+  void upsertService(const dpv1::Service& service);
+  void deleteService(const std::string& name);
 
   // The whole model, and (for a FullSync) the dirty set cleared atomically with it;
   // `sequence`: the change sequence the model is at (for acknowledge()).
@@ -93,6 +96,7 @@ class ModelState {
   size_t portCount() const;
   size_t remoteNodeCount() const;
   size_t ipsecSaCount() const;
+  size_t serviceCount() const;
 
   // Every change takes the next number of one sequence. The dataplane client
   // acknowledges the sequence of each request the dataplane accepted, so the
@@ -117,8 +121,9 @@ class ModelState {
   std::map<std::string, dpv1::Subnet> local_subnets_;
   std::map<std::string, dpv1::RemoteNode> remote_nodes_;
   std::map<std::string, dpv1::IpsecSa> ipsec_sas_;
+  std::map<std::string, dpv1::Service> services_;
   bool node_dirty_ = false;
-  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_, dirty_sas_;
+  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_, dirty_sas_, dirty_services_;
   std::optional<Clock::time_point> oldest_;
   uint64_t sequence_ = 0, acknowledged_ = 0;
   std::map<std::string, uint64_t> port_sequence_;  // the change that made each port's latest version

@@ -1,0 +1,197 @@
+# lab/lib/services.bash — Kubernetes Services of the lab (file cluster source):
+# a Service and its one EndpointSlice, written into $DL_DIR/cluster.yaml in
+# the file source's format (dpu-agent/control/src/file_source.cpp) the way
+# the EndpointSlice controller would write them: one slice per service,
+# labelled for it, each slice port named as its service port, endpoints with
+# their conditions, node and pod. Every agent reloads the file and compiles
+# them into the dataplane (docs/services.md). Sourced by lab/lib/lab.bash.
+#
+# State: $DL_DIR/services/NAME.svc and NAME.eps (the two entries, one line
+# each); dl_write_cluster_file and every verb here rewrite cluster.yaml from
+# the nodes and these.
+#
+# Functions (public):
+#   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--affinity SECONDS] [--itp Local]
+#                  [--backends NODE/POD[=STATE],...]
+#                        create or replace service NAME in namespace default: cluster IP IP (default: the
+#                        first free 10.96.0.X from .10), each --port a TCP/UDP/SCTP port (tcp/80:8080 or
+#                        80/TCP:8080; TARGET defaults to PORT); backends as in dl_service_backends
+#   dl_service_backends NAME NODE/POD[=STATE],...
+#                        replace its endpoints (an empty list: none). STATE: ready (default),
+#                        terminating (serving and terminating) or unready (neither ready nor serving)
+#   dl_service_del NAME  remove the service and its slice (idempotent)
+#   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service
+#   dl_service_ip NAME   its cluster IP
+
+_dl_services_dir() { echo "$DL_DIR/services"; }
+
+_dl_service_name_ok() {
+  [[ "$1" =~ ^[a-z]([a-z0-9-]{0,40}[a-z0-9])?$ ]] ||
+    { dl_die "service name '$1' must be 1-42 characters of a-z, 0-9 and '-', starting with a letter"; return 1; }
+}
+
+_dl_service_field() {  # NAME FIELD: a field of the lab's own record of the service
+  sed -n "s/^# $2=//p" "$(_dl_services_dir)/$1.svc" 2>/dev/null
+}
+
+# The cluster file: the nodes (dl_write_cluster_file keeps them in
+# cluster.nodes.yaml) and every service with its slice.
+dl_compose_cluster_file() {
+  local f tmp=$DL_DIR/cluster.yaml.tmp dir
+  dir=$(_dl_services_dir)
+  {
+    cat "$DL_DIR/cluster.nodes.yaml"
+    if ls "$dir"/*.svc >/dev/null 2>&1; then
+      echo "services:"
+      for f in "$dir"/*.svc; do grep -v '^#' "$f"; done
+      echo "endpointSlices:"
+      for f in "$dir"/*.eps; do cat "$f"; done
+    fi
+  } > "$tmp" && mv "$tmp" "$DL_DIR/cluster.yaml"
+}
+
+# PROTO/PORT[:TARGET] or PORT/PROTO[:TARGET] -> "PROTO PORT TARGET" (PROTO upper case).
+_dl_service_port() {
+  local spec=$1 a b target proto port
+  target=${spec#*:}; [ "$target" = "$spec" ] && target=""
+  spec=${spec%%:*}
+  a=${spec%%/*}; b=${spec#*/}
+  [ "$a" != "$spec" ] || { dl_die "--port '$1' must be PROTO/PORT[:TARGET], e.g. tcp/80:8080"; return 1; }
+  if [[ "$a" =~ ^[0-9]+$ ]]; then port=$a proto=$b; else proto=$a port=$b; fi
+  proto=${proto^^}
+  [[ "$proto" =~ ^(TCP|UDP|SCTP)$ ]] || { dl_die "--port '$1': protocol must be tcp, udp or sctp"; return 1; }
+  target=${target:-$port}
+  for a in "$port" "$target"; do
+    [[ "$a" =~ ^[0-9]+$ ]] && [ "$a" -ge 1 ] && [ "$a" -le 65535 ] ||
+      { dl_die "--port '$1': ports must be numbers 1..65535"; return 1; }
+  done
+  echo "$proto $port $target"
+}
+
+dl_service_ip() {
+  [ -f "$(_dl_services_dir)/$1.svc" ] || { dl_die "no service '$1' in lab $DL_NAME"; return 1; }
+  _dl_service_field "$1" ip
+}
+
+_dl_free_service_ip() {
+  local x ip f used=" "
+  for f in "$(_dl_services_dir)"/*.svc; do [ -e "$f" ] && used+="$(sed -n 's/^# ip=//p' "$f") "; done
+  for (( x = 10; x < 255; x++ )); do
+    ip=10.96.0.$x
+    [[ "$used" == *" $ip "* ]] || { echo "$ip"; return 0; }
+  done
+  dl_die "no free cluster IP left in 10.96.0.10-254"; return 1
+}
+
+dl_service_add() {
+  dl_kube_enabled && { dl_die "in Kubernetes mode services come from kubectl (dpu-lab kubectl apply)"; return 1; }
+  local name=${1:-} ip="" affinity="" itp="" backends="" have_backends=0 ports=() p
+  _dl_service_name_ok "$name" || return 1
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --ip) ip=${2:-}; shift 2 ;;
+      --port) p=$(_dl_service_port "${2:-}") || return 1; ports+=("$p"); shift 2 ;;
+      --affinity) affinity=${2:-}; shift 2 ;;
+      --itp) itp=${2:-}; shift 2 ;;
+      --backends) backends=${2:-}; have_backends=1; shift 2 ;;
+      --backends=*) backends=${1#--backends=}; have_backends=1; shift ;;
+      *) dl_die "service add: unknown argument '$1'"; return 1 ;;
+    esac
+  done
+  [ ${#ports[@]} -gt 0 ] || { dl_die "service add $name: give at least one --port PROTO/PORT[:TARGET]"; return 1; }
+  if [ -n "$affinity" ]; then
+    [[ "$affinity" =~ ^[0-9]+$ ]] && [ "$affinity" -ge 1 ] && [ "$affinity" -le 86400 ] ||
+      { dl_die "--affinity must be 1..86400 seconds, not '$affinity'"; return 1; }
+  fi
+  case $itp in ""|Cluster|Local) ;; *) dl_die "--itp must be Cluster or Local, not '$itp'"; return 1 ;; esac
+  local dir; dir=$(_dl_services_dir)
+  mkdir -p "$dir" || return 1
+  if [ -z "$ip" ]; then
+    if [ -f "$dir/$name.svc" ]; then ip=$(_dl_service_field "$name" ip); else ip=$(_dl_free_service_ip) || return 1; fi
+  fi
+  [[ "$ip" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
+    { dl_die "--ip '$ip' must be an IPv4 address in the service CIDR 10.96.0.0/12"; return 1; }
+  local f other
+  for f in "$dir"/*.svc; do
+    [ -e "$f" ] && [ "$f" != "$dir/$name.svc" ] || continue
+    other=$(sed -n 's/^# ip=//p' "$f")
+    [ "$other" != "$ip" ] || { dl_die "cluster IP $ip is service $(basename "$f" .svc)'s"; return 1; }
+  done
+  local spec="" slice_ports="" shown="" sep="" proto port target pname
+  for p in "${ports[@]}"; do
+    read -r proto port target <<< "$p"
+    pname="${proto,,}-$port"
+    spec+="$sep{name: $pname, protocol: $proto, port: $port, targetPort: $target}"
+    slice_ports+="$sep{name: $pname, protocol: $proto, port: $target}"
+    shown+="${sep:+,}${proto,,}/$port:$target"
+    sep=", "
+  done
+  local extra=""
+  [ -n "$affinity" ] && extra+=", sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: $affinity}}"
+  [ -n "$itp" ] && extra+=", internalTrafficPolicy: $itp"
+  {
+    echo "# ip=$ip"
+    echo "# ports=$shown"
+    echo "# slice_ports=[$slice_ports]"
+    echo "  - {namespace: default, name: $name, type: ClusterIP, clusterIP: $ip, ports: [$spec]$extra}"
+  } > "$dir/$name.svc.tmp" || return 1
+  # Keep the endpoints of a replaced service unless new ones are given.
+  local keep=""
+  [ $have_backends = 0 ] && [ -f "$dir/$name.backends" ] && keep=$(cat "$dir/$name.backends")
+  [ $have_backends = 1 ] && keep=$backends
+  mv "$dir/$name.svc.tmp" "$dir/$name.svc"
+  dl_service_backends "$name" "$keep"
+}
+
+dl_service_backends() {
+  local name=${1:-} list=${2:-} dir eps="" sep="" item ref state n pod ip cond
+  dir=$(_dl_services_dir)
+  [ -f "$dir/$name.svc" ] || { dl_die "no service '$name' in lab $DL_NAME (dpu-lab service add $name ...)"; return 1; }
+  local IFS_SAVE=$IFS
+  IFS=,
+  # shellcheck disable=SC2206
+  local items=($list)
+  IFS=$IFS_SAVE
+  for item in "${items[@]}"; do
+    [ -n "$item" ] || continue
+    ref=${item%%=*}; state=ready
+    [ "$ref" != "$item" ] && state=${item#*=}
+    [[ "$ref" == */* ]] || { dl_die "backend '$item' must be NODE/POD[=ready|terminating|unready]"; return 1; }
+    n=$(dl_node_ref "${ref%%/*}") || return 1
+    pod=${ref#*/}
+    [ -f "$DL_DIR/pods/n$n-$pod" ] || { dl_die "backend '$item': no pod '$pod' on node$n"; return 1; }
+    ip=$(dl_pod_ip "$n" "$pod")
+    [ -n "$ip" ] || { dl_die "backend '$item': pod $pod on node$n has no IPv4 address"; return 1; }
+    case $state in
+      ready) cond="{ready: true, serving: true, terminating: false}" ;;
+      terminating) cond="{ready: false, serving: true, terminating: true}" ;;
+      unready) cond="{ready: false, serving: false, terminating: false}" ;;
+      *) dl_die "backend '$item': state must be ready, terminating or unready, not '$state'"; return 1 ;;
+    esac
+    eps+="$sep{addresses: [$ip], conditions: $cond, nodeName: $(dl_node_name "$n"), targetRef: {kind: Pod, namespace: default, name: $pod}}"
+    sep=", "
+  done
+  local slice_ports
+  slice_ports=$(_dl_service_field "$name" slice_ports)
+  echo "  - {namespace: default, name: $name-lab, service: $name, addressType: IPv4, endpoints: [$eps], ports: $slice_ports}" \
+    > "$dir/$name.eps.tmp" && mv "$dir/$name.eps.tmp" "$dir/$name.eps" || return 1
+  echo "$list" > "$dir/$name.backends"
+  dl_compose_cluster_file
+}
+
+dl_service_del() {
+  local dir; dir=$(_dl_services_dir)
+  rm -f "$dir/$1.svc" "$dir/$1.eps" "$dir/$1.backends"
+  dl_compose_cluster_file
+}
+
+dl_service_list() {
+  local f name
+  for f in "$(_dl_services_dir)"/*.svc; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f" .svc)
+    printf '%s %s %s %s\n' "$name" "$(_dl_service_field "$name" ip)" \
+      "$(_dl_service_field "$name" ports)" "$(cat "$(_dl_services_dir)/$name.backends" 2>/dev/null)"
+  done
+}
