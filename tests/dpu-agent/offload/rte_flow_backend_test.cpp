@@ -211,7 +211,9 @@ struct FakePmd {
     r.attr = *attr;
     for (const rte_flow_item* i = items; i->type != RTE_FLOW_ITEM_TYPE_END; ++i) {
       r.items.push_back(i->type);
-      if (i->type == RTE_FLOW_ITEM_TYPE_TCP) r.tcp_flags = static_cast<const rte_flow_item_tcp*>(i->mask)->hdr.tcp_flags;
+      if (i->type == RTE_FLOW_ITEM_TYPE_TCP) {
+        r.tcp_flags = static_cast<const rte_flow_item_tcp*>(i->mask)->hdr.tcp_flags;
+      }
     }
     for (const rte_flow_action* a = actions; a->type != RTE_FLOW_ACTION_TYPE_END; ++a) {
       r.actions.push_back(a->type);
