@@ -55,6 +55,9 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
   std::string out;
   for (const auto& f : reply.flows()) {
     std::string where = f.in_hw() ? "hw" : "sw";
+    // "offloaded+punt:fin,syn,rst" → "hw+punt:fin,syn,rst": the NIC forwards
+    // the flow and sends those TCP packets to software (conntrack).
+    if (f.in_hw() && f.offload_status().rfind("offloaded+", 0) == 0) where += f.offload_status().substr(9);
     if (!f.offload_status().empty() && !f.in_hw()) {
       // "software: <reason>" → "sw(<reason>)"
       std::string reason = f.offload_status();

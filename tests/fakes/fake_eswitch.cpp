@@ -2,6 +2,7 @@
 #include "fake_eswitch.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace dpu::offload::testing {
 
@@ -61,10 +62,17 @@ Result<void> FakeEswitch::check(const flow::FlowSpec& flow) {
   if (missing != Feature::kCount_) {
     return Error{"fake eswitch (" + profile_.name + "): " + featureName(missing) + " not supported"};
   }
+  const uint8_t punt_flags = closePuntFlags(flow);
   if (!profile_.ports.empty()) {
     auto onSwitch = [&](uint32_t port) {
       return std::find(profile_.ports.begin(), profile_.ports.end(), port) != profile_.ports.end();
     };
+    // The close punt rules go back to the input port's representor: mlx5
+    // takes PORT_REPRESENTOR only to a port of its switch domain.
+    if (punt_flags != 0 && !onSwitch(flow.match.key.in_port)) {
+      return Error{"fake eswitch (" + profile_.name + "): action PORT_REPRESENTOR to port " +
+                   std::to_string(flow.match.key.in_port) + ", which is not on the eswitch"};
+    }
     if (!onSwitch(flow.match.key.in_port)) {
       return Error{"input port " + std::to_string(flow.match.key.in_port) + " is not on the eswitch"};
     }
@@ -74,7 +82,8 @@ Result<void> FakeEswitch::check(const flow::FlowSpec& flow) {
       }
     }
   }
-  if (profile_.capacity != 0 && rules_.size() >= profile_.capacity) {
+  const size_t places = 1 + static_cast<size_t>(std::popcount(punt_flags));
+  if (profile_.capacity != 0 && ruleCount() + places > profile_.capacity) {
     return Error{"fake eswitch (" + profile_.name + "): table full (" + std::to_string(profile_.capacity) +
                  " rules)"};
   }
@@ -86,8 +95,15 @@ Result<void> FakeEswitch::validate(const flow::FlowSpec& flow) { return check(fl
 Result<OffloadHandle> FakeEswitch::install(const flow::FlowSpec& flow) {
   ++install_calls_;
   if (auto ok = check(flow); !ok) return std::move(ok).takeError();
+  const uint8_t punt_flags = closePuntFlags(flow);
+  if (punt_flags != 0 && fail_next_punt_) {
+    // The punt rules are created first; their failure leaves nothing behind.
+    std::string reason = "close punt rule: " + std::move(*fail_next_punt_);
+    fail_next_punt_.reset();
+    return Error{reason};
+  }
   const uint64_t id = next_id_++;
-  rules_.emplace(id, Rule{flow, 0, 0, now_, false});
+  rules_.emplace(id, Rule{flow, 0, 0, now_, false, punt_flags});
   if (observer_) observer_("install", OffloadHandle{id}, flow);
   return OffloadHandle{id};
 }
@@ -137,7 +153,20 @@ std::vector<OffloadHandle> FakeEswitch::agedRules() const {
 
 void FakeEswitch::refuseNext(std::string reason) { refuse_next_ = std::move(reason); }
 
+void FakeEswitch::failNextPuntInstall(std::string reason) { fail_next_punt_ = std::move(reason); }
+
 void FakeEswitch::failNextRemove() { fail_next_remove_ = true; }
+
+size_t FakeEswitch::ruleCount() const {
+  size_t n = 0;
+  for (const auto& [id, rule] : rules_) n += 1 + static_cast<size_t>(std::popcount(rule.punt_flags));
+  return n;
+}
+
+uint8_t FakeEswitch::puntFlags(OffloadHandle handle) const {
+  auto it = rules_.find(handle.id);
+  return it == rules_.end() ? 0 : it->second.punt_flags;
+}
 
 void FakeEswitch::flush() { rules_.clear(); }
 

@@ -8,7 +8,11 @@
 // It decides like the rte_flow backend: offloadFeatures() first (the same
 // hardware-independent refusals, same reasons), then the profile's supported
 // kinds ("fake eswitch (restrictive): action RAW_ENCAP not supported"), then
-// capacity ("table full").
+// capacity ("table full"). A TCP flow with a NAT rewrite is, as on the rte_flow
+// backend, its rule plus one close punt rule per closePuntFlags bit (FIN, SYN,
+// RST → PORT_REPRESENTOR of its input port): one handle, and as many places in
+// the table; all installed or none. PORT_REPRESENTOR to a port that is not on
+// the eswitch is refused, as mlx5 refuses a port outside its switch domain.
 //
 // A dataplane restart is restart(): the process that installed the rules is
 // gone and a new one uses the eswitch. Whether the rules outlive their
@@ -77,12 +81,21 @@ class FakeEswitch final : public OffloadBackend {
   std::vector<OffloadHandle> agedRules() const;
   // The next validate/install (either) refuses with this reason, once.
   void refuseNext(std::string reason);
+  // The next install's close punt rules fail to be created, once, after the
+  // flow passed validation (a device that runs out mid-install): nothing is
+  // installed. A flow without punt rules leaves it armed.
+  void failNextPuntInstall(std::string reason);
   // The next remove fails, once (the rule stays installed).
   void failNextRemove();
   // What a port restart does to a real eswitch: every rule is gone.
   void flush();
 
   size_t installedCount() const { return rules_.size(); }
+  // Table places in use: each flow's rule and its close punt rules.
+  size_t ruleCount() const;
+  // The TCP flags an installed flow's close punt rules send to software (0:
+  // none, or an unknown handle).
+  uint8_t puntFlags(OffloadHandle handle) const;
   const flow::FlowSpec* installed(OffloadHandle handle) const;
   // The handle of the installed rule for this flow (the first, if several).
   std::optional<OffloadHandle> find(const flow::FlowSpec& flow) const;
@@ -96,6 +109,7 @@ class FakeEswitch final : public OffloadBackend {
     uint64_t bytes = 0;
     uint64_t last_hit = 0;  // clock seconds
     bool inherited = false; // present at the last restart()
+    uint8_t punt_flags = 0;  // closePuntFlags: one more table place per bit
   };
   Result<void> check(const flow::FlowSpec& flow);
 
@@ -105,6 +119,7 @@ class FakeEswitch final : public OffloadBackend {
   uint64_t now_ = 0;
   uint64_t install_calls_ = 0;
   std::optional<std::string> refuse_next_;
+  std::optional<std::string> fail_next_punt_;
   bool fail_next_remove_ = false;
   Observer observer_;
 };

@@ -18,6 +18,7 @@
 
 #include "engine_impl.h"
 #include "offload/offload.h"
+#include "offload/offloadable.h"
 
 namespace dpu::datapath {
 
@@ -461,6 +462,10 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
             } else if (s.state == OffloadSlot::kInHw) {
               f->set_in_hw(true);
               status = "offloaded";
+              // Its close punt rules send SYN, FIN and RST to conntrack (offloadable.h).
+              if (const uint8_t punt = offload::closePuntFlags(spec); punt != 0) {
+                status += "+" + offload::describeClosePunt(punt);
+              }
               if (auto c = config_.offload->query(offload::OffloadHandle{s.handle}); c) {
                 packets += c->packets;
                 bytes += c->bytes;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "offload/offloadable.h"
 #include "overlay/flow_key.h"
 
 namespace dpu::offload {
@@ -150,6 +151,7 @@ Result<OffloadState> OffloadManager::offer(FlowId id, const flow::FlowSpec& flow
     // Unchanged: this flow's rule already forwards; take it over as it is.
     r.handle = old->handle.id;
     r.state = OffloadState::kInHw;
+    r.punt_flags = closePuntFlags(flow);
     // What it counted so far was the previous process's traffic, not news for this flow.
     if (auto hw = backend_.query(old->handle); hw) {
       r.seen_packets = hw->packets;
@@ -187,6 +189,7 @@ void OffloadManager::install(Record& r, const flow::FlowSpec& flow) {
   }
   r.handle = handle->id;
   r.state = OffloadState::kInHw;
+  r.punt_flags = closePuntFlags(flow);
   ++stats_.in_hw;
   ++stats_.installed;
 }
@@ -314,7 +317,8 @@ std::string OffloadManager::describe(FlowId id) const {
   const Record* r = find(id);
   if (r == nullptr) return "";
   switch (r->state) {
-    case OffloadState::kInHw: return "offloaded";
+    case OffloadState::kInHw:
+      return r->punt_flags == 0 ? "offloaded" : "offloaded+" + describeClosePunt(r->punt_flags);
     case OffloadState::kSoftware: return "software: " + reasons_[r->reason];
     default: return offloadStateName(r->state);
   }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <utility>
 
 #include "overlay/geneve.h"
 #include "overlay/headers.h"
@@ -18,10 +19,10 @@ using overlay::FlowKey;
 constexpr std::array<const char*, static_cast<size_t>(Feature::kCount_)> kFeatureNames = {
     "item REPRESENTED_PORT", "item ETH",         "item VLAN",          "item IPV4",
     "item IPV6",             "item UDP",         "item TCP",           "item ICMP",
-    "item ICMP6",            "item GENEVE",      "item GENEVE_OPT",    "action RAW_DECAP",
+    "item ICMP6",            "item GENEVE",      "item GENEVE_OPT",    "item TCP (tcp_flags)", "action RAW_DECAP",
     "action RAW_ENCAP",      "action SET_MAC",   "action DEC_TTL",     "action SET_IPV4",
     "action SET_TP",         "action REPRESENTED_PORT", "action DROP", "action COUNT",
-    "action AGE",
+    "action AGE",            "action PORT_REPRESENTOR",
 };
 
 std::string hex16(uint16_t v) {
@@ -41,7 +42,46 @@ bool isIcmpEcho(const FlowKey& key) {
   return false;
 }
 
+bool isNatRewrite(ActionType type) {
+  switch (type) {
+    case ActionType::kSetIpv4Src:
+    case ActionType::kSetIpv4Dst:
+    case ActionType::kSetIpv6Src:
+    case ActionType::kSetIpv6Dst:
+    case ActionType::kSetL4Src:
+    case ActionType::kSetL4Dst:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+uint8_t closePuntFlags(const flow::FlowSpec& flow) {
+  if (flow.match.key.ip_proto != overlay::ipproto::kTcp) return 0;
+  for (const flow::FlowAction& a : flow.actions) {
+    if (isNatRewrite(a.type)) return overlay::tcp::kFlagFin | overlay::tcp::kFlagSyn | overlay::tcp::kFlagRst;
+  }
+  return 0;
+}
+
+std::string describeClosePunt(uint8_t tcp_flags) {
+  if (tcp_flags == 0) return "";
+  static constexpr std::pair<uint8_t, const char*> kNamed[] = {
+      {overlay::tcp::kFlagFin, "fin"}, {overlay::tcp::kFlagSyn, "syn"}, {overlay::tcp::kFlagRst, "rst"}};
+  std::string s = "punt:";
+  uint8_t rest = tcp_flags;
+  for (const auto& [bit, name] : kNamed) {
+    if (!(tcp_flags & bit)) continue;
+    s += (s.size() > 5 ? "," : "") + std::string(name);
+    rest &= static_cast<uint8_t>(~bit);
+  }
+  for (unsigned bit = 1; bit < 0x100; bit <<= 1) {
+    if (rest & bit) s += (s.size() > 5 ? "," : "") + hex16(static_cast<uint16_t>(bit));
+  }
+  return s;
+}
 
 std::string featureName(Feature feature) {
   const auto i = static_cast<size_t>(feature);
@@ -229,6 +269,10 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
     }
   }
   if (fates == 0) return Error{"a flow without an output or drop is not offloaded"};
+  if (closePuntFlags(flow) != 0) {
+    // Its SYN, FIN and RST must keep reaching conntrack: the close punt rules.
+    f.add(Feature::kItemTcpFlags).add(Feature::kActionPortRepresentor);
+  }
   return f;
 }
 

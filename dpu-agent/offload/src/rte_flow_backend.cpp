@@ -53,7 +53,8 @@ Result<std::unique_ptr<RteFlowBackend>> RteFlowBackend::create(const RteFlowBack
   if (config.rule.group == 0) {
     return Error{"rte_flow offload: flow rules must not live in group 0 (the root table); pick group >= 1"};
   }
-  if (config.ttl_guards && config.rule.guard_priority >= config.rule.priority) {
+  // The TTL guards and the close punt rules must both win over flow rules.
+  if (config.rule.guard_priority >= config.rule.priority) {
     return Error{"rte_flow offload: guard_priority must be below (take precedence over) the flow priority"};
   }
   // Transfer rules go through the switch domain's proxy port. A PMD without
@@ -78,7 +79,11 @@ Result<std::unique_ptr<RteFlowBackend>> RteFlowBackend::create(const RteFlowBack
 RteFlowBackend::~RteFlowBackend() {
   rte_flow_error error{};
   for (Slot& s : slots_) {
-    if (s.flow != nullptr) config_.calls.destroy(proxy_port_, s.flow, &error);
+    if (s.flow == nullptr) continue;
+    config_.calls.destroy(proxy_port_, s.flow, &error);
+    for (rte_flow* p : s.punts) {
+      if (p != nullptr) config_.calls.destroy(proxy_port_, p, &error);
+    }
   }
   for (PortRules& r : port_rules_) destroyPortRules(r);
 }
@@ -179,14 +184,30 @@ Capabilities RteFlowBackend::capabilities() const {
   return caps;
 }
 
-Result<RteFlowRule> RteFlowBackend::prepare(const flow::FlowSpec& flow) const {
-  return buildRteFlowRule(flow, config_.ports, config_.rule);
+Result<RteFlowBackend::Prepared> RteFlowBackend::prepare(const flow::FlowSpec& flow) const {
+  auto rule = buildRteFlowRule(flow, config_.ports, config_.rule);
+  if (!rule) return std::move(rule).takeError();
+  auto punts = buildClosePuntRules(flow, config_.ports, config_.rule);
+  if (!punts) return std::move(punts).takeError();
+  if (punts->size() > kMaxPuntRules) {
+    return Error{"rte_flow offload: " + std::to_string(punts->size()) + " close punt rules, at most " +
+                 std::to_string(kMaxPuntRules) + " per flow"};
+  }
+  return Prepared{std::move(*rule), std::move(*punts)};
 }
 
-Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const RteFlowRule& rule) const {
+Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const Prepared& rules) const {
+  const RteFlowRule& rule = rules.rule;
   rte_flow_error error{};
   const int ret = config_.calls.validate(proxy_port_, &rule.attr, rule.pattern.data(), rule.actions.data(), &error);
   if (ret != 0) return Error{deviceError("rte_flow_validate", ret, error)};
+  // Without its close punt rules a translated connection's close would never
+  // reach conntrack: the device must take them too, or the flow stays in software.
+  for (const RteFlowRule& punt : rules.punts) {
+    rte_flow_error perror{};
+    const int pret = config_.calls.validate(proxy_port_, &punt.attr, punt.pattern.data(), punt.actions.data(), &perror);
+    if (pret != 0) return Error{"close punt rule: " + deviceError("rte_flow_validate", pret, perror)};
+  }
   // The device takes the rule, but without the port's root jump no packet
   // reaches it, and without its TTL guards DEC_TTL would forward expiring packets.
   const PortRules* port = portRules(flow.match.key.in_port);
@@ -196,15 +217,16 @@ Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const Rt
 }
 
 Result<void> RteFlowBackend::validate(const flow::FlowSpec& flow) {
-  auto rule = prepare(flow);
-  if (!rule) return std::move(rule).takeError();
-  return deviceValidate(flow, *rule);
+  auto rules = prepare(flow);
+  if (!rules) return std::move(rules).takeError();
+  return deviceValidate(flow, *rules);
 }
 
 Result<OffloadHandle> RteFlowBackend::install(const flow::FlowSpec& flow) {
-  auto rule = prepare(flow);
-  if (!rule) return std::move(rule).takeError();
-  if (auto ok = deviceValidate(flow, *rule); !ok) return std::move(ok).takeError();
+  auto rules = prepare(flow);
+  if (!rules) return std::move(rules).takeError();
+  if (auto ok = deviceValidate(flow, *rules); !ok) return std::move(ok).takeError();
+  RteFlowRule& rule = rules->rule;
 
   uint32_t index;
   if (!free_slots_.empty()) {
@@ -218,15 +240,38 @@ Result<OffloadHandle> RteFlowBackend::install(const flow::FlowSpec& flow) {
   Slot& slot = slots_[index];
   const OffloadHandle handle{(uint64_t{slot.generation} << 32) | (uint64_t{index} + 1)};
   // Aged-flow reports (rte_flow_get_aged_flows) return this context: the handle.
-  if (rule->age != nullptr) rule->age->context = reinterpret_cast<void*>(static_cast<uintptr_t>(handle.id));
+  if (rule.age != nullptr) rule.age->context = reinterpret_cast<void*>(static_cast<uintptr_t>(handle.id));
 
-  rte_flow_error error{};
-  rte_flow* f = config_.calls.create(proxy_port_, &rule->attr, rule->pattern.data(), rule->actions.data(), &error);
-  if (f == nullptr) {
+  // The punt rules first: from the moment the flow's rule forwards in the
+  // NIC, a close must already go to software. All or none.
+  std::array<rte_flow*, kMaxPuntRules> punts{};
+  auto undo = [&] {
+    rte_flow_error ignored{};
+    for (rte_flow*& p : punts) {
+      if (p != nullptr) config_.calls.destroy(proxy_port_, p, &ignored);
+      p = nullptr;
+    }
     free_slots_.push_back(index);
-    return Error{deviceError("rte_flow_create", -rte_errno, error)};
+  };
+  for (size_t i = 0; i < rules->punts.size(); ++i) {
+    RteFlowRule& punt = rules->punts[i];
+    rte_flow_error error{};
+    punts[i] = config_.calls.create(proxy_port_, &punt.attr, punt.pattern.data(), punt.actions.data(), &error);
+    if (punts[i] == nullptr) {
+      const std::string reason = "close punt rule: " + deviceError("rte_flow_create", -rte_errno, error);
+      undo();
+      return Error{reason};
+    }
+  }
+  rte_flow_error error{};
+  rte_flow* f = config_.calls.create(proxy_port_, &rule.attr, rule.pattern.data(), rule.actions.data(), &error);
+  if (f == nullptr) {
+    const std::string reason = deviceError("rte_flow_create", -rte_errno, error);
+    undo();
+    return Error{reason};
   }
   slot.flow = f;
+  slot.punts = punts;
   ++installed_;
   return handle;
 }
@@ -243,9 +288,22 @@ Result<void> RteFlowBackend::remove(OffloadHandle handle) {
   Slot* s = lookup(handle);
   if (s == nullptr) return Error{"rte_flow offload: handle " + std::to_string(handle.id) + " is not installed"};
   rte_flow_error error{};
+  // The flow's rule first: once it is gone every packet of the flow reaches
+  // software anyway, so the punt rules can follow.
   const int ret = config_.calls.destroy(proxy_port_, s->flow, &error);
   if (ret != 0) return Error{deviceError("rte_flow_destroy", ret, error)};
   s->flow = nullptr;
+  for (rte_flow*& p : s->punts) {
+    if (p == nullptr) continue;
+    rte_flow_error perror{};
+    if (const int pret = config_.calls.destroy(proxy_port_, p, &perror); pret != 0) {
+      // Harmless to traffic (it sends a removed flow's packets to software,
+      // where they would go anyway), but it holds a place in the table.
+      DPU_LOG(kWarn, "offload") << "close punt rule left in the eswitch: "
+                                << deviceError("rte_flow_destroy", pret, perror);
+    }
+    p = nullptr;
+  }
   ++s->generation;  // a stale copy of the handle no longer resolves
   free_slots_.push_back(static_cast<uint32_t>((handle.id & 0xffffffffu) - 1));
   --installed_;

@@ -132,13 +132,21 @@ class RuleBuilder {
       mask.hdr.dst_port = 0xffff;
       item(type, spec, mask);
     } else {
-      rte_flow_item_tcp spec{}, mask{};
-      spec.hdr.src_port = rte_cpu_to_be_16(src);
-      spec.hdr.dst_port = rte_cpu_to_be_16(dst);
-      mask.hdr.src_port = 0xffff;
-      mask.hdr.dst_port = 0xffff;
-      item(type, spec, mask);
+      tcp(src, dst, 0);
     }
+  }
+
+  // TCP ports, and with `flag` (one bit) set: packets that carry that flag,
+  // whatever their other flags (spec = mask = the bit).
+  void tcp(uint16_t src, uint16_t dst, uint8_t flag) {
+    rte_flow_item_tcp spec{}, mask{};
+    spec.hdr.src_port = rte_cpu_to_be_16(src);
+    spec.hdr.dst_port = rte_cpu_to_be_16(dst);
+    mask.hdr.src_port = 0xffff;
+    mask.hdr.dst_port = 0xffff;
+    spec.hdr.tcp_flags = flag;
+    mask.hdr.tcp_flags = flag;
+    item(RTE_FLOW_ITEM_TYPE_TCP, spec, mask);
   }
 
  private:
@@ -253,6 +261,79 @@ Result<uint16_t> ethdevOf(const PortMap& ports, uint32_t port, const char* what)
   return *e;
 }
 
+// The flow's exact-match pattern (rte_flow_rule.h), ending before END; with
+// `tcp_flag` a TCP flow's item also requires that flag (the close punt rules).
+void flowPattern(RuleBuilder& b, const flow::FlowSpec& flow, FeatureSet f, uint16_t in_port, uint8_t tcp_flag) {
+  const FlowKey& key = flow.match.key;
+  const flow::TunnelMatch& tunnel = flow.match.tunnel;
+  b.representedPort(in_port);
+  if (tunnel.family != 0) tunnelItems(b, tunnel);
+
+  const bool vlan = (key.flags & FlowKey::kFlagOuterVlan) != 0;
+  {
+    rte_flow_item_eth spec{}, mask{};
+    // FlowMatch's own MACs, when set, are the ones matched (flow.cpp reads them the same way).
+    const auto isZero = [](const flow::Mac& m) { return m == flow::Mac{}; };
+    const flow::Mac& src = isZero(flow.match.eth_src) ? key.eth_src : flow.match.eth_src;
+    const flow::Mac& dst = isZero(flow.match.eth_dst) ? key.eth_dst : flow.match.eth_dst;
+    std::memcpy(spec.hdr.src_addr.addr_bytes, src.data(), 6);
+    std::memcpy(spec.hdr.dst_addr.addr_bytes, dst.data(), 6);
+    std::memset(mask.hdr.src_addr.addr_bytes, 0xff, 6);
+    std::memset(mask.hdr.dst_addr.addr_bytes, 0xff, 6);
+    // With a tag the ethertype is matched in the VLAN item (inner_type);
+    // has_vlan keeps tagged and untagged packets apart either way.
+    if (!vlan) {
+      spec.hdr.ether_type = rte_cpu_to_be_16(key.ethertype);
+      mask.hdr.ether_type = 0xffff;
+    }
+    spec.has_vlan = vlan ? 1 : 0;
+    mask.has_vlan = 1;
+    b.item(RTE_FLOW_ITEM_TYPE_ETH, spec, mask);
+  }
+  if (vlan) {
+    rte_flow_item_vlan spec{}, mask{};
+    spec.hdr.vlan_tci = rte_cpu_to_be_16(key.vlan_tci[0]);
+    mask.hdr.vlan_tci = 0xffff;
+    spec.hdr.eth_proto = rte_cpu_to_be_16(key.ethertype);
+    mask.hdr.eth_proto = 0xffff;
+    spec.has_more_vlan = 0;
+    mask.has_more_vlan = 1;
+    b.item(RTE_FLOW_ITEM_TYPE_VLAN, spec, mask);
+  }
+  const bool v4 = key.ethertype == overlay::eth::kTypeIpv4;
+  if (v4) {
+    b.ipv4(key.l3_src.data(), key.l3_dst.data(), key.ip_proto);
+  } else {
+    b.ipv6(key.l3_src.data(), key.l3_dst.data(), key.ip_proto);
+  }
+  if (f.has(Feature::kItemUdp) && key.ip_proto == overlay::ipproto::kUdp) {
+    b.ports(RTE_FLOW_ITEM_TYPE_UDP, key.l4_src, key.l4_dst);
+  } else if (f.has(Feature::kItemTcp)) {
+    b.tcp(key.l4_src, key.l4_dst, tcp_flag);
+  } else if (f.has(Feature::kItemIcmp)) {
+    rte_flow_item_icmp spec{}, mask{};
+    spec.hdr.icmp_type = static_cast<uint8_t>(key.l4_src >> 8);
+    spec.hdr.icmp_code = static_cast<uint8_t>(key.l4_src);
+    mask.hdr.icmp_type = 0xff;
+    mask.hdr.icmp_code = 0xff;
+    // The key holds the identifier of echo request/reply only (else 0).
+    const bool echo = spec.hdr.icmp_type == overlay::icmp::kTypeEchoRequest ||
+                      spec.hdr.icmp_type == overlay::icmp::kTypeEchoReply;
+    if (echo) {
+      spec.hdr.icmp_ident = rte_cpu_to_be_16(key.l4_dst);
+      mask.hdr.icmp_ident = 0xffff;
+    }
+    b.item(RTE_FLOW_ITEM_TYPE_ICMP, spec, mask);
+  } else if (f.has(Feature::kItemIcmp6)) {
+    rte_flow_item_icmp6 spec{}, mask{};
+    spec.type = static_cast<uint8_t>(key.l4_src >> 8);
+    spec.code = static_cast<uint8_t>(key.l4_src);
+    mask.type = 0xff;
+    mask.code = 0xff;
+    b.item(RTE_FLOW_ITEM_TYPE_ICMP6, spec, mask);
+  }
+}
+
 }  // namespace
 
 void PortMap::add(uint32_t datapath_port, uint16_t ethdev_port) {
@@ -299,75 +380,7 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
   RteFlowRule rule;
   RuleBuilder b(rule);
   rule.attr = transferAttr(options.group, options.priority);
-
-  // --- pattern ---
-  b.representedPort(*in_port);
-  if (tunnel.family != 0) tunnelItems(b, tunnel);
-
-  const bool vlan = (key.flags & FlowKey::kFlagOuterVlan) != 0;
-  {
-    rte_flow_item_eth spec{}, mask{};
-    // FlowMatch's own MACs, when set, are the ones matched (flow.cpp reads them the same way).
-    const auto isZero = [](const flow::Mac& m) { return m == flow::Mac{}; };
-    const flow::Mac& src = isZero(flow.match.eth_src) ? key.eth_src : flow.match.eth_src;
-    const flow::Mac& dst = isZero(flow.match.eth_dst) ? key.eth_dst : flow.match.eth_dst;
-    std::memcpy(spec.hdr.src_addr.addr_bytes, src.data(), 6);
-    std::memcpy(spec.hdr.dst_addr.addr_bytes, dst.data(), 6);
-    std::memset(mask.hdr.src_addr.addr_bytes, 0xff, 6);
-    std::memset(mask.hdr.dst_addr.addr_bytes, 0xff, 6);
-    // With a tag the ethertype is matched in the VLAN item (inner_type);
-    // has_vlan keeps tagged and untagged packets apart either way.
-    if (!vlan) {
-      spec.hdr.ether_type = rte_cpu_to_be_16(key.ethertype);
-      mask.hdr.ether_type = 0xffff;
-    }
-    spec.has_vlan = vlan ? 1 : 0;
-    mask.has_vlan = 1;
-    b.item(RTE_FLOW_ITEM_TYPE_ETH, spec, mask);
-  }
-  if (vlan) {
-    rte_flow_item_vlan spec{}, mask{};
-    spec.hdr.vlan_tci = rte_cpu_to_be_16(key.vlan_tci[0]);
-    mask.hdr.vlan_tci = 0xffff;
-    spec.hdr.eth_proto = rte_cpu_to_be_16(key.ethertype);
-    mask.hdr.eth_proto = 0xffff;
-    spec.has_more_vlan = 0;
-    mask.has_more_vlan = 1;
-    b.item(RTE_FLOW_ITEM_TYPE_VLAN, spec, mask);
-  }
-  const bool v4 = key.ethertype == overlay::eth::kTypeIpv4;
-  if (v4) {
-    b.ipv4(key.l3_src.data(), key.l3_dst.data(), key.ip_proto);
-  } else {
-    b.ipv6(key.l3_src.data(), key.l3_dst.data(), key.ip_proto);
-  }
-  const FeatureSet f = *features;
-  if (f.has(Feature::kItemUdp) && key.ip_proto == overlay::ipproto::kUdp) {
-    b.ports(RTE_FLOW_ITEM_TYPE_UDP, key.l4_src, key.l4_dst);
-  } else if (f.has(Feature::kItemTcp)) {
-    b.ports(RTE_FLOW_ITEM_TYPE_TCP, key.l4_src, key.l4_dst);
-  } else if (f.has(Feature::kItemIcmp)) {
-    rte_flow_item_icmp spec{}, mask{};
-    spec.hdr.icmp_type = static_cast<uint8_t>(key.l4_src >> 8);
-    spec.hdr.icmp_code = static_cast<uint8_t>(key.l4_src);
-    mask.hdr.icmp_type = 0xff;
-    mask.hdr.icmp_code = 0xff;
-    // The key holds the identifier of echo request/reply only (else 0).
-    const bool echo = spec.hdr.icmp_type == overlay::icmp::kTypeEchoRequest ||
-                      spec.hdr.icmp_type == overlay::icmp::kTypeEchoReply;
-    if (echo) {
-      spec.hdr.icmp_ident = rte_cpu_to_be_16(key.l4_dst);
-      mask.hdr.icmp_ident = 0xffff;
-    }
-    b.item(RTE_FLOW_ITEM_TYPE_ICMP, spec, mask);
-  } else if (f.has(Feature::kItemIcmp6)) {
-    rte_flow_item_icmp6 spec{}, mask{};
-    spec.type = static_cast<uint8_t>(key.l4_src >> 8);
-    spec.code = static_cast<uint8_t>(key.l4_src);
-    mask.type = 0xff;
-    mask.code = 0xff;
-    b.item(RTE_FLOW_ITEM_TYPE_ICMP6, spec, mask);
-  }
+  flowPattern(b, flow, *features, *in_port, 0);
 
   // --- actions ---
   const rte_flow_action_ethdev* output = nullptr;
@@ -458,6 +471,37 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
   if (drop) b.action(RTE_FLOW_ACTION_TYPE_DROP, nullptr);
   b.end();
   return rule;
+}
+
+Result<std::vector<RteFlowRule>> buildClosePuntRules(const flow::FlowSpec& flow, const PortMap& ports,
+                                                     const RteFlowRuleOptions& options) {
+  std::vector<RteFlowRule> rules;
+  const uint8_t flags = closePuntFlags(flow);
+  if (flags == 0) return rules;
+  auto features = offloadFeatures(flow);
+  if (!features) return std::move(features).takeError();
+  auto in_port = ethdevOf(ports, flow.match.key.in_port, "input");
+  if (!in_port) return std::move(in_port).takeError();
+  // One rule per flag: a TCP item matches its flags as value & mask == spec,
+  // so "FIN or SYN or RST" is three rules (mlx5's TCP item takes any
+  // tcp_flags mask). Ascending bit order: FIN, SYN, RST.
+  for (unsigned bit = 1; bit < 0x100; bit <<= 1) {
+    if (!(flags & bit)) continue;
+    RteFlowRule rule;
+    RuleBuilder b(rule);
+    rule.attr = transferAttr(options.group, options.guard_priority);
+    flowPattern(b, flow, *features, *in_port, static_cast<uint8_t>(bit));
+    // Back to the port it arrived on, in software: the dataplane polls that
+    // representor (the uplink for Geneve, still encapsulated), finds the
+    // cached flow and punts the packet to conntrack. No COUNT: software
+    // counts it as a hit of the flow.
+    rte_flow_action_ethdev to_sw{};
+    to_sw.port_id = *in_port;
+    b.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR, b.keep(to_sw));
+    b.end();
+    rules.push_back(std::move(rule));
+  }
+  return rules;
 }
 
 RteFlowRule buildRootJumpRule(uint16_t ethdev_port, const RteFlowRuleOptions& options) {

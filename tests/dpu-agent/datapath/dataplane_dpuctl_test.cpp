@@ -35,6 +35,25 @@ TEST_CASE("dpuctl: dump-flows, one line per flow with where it runs", "[dpuctl]"
         "in_port=0, packets:0, bytes:0, age:0ms, used:0ms ago, dp:hw, actions:output:1\n");
 }
 
+TEST_CASE("dpuctl: dump-flows shows an offloaded NAT flow whose close is punted to software", "[dpuctl]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  auto* f = reply.add_flows();
+  f->set_match("in_port=2,tcp,tp_src=40000,tp_dst=80");
+  f->set_actions("set_nw_dst:10.244.1.6,set_tp_dst:8080,output:3");
+  f->set_in_hw(true);
+  f->set_offload_status("offloaded+punt:fin,syn,rst");
+  auto* g = reply.add_flows();  // the same flow refused: the reason, no punt
+  g->set_match("in_port=2,tcp,tp_src=40001,tp_dst=80");
+  g->set_actions("set_nw_dst:10.244.1.6,set_tp_dst:8080,output:3");
+  g->set_in_hw(false);
+  g->set_offload_status("software: close punt rule: out of steering memory");
+  CHECK(formatFlows(reply) ==
+        "in_port=2,tcp,tp_src=40000,tp_dst=80, packets:0, bytes:0, age:0ms, used:0ms ago, dp:hw+punt:fin,syn,rst, "
+        "actions:set_nw_dst:10.244.1.6,set_tp_dst:8080,output:3\n"
+        "in_port=2,tcp,tp_src=40001,tp_dst=80, packets:0, bytes:0, age:0ms, used:0ms ago, "
+        "dp:sw(close punt rule: out of steering memory), actions:set_nw_dst:10.244.1.6,set_tp_dst:8080,output:3\n");
+}
+
 TEST_CASE("dpuctl: ports and stats tables, JSON", "[dpuctl]") {
   dpu::dataplane::v1::OperatorReply reply;
   auto* p = reply.add_ports();

@@ -498,3 +498,115 @@ TEST_CASE("services: SCTP is balanced by its ports, its addresses translated and
   CHECK(Fixture::drain(kRepB).empty());
   CHECK(f.stat("ServiceSctpPortChange") == 1);
 }
+
+// Offload: a translated connection's flows go to the NIC with their close punt
+// rules (offloadable.h closePuntFlags), so its FIN and RST still reach conntrack.
+
+namespace {
+
+// The handshake of 10.244.1.5:40000 → the cluster IP, established; both flows cached.
+void establish(Fixture& f) {
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kSyn));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kSynAck));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kAck));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck));
+  Fixture::drainAll();
+  REQUIRE(connections(*f.engine).at(0).state == "established");
+  REQUIRE(f.stat("FlowInstalled") == 2);
+}
+
+}  // namespace
+
+TEST_CASE("services offload: an established connection's flows go to the NIC with their close punt rules",
+          "[engine][services][offload]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c, false);
+  programServices(f);
+  establish(f);
+  f.engine->maintain();  // offers the two flows
+  REQUIRE(eswitch.installedCount() == 2);
+  CHECK(eswitch.ruleCount() == 8);  // each: its rule and punt rules for FIN, SYN, RST
+  std::string client_match;
+  for (const auto& fl : f.flows()) {
+    INFO(fl.match() << " " << fl.offload_status());
+    CHECK(fl.in_hw());
+    CHECK(fl.offload_status() == "offloaded+punt:fin,syn,rst");
+    if (fl.match().find("tp_src=40000") != std::string::npos) client_match = fl.match();
+  }
+  REQUIRE_FALSE(client_match.empty());
+  for (uint64_t id = 0; id < 8; ++id) {
+    const dpu::offload::OffloadHandle h{id};
+    if (eswitch.installed(h) == nullptr) continue;
+    CHECK(eswitch.puntFlags(h) == 0x07);
+    CHECK(eswitch.installed(h)->match.key.ip_proto == overlay::ipproto::kTcp);
+  }
+
+  // The client's FIN, as its punt rule hands it to pf0vf0's representor: it
+  // reaches conntrack, is forwarded translated, and the flow stays in the NIC.
+  const uint64_t punts = f.stat("ConntrackPunt");
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kFin | kAck));
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(dpu::test::toHex(at_b[0]) ==
+        dpu::test::toHex(tcp4(kMacB, kRouterMac, "10.244.1.5", 40000, "10.244.1.6", 8080, kFin | kAck, 63)));
+  CHECK(f.stat("ConntrackPunt") == punts + 1);
+  CHECK(connections(*f.engine).at(0).state != "established");
+  f.engine->maintain();
+  CHECK(eswitch.installedCount() == 2);
+
+  // Its RST closes the connection: the flow leaves the cache, and the NIC
+  // loses its rule and its punt rules together.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kRst | kAck));
+  Fixture::drainAll();
+  f.engine->maintain();
+  std::string left;
+  for (const auto& fl : f.flows()) left += fl.match() + "\n";
+  INFO(left);
+  CHECK(left.find(client_match) == std::string::npos);
+  CHECK(eswitch.installedCount() < 2);
+  CHECK(eswitch.ruleCount() == 4 * eswitch.installedCount());
+  for (uint64_t id = 0; id < 8; ++id) {
+    const flow::FlowSpec* spec = eswitch.installed(dpu::offload::OffloadHandle{id});
+    if (spec != nullptr) CHECK(spec->match.key.l4_src != 40000);
+  }
+}
+
+TEST_CASE("services offload: a punt rule the NIC fails to create leaves the flow in software, nothing in hardware",
+          "[engine][services][offload]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c, false);
+  programServices(f);
+  establish(f);
+  eswitch.failNextPuntInstall("out of steering memory");  // the first flow offered
+  f.engine->maintain();
+  unsigned in_hw = 0, refused = 0;
+  for (const auto& fl : f.flows()) {
+    INFO(fl.match() << " " << fl.offload_status());
+    if (fl.in_hw()) {
+      ++in_hw;
+      CHECK(fl.offload_status() == "offloaded+punt:fin,syn,rst");
+    } else {
+      ++refused;
+      CHECK(fl.offload_status() == "software: close punt rule: out of steering memory");
+    }
+  }
+  CHECK(in_hw == 1);
+  CHECK(refused == 1);
+  // Only the other flow's four rules are in the NIC.
+  CHECK(eswitch.installedCount() == 1);
+  CHECK(eswitch.ruleCount() == 4);
+  // The refused flow still works in software, its close tracked.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kFin | kAck));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kFin | kAck));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(connections(*f.engine).at(0).state == "time-wait");
+}

@@ -78,3 +78,55 @@ TEST_CASE("fake eswitch: injected refusals and failed removals, flush", "[fake]"
   CHECK(sw.installedCount() == 0);
   CHECK_FALSE(sw.query(*h).ok());
 }
+
+TEST_CASE("fake eswitch: a NAT TCP flow takes its close punt rules with it, all or none", "[fake][nat]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like(5));
+  auto nat = sw.install(natFlow());
+  REQUIRE(nat.ok());
+  CHECK(sw.puntFlags(*nat) == 0x07);  // FIN, SYN, RST
+  CHECK(sw.installedCount() == 1);
+  CHECK(sw.ruleCount() == 4);         // its rule and three punt rules
+  auto local = sw.install(localFlow());
+  REQUIRE(local.ok());
+  CHECK(sw.puntFlags(*local) == 0);
+  CHECK(sw.ruleCount() == 5);
+  // Another NAT flow needs four places: the table is full for it, not for a plain flow.
+  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (5 rules)"));
+  REQUIRE(sw.remove(*local).ok());
+  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (5 rules)"));
+  REQUIRE(sw.remove(*nat).ok());
+  CHECK(sw.ruleCount() == 0);
+  CHECK(sw.puntFlags(*nat) == 0);
+
+  // The punt rules fail after validation: nothing of the flow stays.
+  sw.failNextPuntInstall("out of steering memory");
+  auto failed = sw.install(natFlow());
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error() == "close punt rule: out of steering memory");
+  CHECK(sw.installedCount() == 0);
+  CHECK(sw.ruleCount() == 0);
+  CHECK_FALSE(sw.forwarder(natFlow().match).has_value());
+  // Armed only for a flow that has punt rules.
+  sw.failNextPuntInstall("again");
+  CHECK(sw.install(localFlow()).ok());
+  CHECK(sw.install(natFlow()).error() == "close punt rule: again");
+  CHECK(sw.install(natFlow()).ok());
+}
+
+TEST_CASE("fake eswitch: PORT_REPRESENTOR only to a port on the switch; a NIC without it keeps NAT TCP in software",
+          "[fake][nat]") {
+  auto profile = EswitchProfile::mlx5Like();
+  profile.ports = {kUplink, kVf2};  // VF1, where the NAT flow arrives, is not on it
+  FakeEswitch off(profile);
+  CHECK(off.validate(natFlow()).error() ==
+        "fake eswitch (mlx5-like): action PORT_REPRESENTOR to port 1, which is not on the eswitch");
+  CHECK(off.validate(natDecapFlow()).ok());  // arrives on the uplink, leaves to VF2
+
+  auto no_punt = EswitchProfile::mlx5Like();
+  no_punt.name = "no-punt";
+  no_punt.supported.drop(Feature::kActionPortRepresentor);
+  FakeEswitch sw(no_punt);
+  CHECK(sw.validate(natFlow()).error() == "fake eswitch (no-punt): action PORT_REPRESENTOR not supported");
+  // Flows without punt rules do not need it.
+  CHECK(sw.validate(localFlow(false, dpu::overlay::ipproto::kTcp)).ok());
+}

@@ -1,6 +1,6 @@
 // Datapath flows of every kind the slow path produces, for the offload tests:
 // local VF→VF (routed: MAC rewrite + TTL), VF→Geneve encap, Geneve decap→VF,
-// NAT, ESP, the host's traffic bridged with the uplink (north–south), and
+// NAT (local, and a reply through Geneve), ESP, the host's traffic bridged with the uplink (north–south), and
 // their IPv6 variants. Ports: 0 = uplink, 1 and 2 = representors, 3 = the host
 // PF's representor.
 #pragma once
@@ -167,6 +167,21 @@ inline FlowSpec natFlow() {
   FlowAction src_port = act(ActionType::kSetL4Src);
   src_port.l4_port = 61000;
   f.actions.insert(f.actions.begin(), {dst_ip, dst_port, src_ip, src_port});
+  return f;
+}
+
+// A service connection's reply from a backend on another node: Geneve from
+// the peer, decapsulated, un-DNATed back to the service (source rewritten)
+// and delivered to VF2. TCP, so its close punt rules go to the uplink.
+inline FlowSpec natDecapFlow() {
+  FlowSpec f = decapFlow();
+  f.match.key.ip_proto = overlay::ipproto::kTcp;
+  FlowAction src_ip = act(ActionType::kSetIpv4Src);
+  const uint8_t vip[4] = {10, 96, 0, 10};
+  std::memcpy(&src_ip.ipv4, vip, 4);
+  FlowAction src_port = act(ActionType::kSetL4Src);
+  src_port.l4_port = 80;
+  f.actions.insert(f.actions.begin() + 1, {src_ip, src_port});
   return f;
 }
 

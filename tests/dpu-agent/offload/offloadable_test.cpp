@@ -47,6 +47,39 @@ TEST_CASE("offloadFeatures: the kinds each flow needs", "[offloadable]") {
                                                       .add(Feature::kActionRepresentedPort));
 }
 
+TEST_CASE("closePuntFlags: a TCP flow with a NAT rewrite keeps its SYN, FIN and RST in software",
+          "[offloadable][nat]") {
+  constexpr uint8_t kFinSynRst = 0x07;
+  CHECK(closePuntFlags(natFlow()) == kFinSynRst);
+  CHECK(closePuntFlags(natDecapFlow()) == kFinSynRst);
+  // One rewrite of any NAT kind is enough: toFlowSpec gives them to translated flows only.
+  for (ActionType type : {ActionType::kSetIpv4Src, ActionType::kSetIpv4Dst, ActionType::kSetL4Src,
+                          ActionType::kSetL4Dst, ActionType::kSetIpv6Src, ActionType::kSetIpv6Dst}) {
+    auto f = localFlow(false, dpu::overlay::ipproto::kTcp);
+    f.actions.insert(f.actions.begin(), act(type));
+    CHECK(closePuntFlags(f) == kFinSynRst);
+  }
+  // Not translated, or not TCP: nothing punted.
+  CHECK(closePuntFlags(localFlow(false, dpu::overlay::ipproto::kTcp)) == 0);
+  CHECK(closePuntFlags(bridgedFlow(kHostPf, kUplink)) == 0);
+  auto udp_nat = natFlow();
+  udp_nat.match.key.ip_proto = dpu::overlay::ipproto::kUdp;
+  CHECK(closePuntFlags(udp_nat) == 0);
+  // The kinds the punt rules need come with the flow's.
+  const FeatureSet nat = features(natFlow());
+  CHECK(nat.has(Feature::kItemTcpFlags));
+  CHECK(nat.has(Feature::kActionPortRepresentor));
+  CHECK_FALSE(features(udp_nat).has(Feature::kItemTcpFlags));
+  CHECK_FALSE(features(localFlow(false, dpu::overlay::ipproto::kTcp)).has(Feature::kActionPortRepresentor));
+  // As dump-flows shows it.
+  CHECK(describeClosePunt(kFinSynRst) == "punt:fin,syn,rst");
+  CHECK(describeClosePunt(0x01) == "punt:fin");
+  CHECK(describeClosePunt(0x14) == "punt:rst,0x0010");
+  CHECK(describeClosePunt(0).empty());
+  CHECK(featureName(Feature::kItemTcpFlags) == "item TCP (tcp_flags)");
+  CHECK(featureName(Feature::kActionPortRepresentor) == "action PORT_REPRESENTOR");
+}
+
 TEST_CASE("offloadFeatures: names and the first missing kind", "[offloadable]") {
   CHECK(featureName(Feature::kActionRawEncap) == "action RAW_ENCAP");
   CHECK(featureName(Feature::kItemGeneveOpt) == "item GENEVE_OPT");

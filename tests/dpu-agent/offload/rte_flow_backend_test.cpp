@@ -164,6 +164,8 @@ struct FakePmd {
     std::vector<rte_flow_action_type> actions;
     void* age_context = nullptr;
     uint32_t jump_group = 0;
+    uint8_t tcp_flags = 0;  // the TCP item's tcp_flags mask (the close punt rules')
+    uint16_t to_representor = UINT16_MAX;  // PORT_REPRESENTOR's port
     uint64_t hits = 0;
     uint64_t bytes = 0;
     uint32_t idle = 0;
@@ -173,6 +175,8 @@ struct FakePmd {
   std::set<rte_flow_action_type> refused;
   size_t capacity = SIZE_MAX;
   bool fail_destroy = false;
+  size_t creates = 0;              // create calls so far
+  size_t fail_create_at = SIZE_MAX;  // this create call fails after validating (the device ran out)
 
   int validate(uint16_t, const rte_flow_attr* attr, const rte_flow_item* items, const rte_flow_action* actions,
                rte_flow_error* error) {
@@ -198,14 +202,26 @@ struct FakePmd {
   rte_flow* create(uint16_t port, const rte_flow_attr* attr, const rte_flow_item* items,
                    const rte_flow_action* actions, rte_flow_error* error) {
     if (validate(port, attr, items, actions, error) != 0) return nullptr;
+    if (++creates == fail_create_at) {
+      rte_flow_error_set(error, ENOMEM, RTE_FLOW_ERROR_TYPE_UNSPECIFIED, nullptr, "cannot create flow");
+      return nullptr;
+    }
     Rule r;
     r.port = port;
     r.attr = *attr;
-    for (const rte_flow_item* i = items; i->type != RTE_FLOW_ITEM_TYPE_END; ++i) r.items.push_back(i->type);
+    for (const rte_flow_item* i = items; i->type != RTE_FLOW_ITEM_TYPE_END; ++i) {
+      r.items.push_back(i->type);
+      if (i->type == RTE_FLOW_ITEM_TYPE_TCP) {
+        r.tcp_flags = static_cast<const rte_flow_item_tcp*>(i->mask)->hdr.tcp_flags;
+      }
+    }
     for (const rte_flow_action* a = actions; a->type != RTE_FLOW_ACTION_TYPE_END; ++a) {
       r.actions.push_back(a->type);
       if (a->type == RTE_FLOW_ACTION_TYPE_AGE) r.age_context = static_cast<const rte_flow_action_age*>(a->conf)->context;
       if (a->type == RTE_FLOW_ACTION_TYPE_JUMP) r.jump_group = static_cast<const rte_flow_action_jump*>(a->conf)->group;
+      if (a->type == RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR) {
+        r.to_representor = static_cast<const rte_flow_action_ethdev*>(a->conf)->port_id;
+      }
     }
     const uintptr_t id = next++;
     rules.emplace(id, r);
@@ -242,6 +258,14 @@ struct FakePmd {
     std::vector<Rule*> out;
     for (auto& [id, r] : rules) {
       if (r.attr.group == 1 && r.attr.priority == 1) out.push_back(&r);
+    }
+    return out;
+  }
+  // Close punt rules: the flow group's priority-0 rules that match TCP flags.
+  std::vector<std::pair<uintptr_t, Rule*>> puntRules() {
+    std::vector<std::pair<uintptr_t, Rule*>> out;
+    for (auto& [id, r] : rules) {
+      if (r.attr.group == 1 && r.attr.priority == 0 && r.tcp_flags != 0) out.emplace_back(id, &r);
     }
     return out;
   }
@@ -403,4 +427,87 @@ TEST_CASE("rte_flow backend: a failed destroy keeps the rule and its handle", "[
   CHECK(m.pollCounters().empty());
   CHECK(m.status(3).state == OffloadState::kNone);
   CHECK(b->installedCount() == 0);
+}
+
+TEST_CASE("rte_flow backend: a NAT TCP flow is its rule and three close punt rules, created and destroyed as one",
+          "[rte_flow][eal][pmd][nat]") {
+  ensureEal();
+  FakePmd pmd;
+  auto b = backendOn(pmd);
+  const size_t port_rules = pmd.rules.size();
+  auto h = b->install(natFlow());
+  REQUIRE(h.ok());
+  CHECK(b->installedCount() == 1);
+  CHECK(pmd.rules.size() == port_rules + 4);
+  auto flow_rules = pmd.flowRules();
+  REQUIRE(flow_rules.size() == 1);
+  CHECK(flow_rules[0]->tcp_flags == 0);
+  auto punts = pmd.puntRules();
+  REQUIRE(punts.size() == 3);
+  uint8_t flags = 0;
+  for (const auto& [id, r] : punts) {
+    flags |= r->tcp_flags;
+    CHECK(r->port == b->proxyPort());
+    CHECK(r->items == std::vector<rte_flow_item_type>{RTE_FLOW_ITEM_TYPE_REPRESENTED_PORT, RTE_FLOW_ITEM_TYPE_ETH,
+                                                      RTE_FLOW_ITEM_TYPE_IPV4, RTE_FLOW_ITEM_TYPE_TCP});
+    CHECK(r->actions == std::vector<rte_flow_action_type>{RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR});
+    CHECK(r->to_representor == g_ring);  // VF1's ethdev: where the flow's packets arrive
+  }
+  CHECK(flags == 0x07);
+  // The punt rules went in before the flow's rule (the fake PMD's ids grow).
+  uintptr_t flow_id = 0;
+  for (const auto& [id, r] : pmd.rules) {
+    if (r.attr.group == 1 && r.attr.priority == 1) flow_id = id;
+  }
+  for (const auto& [id, r] : punts) CHECK(id < flow_id);
+  // Counters are the flow rule's.
+  flow_rules[0]->hits = 7;
+  auto c = b->query(*h);
+  REQUIRE(c.ok());
+  CHECK(c->packets == 7);
+  // Removal takes all four.
+  REQUIRE(b->remove(*h).ok());
+  CHECK(pmd.rules.size() == port_rules);
+  CHECK(b->installedCount() == 0);
+  // A flow without a NAT rewrite on TCP has no punt rules.
+  REQUIRE(b->install(localFlow(false, 6)).ok());
+  CHECK(pmd.puntRules().empty());
+  CHECK(pmd.rules.size() == port_rules + 1);
+}
+
+TEST_CASE("rte_flow backend: a failure of a punt rule or of the flow's rule leaves nothing installed",
+          "[rte_flow][eal][pmd][nat]") {
+  ensureEal();
+  FakePmd pmd;
+  auto b = backendOn(pmd);
+  OffloadManager m(*b);
+  const size_t port_rules = pmd.rules.size();
+  // The second punt rule (SYN) fails.
+  pmd.fail_create_at = pmd.creates + 2;
+  REQUIRE(*m.offer(1, natFlow()) == OffloadState::kSoftware);
+  CHECK(m.describe(1) == "software: close punt rule: rte_flow_create: cannot create flow (Cannot allocate memory)");
+  CHECK(pmd.rules.size() == port_rules);
+  CHECK(b->installedCount() == 0);
+  // The flow's rule (the fourth create) fails after its punt rules went in.
+  pmd.fail_create_at = pmd.creates + 4;
+  auto h = b->install(natFlow());
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error() == "rte_flow_create: cannot create flow (Cannot allocate memory)");
+  CHECK(pmd.rules.size() == port_rules);
+  // A device that refuses the punt rule's action refuses the flow.
+  FakePmd no_punt;
+  auto b2 = backendOn(no_punt);
+  no_punt.refused = {RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR};
+  auto v = b2->validate(natFlow());
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.error() ==
+        "close punt rule: rte_flow_validate: action PORT_REPRESENTOR not supported on this port (Operation not "
+        "supported)");
+  // Offered again once the device takes it: in hardware, with its punt rules, as dump-flows says.
+  pmd.fail_create_at = SIZE_MAX;
+  REQUIRE(*m.offer(1, natFlow()) == OffloadState::kInHw);
+  CHECK(m.describe(1) == "offloaded+punt:fin,syn,rst");
+  CHECK(pmd.rules.size() == port_rules + 4);
+  REQUIRE(m.withdraw(1).ok());
+  CHECK(pmd.rules.size() == port_rules);
 }

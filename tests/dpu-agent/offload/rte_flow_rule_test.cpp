@@ -7,6 +7,7 @@
 #include <rte_byteorder.h>
 
 #include <cstring>
+#include <vector>
 
 #include "flows.h"
 #include "offload/rte_flow_rule.h"
@@ -356,6 +357,131 @@ TEST_CASE("NAT hooks become SET_IPV4 and SET_TP actions in flow order", "[rte_fl
                     4) == 0);
   CHECK(conf<rte_flow_action_set_tp>(r.action(RTE_FLOW_ACTION_TYPE_SET_TP_DST)).port == rte_cpu_to_be_16(8080));
   CHECK(conf<rte_flow_action_set_tp>(r.action(RTE_FLOW_ACTION_TYPE_SET_TP_SRC)).port == rte_cpu_to_be_16(61000));
+}
+
+namespace {
+
+std::vector<RteFlowRule> punts(const dpu::flow::FlowSpec& f) {
+  auto r = buildClosePuntRules(f, ports());
+  INFO((r.ok() ? std::string() : r.error()));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+size_t specSize(rte_flow_item_type type) {
+  switch (type) {
+    case RTE_FLOW_ITEM_TYPE_REPRESENTED_PORT: return sizeof(rte_flow_item_ethdev);
+    case RTE_FLOW_ITEM_TYPE_ETH: return sizeof(rte_flow_item_eth);
+    case RTE_FLOW_ITEM_TYPE_IPV4: return sizeof(rte_flow_item_ipv4);
+    case RTE_FLOW_ITEM_TYPE_UDP: return sizeof(rte_flow_item_udp);
+    case RTE_FLOW_ITEM_TYPE_TCP: return sizeof(rte_flow_item_tcp);
+    case RTE_FLOW_ITEM_TYPE_GENEVE: return sizeof(rte_flow_item_geneve);
+    default: return 0;
+  }
+}
+
+// The punt rule matches the flow rule's pattern byte for byte, the TCP
+// item's flags aside (checked by the caller). GENEVE_OPT carries pointers to
+// its data: compared field by field.
+void checkSamePattern(const RteFlowRule& punt, const RteFlowRule& flow) {
+  REQUIRE(describePattern(punt) == describePattern(flow));
+  for (size_t i = 0; i + 1 < flow.pattern.size(); ++i) {
+    const rte_flow_item& a = punt.pattern[i];
+    const rte_flow_item& b = flow.pattern[i];
+    INFO("item " << i << " " << itemTypeName(a.type));
+    REQUIRE(a.last == nullptr);
+    if (a.type == RTE_FLOW_ITEM_TYPE_TCP) {
+      rte_flow_item_tcp sa = spec<rte_flow_item_tcp>(&a), ma = mask<rte_flow_item_tcp>(&a);
+      sa.hdr.tcp_flags = ma.hdr.tcp_flags = 0;
+      CHECK(std::memcmp(&sa, b.spec, sizeof sa) == 0);
+      CHECK(std::memcmp(&ma, b.mask, sizeof ma) == 0);
+    } else if (a.type == RTE_FLOW_ITEM_TYPE_GENEVE_OPT) {
+      const auto& sa = spec<rte_flow_item_geneve_opt>(&a);
+      const auto& sb = spec<rte_flow_item_geneve_opt>(&b);
+      CHECK(sa.option_class == sb.option_class);
+      CHECK(sa.option_type == sb.option_type);
+      CHECK(sa.option_len == sb.option_len);
+      CHECK(std::memcmp(sa.data, sb.data, 4) == 0);
+      CHECK(std::memcmp(mask<rte_flow_item_geneve_opt>(&a).data, mask<rte_flow_item_geneve_opt>(&b).data, 4) == 0);
+    } else {
+      const size_t n = specSize(a.type);
+      REQUIRE(n != 0);
+      CHECK(std::memcmp(a.spec, b.spec, n) == 0);
+      CHECK(std::memcmp(a.mask, b.mask, n) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a NAT TCP flow gets one close punt rule per flag: its pattern, the flag, to its port's representor",
+          "[rte_flow][nat]") {
+  const auto flow = natFlow();
+  const RteFlowRule rule = build(flow);
+  const auto rules = punts(flow);
+  REQUIRE(rules.size() == 3);
+  const uint8_t flags[] = {0x01, 0x02, 0x04};  // FIN, SYN, RST
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const RteFlowRule& p = rules[i];
+    INFO("punt rule " << i);
+    // Same group, ahead of the flow's rule (priority 1).
+    CHECK(p.attr.transfer == 1);
+    CHECK(p.attr.group == 1);
+    CHECK(p.attr.priority == 0);
+    CHECK(describePattern(p) == "REPRESENTED_PORT ETH IPV4 TCP END");
+    checkSamePattern(p, rule);
+    const auto* tcp = p.item(RTE_FLOW_ITEM_TYPE_TCP);
+    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.tcp_flags == flags[i]);
+    CHECK(mask<rte_flow_item_tcp>(tcp).hdr.tcp_flags == flags[i]);
+    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.src_port == rte_cpu_to_be_16(40000));
+    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.dst_port == rte_cpu_to_be_16(53));
+    // Nothing rewritten, nothing counted (software counts it): back to VF1's representor.
+    CHECK(describeActions(p) == "PORT_REPRESENTOR END");
+    CHECK(conf<rte_flow_action_ethdev>(p.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR)).port_id == 11);
+    CHECK(p.age == nullptr);
+  }
+  // The flow's own rule does not look at the flags.
+  CHECK(mask<rte_flow_item_tcp>(rule.item(RTE_FLOW_ITEM_TYPE_TCP)).hdr.tcp_flags == 0);
+  // Priorities follow the options.
+  RteFlowRuleOptions o;
+  o.group = 3;
+  o.priority = 5;
+  o.guard_priority = 2;
+  auto moved = buildClosePuntRules(flow, ports(), o);
+  REQUIRE(moved.ok());
+  CHECK((*moved)[0].attr.group == 3);
+  CHECK((*moved)[0].attr.priority == 2);
+}
+
+TEST_CASE("a NAT reply through Geneve is punted to the uplink's representor, still encapsulated",
+          "[rte_flow][nat]") {
+  const auto flow = natDecapFlow();
+  const RteFlowRule rule = build(flow);
+  CHECK(describeActions(rule) == "RAW_DECAP SET_IPV4_SRC SET_TP_SRC COUNT REPRESENTED_PORT END");
+  const auto rules = punts(flow);
+  REQUIRE(rules.size() == 3);
+  for (const RteFlowRule& p : rules) {
+    CHECK(describePattern(p) == "REPRESENTED_PORT ETH IPV4 UDP GENEVE GENEVE_OPT ETH IPV4 TCP END");
+    checkSamePattern(p, rule);
+    // No RAW_DECAP: the dataplane decapsulates it as any packet from the uplink.
+    CHECK(describeActions(p) == "PORT_REPRESENTOR END");
+    CHECK(conf<rte_flow_action_ethdev>(p.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR)).port_id == 10);
+  }
+}
+
+TEST_CASE("flows that are not translated TCP have no close punt rules", "[rte_flow][nat]") {
+  auto udp_nat = natFlow();
+  udp_nat.match.key.ip_proto = dpu::overlay::ipproto::kUdp;
+  for (const auto& f : {localFlow(), localFlow(false, dpu::overlay::ipproto::kTcp), encapFlow(), decapFlow(),
+                        bridgedFlow(kHostPf, kUplink), udp_nat}) {
+    CHECK(punts(f).empty());
+  }
+  // The flow's own refusals refuse its punt rules too.
+  auto off_switch = natFlow();
+  off_switch.match.key.in_port = 42;
+  auto r = buildClosePuntRules(off_switch, ports());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == "input port 42 is not on the eswitch");
 }
 
 TEST_CASE("ICMP echo matches type, code and identifier", "[rte_flow]") {

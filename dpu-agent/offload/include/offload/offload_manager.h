@@ -127,7 +127,8 @@ class OffloadManager {
   bool resyncing() const { return resyncing_; }
 
   FlowOffloadStatus status(FlowId id) const;
-  // For dump-flows (proto FlowEntry.offload_status): "offloaded",
+  // For dump-flows (proto FlowEntry.offload_status): "offloaded" (with close
+  // punt rules "offloaded+punt:fin,syn,rst"),
   // "software: <reason>", "removing", "pending" or "" for an unknown id.
   std::string describe(FlowId id) const;
   OffloadStats stats() const;
@@ -144,7 +145,7 @@ class OffloadManager {
     uint32_t idle_seconds = 0;
     uint16_t reason = 0;       // kSoftware: index into reasons_
     OffloadState state = OffloadState::kNone;
-    uint8_t reserved = 0;
+    uint8_t punt_flags = 0;    // kInHw: the TCP flags its close punt rules send to software
   };
   static_assert(sizeof(Record) == kBookkeepingBytesPerFlow, "keep the per-flow record at 32 bytes");
 

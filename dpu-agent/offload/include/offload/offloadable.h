@@ -35,6 +35,7 @@ enum class Feature : uint8_t {
   kItemIcmp6,
   kItemGeneve,
   kItemGeneveOpt,
+  kItemTcpFlags,  // TCP item with hdr.tcp_flags under a mask (the close punt rules)
   // Actions.
   kActionRawDecap,
   kActionRawEncap,
@@ -46,6 +47,7 @@ enum class Feature : uint8_t {
   kActionDrop,
   kActionCount,
   kActionAge,
+  kActionPortRepresentor,  // to the application, i.e. dpu-dataplane in software
   kCount_,  // number of features; not a feature
 };
 
@@ -86,11 +88,26 @@ Feature firstMissing(FeatureSet needed, FeatureSet supported);
 inline constexpr size_t kMaxOffloadActions = 16;
 
 // The item and action kinds `flow` translates into (COUNT and AGE not
-// included: a backend adds what it attaches to every rule), or the reason the
+// included: a backend adds what it attaches to every rule; a flow with
+// closePuntFlags adds item TCP flags and action PORT_REPRESENTOR), or the reason the
 // flow stays in software on any hardware. The reason names the flow's property
 // and says that it stays in software; it never contains addresses, so equal
 // reasons of different flows are equal strings (the offload manager interns them).
 Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow);
+
+// The TCP flags whose packets of `flow` must still reach software when the
+// flow is in hardware: SYN, FIN and RST of a TCP flow with a NAT rewrite, 0
+// for any other flow. The engine's fast path sends exactly these packets of a
+// translated connection's cached flow to conntrack (its punt), so that the
+// connection's state follows its close and reuse; toFlowSpec gives address and
+// port rewrites to translated flows only. A backend offloads such a flow as its
+// rule plus one close punt rule per flag (rte_flow_rule.h), installed and
+// removed together.
+uint8_t closePuntFlags(const flow::FlowSpec& flow);
+
+// "punt:fin,syn,rst" for closePuntFlags' bits (FIN, SYN, RST in that order,
+// other bits by value); "" for 0. dump-flows shows it after "hw".
+std::string describeClosePunt(uint8_t tcp_flags);
 
 // The length of the outer headers a Geneve flow with this tunnel match carries
 // when it holds exactly the OVN option: outer Ethernet + IPv4/IPv6 + UDP +

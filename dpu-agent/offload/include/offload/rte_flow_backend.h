@@ -1,5 +1,8 @@
 // The rte_flow backend: each offloaded flow becomes one synchronous transfer
-// rule on the eswitch (rte_flow_validate, then rte_flow_create), created
+// rule on the eswitch (rte_flow_validate, then rte_flow_create) — a TCP flow
+// with a NAT rewrite also its close punt rules (buildClosePuntRules), one
+// handle for all, created before the flow's rule and destroyed after it, all
+// or none — created
 // through the switch domain's transfer proxy port. The translation is
 // buildRteFlowRule (rte_flow_rule.h); this class owns the device side: the
 // root jump and TTL guard rules, the handles, counters (COUNT, AGE) and removal.
@@ -22,6 +25,7 @@
 
 #include <rte_flow.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -81,13 +85,17 @@ class RteFlowBackend final : public OffloadBackend {
   std::string portRulesError(uint32_t datapath_port) const;
   size_t installedCount() const { return installed_; }
   // Bytes this backend keeps per installed flow (the PMD's own memory aside).
-  static constexpr size_t kBookkeepingBytesPerFlow = 16;
+  static constexpr size_t kBookkeepingBytesPerFlow = 40;
+  // Close punt rules per flow at most (FIN, SYN, RST).
+  static constexpr size_t kMaxPuntRules = 3;
 
  private:
   struct Slot {
     rte_flow* flow = nullptr;
+    std::array<rte_flow*, kMaxPuntRules> punts{};  // the close punt rules, nullptr-terminated
     uint32_t generation = 0;
   };
+  static_assert(sizeof(Slot) <= kBookkeepingBytesPerFlow, "kBookkeepingBytesPerFlow counts the slot");
   // The rules every port needs before its flows can work.
   struct PortRules {
     uint32_t datapath_port = 0;
@@ -98,8 +106,13 @@ class RteFlowBackend final : public OffloadBackend {
   };
 
   explicit RteFlowBackend(const RteFlowBackendConfig& config, uint16_t proxy);
-  Result<RteFlowRule> prepare(const flow::FlowSpec& flow) const;
-  Result<void> deviceValidate(const flow::FlowSpec& flow, const RteFlowRule& rule) const;
+  // The flow's rule and its close punt rules (none for most flows).
+  struct Prepared {
+    RteFlowRule rule;
+    std::vector<RteFlowRule> punts;
+  };
+  Result<Prepared> prepare(const flow::FlowSpec& flow) const;
+  Result<void> deviceValidate(const flow::FlowSpec& flow, const Prepared& rules) const;
   Slot* lookup(OffloadHandle handle);
   PortRules installPortRules(uint32_t datapath_port, uint16_t ethdev, bool tunnel_port);
   void destroyPortRules(PortRules& rules);

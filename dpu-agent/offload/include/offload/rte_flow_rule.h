@@ -7,7 +7,8 @@
 // Layout (HARDWARE.md decides each choice):
 //   attr      transfer=1, group 1 (group 0 is the firmware-managed root table:
 //             it holds only each port's buildRootJumpRule), priority 1 (the
-//             TTL guards of buildTtlGuardRules sit at priority 0 in the same group).
+//             TTL guards of buildTtlGuardRules and the close punt rules of
+//             buildClosePuntRules sit at priority 0 in the same group).
 //   pattern   REPRESENTED_PORT(in_port's ethdev)
 //             [tunnel: ETH(type) / IPV4|IPV6(src,dst,proto=UDP) / UDP(dst 6081) /
 //              GENEVE(vni, protocol 0x6558, opt_len=2 words, O=0) /
@@ -41,7 +42,9 @@ namespace dpu::offload {
 struct RteFlowRuleOptions {
   uint32_t group = 1;           // where flow rules live (never 0, HARDWARE.md)
   uint32_t priority = 1;        // flow rules; the TTL guards use guard_priority
-  uint32_t guard_priority = 0;  // must be a higher precedence (lower value) than `priority`
+  // The rules that send packets to software (TTL guards, close punts): must be
+  // a higher precedence (lower value) than `priority`.
+  uint32_t guard_priority = 0;
   bool count = true;            // attach COUNT (counters merge into the flow's statistics)
   uint32_t age_timeout_s = 0;   // attach AGE with this timeout (1..0xffffff); 0: no AGE
   // RAW_ENCAP carries the template with a zero UDP source port; the NIC does
@@ -96,6 +99,18 @@ struct RteFlowRule {
 // reasons, or a port not on the eswitch).
 Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& ports,
                                      const RteFlowRuleOptions& options = {});
+
+// The close punt rules of a TCP flow with a NAT rewrite (closePuntFlags; none
+// for any other flow): for each flag (FIN, SYN, RST), the flow's exact-match
+// pattern with TCP hdr.tcp_flags spec = mask = that flag, at guard_priority in
+// the flow's group, action PORT_REPRESENTOR(in_port's ethdev) END. They take
+// precedence over the flow's rule, so a translated connection's open, close
+// and reset reach conntrack in software while its other packets stay in the
+// NIC. A backend installs them with the flow's rule and removes them with it.
+// Unproven on hardware: mlx5's acceptance of PORT_REPRESENTOR in a
+// transfer rule and of a tcp_flags mask at this priority (offload/README.md).
+Result<std::vector<RteFlowRule>> buildClosePuntRules(const flow::FlowSpec& flow, const PortMap& ports,
+                                                     const RteFlowRuleOptions& options = {});
 
 // Group 0, priority 0, everything from one port, JUMP to
 // options.group: the root table holds only these (HARDWARE.md: keep rules out
