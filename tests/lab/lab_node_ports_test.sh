@@ -78,10 +78,13 @@ serve host1 "$(dl_node_ns 1 host)" host1 8000
 
 # From outside the cluster: curl from 203.0.113.1, the address behind the gateway.
 ext_http() { dl_exec external curl -s --max-time 2 --interface "$ext" "http://$1/"; }
-ext_answers() { [[ "$(ext_http "$1")" == "$2 "* ]]; }     # ADDRESS:PORT NAME
+ext_answers() { [[ "$(ext_http "$1")" == "$2 $ext:"* ]]; }  # ADDRESS:PORT NAME: NAME answers, seeing $ext
 ext_backend() { [[ "$(ext_http "$1")" == web[12]" "* ]]; }  # ADDRESS:PORT: a backend answers
-check "web1 serves (direct, from node1/client)" dl_wait 10 eval '[[ "$(dl_exec node1/client curl -s --max-time 2 http://$ip_1:8080/)" == "web1 $ip_c:"* ]]'
-check "web2 serves (direct, from node1/client)" dl_wait 10 eval '[[ "$(dl_exec node1/client curl -s --max-time 2 http://$ip_2:8080/)" == "web2 $ip_c:"* ]]'
+pod_sees() {  # ADDRESS:PORT NAME: node1/client reaches NAME there, which sees the client's own address
+  [[ "$(dl_exec node1/client curl -s --max-time 2 "http://$1/")" == "$2 $ip_c:"* ]]
+}
+check "web1 serves (direct, from node1/client)" dl_wait 10 pod_sees "$ip_1:8080" web1
+check "web2 serves (direct, from node1/client)" dl_wait 10 pod_sees "$ip_2:8080" web2
 check "node1's host serves on $node1:8000, reached from $ext" dl_wait 10 ext_answers "$node1:8000" host1
 
 # --- the node port, externalTrafficPolicy Cluster.
@@ -114,8 +117,7 @@ for n in 1 2; do
     pass "Cluster: 16 connections from $ext to $(dl_node_ip $n):$np, both backends, client masqueraded to 10.244.$n.1 ($r)" ||
     fail "Cluster: $ext to $(dl_node_ip $n):$np: $r (want both backends, no failure, peer 10.244.$n.1)"
 done
-check "beside the node port, $ext still reaches node1's host at $node1:8000 as itself" \
-  eval '[[ "$(ext_http "$node1:8000")" == "host1 $ext:"* ]]'
+check "beside the node port, $ext still reaches node1's host at $node1:8000 as itself" ext_answers "$node1:8000" host1
 
 svc1=$(dl_dpuctl 1 services 2>&1) svc2=$(dl_dpuctl 2 services 2>&1)
 grep -qE "^default/web +tcp-80 +node-port +$node1:$np +tcp +cluster .* 2/2 " <<< "$svc1" &&
@@ -132,7 +134,7 @@ grep -qE "^tcp +$ext:[0-9]+ -> $node1:$np +($ip_1|$ip_2):8080 -> 10\.244\.1\.1:[
 lab service add web --port tcp/80:8080 --node-port $np --etp Local >/dev/null || fail "service add web --etp Local"
 only() {  # ADDRESS:PORT NAME: 6 connections in a row answered by NAME, which sees $ext
   local i
-  for (( i = 0; i < 6; i++ )); do [[ "$(ext_http "$1")" == "$2 $ext:"* ]] || return 1; done
+  for (( i = 0; i < 6; i++ )); do ext_answers "$1" "$2" || return 1; done
 }
 check "Local: node1's node port reaches only web1, which sees $ext" dl_wait 15 only "$node1:$np" web1
 check "Local: node2's node port reaches only web2, which sees $ext" dl_wait 15 only "$node2:$np" web2
@@ -176,7 +178,7 @@ grep -qE "^tcp +$ip_c:[0-9]+ -> $ext:9000 +$ext:9000 -> $node1:6[1-5][0-9]{3} .*
 snat=$(( $(dl_drop_count 1 SnatNew) - snat_before ))
 [ "$snat" -ge 10 ] && pass "node1's stats: SnatNew counted $snat new egress connections (8 TCP, 1 UDP, pings)" ||
   fail "node1's SnatNew moved by $snat: $(dl_dpuctl 1 stats --all | grep -i snat)"
-check "after it all, node1's host still serves $ext on $node1:8000" eval '[[ "$(ext_http "$node1:8000")" == "host1 $ext:"* ]]'
+check "after it all, node1's host still serves $ext on $node1:8000" ext_answers "$node1:8000" host1
 if [ "$FAILURES" != 0 ]; then  # what the dataplanes decided, for the failure's report
   for n in 1 2; do
     echo "--- node$n: dpuctl dump-flows; neighbours; conntrack" >&2
