@@ -117,7 +117,7 @@ dl_service_add() {
   fi
   # Kubernetes refuses an externalTrafficPolicy on a service no external traffic reaches.
   [ -z "$etp" ] || [ -n "$node_port" ] ||
-    { dl_die "--etp is for a service with a --node-port (external traffic), give one"; return 1; }
+    { dl_die "--etp is only for a service with a --node-port: externalTrafficPolicy governs external traffic"; return 1; }
   local dir; dir=$(_dl_services_dir)
   mkdir -p "$dir" || return 1
   if [ -z "$ip" ]; then

@@ -86,7 +86,7 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
   out=$(dl_service_add np --port tcp/80 --node-port 30080 --etp local 2>&1) && exit 1
   grep -q -- "--etp must be Cluster or Local, not 'local'" <<< "$out" || exit 1
   out=$(dl_service_add np --port tcp/80 --etp Local 2>&1) && exit 1
-  grep -q -- "--etp is for a service with a --node-port" <<< "$out" || exit 1
+  grep -q -- "--etp is only for a service with a --node-port" <<< "$out" || exit 1
   [ ! -e "$DL_DIR/services/np.svc" ] || exit 1
   dl_service_add np --port tcp/80:8080 --port udp/53 --node-port 30080 --etp Local || exit 1
   grep -q '^  - {namespace: default, name: np, type: NodePort, clusterIP: 10.96.0.12, ports: \[{name: tcp-80, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30080}, {name: udp-53, protocol: UDP, port: 53, targetPort: 53}\], externalTrafficPolicy: Local}$' "$f" || exit 1
