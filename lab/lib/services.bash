@@ -11,16 +11,18 @@
 # the nodes and these.
 #
 # Functions (public):
-#   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--affinity SECONDS] [--itp Local]
-#                  [--backends NODE/POD[=STATE],...]
+#   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--node-port N] [--affinity SECONDS]
+#                  [--itp Local] [--etp Local] [--backends NODE/POD[=STATE],...]
 #                        create or replace service NAME in namespace default: cluster IP IP (default: the
 #                        first free 10.96.0.X from .10), each --port a TCP/UDP/SCTP port (tcp/80:8080 or
-#                        80/TCP:8080; TARGET defaults to PORT); backends as in dl_service_backends
+#                        80/TCP:8080; TARGET defaults to PORT); --node-port makes it type NodePort with
+#                        node port N (30000-32767) on its first port; backends as in dl_service_backends
 #   dl_service_backends NAME NODE/POD[=STATE],...
 #                        replace its endpoints (an empty list: none). STATE: ready (default),
 #                        terminating (serving and terminating) or unready (neither ready nor serving)
 #   dl_service_del NAME  remove the service and its slice (idempotent)
-#   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service
+#   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
+#                        tcp/80:8080@30080)
 #   dl_service_ip NAME   its cluster IP
 
 _dl_services_dir() { echo "$DL_DIR/services"; }
@@ -85,7 +87,7 @@ _dl_free_service_ip() {
 
 dl_service_add() {
   dl_kube_enabled && { dl_die "in Kubernetes mode services come from kubectl (dpu-lab kubectl apply)"; return 1; }
-  local name=${1:-} ip="" affinity="" itp="" backends="" have_backends=0 ports=() p
+  local name=${1:-} ip="" affinity="" itp="" etp="" node_port="" backends="" have_backends=0 ports=() p
   _dl_service_name_ok "$name" || return 1
   shift
   while [ $# -gt 0 ]; do
@@ -94,6 +96,8 @@ dl_service_add() {
       --port) p=$(_dl_service_port "${2:-}") || return 1; ports+=("$p"); shift 2 ;;
       --affinity) affinity=${2:-}; shift 2 ;;
       --itp) itp=${2:-}; shift 2 ;;
+      --etp) etp=${2:-}; shift 2 ;;
+      --node-port) node_port=${2:-}; shift 2 ;;
       --backends) backends=${2:-}; have_backends=1; shift 2 ;;
       --backends=*) backends=${1#--backends=}; have_backends=1; shift ;;
       *) dl_die "service add: unknown argument '$1'"; return 1 ;;
@@ -105,6 +109,15 @@ dl_service_add() {
       { dl_die "--affinity must be 1..86400 seconds, not '$affinity'"; return 1; }
   fi
   case $itp in ""|Cluster|Local) ;; *) dl_die "--itp must be Cluster or Local, not '$itp'"; return 1 ;; esac
+  case $etp in ""|Cluster|Local) ;; *) dl_die "--etp must be Cluster or Local, not '$etp'"; return 1 ;; esac
+  # Kubernetes' default node port range (the API server's --service-node-port-range).
+  if [ -n "$node_port" ]; then
+    [[ "$node_port" =~ ^[0-9]+$ ]] && [ "$node_port" -ge 30000 ] && [ "$node_port" -le 32767 ] ||
+      { dl_die "--node-port must be 30000..32767, not '$node_port'"; return 1; }
+  fi
+  # Kubernetes refuses an externalTrafficPolicy on a service no external traffic reaches.
+  [ -z "$etp" ] || [ -n "$node_port" ] ||
+    { dl_die "--etp is only for a service with a --node-port: externalTrafficPolicy governs external traffic"; return 1; }
   local dir; dir=$(_dl_services_dir)
   mkdir -p "$dir" || return 1
   if [ -z "$ip" ]; then
@@ -117,24 +130,31 @@ dl_service_add() {
     [ -e "$f" ] && [ "$f" != "$dir/$name.svc" ] || continue
     other=$(sed -n 's/^# ip=//p' "$f")
     [ "$other" != "$ip" ] || { dl_die "cluster IP $ip is service $(basename "$f" .svc)'s"; return 1; }
+    [ -z "$node_port" ] || [ "$(sed -n 's/^# node_port=//p' "$f")" != "$node_port" ] ||
+      { dl_die "node port $node_port is service $(basename "$f" .svc)'s"; return 1; }
   done
-  local spec="" slice_ports="" shown="" sep="" proto port target pname
+  local spec="" slice_ports="" shown="" sep="" proto port target pname np="" type=ClusterIP
+  [ -n "$node_port" ] && type=NodePort
   for p in "${ports[@]}"; do
     read -r proto port target <<< "$p"
     pname="${proto,,}-$port"
-    spec+="$sep{name: $pname, protocol: $proto, port: $port, targetPort: $target}"
+    np=""
+    [ -n "$node_port" ] && [ -z "$sep" ] && np=", nodePort: $node_port"
+    spec+="$sep{name: $pname, protocol: $proto, port: $port, targetPort: $target$np}"
     slice_ports+="$sep{name: $pname, protocol: $proto, port: $target}"
-    shown+="${sep:+,}${proto,,}/$port:$target"
+    shown+="${sep:+,}${proto,,}/$port:$target${np:+@$node_port}"
     sep=", "
   done
   local extra=""
   [ -n "$affinity" ] && extra+=", sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: $affinity}}"
   [ -n "$itp" ] && extra+=", internalTrafficPolicy: $itp"
+  [ -n "$etp" ] && extra+=", externalTrafficPolicy: $etp"
   {
     echo "# ip=$ip"
+    echo "# node_port=$node_port"
     echo "# ports=$shown"
     echo "# slice_ports=[$slice_ports]"
-    echo "  - {namespace: default, name: $name, type: ClusterIP, clusterIP: $ip, ports: [$spec]$extra}"
+    echo "  - {namespace: default, name: $name, type: $type, clusterIP: $ip, ports: [$spec]$extra}"
   } > "$dir/$name.svc.tmp" || return 1
   # Keep the endpoints of a replaced service unless new ones are given.
   local keep=""

@@ -78,6 +78,22 @@ expect 2 "unknown command 'frobnicate'" bash "$lab" --name "zz$$" frobnicate
     grep -q '^  - {namespace: default, name: web-lab, service: web, addressType: IPv4, endpoints: \[\], ports: \[{name: tcp-80, protocol: TCP, port: 8080}, {name: udp-53, protocol: UDP, port: 53}\]}$' "$f" &&
     [ "$(dl_service_list)" = "dns 10.96.0.11 udp/53:5353 
 web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
+  # Node ports and the external traffic policy.
+  out=$(dl_service_add np --port tcp/80 --node-port 8080 2>&1) && exit 1
+  grep -q -- "--node-port must be 30000..32767, not '8080'" <<< "$out" || exit 1
+  out=$(dl_service_add np --port tcp/80 --node-port x 2>&1) && exit 1
+  grep -q -- "--node-port must be 30000..32767" <<< "$out" || exit 1
+  out=$(dl_service_add np --port tcp/80 --node-port 30080 --etp local 2>&1) && exit 1
+  grep -q -- "--etp must be Cluster or Local, not 'local'" <<< "$out" || exit 1
+  out=$(dl_service_add np --port tcp/80 --etp Local 2>&1) && exit 1
+  grep -q -- "--etp is only for a service with a --node-port" <<< "$out" || exit 1
+  [ ! -e "$DL_DIR/services/np.svc" ] || exit 1
+  dl_service_add np --port tcp/80:8080 --port udp/53 --node-port 30080 --etp Local || exit 1
+  grep -q '^  - {namespace: default, name: np, type: NodePort, clusterIP: 10.96.0.12, ports: \[{name: tcp-80, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30080}, {name: udp-53, protocol: UDP, port: 53, targetPort: 53}\], externalTrafficPolicy: Local}$' "$f" || exit 1
+  [ "$(dl_service_list | grep '^np ')" = "np 10.96.0.12 tcp/80:8080@30080,udp/53:53 " ] || exit 1
+  out=$(dl_service_add np2 --port tcp/81 --node-port 30080 2>&1) && exit 1
+  grep -q "node port 30080 is service np's" <<< "$out" || exit 1
+  dl_service_del np || exit 1
   dl_service_del web && dl_service_del web || exit 1
   [ "$(dl_service_list | wc -l)" = 1 ] && ! grep -q "name: web" "$f" || exit 1
   dl_service_del dns && [ "$(cat "$f")" = "nodes: []" ]
