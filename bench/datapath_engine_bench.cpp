@@ -6,12 +6,17 @@
 // I/O floor: the same bursts handed straight to tx_burst, as testpmd's io
 // mode does. Packets are copied into fresh mbufs untimed before each burst;
 // only the engine (and the tx_burst it calls) is timed, with the TSC.
+// Services (pod -> ClusterIP, a remote backend: DNAT + Geneve encap): 1,000
+// and 100,000 established connections (TCP ACKs; UDP), the plain encap case's
+// figure beside them; new connections per second (a SYN, or a UDP datagram,
+// per connection, each packet read once); the memory per established
+// connection against its 512-byte target.
 // "miss flood": an established flow's rate while another port floods new
 // flows, by slow-path budget (EngineConfig::miss_budget, miss_cycle_share),
 // in-process as above and with I/O: the lcore loop's own iteration (poll.h)
 // over net_ring ports.
 //
-//   datapath_engine_bench [--packets N] [--only <case name substring>] [--rounds R]
+//   datapath_engine_bench [--packets N] [--only <case name substring>]... [--rounds R]
 // (bench/README: the end-to-end comparison with testpmd and OVS-DPDK is
 // the dataplane's bench; this one isolates the engine.)
 #include <rte_cycles.h>
@@ -31,10 +36,12 @@
 #include <vector>
 
 #include "common/net_address.h"
+#include "conntrack/conntrack.h"
 #include "datapath/engine.h"
 #include "datapath/poll.h"
 #include "offload/offload.h"
 #include "overlay/geneve.h"
+#include "offload/rte_flow_backend.h"
 #include "overlay/packet_builder.h"
 
 using namespace dpu;
@@ -82,6 +89,28 @@ dataplane::v1::LogicalModel model() {
   auto* rs = r->add_subnets();
   rs->set_cidr("10.244.2.0/24");
   rs->set_datapath_key(20);
+  // A ClusterIP service whose one backend is on node 2, TCP and UDP on ports
+  // 80 and 81 (to 8080 and 8081) (two ports: one client address has too few source ports for
+  // 100,000 connections to one).
+  m.mutable_node()->add_service_cidrs("10.96.0.0/16");
+  auto* svc = m.add_services();
+  svc->set_name("default/remote");
+  svc->add_cluster_ips("10.96.0.20");
+  for (auto proto : {dataplane::v1::TCP, dataplane::v1::UDP}) {
+    for (uint32_t port : {80u, 81u}) {
+      auto* p = svc->add_ports();
+      p->set_protocol(proto);
+      p->set_port(port);
+      p->set_name((proto == dataplane::v1::TCP ? "tcp-" : "udp-") + std::to_string(port));
+      auto* b = p->add_backends();
+      b->set_ip("10.244.2.7");
+      b->set_port(8000 + port);  // one target port per service port: else two connections from one client
+                                 // port would translate to one tuple (ConntrackConflict)
+      b->set_local(false);
+      b->set_ready(true);
+      b->set_serving(true);
+    }
+  }
   return m;
 }
 
@@ -92,6 +121,17 @@ Bytes udp64(overlay::MacAddress src, uint32_t from, uint32_t to, uint16_t sport,
       .ethernet(kRouterMac, src)
       .ipv4({.src = from, .dst = to, .ttl = 64})
       .udp(sport, dport)
+      .payload(body)
+      .build();
+}
+
+// A 64 B TCP segment (6 bytes of payload) with these flags.
+Bytes tcp64(overlay::MacAddress src, uint32_t from, uint32_t to, uint16_t sport, uint16_t dport, uint8_t flags) {
+  Bytes body(6, 0x5a);
+  return overlay::PacketBuilder()
+      .ethernet(kRouterMac, src)
+      .ipv4({.src = from, .dst = to, .ttl = 64})
+      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = 2000, .flags = flags})
       .payload(body)
       .build();
 }
@@ -176,14 +216,17 @@ Result run(const std::vector<Bytes>& set, uint64_t packets, Step&& step) {
 
 int main(int argc, char** argv) {
   uint64_t packets = 4'000'000;
-  unsigned rounds = 5;  // of the miss flood case, whose median is printed
-  std::string only;  // run only the cases whose name contains this
+  unsigned rounds = 5;  // of the miss flood and new connections cases, whose median is printed
+  std::vector<std::string> only;  // run only the cases whose name contains one of these
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--packets") packets = std::stoull(argv[i + 1]);
     if (std::string(argv[i]) == "--rounds") rounds = static_cast<unsigned>(std::stoul(argv[i + 1]));
-    if (std::string(argv[i]) == "--only") only = argv[i + 1];
+    if (std::string(argv[i]) == "--only") only.push_back(argv[i + 1]);
   }
-  auto wanted = [&only](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
+  auto wanted = [&only](const std::string& name) {
+    return only.empty() || std::any_of(only.begin(), only.end(),
+                                       [&name](const std::string& o) { return name.find(o) != std::string::npos; });
+  };
   const std::string prefix = "--file-prefix=engine_bench_" + std::to_string(getpid());
   std::vector<std::string> args = {"datapath_engine_bench", "--no-huge", "--no-pci", "-m", "512", prefix,
                                    "--log-level=error", "-l", "0", "--vdev=net_null0", "--vdev=net_null1",
@@ -213,7 +256,7 @@ int main(int argc, char** argv) {
   auto make = [&](uint32_t entries, offload::OffloadBackend* backend,
                   uint32_t miss_budget = EngineConfig::kDefaultMissBudget,
                   uint32_t miss_cycle_share = EngineConfig::kDefaultMissCycleShare,
-                  std::array<uint16_t, 3> on = {}) {
+                  std::array<uint16_t, 3> on = {}, uint32_t conntrack_entries = EngineConfig{}.conntrack_entries) {
     if (on == std::array<uint16_t, 3>{}) on = {uplink, rep_a, rep_b};
     EngineConfig c;
     c.flow_cache_entries = entries;
@@ -221,6 +264,7 @@ int main(int argc, char** argv) {
     c.miss_cycle_share = miss_cycle_share;
     c.flow_idle_timeout_ms = 600'000;
     c.offload = backend;
+    c.conntrack_entries = conntrack_entries;
     auto e = Engine::create(c);
     if (!e) {
       std::fprintf(stderr, "%s\n", e.error().c_str());
@@ -234,8 +278,28 @@ int main(int argc, char** argv) {
     dataplane::v1::ProgramRequest req;
     req.mutable_full_sync()->set_generation(1);
     *req.mutable_full_sync()->mutable_model() = model();
-    if (engine->program(req).status() != dataplane::v1::OK) std::exit(1);
+    const auto reply = engine->program(req);
+    if (reply.status() != dataplane::v1::OK || reply.problems_size() > 0) {
+      std::fprintf(stderr, "the model was refused: %s\n", reply.DebugString().c_str());
+      std::exit(1);
+    }
     return engine;
+  };
+
+  // An engine counter (dpuctl stats), by name.
+  auto counter = [](Engine& e, const char* name) {
+    dataplane::v1::OperatorRequest req;
+    req.mutable_stats();
+    const auto stats = e.operate(req);
+    for (const auto& c : stats.counters())
+      if (c.name() == name) return c.value();
+    return uint64_t{0};
+  };
+  // Packets a port has transmitted (the null PMD counts what it frees).
+  auto txPackets = [](uint16_t port) {
+    rte_eth_stats st{};
+    (void)rte_eth_stats_get(port, &st);
+    return st.opackets;
   };
 
   auto flowSet = [](size_t n, auto build) {
@@ -269,6 +333,7 @@ int main(int argc, char** argv) {
     uint16_t rx;
     std::function<Bytes(uint16_t, uint16_t)> build;
   };
+  double encap_cycles[2] = {0, 0};  // the plain encap case at 1,000 and 100,000 flows, for the service cases
   const Case cases[] = {{"local VF->VF", rep_a, local}, {"Geneve encap VF->uplink", rep_a, encap},
                         {"Geneve decap uplink->VF", uplink, decap}};
   for (const auto& c : cases) {
@@ -288,6 +353,91 @@ int main(int argc, char** argv) {
       (void)run(set, std::max<uint64_t>(set.size(), 32 * 64), step);  // install every flow first
       auto r = run(set, packets, step);
       std::printf("%-38s %8.2f %14.1f %12.1f\n", name, r.mpps, r.cycles_per_packet, r.mean_cycles_per_packet);
+      if (c.rx == rep_a && std::string(c.name) == "Geneve encap VF->uplink" && flows > 1) {
+        encap_cycles[flows == 1000 ? 0 : 1] = r.cycles_per_packet;
+      }
+    }
+  }
+
+  // Services: pod A -> 10.96.0.20:80/81 (model()), its one backend on node
+  // 2: the service stage's DNAT fused into the cached flow, then the Geneve
+  // encap of the plain encap case. Connection i: source port 1024 + i mod
+  // 50,000 to service port 80 + i div 50,000. Each connection is opened by
+  // its first packet: UDP's is a new connection, cached at once; a TCP ACK
+  // with no connection is picked up loose as established (as after a
+  // dataplane restart), so the warm-up leaves every connection established
+  // and cached without replaying handshakes (which conntrack forwards
+  // uncached: the new-connection case below measures them).
+  const uint32_t kPodA = ip4(10, 244, 1, 5), kVip = ip4(10, 96, 0, 20);
+  auto tcpAck = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x10); };
+  auto tcpSyn = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x02); };
+  auto udpVip = [&](uint16_t sp, uint16_t dp) { return udp64(kMacA, kPodA, kVip, sp, dp); };
+  const Case service_cases[] = {{"service TCP ACK", rep_a, tcpAck}, {"service UDP", rep_a, udpVip}};
+  for (const auto& c : service_cases) {
+    for (size_t conns : {size_t{1000}, size_t{100000}}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "%s, %zu conns", c.name, conns);
+      if (!wanted(name)) continue;
+      // Two flows per connection (one each way) once replies come: sized
+      // as the plain cases are, twice the flows.
+      auto engine = make(static_cast<uint32_t>(std::max<size_t>(4096, 4 * conns)), nullptr);
+      WorkerContext& w = engine->worker(0);
+      auto set = flowSet(conns, c.build);
+      auto step = [&](rte_mbuf** b) {
+        engine->processBurst(w, c.rx, b, 32);
+        engine->flush(w);
+        engine->quiescent(w);
+      };
+      (void)run(set, std::max<uint64_t>(set.size(), 32 * 64), step);  // open and cache every connection
+      const uint64_t opened = counter(*engine, "ConntrackNew");  // loose pickups included
+      const uint64_t cached = counter(*engine, "FlowInstalled");
+      const uint64_t tx0 = txPackets(uplink), sent = (packets + 31) / 32 * 32;
+      auto r = run(set, packets, step);
+      const double forwarded = static_cast<double>(txPackets(uplink) - tx0) / static_cast<double>(sent);
+      const double plain = encap_cycles[conns == 1000 ? 0 : 1];
+      std::printf("%-38s %8.2f %14.1f %12.1f", name, r.mpps, r.cycles_per_packet, r.mean_cycles_per_packet);
+      if (plain > 0) std::printf("  plain encap %.1f (+%.1f)", plain, r.cycles_per_packet - plain);
+      std::printf("  [%llu connections, %llu flows cached, %.1f%% to the uplink]\n",
+                  static_cast<unsigned long long>(opened), static_cast<unsigned long long>(cached), 100 * forwarded);
+    }
+  }
+  if (wanted("new connections")) {
+    // Every packet a new connection, each read once: 120,000 distinct
+    // five-tuples (source ports 1024..61023 to service ports 80 and 81), in
+    // a conntrack table that holds them all (262,144 entries, the default)
+    // and a 262,144-entry flow cache. A SYN is balanced, tracked and
+    // forwarded uncached; a UDP datagram's connection is also cached. A
+    // fresh engine per round; the median of `rounds` rounds.
+    const Case new_cases[] = {{"new connections: TCP SYN", rep_a, tcpSyn}, {"new connections: UDP", rep_a, udpVip}};
+    for (const auto& c : new_cases) {
+      std::vector<Bytes> set;
+      for (uint32_t i = 0; i < 120000; ++i) {
+        set.push_back(c.build(static_cast<uint16_t>(1024 + i % 60000), static_cast<uint16_t>(80 + i / 60000)));
+      }
+      std::vector<double> cycles, means, forwarded, opened;
+      for (unsigned round = 0; round < rounds; ++round) {
+        auto engine = make(262144, nullptr);
+        WorkerContext& w = engine->worker(0);
+        const uint64_t tx0 = txPackets(uplink);
+        auto r = run(set, set.size(), [&](rte_mbuf** b) {
+          engine->processBurst(w, c.rx, b, 32);
+          engine->flush(w);
+          engine->quiescent(w);
+        });
+        cycles.push_back(r.cycles_per_packet);
+        means.push_back(r.mean_cycles_per_packet);
+        forwarded.push_back(static_cast<double>(txPackets(uplink) - tx0) / static_cast<double>(set.size()));
+        opened.push_back(static_cast<double>(counter(*engine, "ConntrackNew")));
+      }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double cyc = median(cycles);
+      std::printf("%-38s %8.3f M conn/s (%.0f cycles per connection incl. encap + tx; mean %.0f; median of %u)"
+                  "  [%.0f connections, %.1f%% to the uplink]\n",
+                  c.name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc, median(means), rounds,
+                  median(opened), 100 * median(forwarded));
     }
   }
   if (wanted("slow path")) {
@@ -352,14 +502,6 @@ int main(int argc, char** argv) {
       double aMpps() const { return static_cast<double>(a_sent) / seconds() / 1e6; }
       double setupsPerSecond() const { return static_cast<double>(setups) / seconds(); }
       double dropsPerSecond() const { return static_cast<double>(drops) / seconds(); }
-    };
-    auto counter = [](Engine& e, const char* name) {
-      dataplane::v1::OperatorRequest req;
-      req.mutable_stats();
-      const auto stats = e.operate(req);
-      for (const auto& c : stats.counters())
-        if (c.name() == name) return c.value();
-      return uint64_t{0};
     };
     // The block's lcore time: every iteration's, except that one over ten
     // times the median (no iteration here needs that: 32 slow-path runs take
@@ -594,6 +736,15 @@ int main(int argc, char** argv) {
     auto with_offload = make(1024, &eswitch);
     std::printf("bytes per cached flow: %zu (software only), %zu (with offload bookkeeping)\n",
                 engine->bytesPerFlow(), with_offload->bytesPerFlow());
+    // An established connection: its conntrack entry, its two flows (one
+    // each way) with the engine's offload slot each, and the rte_flow
+    // backend's record of each flow in the eswitch (the PMD's memory aside).
+    const size_t entry = conntrack::Table::bytesPerEntry(), flow = with_offload->bytesPerFlow(),
+                 hw = offload::RteFlowBackend::kBookkeepingBytesPerFlow, total = entry + 2 * (flow + hw);
+    std::printf("bytes per established connection: %zu = conntrack entry %zu + 2 x (flow %zu + rte_flow record %zu)\n",
+                total, entry, flow, hw);
+    std::printf("verdict: %s  memory per established connection <= 512 bytes: %zu bytes\n",
+                total <= 512 ? "met    " : "NOT MET", total);
   }
   rte_eal_cleanup();
   return 0;
