@@ -126,7 +126,12 @@ ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
   a="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
   sleep "$3"
   b="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
+  if [ "$1" = service ]; then  # that OVS did track and translate: its connections and a datapath flow
+    echo "OVS conntrack: $(ovs_appctl dpctl/ct-stats-show zone=1 | tr -s ' \n' ' ')" >&2
+    echo "OVS datapath flow: $(ovs_appctl dpctl/dump-flows | grep -m1 'ct(zone=1,nat)' | sed 's/.*actions://')" >&2
+  fi
   ovs_unplug
+  [ "$1" != service ] || ovs_appctl dpctl/flush-conntrack >/dev/null  # the next case starts with none
   rate "$a" "$b"
 }
 
