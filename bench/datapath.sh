@@ -30,7 +30,7 @@
 # flow; flows set up per second, ours (flow cache far smaller than the 50,000
 # flows, so every packet misses) and OVS's (flow limit lifted, megaflows
 # exact on the UDP ports), back to back. Last, a verdict per target.
-#   bash bench/datapath.sh                       # every case, 3 rounds (about 30 minutes)
+#   bash bench/datapath.sh                       # every case, 3 rounds (about 40 minutes)
 #   DPU_BENCH_QUICK=1 bash bench/datapath.sh     # Geneve encap, 64 B, 1,000 and 100,000 flows, and the slow path
 #   DPU_BENCH_CASES="decap:1:64 encap:100000:64" bash bench/datapath.sh   # these cases only
 #   DPU_BENCH_CASES="service:1000:64 service:100000:64" bash bench/datapath.sh   # the service cases

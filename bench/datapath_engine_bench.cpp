@@ -7,8 +7,8 @@
 // mode does. Packets are copied into fresh mbufs untimed before each burst;
 // only the engine (and the tx_burst it calls) is timed, with the TSC.
 // Services (pod -> ClusterIP, a remote backend: DNAT + Geneve encap): 1,000
-// and 100,000 established connections (TCP ACKs; UDP), the plain encap case's
-// figure beside them; new connections per second (a SYN, or a UDP datagram,
+// and 100,000 established connections (TCP ACKs; UDP), the plain encap case
+// measured in turns with them; new connections per second (a SYN, or a UDP datagram,
 // per connection, each packet read once); the memory per established
 // connection against its 512-byte target.
 // "miss flood": an established flow's rate while another port floods new
@@ -16,7 +16,9 @@
 // in-process as above and with I/O: the lcore loop's own iteration (poll.h)
 // over net_ring ports.
 //
-//   datapath_engine_bench [--packets N] [--only <case name substring>]... [--rounds R]
+//   datapath_engine_bench [--packets N] [--only <case name substring>]... [--rounds R] [--alone]
+// --alone: the service cases without the plain encap turns beside them (as
+// bench/datapath_callgrind.sh runs them: it counts every engine's work).
 // (bench/README: the end-to-end comparison with testpmd and OVS-DPDK is
 // the dataplane's bench; this one isolates the engine.)
 #include <rte_cycles.h>
@@ -40,8 +42,8 @@
 #include "datapath/engine.h"
 #include "datapath/poll.h"
 #include "offload/offload.h"
-#include "overlay/geneve.h"
 #include "offload/rte_flow_backend.h"
+#include "overlay/geneve.h"
 #include "overlay/packet_builder.h"
 
 using namespace dpu;
@@ -89,9 +91,14 @@ dataplane::v1::LogicalModel model() {
   auto* rs = r->add_subnets();
   rs->set_cidr("10.244.2.0/24");
   rs->set_datapath_key(20);
-  // A ClusterIP service whose one backend is on node 2, TCP and UDP on ports
-  // 80 and 81 (to 8080 and 8081) (two ports: one client address has too few source ports for
-  // 100,000 connections to one).
+  return m;
+}
+
+// The same with a ClusterIP service whose one backend is on node 2, TCP and
+// UDP on ports 80 and 81 (two ports: one client address has too few source
+// ports for 100,000 connections to one).
+dataplane::v1::LogicalModel serviceModel() {
+  auto m = model();
   m.mutable_node()->add_service_cidrs("10.96.0.0/16");
   auto* svc = m.add_services();
   svc->set_name("default/remote");
@@ -178,6 +185,11 @@ class AcceptAll final : public offload::OffloadBackend {
   uint64_t n_ = 0;
 };
 
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Runs `packets` packets of the set (round robin over it) through `step`,
 // which is timed per burst.
 template <class Step>
@@ -218,6 +230,10 @@ int main(int argc, char** argv) {
   uint64_t packets = 4'000'000;
   unsigned rounds = 5;  // of the miss flood and new connections cases, whose median is printed
   std::vector<std::string> only;  // run only the cases whose name contains one of these
+  bool alone = false;             // the service cases without their plain encap turns
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--alone") alone = true;
+  }
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--packets") packets = std::stoull(argv[i + 1]);
     if (std::string(argv[i]) == "--rounds") rounds = static_cast<unsigned>(std::stoul(argv[i + 1]));
@@ -252,6 +268,17 @@ int main(int argc, char** argv) {
   }
   const uint16_t uplink = ports[0], rep_a = ports[1], rep_b = ports[2];
 
+  // A full sync of `m`, which must be taken whole.
+  auto programModel = [](Engine& engine, const dataplane::v1::LogicalModel& m, uint64_t generation) {
+    dataplane::v1::ProgramRequest req;
+    req.mutable_full_sync()->set_generation(generation);
+    *req.mutable_full_sync()->mutable_model() = m;
+    const auto reply = engine.program(req);
+    if (reply.status() != dataplane::v1::OK || reply.problems_size() > 0) {
+      std::fprintf(stderr, "the model was refused: %s\n", reply.DebugString().c_str());
+      std::exit(1);
+    }
+  };
   // An engine on the uplink, pod A's and pod B's ports (`on`, by default the null ones).
   auto make = [&](uint32_t entries, offload::OffloadBackend* backend,
                   uint32_t miss_budget = EngineConfig::kDefaultMissBudget,
@@ -275,14 +302,7 @@ int main(int argc, char** argv) {
     (void)engine->bindPort("pf0vf0", on[1], PortRole::kRepresentor, MacAddress{kMacA});
     (void)engine->bindPort("pf0vf1", on[2], PortRole::kRepresentor, MacAddress{kMacB});
     (void)engine->setTunnelNextHop(IpAddress::parse("192.168.100.2").value(), MacAddress{kPeerMac});
-    dataplane::v1::ProgramRequest req;
-    req.mutable_full_sync()->set_generation(1);
-    *req.mutable_full_sync()->mutable_model() = model();
-    const auto reply = engine->program(req);
-    if (reply.status() != dataplane::v1::OK || reply.problems_size() > 0) {
-      std::fprintf(stderr, "the model was refused: %s\n", reply.DebugString().c_str());
-      std::exit(1);
-    }
+    programModel(*engine, model(), 1);
     return engine;
   };
 
@@ -333,7 +353,6 @@ int main(int argc, char** argv) {
     uint16_t rx;
     std::function<Bytes(uint16_t, uint16_t)> build;
   };
-  double encap_cycles[2] = {0, 0};  // the plain encap case at 1,000 and 100,000 flows, for the service cases
   const Case cases[] = {{"local VF->VF", rep_a, local}, {"Geneve encap VF->uplink", rep_a, encap},
                         {"Geneve decap uplink->VF", uplink, decap}};
   for (const auto& c : cases) {
@@ -353,13 +372,10 @@ int main(int argc, char** argv) {
       (void)run(set, std::max<uint64_t>(set.size(), 32 * 64), step);  // install every flow first
       auto r = run(set, packets, step);
       std::printf("%-38s %8.2f %14.1f %12.1f\n", name, r.mpps, r.cycles_per_packet, r.mean_cycles_per_packet);
-      if (c.rx == rep_a && std::string(c.name) == "Geneve encap VF->uplink" && flows > 1) {
-        encap_cycles[flows == 1000 ? 0 : 1] = r.cycles_per_packet;
-      }
     }
   }
 
-  // Services: pod A -> 10.96.0.20:80/81 (model()), its one backend on node
+  // Services: pod A -> 10.96.0.20:80/81 (serviceModel()), its one backend on node
   // 2: the service stage's DNAT fused into the cached flow, then the Geneve
   // encap of the plain encap case. Connection i: source port 1024 + i mod
   // 50,000 to service port 80 + i div 50,000. Each connection is opened by
@@ -379,26 +395,46 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "%s, %zu conns", c.name, conns);
       if (!wanted(name)) continue;
       // Two flows per connection (one each way) once replies come: sized
-      // as the plain cases are, twice the flows.
-      auto engine = make(static_cast<uint32_t>(std::max<size_t>(4096, 4 * conns)), nullptr);
-      WorkerContext& w = engine->worker(0);
-      auto set = flowSet(conns, c.build);
-      auto step = [&](rte_mbuf** b) {
-        engine->processBurst(w, c.rx, b, 32);
-        engine->flush(w);
-        engine->quiescent(w);
+      // as the plain cases are, twice the flows. Beside it the plain encap
+      // case on as many flows, in turns: `rounds` rounds of each, the
+      // median of each and of the rounds' differences.
+      const auto entries = static_cast<uint32_t>(std::max<size_t>(4096, 4 * conns));
+      auto engine = make(entries, nullptr);
+      programModel(*engine, serviceModel(), 2);
+      auto plain = make(entries, nullptr);
+      auto set = flowSet(conns, c.build), plain_set = flowSet(conns, encap);
+      auto stepOf = [&](Engine& e) {
+        return [&e, &c](rte_mbuf** b) {
+          WorkerContext& w = e.worker(0);
+          e.processBurst(w, c.rx, b, 32);
+          e.flush(w);
+          e.quiescent(w);
+        };
       };
-      (void)run(set, std::max<uint64_t>(set.size(), 32 * 64), step);  // open and cache every connection
+      // Open and cache every connection (and every plain flow).
+      (void)run(set, std::max<uint64_t>(set.size(), 32 * 64), stepOf(*engine));
+      if (!alone) (void)run(plain_set, std::max<uint64_t>(plain_set.size(), 32 * 64), stepOf(*plain));
       const uint64_t opened = counter(*engine, "ConntrackNew");  // loose pickups included
       const uint64_t cached = counter(*engine, "FlowInstalled");
-      const uint64_t tx0 = txPackets(uplink), sent = (packets + 31) / 32 * 32;
-      auto r = run(set, packets, step);
-      const double forwarded = static_cast<double>(txPackets(uplink) - tx0) / static_cast<double>(sent);
-      const double plain = encap_cycles[conns == 1000 ? 0 : 1];
-      std::printf("%-38s %8.2f %14.1f %12.1f", name, r.mpps, r.cycles_per_packet, r.mean_cycles_per_packet);
-      if (plain > 0) std::printf("  plain encap %.1f (+%.1f)", plain, r.cycles_per_packet - plain);
+      std::vector<double> svc_cycles, svc_means, plain_cycles, extra, forwarded;
+      for (unsigned round = 0; round < rounds; ++round) {
+        const uint64_t tx0 = txPackets(uplink), sent = (packets + 31) / 32 * 32;
+        const auto r = run(set, packets, stepOf(*engine));
+        forwarded.push_back(static_cast<double>(txPackets(uplink) - tx0) / static_cast<double>(sent));
+        svc_cycles.push_back(r.cycles_per_packet);
+        svc_means.push_back(r.mean_cycles_per_packet);
+        if (alone) continue;
+        const auto p = run(plain_set, packets, stepOf(*plain));
+        plain_cycles.push_back(p.cycles_per_packet);
+        extra.push_back(r.cycles_per_packet - p.cycles_per_packet);
+      }
+      const double cyc = medianOf(svc_cycles);
+      std::printf("%-38s %8.2f %14.1f %12.1f", name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc,
+                  medianOf(svc_means));
+      if (!alone) std::printf("  plain encap %.1f (%+.1f; median of %u)", medianOf(plain_cycles), medianOf(extra), rounds);
       std::printf("  [%llu connections, %llu flows cached, %.1f%% to the uplink]\n",
-                  static_cast<unsigned long long>(opened), static_cast<unsigned long long>(cached), 100 * forwarded);
+                  static_cast<unsigned long long>(opened), static_cast<unsigned long long>(cached),
+                  100 * medianOf(forwarded));
     }
   }
   if (wanted("new connections")) {
@@ -417,6 +453,7 @@ int main(int argc, char** argv) {
       std::vector<double> cycles, means, forwarded, opened;
       for (unsigned round = 0; round < rounds; ++round) {
         auto engine = make(262144, nullptr);
+        programModel(*engine, serviceModel(), 2);
         WorkerContext& w = engine->worker(0);
         const uint64_t tx0 = txPackets(uplink);
         auto r = run(set, set.size(), [&](rte_mbuf** b) {
@@ -429,15 +466,11 @@ int main(int argc, char** argv) {
         forwarded.push_back(static_cast<double>(txPackets(uplink) - tx0) / static_cast<double>(set.size()));
         opened.push_back(static_cast<double>(counter(*engine, "ConntrackNew")));
       }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      const double cyc = median(cycles);
+      const double cyc = medianOf(cycles);
       std::printf("%-38s %8.3f M conn/s (%.0f cycles per connection incl. encap + tx; mean %.0f; median of %u)"
                   "  [%.0f connections, %.1f%% to the uplink]\n",
-                  c.name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc, median(means), rounds,
-                  median(opened), 100 * median(forwarded));
+                  c.name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc, medianOf(means), rounds,
+                  medianOf(opened), 100 * medianOf(forwarded));
     }
   }
   if (wanted("slow path")) {
@@ -666,10 +699,6 @@ int main(int argc, char** argv) {
       return tally(e, samples, a_sent, setups0, drops0);
     };
 
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     struct Config {
       uint32_t budget;
       uint32_t share;
@@ -711,9 +740,9 @@ int main(int argc, char** argv) {
         if (c.budget == EngineConfig::kMaxMissBudget) std::snprintf(budget, sizeof budget, "none");
         else std::snprintf(budget, sizeof budget, "%u", c.budget);
         std::printf("  %-8s %-6s %-14s %8.2f %9.2f %5.0f%% %11.0f %10.0f %11.0f %9.2f%%\n", budget,
-                    (std::to_string(c.share) + "%").c_str(), c.note, median(alone), median(flooded),
-                    100.0 * median(ratio), median(setups), median(drops), median(setups_alone),
-                    100.0 * median(preempted));
+                    (std::to_string(c.share) + "%").c_str(), c.note, medianOf(alone), medianOf(flooded),
+                    100.0 * medianOf(ratio), medianOf(setups), medianOf(drops), medianOf(setups_alone),
+                    100.0 * medianOf(preempted));
       }
     };
     if (wanted("miss flood, in-process")) table("miss flood, in-process: processBurst on filled mbufs, no I/O",
