@@ -5,11 +5,16 @@
 #   testpmd  dpdk-testpmd io forwarding: the I/O ceiling;
 #   ours     dpu-dataplane (one worker lcore): VF→VF local, VF→Geneve encap,
 #            Geneve decap→VF; 1, 1,000 and 100,000 flows; 64 B and 1400 B;
+#            service: TCP ACKs of 1,000 and 100,000 established connections
+#            from a pod to a ClusterIP whose backend is on another node (DNAT
+#            + Geneve encap);
 #   ovs      Open vSwitch 3.1 with DPDK (Debian's ovs-vswitchd-dpdk, run
 #            privately in its own network namespace and run directory, one PMD
 #            core) with the equivalent OpenFlow rules: dec_ttl + MAC rewrite +
 #            output; the same + Geneve tunnel push (VNI, OVN option via
-#            tun_metadata); Geneve tunnel pop.
+#            tun_metadata); Geneve tunnel pop; for service, OVN's load
+#            balancer pipeline: ct(nat) in zone 1, ct(commit,nat(dst=backend))
+#            of a new connection, then the Geneve push (ovs_dpdk.bash).
 # This machine is shared and its load moves within minutes, so the three run
 # back to back on each case, in every round (the order rotating from round to
 # round), and the ratios ours/testpmd and ours/OVS are taken within a round.
@@ -25,9 +30,10 @@
 # flow; flows set up per second, ours (flow cache far smaller than the 50,000
 # flows, so every packet misses) and OVS's (flow limit lifted, megaflows
 # exact on the UDP ports), back to back. Last, a verdict per target.
-#   bash bench/datapath.sh                       # every case, 3 rounds (about 30 minutes)
+#   bash bench/datapath.sh                       # every case, 3 rounds (about 40 minutes)
 #   DPU_BENCH_QUICK=1 bash bench/datapath.sh     # Geneve encap, 64 B, 1,000 and 100,000 flows, and the slow path
 #   DPU_BENCH_CASES="decap:1:64 encap:100000:64" bash bench/datapath.sh   # these cases only
+#   DPU_BENCH_CASES="service:1000:64 service:100000:64" bash bench/datapath.sh   # the service cases
 # Environment: DPU_BUILD (default build/release), DPU_BENCH_SECONDS (measurement
 # interval, default 3), DPU_BENCH_RUNS (rounds, default 3), DPU_BENCH_CALLGRIND=0
 # (skip callgrind), DPU_BENCH_RESULTS (keep the raw results in this file).
@@ -63,14 +69,18 @@ export DPU_PROTO_PY=$out/py
 if [ -n "${DPU_BENCH_CASES:-}" ]; then
   cases=$DPU_BENCH_CASES
   for c in $cases; do
-    [[ $c =~ ^(local|encap|decap):[0-9]+:[0-9]+$ ]] ||
-      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap or decap)" >&2; exit 2; }
+    [[ $c =~ ^(local|encap|decap|service):[0-9]+:[0-9]+$ ]] ||
+      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap, decap or service)" >&2; exit 2; }
+    # A client port holds one connection per service port (80, 81): at most 100,000 connections.
+    [[ ! $c =~ ^service: ]] || [ "$(cut -d: -f2 <<< "$c")" -le 100000 ] ||
+      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\": the service scenario has at most 100000 connections" >&2; exit 2; }
   done
 elif [ -n "${DPU_BENCH_QUICK:-}" ]; then
   cases="encap:1000:64 encap:100000:64"
 else
   cases=""
   for s in local encap decap; do for n in 1 1000 100000; do for b in 64 1400; do cases+=" $s:$n:$b"; done; done; done
+  for n in 1000 100000; do for b in 64 1400; do cases+=" service:$n:$b"; done; done
 fi
 echo "== input pcaps" >&2
 $py bench/datapath_pcaps.py "$out/pcap" $cases 2>/dev/null
@@ -164,12 +174,14 @@ else: print(next((int(c['value']) for c in d['counters'] if c['name'] == sys.arg
 }
 
 ours_case() {  # scenario flows size [slow] → rate (slow: flows set up per wall second)
-  local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port
+  local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port model=$out/pcap/model.json
   mkdir -p "$dir"
   local up="net_null_up,no-rx=1" vf1="net_null_vf1,no-rx=1" vf2="net_null_vf2,no-rx=1"
   case $scen in
     local) vf1="net_pcap_vf1,rx_pcap=$pcap,infinite_rx=1"; out_port=pf0vf2 ;;
     encap) vf1="net_pcap_vf1,rx_pcap=$pcap,infinite_rx=1"; out_port=uplink ;;
+    # Each connection is picked up by its first ACK (established at once, as after a restart) and cached.
+    service) vf1="net_pcap_vf1,rx_pcap=$pcap,infinite_rx=1"; out_port=uplink; model=$out/pcap/model-service.json ;;
     decap) up="net_pcap_up,rx_pcap=$pcap,infinite_rx=1"; out_port=pf0vf1 ;;
   esac
   local cache=$((flows * 2 > 4096 ? flows * 2 : 4096))
@@ -192,7 +204,7 @@ YAML
   dp_pid=$!
   echo "$dp_pid" > "$out/dataplane.pid"
   for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
-  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$out/pcap/model.json" >/dev/null
+  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
   local op=("$dpuctl" --socket "$dir/operator.sock" --json) a b
   if [ "${4:-}" = slow ]; then
     sleep 1.5  # steady misses
@@ -228,6 +240,7 @@ engine_case_name() {  # scenario flows → the datapath_engine_bench case
     local) echo "local VF->VF, $2 flows" ;;
     encap) echo "Geneve encap VF->uplink, $2 flows" ;;
     decap) echo "Geneve decap uplink->VF, $2 flows" ;;
+    service) echo "service TCP ACK, $2 conns" ;;
   esac
 }
 

@@ -6,7 +6,9 @@
 # tx_burst they call is included, as the dataplane pays it too); the bench's
 # untimed packet copies and set-up are not. Each case runs twice with
 # different packet counts and the difference is divided, so the warm-up
-# (which installs every flow through the slow path) cancels out.
+# (which installs every flow through the slow path) cancels out. One round,
+# and a service case without the plain encap turns it is otherwise measured
+# beside (--alone): callgrind counts every engine's instructions.
 #   bash bench/datapath_callgrind.sh ["case substring" ...]
 #   default cases: "uplink, 1000 flows" "uplink, 100000 flows" (Geneve encap, 64 B)
 # With DPU_CALLGRIND_CACHE=1, callgrind also simulates the caches and prints
@@ -39,7 +41,7 @@ fi
 counts() {  # case packets → the events collected: Ir (and Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw with the caches)
   valgrind --tool=callgrind --callgrind-out-file="$out/cg" "${cache[@]}" \
     --toggle-collect='*EngineImpl::processBurst*' --toggle-collect='*EngineImpl::flush*' \
-    --toggle-collect='*EngineImpl::quiescent*' "$bench" --packets "$2" --only "$1" 2>&1 >/dev/null |
+    --toggle-collect='*EngineImpl::quiescent*' "$bench" --packets "$2" --only "$1" --rounds 1 --alone 2>&1 >/dev/null |
     awk '/Collected :/ {$1 = $2 = $3 = ""; print}'
 }
 

@@ -4,27 +4,35 @@
   datapath_pcaps.py DIR [SCENARIO:FLOWS:SIZE ...]
 writes DIR/<scenario>-<flows>-<size>.pcap (one packet per flow, the pcap PMD
 loops it with infinite_rx=1), DIR/newflows.pcap (50,000 flows, each packet
-its own flow, for the slow path) and DIR/model.json (node 1's logical model, the same
-topology as the component test: pods A and B on node 1, node 2 remote).
+its own flow, for the slow path), DIR/model.json (node 1's logical model, the same
+topology as the component test: pods A and B on node 1, node 2 remote) and
+DIR/model-service.json (the same with the service of the service scenario).
 
 Scenarios (size = the pod's frame, FCS excluded):
   local   pod A → pod B on the same node (VF → VF, routed through the gateway MAC)
   encap   pod A → a pod on node 2 (VF → Geneve)
   decap   Geneve from node 2 → pod A (Geneve → VF); the outer headers add 58 bytes
-Flows differ in the UDP ports: source 1024 + i mod 50000, destination 2000 + i div 50000.
+  service pod A → ClusterIP 10.96.0.20 (VF → DNAT to a backend on node 2 → Geneve): TCP ACKs of
+          established connections, one per flow
+Flows differ in the UDP ports: source 1024 + i mod 50000, destination 2000 + i div 50000; a
+service flow in its TCP ports: source 1024 + i mod 50000, service port 80 + i div 50000 (80 and
+81, to the backend's 8080 and 8081: one client port may then hold a connection to each).
 """
 import json
 import os
 import struct
 import sys
 
-from scapy.all import IP, UDP, Ether, Raw
+from scapy.all import IP, TCP, UDP, Ether, Raw
 from scapy.contrib.geneve import GENEVE
 
 ROUTER_MAC = "0a:58:0a:f4:00:01"
 MAC_A, IP_A = "0a:58:0a:f4:01:05", "10.244.1.5"
 MAC_B, IP_B = "0a:58:0a:f4:01:06", "10.244.1.6"
 REMOTE_POD = "10.244.2.7"
+VIP, SERVICE_CIDR = "10.96.0.20", "10.96.0.0/16"
+SERVICE_PORTS = (80, 81)  # to BACKEND_PORT + port - 80 on REMOTE_POD (bench/ovs_dpdk.bash's rules say the same)
+BACKEND_PORT = 8080
 TUN1, TUN2 = "192.168.100.1", "192.168.100.2"
 UPLINK_MAC = "02:00:00:00:01:00"
 NEXT_HOP_MAC = "02:00:00:00:02:00"
@@ -46,6 +54,17 @@ def model():
     }
 
 
+def service_model():
+    m = model()
+    m["node"]["service_cidrs"] = [SERVICE_CIDR]
+    m["services"] = [{
+        "name": "default/bench", "cluster_ips": [VIP],
+        "ports": [{"name": f"tcp-{p}", "protocol": "TCP", "port": p,
+                   "backends": [{"ip": REMOTE_POD, "port": BACKEND_PORT + p - 80, "local": False, "ready": True,
+                                 "serving": True}]} for p in SERVICE_PORTS]}]
+    return m
+
+
 def ports(i):
     return 1024 + i % 50000, 2000 + i // 50000
 
@@ -61,6 +80,11 @@ def template(scenario, size):
         return bytes(inner(MAC_A, ROUTER_MAC, IP_A, IP_B, size))
     if scenario == "encap":
         return bytes(inner(MAC_A, ROUTER_MAC, IP_A, REMOTE_POD, size))
+    if scenario == "service":
+        # An established connection's ACK, checksummed: OVS's conntrack checks it (flows_of patches it).
+        p = Ether(src=MAC_A, dst=ROUTER_MAC) / IP(src=IP_A, dst=VIP, ttl=64) / \
+            TCP(sport=1024, dport=SERVICE_PORTS[0], flags="A", seq=1000, ack=2000, window=8192)
+        return bytes(Ether(bytes(p / Raw(b"\0" * max(0, size - len(p))))))
     if scenario == "decap":
         opt = bytes([0x01, 0x02, 0x80, 0x01]) + ((7 << 16) | 1).to_bytes(4, "big")
         return bytes(Ether(src=NEXT_HOP_MAC, dst=UPLINK_MAC) / IP(src=TUN2, dst=TUN1, flags="DF", id=0) /
@@ -79,8 +103,27 @@ def write_pcap(path, frames):
             f.write(frame)
 
 
+def ones_add(a, b):
+    s = a + b
+    return (s & 0xffff) + (s >> 16)
+
+
 def flows_of(scenario, size, count, flows):
     base = bytearray(template(scenario, size))
+    if scenario == "service":
+        # TCP ports at 34; the checksum (at 50) updated for the new ports (RFC 1624: HC' = ~(~HC + ~m + m')).
+        csum0 = struct.unpack(">H", base[50:52])[0]
+        sport0, dport0 = struct.unpack(">HH", base[34:38])
+        for i in range(count):
+            sport, dport = 1024 + (i % flows) % 50000, SERVICE_PORTS[(i % flows) // 50000]
+            c = ~csum0 & 0xffff
+            for old, new in ((sport0, sport), (dport0, dport)):
+                c = ones_add(ones_add(c, ~old & 0xffff), new)
+            frame = bytearray(base)
+            frame[34:38] = struct.pack(">HH", sport, dport)
+            frame[50:52] = struct.pack(">H", ~c & 0xffff)
+            yield bytes(frame)
+        return
     # The inner UDP header is the last one: its ports sit `size - 34` bytes before the end minus the payload.
     inner_udp = len(base) - size + 34
     for i in range(count):
@@ -97,6 +140,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "model.json"), "w") as f:
         json.dump(model(), f, indent=1)
+    with open(os.path.join(out, "model-service.json"), "w") as f:
+        json.dump(service_model(), f, indent=1)
     specs = sys.argv[2:] or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
                              for n in (1, 1000, 100000) for b in (64, 1400)]
     for spec in specs:

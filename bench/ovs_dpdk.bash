@@ -104,6 +104,21 @@ ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
       ovs_ports br-phy br-int "$2"
       ovs_flows br-phy "actions=NORMAL"
       ovs_flows br-int "in_port=10,tun_id=1,tun_metadata0=0x70001,ip,actions=mod_dl_src:$router,mod_dl_dst:0a:58:0a:f4:01:05,output:2" ;;
+    service)
+      # OVN's load balancer (datapath_pcaps.py's service: 10.96.0.20:80/81 to 10.244.2.7:8080/8081 on node 2):
+      # conntrack with NAT in the LB zone; a new connection committed with its DNAT, an established one
+      # translated by the first ct; then the encap case's Geneve push. Two datapath passes per packet.
+      ovs_ports br-int br-phy "$2"
+      local p
+      for p in 80 81; do
+        ovs_flows br-int "table=0,in_port=1,tcp,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(table=1,zone=1,nat)" \
+          "table=1,ct_state=+new+trk,tcp,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(commit,zone=1,nat(dst=10.244.2.7:$((p + 8000)))),resubmit(,2)"
+      done
+      ovs_flows br-int "table=1,ct_state=+est+trk,actions=resubmit(,2)" \
+        "table=2,ip,actions=dec_ttl,mod_dl_src:$router,mod_dl_dst:$router,set_field:2->tun_id,set_field:0x18000->tun_metadata0,output:10"
+      ovs_flows br-phy "in_port=LOCAL,actions=output:2"
+      # Every connection committed before the measurement (its first packet is an upcall and a commit).
+      sleep 2 ;;
   esac
   sleep 2
   local a b pid
@@ -111,7 +126,12 @@ ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
   a="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
   sleep "$3"
   b="$(sample "$pid" '^pmd' "$ovs_dir/tx" ovs_tx) $(cat "$ovs_dir/tx")"
+  if [ "$1" = service ]; then  # that OVS did track and translate: its connections and a datapath flow
+    echo "OVS conntrack: $(ovs_appctl dpctl/ct-stats-show zone=1 | tr -s ' \n' ' ')" >&2
+    echo "OVS datapath flow: $(ovs_appctl dpctl/dump-flows | grep -m1 'ct(zone=1,nat)' | sed 's/.*actions://')" >&2
+  fi
   ovs_unplug
+  [ "$1" != service ] || ovs_appctl dpctl/flush-conntrack >/dev/null  # the next case starts with none
   rate "$a" "$b"
 }
 
