@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -147,21 +148,31 @@ Result<void> sendFrame(const Socket& s, std::string_view payload, Deadline deadl
   uint32_t n = static_cast<uint32_t>(payload.size());
   uint8_t header[4] = {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 8),
                        static_cast<uint8_t>(n)};
-  std::string_view parts[2] = {std::string_view(reinterpret_cast<const char*>(header), 4), payload};
-  for (auto part : parts) {
-    while (!part.empty()) {
-      ssize_t w = ::send(s.fd(), part.data(), part.size(), MSG_NOSIGNAL);
-      if (w > 0) {
-        part.remove_prefix(static_cast<size_t>(w));
-        continue;
-      }
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!waitFor(s.fd(), POLLOUT, deadline)) return Error{"send timed out"};
-        continue;
-      }
-      return Error{"send failed: " + errnoText()};
+  // Header and payload in one sendmsg: a reader polling with a short deadline
+  // then finds a whole frame, not a header whose payload is still in this
+  // process (preempted between two sends on a loaded machine).
+  size_t sent = 0;
+  const size_t total = 4 + payload.size();
+  while (sent < total) {
+    iovec iov[2];
+    int count = 0;
+    if (sent < 4) iov[count++] = {header + sent, 4 - sent};
+    const size_t from = sent < 4 ? 0 : sent - 4;
+    if (from < payload.size()) iov[count++] = {const_cast<char*>(payload.data()) + from, payload.size() - from};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t w = ::sendmsg(s.fd(), &msg, MSG_NOSIGNAL);
+    if (w > 0) {
+      sent += static_cast<size_t>(w);
+      continue;
     }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!waitFor(s.fd(), POLLOUT, deadline)) return Error{"send timed out"};
+      continue;
+    }
+    return Error{"send failed: " + errnoText()};
   }
   return {};
 }
@@ -184,6 +195,10 @@ Result<void> readExactly(const Socket& s, char* out, size_t n, Deadline d, bool 
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!waitFor(s.fd(), POLLIN, d)) {
+        // kTimeout means "nothing came, ask again"; a frame cut off in the
+        // middle cannot be asked for again (the next read would take its
+        // rest for a header), so that one is an error of its own.
+        if (errno == ETIMEDOUT && started) return Error{"timed out in the middle of a message"};
         if (errno == ETIMEDOUT) return Error{"timed out waiting for the peer", ErrorCode::kTimeout};
         return Error{"poll failed: " + errnoText()};
       }
@@ -205,7 +220,10 @@ Result<std::string> recvFrame(const Socket& s, Deadline deadline, size_t max_siz
                  ErrorCode::kTooLarge};
   }
   std::string payload(n, '\0');
-  if (auto r = readExactly(s, payload.data(), n, deadline, true); !r) return std::move(r).takeError();
+  // The frame has begun: its rest gets at least a second, whatever the
+  // caller's (possibly short, polling) deadline.
+  const Deadline rest = std::max(deadline, after(std::chrono::seconds(1)));
+  if (auto r = readExactly(s, payload.data(), n, rest, true); !r) return std::move(r).takeError();
   return payload;
 }
 

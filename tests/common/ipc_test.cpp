@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,4 +79,35 @@ TEST_CASE("a listening socket appears with its mode, whatever the umask, and lea
   CHECK(files == 0);
   b->close();
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a frame begun before the deadline is read whole; one cut off is an error, not a timeout") {
+  std::string path = "/tmp/dpu-ipc-test-cut-" + std::to_string(getpid()) + ".sock";
+  auto listener = listenUnix(path);
+  REQUIRE(listener.ok());
+  auto c = connectUnix(path, after(1s));
+  REQUIRE(c.ok());
+  auto conn = acceptUnix(*listener, after(1s));
+  REQUIRE(conn.ok());
+  const char header[4] = {0, 0, 0, 5};
+
+  // The header now, the payload 200 ms later: a reader polling every 20 ms
+  // must not give up half-way (its next read would take "hello" for a header).
+  REQUIRE(::send(c->fd(), header, 4, MSG_NOSIGNAL) == 4);
+  std::thread late([&] {
+    std::this_thread::sleep_for(200ms);
+    ::send(c->fd(), "hello", 5, MSG_NOSIGNAL);
+  });
+  auto f = recvFrame(*conn, after(20ms));
+  late.join();
+  REQUIRE(f.ok());
+  CHECK(*f == "hello");
+
+  // A payload that never comes: an error of its own, not "ask again".
+  REQUIRE(::send(c->fd(), header, 4, MSG_NOSIGNAL) == 4);
+  auto cut = recvFrame(*conn, after(20ms));
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.code() != dpu::ErrorCode::kTimeout);
+  CHECK(cut.error().find("middle of a message") != std::string::npos);
+  unlink(path.c_str());
 }

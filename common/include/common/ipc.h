@@ -54,8 +54,10 @@ Result<Socket> acceptUnix(const Socket& listener, Deadline deadline);
 Result<void> sendFrame(const Socket& s, std::string_view payload, Deadline deadline);
 // One frame's payload, or why none came, by its code: kClosed — the peer
 // closed cleanly between frames (normal for a server loop); kTimeout — the
-// deadline passed; kTooLarge — the length is over `max_size`; kFailed — the
-// connection broke mid-frame or the socket failed.
+// deadline passed before a frame began (ask again); kTooLarge — the length is
+// over `max_size`; kFailed — the connection broke or stalled mid-frame (a
+// begun frame's rest gets at least a second past the deadline) or the socket
+// failed.
 Result<std::string> recvFrame(const Socket& s, Deadline deadline, size_t max_size = kDefaultMaxFrame);
 
 // The peer's pid/uid/gid (SO_PEERCRED), for logs and access checks.

@@ -90,6 +90,8 @@ void DataplaneClient::run() {
       status_.programmed = false;
     }
     if (!running_.load()) break;
+    // Every loss of a session that had connected is said, not only the first.
+    if (was_connected) logged_down = false;
     if (!clean && !logged_down) {
       DPU_LOG(kWarn, kLog) << "dataplane at " << socket_path_ << " unavailable (" << status().last_error
                            << "); retrying every " << ReconnectBackoff::kQuickRetry.count() << " ms for "
