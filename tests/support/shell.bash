@@ -20,3 +20,8 @@ wait_for() {
 DPU_TEST_SKIP_CODE=77
 # skip_test WHY... — says why on a "SKIP:" line and exits with the skip code.
 skip_test() { echo "SKIP: $(basename "$0"): $*"; exit "$DPU_TEST_SKIP_CODE"; }
+
+# run_built BINARY ARGS...: a binary of this build, under the emulator when the
+# build is a cross build (DPU_TEST_EMULATOR, set by tests/CMakeLists.txt).
+# shellcheck disable=SC2086  # the emulator's words are meant to split
+run_built() { ${DPU_TEST_EMULATOR:-} "$@"; }

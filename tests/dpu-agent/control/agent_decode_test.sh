@@ -67,7 +67,7 @@ kind: Pod
 metadata: {name: a, namespace: x, labels: {pod: a}}
 spec: {containers: [{name: c, image: pause, ports: [{name: http, containerPort: 80}]}]}
 EOF
-"$AGENT" --decode "$DIR/apply.yaml" > "$DIR/out.json" 2> "$DIR/err"; rc=$?
+run_built "$AGENT" --decode "$DIR/apply.yaml" > "$DIR/out.json" 2> "$DIR/err"; rc=$?
 [ "$rc" = 1 ] && pass "exit 1 when an object is refused" || fail "exit $rc, expected 1: $(cat "$DIR/err")"
 check "five objects decoded" '.objects | length == 5'
 check "the Namespace with its labels and the name label" \
@@ -91,15 +91,15 @@ check "the bad NetworkPolicy refused, naming the field" \
 
 # JSON from stdin, every object good: exit 0.
 jq -c '.' <<< '{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"y"}}]}' |
-  "$AGENT" --decode - > "$DIR/out.json" 2> "$DIR/err"; rc=$?
+  run_built "$AGENT" --decode - > "$DIR/out.json" 2> "$DIR/err"; rc=$?
 [ "$rc" = 0 ] && pass "stdin, a List: exit 0" || fail "stdin: exit $rc: $(cat "$DIR/err")"
 check "the List's item decoded" '.objects == [{"kind":"Namespace","name":"y","labels":{"kubernetes.io/metadata.name":"y"}}] and .refused == []'
 
 # Not YAML, or no file: exit 2 with the reason.
 printf 'a: [1, 2\n' > "$DIR/broken.yaml"
-out=$("$AGENT" --decode "$DIR/broken.yaml" 2>&1); rc=$?
+out=$(run_built "$AGENT" --decode "$DIR/broken.yaml" 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "not valid YAML" <<< "$out" && pass "bad YAML: exit 2: $out" || fail "bad YAML: exit $rc: $out"
-out=$("$AGENT" --decode "$DIR/none.yaml" 2>&1); rc=$?
+out=$(run_built "$AGENT" --decode "$DIR/none.yaml" 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "none.yaml" <<< "$out" && pass "missing file: exit 2: $out" || fail "missing file: exit $rc: $out"
 
 [ "$FAILURES" = 0 ] || { echo "$FAILURES failure(s)" >&2; exit 1; }
