@@ -1,0 +1,309 @@
+// The NetworkPolicy compiler (compiler.h).
+#include "policy/compiler.h"
+
+#include <tuple>
+
+#include "control/cluster_objects.h"
+#include "policy/validate.h"
+
+namespace dpu::policy {
+namespace {
+
+using namespace dpu::control;
+
+std::string keyOf(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+IpPrefix hostPrefix(const IpAddress& ip) { return IpPrefix{ip, static_cast<uint8_t>(ip.isV4() ? 32 : 128)}; }
+
+std::vector<IpAddress> addressesOf(const PodInfo& pod) {
+  std::vector<IpAddress> out;
+  for (const auto& text : pod.ips)
+    if (auto ip = IpAddress::parse(text)) out.push_back(*ip);
+  return out;
+}
+
+// An ipBlock as disjoint prefixes (validatePolicy has checked the texts).
+std::vector<IpPrefix> blockPrefixes(const IpBlock& block) {
+  auto cidr = IpPrefix::parse(block.cidr, true);
+  if (!cidr) return {};
+  std::vector<IpPrefix> except;
+  for (const auto& text : block.except)
+    if (auto ex = IpPrefix::parse(text, true)) except.push_back(*ex);
+  return subtractPrefixes(*cidr, except);
+}
+
+bool blockHas(const IpBlock& block, const IpAddress& ip) {
+  for (const auto& p : blockPrefixes(block))
+    if (p.contains(ip)) return true;
+  return false;
+}
+
+const std::vector<NetworkPolicyRule>& rulesFor(const NetworkPolicyInfo& p, bool ingress) {
+  return ingress ? p.ingress : p.egress;
+}
+
+bool hasNamedPort(const NetworkPolicyRule& rule) {
+  for (const auto& p : rule.ports)
+    if (p.port.isName()) return true;
+  return false;
+}
+
+// Rules accumulated per (policy, protocol, first port, last port).
+using RuleKey = std::tuple<std::string, uint8_t, uint16_t, uint16_t>;
+using RuleMap = std::map<RuleKey, std::vector<IpPrefix>>;
+
+void add(RuleMap& m, const RuleKey& key, const std::vector<IpPrefix>& peers) {
+  auto& v = m[key];
+  v.insert(v.end(), peers.begin(), peers.end());
+}
+
+}  // namespace
+
+PolicyCompiler::PolicyCompiler(std::string node_name) : node_(std::move(node_name)) {}
+
+bool PolicyCompiler::isLocal(const PodInfo& pod) const { return pod.node_name == node_ && !pod.host_network; }
+
+const PodRules* PolicyCompiler::rulesOf(const std::string& pod) const {
+  auto it = rules_.find(pod);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+ClusterState PolicyCompiler::state() const {
+  ClusterState s{namespaces_, pods_, {}};
+  for (const auto& [k, p] : policies_) s.policies.push_back(p);
+  return s;
+}
+
+void PolicyCompiler::addSelected(const NetworkPolicyInfo& policy, std::set<std::string>& out) const {
+  // Local pods are few (one node's); every pod of the namespace is checked.
+  for (auto it = pods_.lower_bound(policy.ns + "/"); it != pods_.end() && it->second.ns == policy.ns; ++it)
+    if (isLocal(it->second) && policy.pod_selector.matches(it->second.labels)) out.insert(it->first);
+}
+
+DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress) const {
+  DirectionRules out;
+  auto by_ns = policies_by_ns_.find(pod.ns);
+  if (by_ns == policies_by_ns_.end()) return out;
+  RuleMap acc;
+  // Whether a selector peer of `policy` picks `other` (a pod, not host network).
+  auto picks = [&](const NetworkPolicyInfo& policy, const NetworkPolicyPeer& peer, const PodInfo& other) {
+    if (peer.ip_block || other.host_network) return false;
+    if (peer.namespace_selector ? !peer.namespace_selector->matches(namespaceLabels(namespaces_, other.ns))
+                                : other.ns != policy.ns)
+      return false;
+    return !peer.pod_selector || peer.pod_selector->matches(other.labels);
+  };
+  for (const auto& key : by_ns->second) {
+    const NetworkPolicyInfo& policy = policies_.at(key);
+    if (!(ingress ? policy.policy_ingress : policy.policy_egress)) continue;
+    if (!policy.pod_selector.matches(pod.labels)) continue;
+    out.isolated = true;
+    out.policies.push_back(key);
+    for (const auto& rule : rulesFor(policy, ingress)) {
+      // The other end's addresses, for every port but an egress named one.
+      std::vector<IpPrefix> peers;
+      if (rule.peers.empty()) {
+        peers = {*IpPrefix::parse("0.0.0.0/0"), *IpPrefix::parse("::/0")};
+      }
+      for (const auto& peer : rule.peers) {
+        if (peer.ip_block) {
+          auto block = blockPrefixes(*peer.ip_block);
+          peers.insert(peers.end(), block.begin(), block.end());
+          continue;
+        }
+        for (const auto& [k, other] : pods_)
+          if (picks(policy, peer, other))
+            for (const auto& ip : addressesOf(other)) peers.push_back(hostPrefix(ip));
+      }
+      if (rule.ports.empty()) add(acc, RuleKey(key, kIpProtoAny, 0, 65535), peers);
+      for (const auto& port : rule.ports) {
+        const uint8_t proto = ipProtocol(port.protocol);
+        if (port.port.empty()) {
+          add(acc, RuleKey(key, proto, 0, 65535), peers);
+        } else if (!port.port.isName()) {
+          add(acc, RuleKey(key, proto, port.port.number, port.end_port ? port.end_port : port.port.number), peers);
+        } else if (ingress) {
+          // The destination is this pod: its own container port of that name.
+          for (const auto& cp : pod.ports)
+            if (cp.name == port.port.name && cp.protocol == port.protocol) add(acc, RuleKey(key, proto, cp.port, cp.port), peers);
+        } else {
+          // The destination is the peer: per pod that has the port, its
+          // addresses the rule's peers admit.
+          for (const auto& [k, other] : pods_) {
+            if (other.host_network) continue;
+            for (const auto& cp : other.ports) {
+              if (cp.name != port.port.name || cp.protocol != port.protocol) continue;
+              std::vector<IpPrefix> admitted;
+              for (const auto& ip : addressesOf(other)) {
+                bool ok = rule.peers.empty();
+                for (const auto& peer : rule.peers)
+                  ok = ok || (peer.ip_block ? blockHas(*peer.ip_block, ip) : picks(policy, peer, other));
+                if (ok) admitted.push_back(hostPrefix(ip));
+              }
+              if (!admitted.empty()) add(acc, RuleKey(key, proto, cp.port, cp.port), admitted);
+            }
+          }
+        }
+      }
+    }
+  }
+  for (auto& [k, prefixes] : acc) {
+    auto peers = normalizePrefixes(std::move(prefixes));
+    if (peers.empty()) continue;
+    out.rules.push_back(AllowRule{std::move(peers), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<0>(k)});
+  }
+  return out;
+}
+
+PodRules PolicyCompiler::compile(const PodInfo& pod) const {
+  return PodRules{keyOf(pod.ns, pod.name), compileDirection(pod, true), compileDirection(pod, false)};
+}
+
+Changes PolicyCompiler::recompile(const std::set<std::string>& candidates) {
+  Changes out;
+  for (const auto& key : candidates) {
+    auto pod = pods_.find(key);
+    auto old = rules_.find(key);
+    if (pod == pods_.end() || !isLocal(pod->second)) {
+      if (old != rules_.end()) {
+        rules_.erase(old);
+        out.pods.push_back(key);
+      }
+      continue;
+    }
+    PodRules fresh = compile(pod->second);
+    if (old != rules_.end() && old->second == fresh) continue;
+    rules_[key] = std::move(fresh);
+    out.pods.push_back(key);
+  }
+  return out;
+}
+
+Changes PolicyCompiler::upsertNamespace(const NamespaceInfo& ns) {
+  auto before = namespaceLabels(namespaces_, ns.name);
+  namespaces_[ns.name] = ns;
+  auto after = namespaceLabels(namespaces_, ns.name);
+  if (before == after) return {};
+  // Only namespaceSelectors read a namespace's labels: the pods selected by a
+  // policy with one that matched before or matches now.
+  std::set<std::string> candidates;
+  for (const auto& [k, policy] : policies_) {
+    bool touched = false;
+    for (bool ingress : {true, false})
+      for (const auto& rule : rulesFor(policy, ingress))
+        for (const auto& peer : rule.peers)
+          touched = touched || (peer.namespace_selector &&
+                                (peer.namespace_selector->matches(before) || peer.namespace_selector->matches(after)));
+    if (touched) addSelected(policy, candidates);
+  }
+  return recompile(candidates);
+}
+
+Changes PolicyCompiler::deleteNamespace(const std::string& name) {
+  auto it = namespaces_.find(name);
+  if (it == namespaces_.end()) return {};
+  // Its pods keep the name label alone, as for a namespace not delivered yet.
+  NamespaceInfo bare{name, {}};
+  Changes out = upsertNamespace(bare);
+  namespaces_.erase(name);
+  return out;
+}
+
+void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& out) const {
+  // A pod figures in another's rules when a selector peer picks it, or as a
+  // destination of an egress named port (no peers, or an ipBlock holding one
+  // of its addresses): the pods such a policy selects are recompiled.
+  for (const auto& [k, policy] : policies_) {
+    bool touched = false;
+    for (bool ingress : {true, false}) {
+      for (const auto& rule : rulesFor(policy, ingress)) {
+        const bool named = !ingress && hasNamedPort(rule);
+        if (named && rule.peers.empty()) touched = true;
+        for (const auto& peer : rule.peers) {
+          if (touched) break;
+          if (peer.ip_block) {
+            if (named)
+              for (const auto& ip : addressesOf(pod)) touched = touched || blockHas(*peer.ip_block, ip);
+            continue;
+          }
+          bool ns_ok = peer.namespace_selector ? peer.namespace_selector->matches(namespaceLabels(namespaces_, pod.ns))
+                                               : pod.ns == policy.ns;
+          touched = ns_ok && (!peer.pod_selector || peer.pod_selector->matches(pod.labels));
+        }
+      }
+    }
+    if (touched) addSelected(policy, out);
+  }
+}
+
+Changes PolicyCompiler::upsertPod(const PodInfo& pod) {
+  const std::string key = keyOf(pod.ns, pod.name);
+  std::set<std::string> candidates{key};
+  if (auto it = pods_.find(key); it != pods_.end()) {
+    if (it->second == pod) return {};
+    addDependents(it->second, candidates);
+  }
+  pods_[key] = pod;
+  addDependents(pod, candidates);
+  return recompile(candidates);
+}
+
+Changes PolicyCompiler::deletePod(const std::string& ns, const std::string& name) {
+  const std::string key = keyOf(ns, name);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return {};
+  std::set<std::string> candidates{key};
+  addDependents(it->second, candidates);
+  pods_.erase(it);
+  return recompile(candidates);
+}
+
+Changes PolicyCompiler::upsertPolicy(const NetworkPolicyInfo& policy) {
+  const std::string key = keyOf(policy.ns, policy.name);
+  std::set<std::string> candidates;
+  if (auto it = policies_.find(key); it != policies_.end()) {
+    if (it->second == policy) return {};
+    addSelected(it->second, candidates);
+    policies_.erase(it);
+    policies_by_ns_[policy.ns].erase(key);
+  }
+  Changes out;
+  if (auto valid = validatePolicy(policy); !valid) {
+    refused_[key] = valid.error();
+    out.refused.push_back(valid.error());
+  } else {
+    refused_.erase(key);
+    policies_[key] = policy;
+    policies_by_ns_[policy.ns].insert(key);
+    addSelected(policy, candidates);
+  }
+  if (policies_by_ns_.count(policy.ns) && policies_by_ns_[policy.ns].empty()) policies_by_ns_.erase(policy.ns);
+  out.pods = recompile(candidates).pods;
+  return out;
+}
+
+Changes PolicyCompiler::deletePolicy(const std::string& ns, const std::string& name) {
+  const std::string key = keyOf(ns, name);
+  refused_.erase(key);
+  auto it = policies_.find(key);
+  if (it == policies_.end()) return {};
+  std::set<std::string> candidates;
+  addSelected(it->second, candidates);
+  policies_.erase(it);
+  policies_by_ns_[ns].erase(key);
+  if (policies_by_ns_[ns].empty()) policies_by_ns_.erase(ns);
+  return recompile(candidates);
+}
+
+PodRules compilePod(const ClusterState& cluster, const std::string& pod) {
+  auto it = cluster.pods.find(pod);
+  if (it == cluster.pods.end()) return PodRules{pod, {}, {}};
+  PolicyCompiler c(it->second.node_name);
+  for (const auto& [n, ns] : cluster.namespaces) (void)c.upsertNamespace(ns);
+  for (const auto& [k, p] : cluster.pods) (void)c.upsertPod(p);
+  for (const auto& p : cluster.policies) (void)c.upsertPolicy(p);
+  const PodRules* r = c.rulesOf(pod);
+  return r ? *r : PodRules{pod, {}, {}};
+}
+
+}  // namespace dpu::policy
