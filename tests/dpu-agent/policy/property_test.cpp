@@ -283,7 +283,6 @@ TEST_CASE("property: incremental changes report exactly the pods whose rules cha
     ClusterState s = randomCluster(g, policies);
     std::map<std::string, PolicyCompiler> nodes;
     for (const char* node : {"n1", "n2"}) nodes.emplace(node, PolicyCompiler(node));
-    std::map<std::string, NetworkPolicyInfo> held;  // what the compilers were given, by key
 
     auto step = [&](const std::function<Changes(PolicyCompiler&)>& change) {
       for (auto& [node, c] : nodes) {
@@ -309,9 +308,15 @@ TEST_CASE("property: incremental changes report exactly the pods whose rules cha
     };
 
     // Build up object by object, in a random order of kinds.
-    for (const auto& [n, ns] : s.namespaces) step([&](PolicyCompiler& c) { return c.upsertNamespace(ns); });
+    for (const auto& entry : s.namespaces) {
+      const NamespaceInfo& ns = entry.second;
+      step([&](PolicyCompiler& c) { return c.upsertNamespace(ns); });
+    }
     for (const auto& p : policies) step([&](PolicyCompiler& c) { return c.upsertPolicy(p); });
-    for (const auto& [k, p] : s.pods) step([&](PolicyCompiler& c) { return c.upsertPod(p); });
+    for (const auto& entry : s.pods) {
+      const PodInfo& p = entry.second;
+      step([&](PolicyCompiler& c) { return c.upsertPod(p); });
+    }
     // Then random changes.
     for (int i = 0; i < 25; ++i) {
       switch (g.below(7)) {
