@@ -24,6 +24,9 @@
 #   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
 #                        tcp/80:8080@30080)
 #   dl_service_ip NAME   its cluster IP
+#   dl_service_raw NAME SERVICE [SLICE]
+#                        write service NAME's entry (and its slice's) into the cluster file as given, one YAML
+#                        flow mapping each, unchecked: how a test hands the agents an object they must refuse
 
 _dl_services_dir() { echo "$DL_DIR/services"; }
 
@@ -197,6 +200,19 @@ dl_service_backends() {
   echo "  - {namespace: default, name: $name-lab, service: $name, addressType: IPv4, endpoints: [$eps], ports: $slice_ports}" \
     > "$dir/$name.eps.tmp" && mv "$dir/$name.eps.tmp" "$dir/$name.eps" || return 1
   echo "$list" > "$dir/$name.backends"
+  dl_compose_cluster_file
+}
+
+dl_service_raw() {
+  local name=$1 svc=$2 slice=${3:-} dir ip
+  _dl_service_name_ok "$name" || return 1
+  dir=$(_dl_services_dir)
+  mkdir -p "$dir" || return 1
+  # Its cluster IP stays taken for dl_service_add.
+  ip=$(sed -n 's/.*clusterIP: *\([0-9.]*\).*/\1/p' <<< "$svc")
+  printf '# ip=%s\n# ports=(raw)\n  - %s\n' "$ip" "$svc" > "$dir/$name.svc" || return 1
+  if [ -n "$slice" ]; then echo "  - $slice" > "$dir/$name.eps"; else rm -f "$dir/$name.eps"; fi
+  echo "(raw)" > "$dir/$name.backends"
   dl_compose_cluster_file
 }
 

@@ -54,9 +54,10 @@ Status buildArpReply(std::span<const uint8_t> request, const ParsedPacket& pkt, 
   return Status::kOk;
 }
 
-Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
+namespace {
+
+Status arpRequestFrame(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
                        PacketBuffer& out) {
-  if (!isUnicastMac(sender_mac.data()) || sender_ip == 0) return Status::kUnsupported;
   uint8_t* o = resize(out, uint32_t{eth::kHeaderLen} + uint32_t{arp::kLen});
   if (o == nullptr) return Status::kNoRoom;
   eth::setDst(o, dst_mac);
@@ -70,6 +71,19 @@ Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_
   arp::setTargetMac(r, MacAddress{});
   arp::setTargetIp(r, target_ip);
   return Status::kOk;
+}
+
+}  // namespace
+
+Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
+                       PacketBuffer& out) {
+  if (!isUnicastMac(sender_mac.data()) || sender_ip == 0) return Status::kUnsupported;
+  return arpRequestFrame(sender_mac, sender_ip, target_ip, dst_mac, out);
+}
+
+Status buildArpProbe(const MacAddress& sender_mac, uint32_t target_ip, PacketBuffer& out) {
+  if (!isUnicastMac(sender_mac.data()) || target_ip == 0) return Status::kUnsupported;
+  return arpRequestFrame(sender_mac, 0, target_ip, eth::kBroadcast, out);
 }
 
 Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPacket& pkt,

@@ -265,6 +265,9 @@ class EngineImpl final : public Engine {
   // Reports to the control thread; `news` (something the snapshot does not
   // have yet) wakes it at once.
   void observeNorthSouth(WorkerContext& w, const NorthSouthObservation& o, bool news);
+  // An ARP probe to the host for `node_ip` (the host PF port), whose
+  // answer says which of the host's MACs holds it.
+  void askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, uint32_t node_ip);
   bool sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
                       uint32_t target, const overlay::MacAddress& dst);
   void tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& a, PacketContext& pc);

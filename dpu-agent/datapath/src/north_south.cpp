@@ -255,6 +255,24 @@ bool EngineImpl::sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_memp
   return true;
 }
 
+void EngineImpl::askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, uint32_t node_ip) {
+  const int host = snap.north_south.host_pf_port;
+  // Keyed by the node IP, which is never a next hop: its own once-a-second.
+  if (host < 0 || !mayAsk(w, node_ip, true)) return;
+  rte_mbuf* r = rte_pktmbuf_alloc(pool);
+  if (r == nullptr) return;
+  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
+  if (overlay::buildArpProbe(snap.router_mac, node_ip, out) != overlay::Status::kOk) {
+    rte_pktmbuf_free(r);
+    return;
+  }
+  r->data_off = static_cast<uint16_t>(out.headroom());
+  r->data_len = static_cast<uint16_t>(out.size());
+  r->pkt_len = out.size();
+  enqueueTx(w, static_cast<uint16_t>(host), r);
+  bump(w.counters.events[static_cast<size_t>(Event::kHostArpProbe)]);
+}
+
 DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, uint32_t dst,
                                        NorthSouthRoute& out) {
   const SnapNorthSouth& ns = snap.north_south;
@@ -273,13 +291,16 @@ DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, c
   if (n == nullptr || !via->has_mac) {
     // Reported (and asked for) at most once a second per address: a flood
     // towards an unresolved next hop costs a drop per packet, nothing more.
-    // Without the host's MAC for the node IP (its ARP not seen yet) no
-    // request can be sent; the address is listed as wanted anyway.
+    // Without the host's MAC for the node IP (its ARP not seen yet, as
+    // after a dataplane restart) no request can be sent: the host is asked
+    // which MAC holds the node IP, and its answer teaches it (learnFromArp);
+    // the address is listed as wanted anyway.
     if (via->has_mac) {
       o.requested = sendArpRequest(w, snap, pc.mbuf->pool, *via, hop, overlay::eth::kBroadcast);
       if (!o.requested) return DropReason::kNeighbourUnresolved;
-    } else if (!mayAsk(w, hop, false)) {
-      return DropReason::kNeighbourUnresolved;
+    } else {
+      askHost(w, snap, pc.mbuf->pool, via->ip);
+      if (!mayAsk(w, hop, false)) return DropReason::kNeighbourUnresolved;
     }
     o.kind = NorthSouthObservation::kWanted;
     observeNorthSouth(w, o, true);

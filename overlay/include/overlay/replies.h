@@ -44,6 +44,13 @@ Status buildArpReply(std::span<const uint8_t> request, const ParsedPacket& pkt, 
 Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_t target_ip, const MacAddress& dst_mac,
                        PacketBuffer& out);
 
+// An ARP probe (RFC 5227 §2.1.1): a broadcast request for `target_ip` from
+// `sender_mac` with sender address 0. Linux answers one for an address of its
+// own (to `sender_mac`) without learning anything from it, so it asks a host
+// which MAC holds an address without claiming an address of our own.
+// kUnsupported when `sender_mac` is not unicast or `target_ip` is 0.
+Status buildArpProbe(const MacAddress& sender_mac, uint32_t target_ip, PacketBuffer& out);
+
 // Answers a neighbor solicitation (RFC 4861 §7.2.4) for its target address with
 // a solicited advertisement from that address, flags Router and Override, and
 // a target link-layer address option. A solicitation from the unspecified

@@ -476,10 +476,23 @@ TEST_CASE("north-south: an unknown next hop is asked for from the node IP; the a
   c.neighbour_stale_ms = 30000;
   Fixture f(c);
   NorthSouthRoute r;
-  // Without the host's MAC for the node IP no request can be sent.
+  // Without the host's MAC for the node IP (a dataplane just started, the
+  // host quiet) no request can be sent: the host is asked for it with an ARP
+  // probe, once a second however many packets wait.
+  CHECK(f.route("203.0.113.1", r) == DropReason::kNeighbourUnresolved);
   CHECK(f.route("203.0.113.1", r) == DropReason::kNeighbourUnresolved);
   CHECK(Fixture::drain(kUplink).empty());
-  hostArps(f);
+  auto asked = Fixture::drain(kHost);
+  REQUIRE(asked.size() == 1);
+  const Bytes probe_host = PacketBuilder()
+                               .ethernet(overlay::eth::kBroadcast, kRouterMac)
+                               .arp(overlay::arp::kOpRequest, kRouterMac, 0, kZeroMac, ip4("172.18.0.1"))
+                               .build();
+  CHECK(test::toHex(asked[0].data(), asked[0].size()) == test::toHex(probe_host.data(), probe_host.size()));
+  CHECK(f.stat("HostArpProbe") == 1);
+  // The host's answer (to the probe's sender) says which MAC holds the node IP.
+  f.bridged(kHost, kUplink, arpReply(kHostMac, "172.18.0.1", kRouterMac, "0.0.0.0"));
+  f.update();
   // Off the node network: through the gateway, asked for with a broadcast request from the node IP and the host's MAC.
   CHECK(f.route("203.0.113.1", r) == DropReason::kNeighbourUnresolved);
   auto sent = Fixture::drain(kUplink);
