@@ -106,7 +106,7 @@ dl_pod_del() {
     fi
   fi
   ip netns del "$ns" 2>/dev/null
-  rm -f "$DL_DIR/pods/n$n-$pod"
+  rm -f "$DL_DIR/pods/n$n-$pod" "$DL_DIR/services/pod-ports/n$n-$pod"
   return 0
 }
 

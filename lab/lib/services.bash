@@ -1,26 +1,35 @@
 # lab/lib/services.bash — Kubernetes Services of the lab (file cluster source):
 # a Service and its one EndpointSlice, written into $DL_DIR/cluster.yaml in
 # the file source's format (dpu-agent/control/src/file_source.cpp) the way
-# the EndpointSlice controller would write them: one slice per service,
-# labelled for it, each slice port named as its service port, endpoints with
-# their conditions, node and pod. Every agent reloads the file and compiles
-# them into the dataplane (docs/services.md). Sourced by lab/lib/lab.bash.
+# the EndpointSlice controller would write them: slices labelled for the
+# service, each slice port named as its service port and numbered as the
+# endpoint's target port, endpoints with their conditions, node and pod. A
+# target port given by name is resolved per pod from the pod's named ports
+# (dl_service_pod_ports, a pod spec's containerPorts), so endpoints whose
+# numbers differ go into separate slices, one per set of numbers, as the
+# controller does; a pod without the name backs nothing for that port. Every
+# agent reloads the file and compiles them into the dataplane
+# (docs/services.md). Sourced by lab/lib/lab.bash.
 #
-# State: $DL_DIR/services/NAME.svc and NAME.eps (the two entries, one line
-# each); dl_write_cluster_file and every verb here rewrite cluster.yaml from
-# the nodes and these.
+# State: $DL_DIR/services/NAME.svc and NAME.eps (the service entry, and one
+# line per slice), pod-ports/nN-POD (named ports); dl_write_cluster_file and
+# every verb here rewrite cluster.yaml from the nodes and these.
 #
 # Functions (public):
 #   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--node-port N] [--affinity SECONDS]
 #                  [--itp Local] [--etp Local] [--backends NODE/POD[=STATE],...]
 #                        create or replace service NAME in namespace default: cluster IP IP (default: the
 #                        first free 10.96.0.X from .10), each --port a TCP/UDP/SCTP port (tcp/80:8080 or
-#                        80/TCP:8080; TARGET defaults to PORT); --node-port makes it type NodePort with
+#                        80/TCP:8080; TARGET, a number or a port name such as http, defaults to PORT);
+#                        --node-port makes it type NodePort with
 #                        node port N (30000-32767) on its first port; backends as in dl_service_backends
 #   dl_service_backends NAME NODE/POD[=STATE],...
 #                        replace its endpoints (an empty list: none). STATE: ready (default),
 #                        terminating (serving and terminating) or unready (neither ready nor serving)
-#   dl_service_del NAME  remove the service and its slice (idempotent)
+#   dl_service_pod_ports N POD NAME=PORT[/PROTO],...
+#                        the pod's named ports (PROTO tcp by default), which resolve target ports
+#                        given by name; rewrites the slices of every service (an empty list: none)
+#   dl_service_del NAME  remove the service and its slices (idempotent)
 #   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
 #                        tcp/80:8080@30080)
 #   dl_service_ip NAME   its cluster IP
@@ -66,11 +75,60 @@ _dl_service_port() {
   proto=${proto^^}
   [[ "$proto" =~ ^(TCP|UDP|SCTP)$ ]] || { dl_die "--port '$1': protocol must be tcp, udp or sctp"; return 1; }
   target=${target:-$port}
-  for a in "$port" "$target"; do
-    [[ "$a" =~ ^[0-9]+$ ]] && [ "$a" -ge 1 ] && [ "$a" -le 65535 ] ||
-      { dl_die "--port '$1': ports must be numbers 1..65535"; return 1; }
-  done
+  [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] ||
+    { dl_die "--port '$1': the port must be a number 1..65535"; return 1; }
+  if [[ "$target" =~ ^[0-9]+$ ]]; then
+    [ "$target" -ge 1 ] && [ "$target" -le 65535 ] ||
+      { dl_die "--port '$1': the target port must be 1..65535 or a port name"; return 1; }
+  else
+    _dl_port_name_ok "$target" || { dl_die "--port '$1': $(_dl_port_name_ok "$target" 2>&1)"; return 1; }
+  fi
   echo "$proto $port $target"
+}
+
+# Kubernetes' IANA_SVC_NAME: a container port's name, which a targetPort may give.
+_dl_port_name_ok() {
+  [[ "$1" =~ ^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$ && "$1" =~ [a-z] && "$1" != *--* ]] && return 0
+  echo "a port name must be 1-15 characters of a-z, 0-9 and '-' with a letter, no '--' and no '-' at either end, not '$1'" >&2
+  return 1
+}
+
+_dl_pod_ports_dir() { echo "$DL_DIR/services/pod-ports"; }
+
+dl_service_pod_ports() {
+  local n=$1 pod=$2 list=${3:-} item pname num proto out="" dir f
+  [ -f "$DL_DIR/pods/n$n-$pod" ] || { dl_die "no pod '$pod' on node$n"; return 1; }
+  local IFS_SAVE=$IFS
+  IFS=,
+  # shellcheck disable=SC2206
+  local items=($list)
+  IFS=$IFS_SAVE
+  for item in "${items[@]}"; do
+    [ -n "$item" ] || continue
+    [[ "$item" == *=* ]] || { dl_die "named port '$item' must be NAME=PORT[/tcp|udp|sctp]"; return 1; }
+    pname=${item%%=*} num=${item#*=} proto=TCP
+    [[ "$num" == */* ]] && { proto=${num#*/}; proto=${proto^^}; num=${num%%/*}; }
+    _dl_port_name_ok "$pname" || return 1
+    [[ "$proto" =~ ^(TCP|UDP|SCTP)$ ]] || { dl_die "named port '$item': protocol must be tcp, udp or sctp"; return 1; }
+    [[ "$num" =~ ^[0-9]+$ ]] && [ "$num" -ge 1 ] && [ "$num" -le 65535 ] ||
+      { dl_die "named port '$item': the port must be a number 1..65535"; return 1; }
+    # Kubernetes refuses a pod with two ports of one name.
+    grep -q "^$pname " <<< "$out" && { dl_die "named port '$pname' is given twice for pod $pod"; return 1; }
+    out+="$pname $proto $num"$'\n'
+  done
+  dir=$(_dl_pod_ports_dir)
+  mkdir -p "$dir" || return 1
+  printf '%s' "$out" > "$dir/n$n-$pod"
+  # The controller rewrites the slices of every service selecting the pod.
+  for f in "$(_dl_services_dir)"/*.svc; do
+    [ -e "$f" ] || continue
+    dl_service_backends "$(basename "$f" .svc)" "$(cat "${f%.svc}.backends" 2>/dev/null)" || return 1
+  done
+}
+
+# N POD NAME PROTO: the pod's port of that name and protocol (none: nothing printed).
+_dl_pod_named_port() {
+  awk -v n="$3" -v p="$4" '$1 == n && $2 == p { print $3; exit }' "$(_dl_pod_ports_dir)/n$1-$2" 2>/dev/null
 }
 
 dl_service_ip() {
@@ -136,7 +194,7 @@ dl_service_add() {
     [ -z "$node_port" ] || [ "$(sed -n 's/^# node_port=//p' "$f")" != "$node_port" ] ||
       { dl_die "node port $node_port is service $(basename "$f" .svc)'s"; return 1; }
   done
-  local spec="" slice_ports="" shown="" sep="" proto port target pname np="" type=ClusterIP
+  local spec="" targets="" shown="" sep="" proto port target pname np="" type=ClusterIP
   [ -n "$node_port" ] && type=NodePort
   for p in "${ports[@]}"; do
     read -r proto port target <<< "$p"
@@ -144,7 +202,7 @@ dl_service_add() {
     np=""
     [ -n "$node_port" ] && [ -z "$sep" ] && np=", nodePort: $node_port"
     spec+="$sep{name: $pname, protocol: $proto, port: $port, targetPort: $target$np}"
-    slice_ports+="$sep{name: $pname, protocol: $proto, port: $target}"
+    targets+="${targets:+ }$pname/$proto/$target"
     shown+="${sep:+,}${proto,,}/$port:$target${np:+@$node_port}"
     sep=", "
   done
@@ -156,7 +214,7 @@ dl_service_add() {
     echo "# ip=$ip"
     echo "# node_port=$node_port"
     echo "# ports=$shown"
-    echo "# slice_ports=[$slice_ports]"
+    echo "# targets=$targets"
     echo "  - {namespace: default, name: $name, type: $type, clusterIP: $ip, ports: [$spec]$extra}"
   } > "$dir/$name.svc.tmp" || return 1
   # Keep the endpoints of a replaced service unless new ones are given.
@@ -168,9 +226,14 @@ dl_service_add() {
 }
 
 dl_service_backends() {
-  local name=${1:-} list=${2:-} dir eps="" sep="" item ref state n pod ip cond
+  local name=${1:-} list=${2:-} dir item ref state n pod ip cond t pname proto target num ports sep
   dir=$(_dl_services_dir)
   [ -f "$dir/$name.svc" ] || { dl_die "no service '$name' in lab $DL_NAME (dpu-lab service add $name ...)"; return 1; }
+  local targets
+  read -r -a targets <<< "$(_dl_service_field "$name" targets)"
+  # Slices by their ports (the endpoints' resolved numbers), in order of first use.
+  local -A slice_eps=()
+  local slice_keys=()
   local IFS_SAVE=$IFS
   IFS=,
   # shellcheck disable=SC2206
@@ -192,13 +255,37 @@ dl_service_backends() {
       unready) cond="{ready: false, serving: false, terminating: false}" ;;
       *) dl_die "backend '$item': state must be ready, terminating or unready, not '$state'"; return 1 ;;
     esac
-    eps+="$sep{addresses: [$ip], conditions: $cond, nodeName: $(dl_node_name "$n"), targetRef: {kind: Pod, namespace: default, name: $pod}}"
-    sep=", "
+    ports="" sep=""
+    for t in "${targets[@]}"; do
+      IFS=/ read -r pname proto target <<< "$t"
+      num=$target
+      [[ "$target" =~ ^[0-9]+$ ]] || num=$(_dl_pod_named_port "$n" "$pod" "$target" "$proto")
+      [ -n "$num" ] || continue
+      ports+="$sep{name: $pname, protocol: $proto, port: $num}"
+      sep=", "
+    done
+    # (Keys carry a prefix: bash refuses an empty one, a pod with none of the ports.)
+    [ -n "${slice_eps[k$ports]+x}" ] || { slice_keys+=("$ports"); slice_eps[k$ports]=""; }
+    slice_eps[k$ports]+="${slice_eps[k$ports]:+, }{addresses: [$ip], conditions: $cond, nodeName: $(dl_node_name "$n"), targetRef: {kind: Pod, namespace: default, name: $pod}}"
   done
-  local slice_ports
-  slice_ports=$(_dl_service_field "$name" slice_ports)
-  echo "  - {namespace: default, name: $name-lab, service: $name, addressType: IPv4, endpoints: [$eps], ports: $slice_ports}" \
-    > "$dir/$name.eps.tmp" && mv "$dir/$name.eps.tmp" "$dir/$name.eps" || return 1
+  # No endpoint: one empty slice with the ports given by number.
+  if [ ${#slice_keys[@]} = 0 ]; then
+    ports="" sep=""
+    for t in "${targets[@]}"; do
+      IFS=/ read -r pname proto target <<< "$t"
+      [[ "$target" =~ ^[0-9]+$ ]] || continue
+      ports+="$sep{name: $pname, protocol: $proto, port: $target}"
+      sep=", "
+    done
+    slice_keys=("$ports"); slice_eps[k$ports]=""
+  fi
+  local i=0 slice
+  {
+    for ports in "${slice_keys[@]}"; do
+      i=$(( i + 1 )); slice=$name-lab; [ $i -gt 1 ] && slice+=-$i
+      echo "  - {namespace: default, name: $slice, service: $name, addressType: IPv4, endpoints: [${slice_eps[k$ports]}], ports: [$ports]}"
+    done
+  } > "$dir/$name.eps.tmp" && mv "$dir/$name.eps.tmp" "$dir/$name.eps" || return 1
   echo "$list" > "$dir/$name.backends"
   dl_compose_cluster_file
 }

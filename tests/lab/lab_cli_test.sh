@@ -60,6 +60,12 @@ expect 2 "unknown command 'frobnicate'" bash "$lab" --name "zz$$" frobnicate
   grep -q "protocol must be tcp, udp or sctp" <<< "$out" || exit 1
   out=$(_dl_service_port tcp/70000 2>&1) && exit 1
   grep -q "1..65535" <<< "$out" || exit 1
+  # A target port by name (resolved per pod, lab_services_policies gives pods named ports).
+  [ "$(_dl_service_port tcp/80:http)" = "TCP 80 http" ] || exit 1
+  out=$(_dl_service_port tcp/80:web--1 2>&1) && exit 1
+  grep -q "a port name must be 1-15 characters" <<< "$out" || exit 1
+  out=$(_dl_service_port tcp/80:0 2>&1) && exit 1
+  grep -q "target port must be 1..65535 or a port name" <<< "$out" || exit 1
   out=$(dl_service_add Web --port tcp/80 2>&1) && exit 1
   grep -q "service name 'Web' must be" <<< "$out" || exit 1
   out=$(dl_service_add web 2>&1) && exit 1
@@ -94,6 +100,11 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
   out=$(dl_service_add np2 --port tcp/81 --node-port 30080 2>&1) && exit 1
   grep -q "node port 30080 is service np's" <<< "$out" || exit 1
   dl_service_del np || exit 1
+  # Without endpoints, the slice holds only the ports given by number.
+  dl_service_add named --port tcp/80:http --port udp/53 || exit 1
+  grep -q '^  - {namespace: default, name: named, type: ClusterIP, clusterIP: 10.96.0.12, ports: \[{name: tcp-80, protocol: TCP, port: 80, targetPort: http}, {name: udp-53, protocol: UDP, port: 53, targetPort: 53}\]}$' "$f" &&
+    grep -q '^  - {namespace: default, name: named-lab, service: named, addressType: IPv4, endpoints: \[\], ports: \[{name: udp-53, protocol: UDP, port: 53}\]}$' "$f" || exit 1
+  dl_service_del named || exit 1
   dl_service_del web && dl_service_del web || exit 1
   [ "$(dl_service_list | wc -l)" = 1 ] && ! grep -q "name: web" "$f" || exit 1
   dl_service_del dns && [ "$(cat "$f")" = "nodes: []" ]
