@@ -28,8 +28,9 @@ packages=(
   openvswitch-switch openvswitch-switch-dpdk iperf3
   # instructions per packet on the hit path (bench/datapath_callgrind.sh)
   valgrind
-  # lab and system tests
-  iproute2 ethtool procps jq curl iputils-ping
+  # lab and system tests; a DNS server and client behind a Service (lab_services_dns:
+  # dnsmasq-base is the binary without a system service)
+  iproute2 ethtool procps jq curl iputils-ping dnsmasq-base bind9-dnsutils
   # container images (images/build.sh) and their test
   buildah debootstrap
 )
