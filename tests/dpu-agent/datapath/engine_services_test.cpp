@@ -305,6 +305,50 @@ TEST_CASE("services: a UDP client whose backend leaves reaches another one at on
   CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", 7000, "10.244.1.6", 53, 63)));
 }
 
+// A known fault, kept failing on purpose ([!shouldfail]: Catch2 reports it as a
+// failure once fixed, so the tag goes with the fix). The late reply misses
+// conntrack and is cached as a plain routed flow; nothing invalidates that
+// flow when a later connection makes its tuple a translated reply, so the
+// client gets the backend's address back and drops the answer. The reply may
+// reach another lcore than the query, so removing the flow where the entry is
+// inserted does not cover it; the flow needs a dependency that such an insert
+// (or the backend's return) bumps.
+TEST_CASE("services: a backend's late reply after the flush does not shadow the client's next connection to it",
+          "[engine][services][!shouldfail]") {
+  auto m = serviceModel();
+  auto* svc = m.mutable_services(2);
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.2.7", 53, false);
+  Fixture f(EngineConfig{}, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  const Bytes query = udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80);
+  const Bytes answer = fromRemote(udp4p(kRouterMac, kRemotePodMac, "10.244.2.7", 53, "10.244.1.5", 7000, 63), 10, 9, 1);
+  const Bytes translated = udp4p(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 7000, 63);
+  f.inject(kRepA, query);
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  f.inject(kUplink, answer);
+  REQUIRE(Fixture::drain(kRepA).size() == 1);
+  // The backend leaves; an answer it had in flight arrives after the flush.
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.1.6", 53, true);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
+  REQUIRE(f.stat("ConntrackFlushed") == 1);
+  f.inject(kUplink, answer);
+  (void)Fixture::drain(kRepA);
+  // It comes back: the client's next query, from the same port, is a new
+  // connection to it, whose answer must be translated back like the first.
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.2.7", 53, false);
+  REQUIRE(fullSync(*f.engine, m, 3).status() == dataplane::v1::OK);
+  f.inject(kRepA, query);
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  f.inject(kUplink, answer);
+  auto back = Fixture::drain(kRepA);
+  REQUIRE(back.size() == 1);
+  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(translated));
+  for (const auto& c : connections(*f.engine)) CHECK(c.state == "replied");
+}
+
 TEST_CASE("services: client-IP affinity keeps a client on one backend until it lapses", "[engine][services]") {
   auto m = serviceModel();
   auto* svc = m.mutable_services(2);
