@@ -47,7 +47,7 @@ uint32_t node(uint32_t id, Dir dir) { return ((id << 1) | static_cast<uint32_t>(
 uint32_t nodeId(uint32_t n) { return (n - 1) >> 1; }
 Dir nodeDir(uint32_t n) { return static_cast<Dir>((n - 1) & 1); }
 
-constexpr uint8_t kUsed = 1, kLoose = 2;
+constexpr uint8_t kUsed = 1, kLoose = 2, kFlushed = 4;
 
 }  // namespace
 
@@ -222,6 +222,7 @@ void Table::copyOut(const Slot& s, Entry& out) const {
   out.state = s.state;
   out.nat = s.nat;
   out.loose = (s.flags & kLoose) != 0;
+  out.flushed = (s.flags & kFlushed) != 0;
   out.service = s.service;
   out.backend = s.backend;
   out.created_ms = uint64_t{s.created_s} * 1000;
@@ -373,6 +374,30 @@ size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
       gen = s.gen;
     }
     if (pred(e) && removeEntry(id, gen, false, 0)) ++n;
+  }
+  return n;
+}
+
+size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
+  size_t n = 0;
+  Entry e;
+  for (uint32_t id = 0; id < capacity_; ++id) {
+    Slot& s = slots_[id];
+    uint32_t gen;
+    {
+      std::lock_guard entry(s.lock);
+      if (!(s.flags & kUsed) || (s.flags & kFlushed)) continue;
+      copyOut(s, e);
+      gen = s.gen;
+    }
+    // The predicate runs unlocked (it may be slow); the mark only if the
+    // entry is still the same connection.
+    if (!pred(e)) continue;
+    std::lock_guard entry(s.lock);
+    if ((s.flags & kUsed) && s.gen == gen && !(s.flags & kFlushed)) {
+      s.flags |= kFlushed;
+      ++n;
+    }
   }
   return n;
 }

@@ -91,7 +91,8 @@ struct NatPlan {
   uint32_t dep = kDepNode;  // the service the flow depends on (dep_nat)
   // A TCP connection still in its handshake: its packets are forwarded
   // uncached, so conntrack sees the handshake end (the flow it then installs
-  // is the established connection's).
+  // is the established connection's). Also a flushed connection's late
+  // answer: no flow may outlive its tombstone.
   bool once = false;
 };
 

@@ -155,8 +155,13 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
       const bool reopened = hit->dir == conntrack::Dir::kOriginal && proto == overlay::ipproto::kTcp &&
                             (flags & (conntrack::kTcpSyn | conntrack::kTcpAck)) == conntrack::kTcpSyn &&
                             (before_state == conntrack::State::kTimeWait || before_state == conntrack::State::kClose);
-      if (!reopened) {
+      // A flushed connection (its backend left): the client's packet opens a
+      // new one below; the old backend's late answer is translated as
+      // before but not cached, since the flow would outlive the tombstone.
+      const bool flushed_client = e.flushed && hit->dir == conntrack::Dir::kOriginal;
+      if (!reopened && !flushed_client) {
         planFromEntry(e, hit->dir, plan);
+        if (e.flushed) plan.once = true;
         // The flow depends on the service that balanced it: a change of its
         // backends revalidates the flow against this entry (or its flush).
         const SnapFrontend* fe = snap.frontend(e.original.dst.data(), v6, e.original.dst_port, proto);
@@ -165,9 +170,10 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
         w.ct_hit_valid = true;
         return std::nullopt;
       }
-      // The same 5-tuple opens a new connection: balanced anew below.
+      // The same 5-tuple opens a new connection: balanced anew below (a
+      // flushed one was counted when it was flushed).
       (void)conntrack_->remove(*hit);
-      bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
+      if (!flushed_client) bump(w.counters.events[static_cast<size_t>(Event::kConntrackClosed)]);
     }
   }
   if (from == From::kTunnel) return std::nullopt;

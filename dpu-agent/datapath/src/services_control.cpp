@@ -72,10 +72,13 @@ void EngineImpl::expireConnections() {
 
 void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& after) {
   // Frontends whose service changed; a UDP connection through one whose
-  // backend is no longer among those the frontend would pick is removed at
+  // backend is no longer among those the frontend would pick is flushed at
   // once, so a client that keeps sending from one port reaches a live
   // backend (its flows go with the service's new version). TCP connections
-  // keep their backend, as kube-proxy leaves them.
+  // keep their backend, as kube-proxy leaves them. The entry stays as a
+  // tombstone (conntrack::Table::markFlushedIf) until it expires: the
+  // client's next packet replaces it (serviceStage), and the old backend's
+  // late answers find it instead of being cached as routed flows.
   std::unordered_map<std::string, uint64_t> old_hash;
   for (const auto& sv : before.services) old_hash.emplace(sv->name, sv->content_hash);
   bool changed = false;
@@ -85,7 +88,7 @@ void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& af
     if (it != old_hash.end()) old_hash.erase(it);
   }
   if (!changed && old_hash.empty()) return;
-  const size_t n = conntrack_->removeIf([&](const conntrack::Entry& e) {
+  const size_t n = conntrack_->markFlushedIf([&](const conntrack::Entry& e) {
     if (e.original.protocol != conntrack::kProtoUdp || !(e.nat & conntrack::kNatDst)) return false;
     const bool v6 = e.original.family == 6;
     const SnapFrontend* fe = after.frontend(e.original.dst.data(), v6, e.original.dst_port, e.original.protocol);
@@ -164,7 +167,8 @@ void EngineImpl::describeConntrack(const dataplane::v1::ConntrackRequest& reques
     c->set_protocol(protocolText(e.original.protocol));
     c->set_original(e.original.str());
     c->set_reply(e.reply.str());
-    c->set_state(conntrack::stateName(e.state));
+    // A tombstone (its backend left) says so: it carries no traffic.
+    c->set_state(e.flushed ? "flushed" : conntrack::stateName(e.state));
     std::string nat;
     if (e.nat & conntrack::kNatDst) nat = "dnat";
     if (e.nat & conntrack::kNatSrc) nat += nat.empty() ? "snat" : "+snat";

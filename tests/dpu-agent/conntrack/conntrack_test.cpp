@@ -194,6 +194,29 @@ TEST_CASE("conntrack: removeIf flushes what the caller selects (a backend gone)"
   CHECK(counts[static_cast<size_t>(State::kReplied)] == 10);
 }
 
+TEST_CASE("conntrack: markFlushedIf leaves tombstones that packets still find, and marks each once", "[conntrack]") {
+  Table t(64, Timeouts{});
+  for (uint16_t i = 0; i < 4; ++i) {
+    REQUIRE(t.insert(v4(kClient, 7000 + i, kVip, 53, kProtoUdp), v4(kBackend + i % 2, 53, kClient, 7000 + i, kProtoUdp),
+                     kNatDst, State::kReplied, 0, 1, i % 2)
+                .ok());
+  }
+  CHECK(t.markFlushedIf([](const Entry& e) { return e.backend == 1; }) == 2);
+  CHECK(t.markFlushedIf([](const Entry& e) { return e.backend == 1; }) == 0);  // marked already
+  CHECK(t.size() == 4);
+  Entry e;
+  // The old backend's late answer finds its tombstone, and so does the client.
+  auto late = t.track(v4(kBackend + 1, 53, kClient, 7001, kProtoUdp), 0, 5, &e);
+  REQUIRE(late);
+  CHECK(late->dir == Dir::kReply);
+  CHECK(e.flushed);
+  REQUIRE(t.find(v4(kClient, 7000, kVip, 53, kProtoUdp), &e));
+  CHECK_FALSE(e.flushed);
+  // A tombstone expires as its state would.
+  CHECK(t.expire(5 + uint64_t{Timeouts{}.udp_replied} + 1, 64) == 4);
+  CHECK(t.size() == 0);
+}
+
 TEST_CASE("conntrack: threads inserting, tracking and removing keep the index consistent", "[conntrack]") {
   Table t(4096);
   constexpr int kThreads = 4, kPerThread = 5000;

@@ -305,19 +305,12 @@ TEST_CASE("services: a UDP client whose backend leaves reaches another one at on
   CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", 7000, "10.244.1.6", 53, 63)));
 }
 
-// A known fault, kept failing on purpose ([!shouldfail]: Catch2 reports it as a
-// failure once fixed, so the tag goes with the fix). The late reply misses
-// conntrack and is cached as a plain routed flow; nothing invalidates that
-// flow when a later connection makes its tuple a translated reply, so the
-// client gets the backend's address back and drops the answer. The reply may
-// reach another lcore than the query, so removing the flow where the entry is
-// inserted does not cover it. A dependency per source (say a bucket of
-// endpoints in dep_nat) would, but it splits the action records that alike
-// flows share (engine_test's sharing and eviction cases fail with it). Likely
-// fix: a flushed UDP entry stays as a tombstone for its timeout, the client's
-// next packet deciding anew and a late answer translated without a cached flow.
+// The late answer must not be cached as a routed flow: it would outlive the
+// connection and hide the next connection's reply from conntrack, and the
+// client would get the backend's own address back (found by
+// lab_services_policies). The flushed entry stays as a tombstone instead.
 TEST_CASE("services: a backend's late reply after the flush does not shadow the client's next connection to it",
-          "[engine][services][!shouldfail]") {
+          "[engine][services]") {
   auto m = serviceModel();
   auto* svc = m.mutable_services(2);
   svc->mutable_ports(0)->clear_backends();
@@ -336,8 +329,16 @@ TEST_CASE("services: a backend's late reply after the flush does not shadow the 
   addBackend(svc, "10.244.1.6", 53, true);
   REQUIRE(fullSync(*f.engine, m, 2).status() == dataplane::v1::OK);
   REQUIRE(f.stat("ConntrackFlushed") == 1);
+  auto conns = connections(*f.engine);
+  REQUIRE(conns.size() == 1);
+  CHECK(conns[0].state == "flushed");
+  // Translated as before, and no flow is left of it.
+  const size_t flows = f.flows().size();
   f.inject(kUplink, answer);
-  (void)Fixture::drain(kRepA);
+  auto late = Fixture::drain(kRepA);
+  REQUIRE(late.size() == 1);
+  CHECK(dpu::test::toHex(late[0]) == dpu::test::toHex(translated));
+  CHECK(f.flows().size() == flows);
   // It comes back: the client's next query, from the same port, is a new
   // connection to it, whose answer must be translated back like the first.
   svc->mutable_ports(0)->clear_backends();
@@ -349,7 +350,10 @@ TEST_CASE("services: a backend's late reply after the flush does not shadow the 
   auto back = Fixture::drain(kRepA);
   REQUIRE(back.size() == 1);
   CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(translated));
-  for (const auto& c : connections(*f.engine)) CHECK(c.state == "replied");
+  conns = connections(*f.engine);
+  REQUIRE(conns.size() == 1);
+  CHECK(conns[0].state == "replied");
+  CHECK(f.stat("ConntrackFlushed") == 1);
 }
 
 TEST_CASE("services: client-IP affinity keeps a client on one backend until it lapses", "[engine][services]") {

@@ -113,6 +113,7 @@ struct Entry {
   State state = State::kNew;
   uint8_t nat = 0;
   bool loose = false;       // picked up without its SYN
+  bool flushed = false;     // its service moved it off its backend (markFlushedIf): a tombstone
   uint32_t service = 0;     // the caller's tags: which frontend and backend balanced it
   uint32_t backend = 0;
   uint64_t created_ms = 0;
@@ -168,6 +169,13 @@ class Table {
   bool remove(const Hit& h);
   // Removes every connection `pred` selects; returns how many.
   size_t removeIf(const std::function<bool(const Entry&)>& pred);
+  // Marks every connection `pred` selects (and not marked yet) as flushed;
+  // returns how many. A flushed entry stays until it expires like any other,
+  // so that a packet of the old connection still finds it: the caller
+  // decides the client's next packet anew and sends a late answer of the old
+  // backend through without caching a flow for it, which would outlive the
+  // entry and hide a later connection's replies from the table.
+  size_t markFlushedIf(const std::function<bool(const Entry&)>& pred);
   // Expires up to `scan` entries from where the last call stopped: an entry
   // is removed when its state's timeout has passed since the later of its
   // last_ms and `last_use(entry)` (the caller's; 0 if it knows none).
