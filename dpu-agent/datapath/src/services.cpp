@@ -258,6 +258,17 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   }
   auto hit = allocate ? insertAllocating(*conntrack_, t, reply, nat, *initial, w.now_ms, loose, t.src_port, 1024, 65535)
                       : conntrack_->insert(t, reply, nat, *initial, w.now_ms, 0, 0, loose);
+  if (!hit && hit.code() == ErrorCode::kConflict && !allocate && !loose && proto != overlay::ipproto::kSctp) {
+    // The backend already has a connection from this client address and
+    // port: the client picks its ports per destination, so an earlier
+    // connection to another service with the same backend (still in
+    // time-wait, say) may hold it. As Linux's NAT does on such a clash, the
+    // client's port is translated to a free one. Not mid-stream (the backend
+    // knows the connection by its port) nor for SCTP (its CRC32c covers the
+    // ports).
+    nat |= conntrack::kNatSrc;
+    hit = insertAllocating(*conntrack_, t, reply, nat, *initial, w.now_ms, loose, 0, 1024, 65535);
+  }
   if (!hit) {
     return dropNow(hit.code() == ErrorCode::kExhausted ? DropReason::kConntrackFull
                    : allocate                          ? DropReason::kSnatPortsExhausted

@@ -356,6 +356,40 @@ TEST_CASE("services: a backend's late reply after the flush does not shadow the 
   CHECK(f.stat("ConntrackFlushed") == 1);
 }
 
+// A client picks its ports per destination, so one port may reach the same
+// backend through two services; the second connection's reply tuple is the
+// first's (found by lab_services_policies, where it timed out).
+TEST_CASE("services: a client port the backend already has from another service is translated, as Linux's NAT does",
+          "[engine][services]") {
+  auto m = serviceModel();
+  addBackend(addService(m, "default/web-udp2", "10.96.0.40", 80, dataplane::v1::UDP), "10.244.1.6", 8080, true);
+  Fixture f(EngineConfig{}, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80));
+  auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", 7000, "10.244.1.6", 8080, 63)));
+  // The same client port to the other service: to the same backend, from another port.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, "10.96.0.40", 80));
+  at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 1);
+  CHECK(f.stat("ConntrackConflict") == 0);
+  const uint16_t port = static_cast<uint16_t>(at_b[0][34] << 8 | at_b[0][35]);
+  CHECK(port != 7000);
+  CHECK(port >= 1024);
+  CHECK(dpu::test::toHex(at_b[0]) == dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", port, "10.244.1.6", 8080, 63)));
+  // Each answer goes back to the client's own port, from the service it asked.
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", port));
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 7000));
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 2);
+  CHECK(dpu::test::toHex(at_a[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, "10.96.0.40", 80, "10.244.1.5", 7000, 63)));
+  CHECK(dpu::test::toHex(at_a[1]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 7000, 63)));
+  int remapped = 0;
+  for (const auto& c : connections(*f.engine)) remapped += c.nat == "dnat+snat";
+  CHECK(remapped == 1);
+}
+
 TEST_CASE("services: client-IP affinity keeps a client on one backend until it lapses", "[engine][services]") {
   auto m = serviceModel();
   auto* svc = m.mutable_services(2);
