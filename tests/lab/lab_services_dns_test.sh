@@ -32,7 +32,10 @@ dl_spawn "$DL_DIR/dnsmasq.pid" "$(dl_pod_ns 2 dns)" "$DL_DIR/dnsmasq.log" \
   "$DNSMASQ" --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --pid-file= \
   --listen-address="$ip_d" --bind-interfaces --port=53 --local=/lab.test/ \
   --host-record=web.lab.test,10.1.2.3 --txt-record="big.lab.test$txt" \
-  --log-queries --log-facility=- || fail "could not start dnsmasq in node2/dns"
+  --log-queries --log-facility="$DL_DIR/dnsmasq-queries.log" || fail "could not start dnsmasq in node2/dns"
+# Its command line names the lab's directory (the log file): the lab's
+# teardown stops only processes whose command line does.
+check "dnsmasq runs, as the lab's process" dl_wait 5 dl_proc_alive "$DL_DIR/dnsmasq.pid"
 
 q() {  # SERVER NAME TYPE [DIG OPTIONS]: dig's short answer
   dl_exec node1/client dig +short +time=2 +tries=1 "@$1" "$2" "$3" "${@:4}"
@@ -60,7 +63,7 @@ grep -q 'Truncated, retrying in TCP mode' <<< "$full" && [ "$n" = 20 ] &&
   fail "TC fallback through $vip: retried=$(grep -c 'retrying in TCP' <<< "$full"), $n of 20 strings"
 
 # What dnsmasq saw: the client pod's own address, over both protocols.
-from=$(grep -oE 'query\[(A|TXT)\] [a-z.]+ from [0-9.]+' "$DL_DIR/dnsmasq.log" | awk '{print $4}' | sort -u | tr '\n' ' ')
+from=$(grep -oE 'query\[(A|TXT)\] [a-z.]+ from [0-9.]+' "$DL_DIR/dnsmasq-queries.log" | awk '{print $4}' | sort -u | tr '\n' ' ')
 [ "$from" = "$ip_c " ] && pass "dnsmasq logged every query from node1/client's own address $ip_c" ||
   fail "dnsmasq saw queries from: $from (want only $ip_c)"
 
