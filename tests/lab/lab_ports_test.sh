@@ -44,7 +44,10 @@ errs=$(cat "$DL_DIR"/p*.err)
   fail "$pods pods: $got distinct addresses; errors: $errs"
 reps() { dl_dpuctl 1 --json ports | jq '[.ports[] | select(.role == "representor" and .state != "failed")] | length'; }
 failed() { dl_dpuctl 1 --json ports | jq -r '[.ports[] | select(.state == "failed") | .name] | join(" ")'; }
-[ "$(reps)" = "$capacity" ] && [ -z "$(failed)" ] && pass "every attachment has its representor open ($capacity)" ||
+# An ADD returns when the agent holds the attachment; the dataplane opens
+# its representor a moment later.
+all_open() { [ "$(reps)" = "$capacity" ] && [ -z "$(failed)" ]; }
+wait_for 10 all_open && pass "every attachment has its representor open ($capacity)" ||
   fail "representors open: $(reps) of $capacity; failed: $(failed)"
 check "node1/p1 reaches node1/p$pods" dl_reachable node1/p1 "$(cat "$DL_DIR/p$pods.ip")" 10
 check "node1/p$pods reaches node1/p1" dl_reachable node1/p$pods "$(cat "$DL_DIR/p1.ip")" 10
