@@ -71,7 +71,9 @@ ServiceInfo serviceOf(uint32_t i) {
 }
 
 // Endpoint e of service i: a pod on node (i + e) mod kNodes, in that node's
-// /24 of 10.244.0.0/16; `version` moves endpoint 0 to another address.
+// /24 of 10.244.0.0/16. Change `version` (> 0) replaces endpoint 0 by a pod
+// of its own address (10.245.0.0 + version: never one the service had) that
+// is ready on even versions only, so every change alters the compilation.
 EndpointSliceInfo sliceOf(uint32_t i, uint32_t endpoints, uint32_t version = 0) {
   EndpointSliceInfo s;
   s.ns = "ns-" + std::to_string(i % kNamespaces);
@@ -80,8 +82,9 @@ EndpointSliceInfo sliceOf(uint32_t i, uint32_t endpoints, uint32_t version = 0) 
   for (uint32_t e = 0; e < endpoints; ++e) {
     EndpointInfo ep;
     const uint32_t node = (i + e) % kNodes;
-    const uint32_t host = (i * endpoints + e + version * 7) % 250 + 2;
-    ep.addresses = {ip4((10u << 24 | 244u << 16) + (node << 8) + host)};
+    const uint32_t host = (i * endpoints + e) % 250 + 2;
+    ep.addresses = {e == 0 && version > 0 ? ip4((10u << 24 | 245u << 16) + version)
+                                          : ip4((10u << 24 | 244u << 16) + (node << 8) + host)};
     ep.node_name = "node-" + std::to_string(node);
     ep.ready = !(e == 0 && version % 2 == 1);  // changes flip endpoint 0's readiness too
     ep.serving = true;
