@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Control-plane scale: the Kubernetes ClusterSource syncing a large cluster from
-# the fake API server (tests/fakes/fake_kube_apiserver, its own process).
+# Control-plane scale, in two parts (DPU_BENCH_PARTS="kube dataplane", both by
+# default).
 #   bash bench/control.sh                 # as root on Debian 12
 #   DPU_BUILD_DIR=/path/to/build bash bench/control.sh   # use an existing build
+#   DPU_BENCH_PARTS=dataplane DPU_BENCH_CHANGES=100 bash bench/control.sh
+#
+# kube: the Kubernetes ClusterSource syncing a large cluster from the fake API
+# server (tests/fakes/fake_kube_apiserver, its own process).
 # Cluster: 5,000 nodes, 150,000 pods (30 a node), 10,000 services with one
 # EndpointSlice of 10 endpoints each (100,000 endpoints), 100 namespaces; the
 # source watches every kind the agent reads (NetworkPolicies too, none here).
@@ -12,46 +16,79 @@
 # EndpointSlice change at the fake server (its clock when it applied it) to the
 # listener callback (500 changes, one at a time; "incl. sending it" starts the
 # clock in the bench before the change is sent). Targets: sync <= 3 s,
-# RSS <= 300 MB, p99 <= 5 ms. The machine's load average is printed with them:
-# on 2 shared cores, other work shows up in the sync time and the p99.
+# RSS <= 300 MB, p99 <= 5 ms.
+#
+# dataplane: the same 10,000 services and 100,000 endpoints (one EndpointSlice
+# of 10 each, a named targetPort) through the agent's own code — Agent
+# (ServiceCatalog, compileService), ModelState, DataplaneClient — into a real
+# dpu-dataplane (net_null uplink, --no-huge, one worker; a fresh process per
+# run) by bench/service_program_bench. Figures: the time to compile them, the
+# time from the client's start to the dataplane's acknowledgement of the full
+# sync carrying them (and the sum: the initial program, target <= 2 s), the
+# dataplane's resident memory before and after, and the p50/p99 latency from
+# one EndpointSlice change handed to the Agent to the dataplane's
+# acknowledgement of the Delta carrying it (the dataplane acknowledges once the
+# new model is installed and the changed service's flows invalidated; 500
+# changes, one at a time; target p99 <= 10 ms). Each run checks with `dpuctl
+# services` that the dataplane balances every service and the last change.
+# A run takes about 4 minutes on 2 shared cores, most of it the 500 Deltas
+# (README: the dataplane handles each one as a whole new model).
+#
+# The machine's load average is printed with the figures: on 2 shared cores,
+# other work shows up in the sync time and the p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${DPU_BENCH_RUNS:-3}
 changes=${DPU_BENCH_CHANGES:-500}
+parts=${DPU_BENCH_PARTS:-kube dataplane}
 build=${DPU_BUILD_DIR:-}
+for part in $parts; do
+  [[ $part == kube || $part == dataplane ]] ||
+    { echo "control.sh: DPU_BENCH_PARTS: \"$part\" is neither kube nor dataplane" >&2; exit 2; }
+done
 if [[ -z "$build" ]]; then
   bash scripts/install-deps.sh >/dev/null
   cmake --preset release >/dev/null
   build=build/release
 fi
-cmake --build "$build" --target fake_kube_apiserver control_bench >/dev/null
+targets=()
+[[ " $parts " == *" kube "* ]] && targets+=(fake_kube_apiserver control_bench)
+[[ " $parts " == *" dataplane "* ]] && targets+=(service_program_bench dpu-dataplane dpuctl)
+cmake --build "$build" --target "${targets[@]}" >/dev/null
 
 out=$(mktemp -d)
 fake_pid=
+dp_pid=
 cleanup() {
   [[ -n "$fake_pid" ]] && kill "$fake_pid" 2>/dev/null && wait "$fake_pid" 2>/dev/null
+  [[ -n "$dp_pid" ]] && kill "$dp_pid" 2>/dev/null && wait "$dp_pid" 2>/dev/null
   rm -rf "$out"
 }
 trap cleanup EXIT
 
-"$build/tests/fakes/fake_kube_apiserver" --port 0 --scale 5000,30,10000,10 --bookmark-ms 1000 > "$out/fake.out" &
-fake_pid=$!
-for _ in $(seq 200); do
-  grep -q '^listening ' "$out/fake.out" 2>/dev/null && break
-  sleep 0.05
-done
-url=$(awk '/^listening /{print $2}' "$out/fake.out")
-[[ -n "$url" ]] || { echo "control.sh: the fake API server did not start" >&2; exit 1; }
-echo "== fake API server at $url (5,000 nodes, 150,000 pods, 10,000 services, 100,000 endpoints)" >&2
+kube_part() {
+  "$build/tests/fakes/fake_kube_apiserver" --port 0 --scale 5000,30,10000,10 --bookmark-ms 1000 > "$out/fake.out" &
+  fake_pid=$!
+  for _ in $(seq 200); do
+    grep -q '^listening ' "$out/fake.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  local url
+  url=$(awk '/^listening /{print $2}' "$out/fake.out")
+  [[ -n "$url" ]] || { echo "control.sh: the fake API server did not start" >&2; exit 1; }
+  echo "== fake API server at $url (5,000 nodes, 150,000 pods, 10,000 services, 100,000 endpoints)" >&2
 
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-for run in $(seq "$runs"); do
-  "$build/bench/control_bench" --server "$url" --changes "$changes" > "$out/run$run"
-  echo "== run $run: $(tr '\n' ' ' < "$out/run$run")" >&2
-done
+  local load_before run
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  for run in $(seq "$runs"); do
+    "$build/bench/control_bench" --server "$url" --changes "$changes" > "$out/run$run"
+    echo "== run $run: $(tr '\n' ' ' < "$out/run$run")" >&2
+  done
+  kill "$fake_pid" 2>/dev/null && wait "$fake_pid" 2>/dev/null
+  fake_pid=
 
-echo "load average before the runs: $load_before" >&2
-/usr/bin/python3 - "$out"/run* <<'PY'
+  echo "load average before the runs: $load_before" >&2
+  /usr/bin/python3 - "$out"/run* <<'PY'
 import statistics, sys
 runs = []
 for path in sys.argv[1:]:
@@ -79,3 +116,91 @@ for key, label, target, unit in [
     flag = "" if target is None or v <= target else "  (over target)"
     print(f"{label:<34}{v:>10.3f}{t:>10}{flag}")
 PY
+}
+
+# One run: a fresh dpu-dataplane on net_null ports, programmed by the bench,
+# then asked (dpuctl services) what it balances.
+dataplane_run() {  # run
+  local dir=$out/dp$1
+  mkdir -p "$dir"
+  cat > "$dir/dp.yaml" <<YAML
+eal: {memory_mb: 512, no_huge: true, no_pci: true, file_prefix: dpu-ctlbench-$$-$1, log_level: "*:error"}
+workers: 1
+mbuf_pool_size: 4095
+mbuf_cache_size: 128
+uplink: {devargs: "net_null_ctlup$1,no-rx=1"}
+representors: {mode: template, devargs: "net_null_{name}$1,no-rx=1"}
+tunnel_ip: 192.168.100.1
+sockets: {programming: $dir/program.sock, operator: $dir/operator.sock}
+log: {level: warn}
+YAML
+  "$build/dpu-agent/datapath/dpu-dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
+  dp_pid=$!
+  for _ in $(seq 600); do
+    [[ -S $dir/program.sock ]] && break
+    kill -0 "$dp_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  [[ -S $dir/program.sock ]] || { echo "control.sh: dpu-dataplane did not start:" >&2; cat "$dir/dp.log" >&2; exit 1; }
+  if ! "$build/bench/service_program_bench" --socket "$dir/program.sock" --dataplane-pid "$dp_pid" \
+      --changes "$changes" > "$out/dprun$1"; then
+    echo "control.sh: service_program_bench failed (dataplane log below)" >&2
+    cat "$dir/dp.log" >&2
+    exit 1
+  fi
+  "$build/dpu-agent/dpuctl/dpuctl" --socket "$dir/operator.sock" --json services > "$dir/services.json"
+  /usr/bin/python3 - "$out/dprun$1" "$dir/services.json" <<'PY' >> "$out/dprun$1"
+import json, sys
+d = dict(line.split() for line in open(sys.argv[1]))
+frontends = json.load(open(sys.argv[2])).get("services", [])
+names = {f["service"] for f in frontends}
+last = [b.get("ip") for f in frontends if f["service"] == d.get("last_service") for b in f.get("backends", [])]
+ok = len(names) == int(d["services"]) and (d.get("last_service") is None or d["last_backend"] in last)
+print(f"dataplane_services {len(names)}")
+print(f"checked {1 if ok else 0}")
+PY
+  kill "$dp_pid" && wait "$dp_pid" 2>/dev/null || true
+  dp_pid=
+}
+
+dataplane_part() {
+  echo "== services into a real dpu-dataplane: 10,000 services, 100,000 endpoints, $changes changes; $runs run(s)" >&2
+  local load_before run
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  for run in $(seq "$runs"); do
+    dataplane_run "$run"
+    echo "== run $run: $(tr '\n' ' ' < "$out/dprun$run")" >&2
+  done
+  echo "load average before the runs: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  /usr/bin/python3 - "$out"/dprun* <<'PY'
+import statistics, sys
+runs = [dict(line.split() for line in open(p)) for p in sys.argv[1:]]
+def med(k): return statistics.median(float(r[k]) for r in runs)
+r0 = runs[0]
+print(f"services into dpu-dataplane: {r0['services']} services, {r0['endpoints']} endpoints; "
+      f"{r0.get('changes', 0)} changes; median of {len(runs)} runs")
+bad = [i + 1 for i, r in enumerate(runs) if r.get("checked") != "1" or r.get("problems") != "0"]
+if bad:
+    print(f"  runs {bad}: the dataplane did not balance every service or the last change (dpuctl services)")
+print(f"{'figure':<44}{'median':>10}{'target':>10}")
+for key, label, target in [
+    ("compile_s", "compile (Agent: catalog + compileService) (s)", None),
+    ("full_sync_s", "full sync acknowledged (s)", None),
+    ("initial_s", "initial program: both (s)", 2.0),
+    ("dp_rss_before_mb", "dataplane RSS before programming (MB)", None),
+    ("dp_rss_mb", "dataplane RSS programmed (MB)", None),
+    ("p50_ms", "EndpointSlice change -> Delta acked p50 (ms)", None),
+    ("p99_ms", "EndpointSlice change -> Delta acked p99 (ms)", 10.0),
+]:
+    if key not in r0:
+        continue
+    v = med(key)
+    t = f"{target:g}" if target else "-"
+    flag = "" if target is None or v <= target else "  (over target)"
+    print(f"{label:<44}{v:>10.3f}{t:>10}{flag}")
+PY
+}
+
+for part in $parts; do
+  "${part}_part"
+done

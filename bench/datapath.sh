@@ -30,10 +30,21 @@
 # flow; flows set up per second, ours (flow cache far smaller than the 50,000
 # flows, so every packet misses) and OVS's (flow limit lifted, megaflows
 # exact on the UDP ports), back to back. Last, a verdict per target.
+# New connections (cases newconn:tcp and newconn:udp, part of the full run;
+# about half a minute a round): 600,000 connections from pod A to a ClusterIP
+# (ten service ports, backend on node 2: DNAT + Geneve encap), every packet a
+# new one (a TCP SYN, or a UDP datagram), the pcap read once (no infinite_rx);
+# ours (conntrack and flow cache of 1,048,576 entries, so none is evicted) and
+# OVS running ct(commit,nat(dst=BACKEND:PORT)) in OVN's load balancer pipeline
+# (flow limit and max-idle lifted in ovs_start), one core each, back to back
+# (order rotating). Connections per second the forwarding thread had its core,
+# over the samples taken while the count was rising (connections counted:
+# ours ConntrackNew, OVS dpctl/ct-get-nconns); target >= 10x OVS.
 #   bash bench/datapath.sh                       # every case, 3 rounds (about 40 minutes)
 #   DPU_BENCH_QUICK=1 bash bench/datapath.sh     # Geneve encap, 64 B, 1,000 and 100,000 flows, and the slow path
 #   DPU_BENCH_CASES="decap:1:64 encap:100000:64" bash bench/datapath.sh   # these cases only
 #   DPU_BENCH_CASES="service:1000:64 service:100000:64" bash bench/datapath.sh   # the service cases
+#   DPU_BENCH_CASES="newconn:tcp newconn:udp" bash bench/datapath.sh   # new connections per second
 # Environment: DPU_BUILD (default build/release), DPU_BENCH_SECONDS (measurement
 # interval, default 3), DPU_BENCH_RUNS (rounds, default 3), DPU_BENCH_CALLGRIND=0
 # (skip callgrind), DPU_BENCH_RESULTS (keep the raw results in this file).
@@ -69,8 +80,8 @@ export DPU_PROTO_PY=$out/py
 if [ -n "${DPU_BENCH_CASES:-}" ]; then
   cases=$DPU_BENCH_CASES
   for c in $cases; do
-    [[ $c =~ ^(local|encap|decap|service):[0-9]+:[0-9]+$ ]] ||
-      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap, decap or service)" >&2; exit 2; }
+    [[ $c =~ ^(local|encap|decap|service):[0-9]+:[0-9]+$ || $c =~ ^newconn:(tcp|udp)$ ]] ||
+      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap, decap or service) nor newconn:tcp or newconn:udp" >&2; exit 2; }
     # A client port holds one connection per service port (80, 81): at most 100,000 connections.
     [[ ! $c =~ ^service: ]] || [ "$(cut -d: -f2 <<< "$c")" -le 100000 ] ||
       { echo "datapath.sh: DPU_BENCH_CASES: \"$c\": the service scenario has at most 100000 connections" >&2; exit 2; }
@@ -81,6 +92,7 @@ else
   cases=""
   for s in local encap decap; do for n in 1 1000 100000; do for b in 64 1400; do cases+=" $s:$n:$b"; done; done; done
   for n in 1000 100000; do for b in 64 1400; do cases+=" service:$n:$b"; done; done
+  cases+=" newconn:tcp newconn:udp"
 fi
 echo "== input pcaps" >&2
 $py bench/datapath_pcaps.py "$out/pcap" $cases 2>/dev/null
@@ -231,6 +243,78 @@ YAML
   rm -f "$out/dataplane.pid"
 }
 
+# --- new connections: sampled while the count rises ---------------------------
+# Every 0.1 s until the count has not moved for three samples (at most about
+# two minutes): "wall-time on-CPU-ns connections" of the forwarding thread(s)
+# `re` of `pid`, the count printed by the command.
+newconn_sample() {  # pid re samples command...
+  local pid=$1 re=$2 file=$3 c prev=-1 still=0 ts
+  shift 3
+  : > "$file"
+  for _ in $(seq 1200); do
+    ts=$(sample "$pid" "$re" "$file.count" "$@")
+    c=$(tr -dc 0-9 < "$file.count")
+    c=${c:-0}
+    echo "$ts $c" >> "$file"
+    if [ "$c" -gt 0 ] && [ "$c" = "$prev" ]; then
+      still=$((still + 1))
+      [ $still -ge 3 ] && break
+    else
+      still=0
+    fi
+    prev=$c
+    sleep 0.1
+  done
+}
+
+# Connections per on-CPU second and per wall second between the first sample
+# with a connection and the last one before the final count (both taken while
+# the forwarder was working through the pcap), and the final count.
+newconn_rate() {  # samples → "per-cpu-s per-wall-s count"
+  awk '{t[NR] = $1; n[NR] = $2; c[NR] = $3} END {
+    final = c[NR]; a = 0; b = 0
+    for (i = 1; i <= NR; i++) { if (!a && c[i] > 0) a = i; if (c[i] < final) b = i }
+    if (!a || b <= a || n[b] <= n[a]) {printf "0 0 %d\n", final; exit}
+    printf "%.0f %.0f %d\n", (c[b] - c[a]) / (n[b] - n[a]) * 1e9, (c[b] - c[a]) / (t[b] - t[a]), final}' "$1"
+}
+
+ours_newconn() {  # proto → "per-cpu-s per-wall-s count"
+  local proto=$1 pcap=$out/pcap/newconn-$1.pcap dir=$out/dpnc model=$out/pcap/model-newconn-$1.json
+  mkdir -p "$dir"
+  cat > "$dir/dp.yaml" <<YAML
+eal: {memory_mb: 2048, file_prefix: dpu-bench-nc-$$, log_level: "*:error"}
+workers: 1
+mbuf_pool_size: 16383
+mbuf_cache_size: 256
+uplink: {devargs: "net_null_up,no-rx=1"}
+representors: {mode: template, ports: [{name: pf0vf1, devargs: "net_pcap_vf1,rx_pcap=$pcap"}, {name: pf0vf2, devargs: "net_null_vf2,no-rx=1"}]}
+tunnel_ip: 192.168.100.1
+uplink_mac: "02:00:00:00:01:00"
+next_hops: [{peer: 192.168.100.2, mac: "02:00:00:00:02:00"}]
+flow_cache: {entries: 1048576, idle_timeout_ms: 60000}
+conntrack: {max_entries: 1048576}
+sockets: {programming: $dir/program.sock, operator: $dir/operator.sock}
+log: {level: warn}
+YAML
+  "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
+  dp_pid=$!
+  echo "$dp_pid" > "$out/dataplane.pid"
+  for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
+  # The worker polls the pcap port from this full sync on: every packet meets the service.
+  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
+  ours_conns() {
+    "$dpuctl" --socket "$dir/operator.sock" --json stats |
+      jq '[.counters[] | select(.name == "ConntrackNew") | .value | tonumber] | add // 0'
+  }
+  newconn_sample "$dp_pid" "$dpdk_worker" "$dir/samples" ours_conns
+  "$dpuctl" --socket "$dir/operator.sock" --json ports > "$dir/ports.json"
+  echo "ours newconn:$proto: $(tail -1 "$dir/samples" | cut -d' ' -f3) connections," \
+    "$(dp_counter "$dir/ports.json" ports uplink) packets to the uplink" >&2
+  kill -TERM "$dp_pid"; wait "$dp_pid" || true
+  rm -f "$out/dataplane.pid"
+  newconn_rate "$dir/samples"
+}
+
 # --- 3. Open vSwitch with DPDK -------------------------------------------------
 source bench/ovs_dpdk.bash
 
@@ -255,6 +339,20 @@ tools=(testpmd ours ovs)
 echo "== $runs round(s); per case testpmd io, dpu-dataplane and OVS back to back, $seconds s each, one forwarding core each" >&2
 for run in $(seq "$runs"); do
   for c in $cases; do
+    if [[ $c == newconn:* ]]; then
+      proto=${c#newconn:}
+      echo "LOAD $run newconn-$proto 0 0 $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
+      for k in 0 1; do
+        if [ $(((k + run) % 2)) = 1 ]; then
+          tool=ours rates=$(ours_newconn "$proto")
+        else
+          ovs_newconn "$proto" "$out/pcap/newconn-$proto.pcap" "$out/ovs-newconn.samples"
+          tool=ovs rates=$(newconn_rate "$out/ovs-newconn.samples")
+        fi
+        echo "NEWCONN $run $tool $proto $rates" | tee -a "$results" >&2  # conns/s per core-second, per second, count
+      done
+      continue
+    fi
     IFS=: read -r scen flows size <<< "$c"
     echo "LOAD $run $scen $flows $size $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
     for k in 0 1 2; do
@@ -279,12 +377,14 @@ if [ "${DPU_BENCH_CALLGRIND:-1}" != 0 ]; then
   echo "== callgrind: the engine's instructions per packet (datapath_engine_bench, 64 B cases)" >&2
   names=()
   for c in $cases; do
+    [[ $c == newconn:* ]] && continue
     IFS=: read -r scen flows size <<< "$c"
     [ "$size" = 64 ] && names+=("$(engine_case_name "$scen" "$flows")")
   done
   if [ ${#names[@]} -gt 0 ]; then
     DPU_BUILD=$build bash bench/datapath_callgrind.sh "${names[@]}" | tee "$out/callgrind" >&2
     for c in $cases; do
+      [[ $c == newconn:* ]] && continue
       IFS=: read -r scen flows size <<< "$c"
       [ "$size" = 64 ] || continue
       name=$(engine_case_name "$scen" "$flows")

@@ -17,6 +17,12 @@ Scenarios (size = the pod's frame, FCS excluded):
 Flows differ in the UDP ports: source 1024 + i mod 50000, destination 2000 + i div 50000; a
 service flow in its TCP ports: source 1024 + i mod 50000, service port 80 + i div 50000 (80 and
 81, to the backend's 8080 and 8081: one client port may then hold a connection to each).
+
+New connections (spec newconn:tcp or newconn:udp): DIR/newconn-<proto>.pcap, NEWCONN_COUNT
+packets from pod A to the ClusterIP, every one a new connection (a TCP SYN, checksummed, or a UDP
+datagram): source port 1024 + i mod 60000, service port 80 + i div 60000 (80..89, to the
+backend's 8080..8089 on node 2); the pcap is read once. DIR/model-newconn-<proto>.json is the
+model with that service (its ten ports of that protocol).
 """
 import json
 import os
@@ -33,6 +39,9 @@ REMOTE_POD = "10.244.2.7"
 VIP, SERVICE_CIDR = "10.96.0.20", "10.96.0.0/16"
 SERVICE_PORTS = (80, 81)  # to BACKEND_PORT + port - 80 on REMOTE_POD (bench/ovs_dpdk.bash's rules say the same)
 BACKEND_PORT = 8080
+NEWCONN_PORTS = tuple(range(80, 90))  # bench/ovs_dpdk.bash's ovs_newconn says the same
+NEWCONN_PER_PORT = 60000
+NEWCONN_COUNT = NEWCONN_PER_PORT * len(NEWCONN_PORTS)
 TUN1, TUN2 = "192.168.100.1", "192.168.100.2"
 UPLINK_MAC = "02:00:00:00:01:00"
 NEXT_HOP_MAC = "02:00:00:00:02:00"
@@ -54,14 +63,14 @@ def model():
     }
 
 
-def service_model():
+def service_model(protocol="TCP", service_ports=SERVICE_PORTS):
     m = model()
     m["node"]["service_cidrs"] = [SERVICE_CIDR]
     m["services"] = [{
         "name": "default/bench", "cluster_ips": [VIP],
-        "ports": [{"name": f"tcp-{p}", "protocol": "TCP", "port": p,
+        "ports": [{"name": f"{protocol.lower()}-{p}", "protocol": protocol, "port": p,
                    "backends": [{"ip": REMOTE_POD, "port": BACKEND_PORT + p - 80, "local": False, "ready": True,
-                                 "serving": True}]} for p in SERVICE_PORTS]}]
+                                 "serving": True}]} for p in service_ports]}]
     return m
 
 
@@ -92,6 +101,32 @@ def template(scenario, size):
                      GENEVE(vni=1, proto=0x6558, optionlen=2, critical=1) / Raw(opt) /
                      inner(ROUTER_MAC, MAC_A, REMOTE_POD, IP_A, size))
     raise ValueError(scenario)
+
+
+def newconn_frames(protocol):
+    """Every frame a new connection to the VIP: a SYN (valid checksum: OVS's
+    conntrack checks it) or a UDP datagram (checksum 0)."""
+    if protocol == "tcp":
+        p = Ether(src=MAC_A, dst=ROUTER_MAC) / IP(src=IP_A, dst=VIP, ttl=64) / \
+            TCP(sport=1024, dport=NEWCONN_PORTS[0], flags="S", seq=1000, window=8192)
+        csum_at = 50
+    else:
+        p = Ether(src=MAC_A, dst=ROUTER_MAC) / IP(src=IP_A, dst=VIP, ttl=64) / \
+            UDP(sport=1024, dport=NEWCONN_PORTS[0], chksum=0)
+        csum_at = None
+    base = bytearray(bytes(Ether(bytes(p / Raw(b"\0" * max(0, 64 - len(p)))))))
+    sport0, dport0 = struct.unpack(">HH", base[34:38])
+    csum0 = struct.unpack(">H", base[csum_at:csum_at + 2])[0] if csum_at else 0
+    for i in range(NEWCONN_COUNT):
+        sport, dport = 1024 + i % NEWCONN_PER_PORT, NEWCONN_PORTS[i // NEWCONN_PER_PORT]
+        frame = bytearray(base)
+        frame[34:38] = struct.pack(">HH", sport, dport)
+        if csum_at:  # RFC 1624 incremental update for the new ports
+            c = ~csum0 & 0xffff
+            for old, new in ((sport0, sport), (dport0, dport)):
+                c = ones_add(ones_add(c, ~old & 0xffff), new)
+            frame[csum_at:csum_at + 2] = struct.pack(">H", ~c & 0xffff)
+        yield bytes(frame)
 
 
 def write_pcap(path, frames):
@@ -145,6 +180,12 @@ def main():
     specs = sys.argv[2:] or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
                              for n in (1, 1000, 100000) for b in (64, 1400)]
     for spec in specs:
+        if spec.startswith("newconn:"):
+            protocol = spec.split(":")[1]
+            write_pcap(os.path.join(out, f"newconn-{protocol}.pcap"), newconn_frames(protocol))
+            with open(os.path.join(out, f"model-newconn-{protocol}.json"), "w") as f:
+                json.dump(service_model(protocol.upper(), NEWCONN_PORTS), f, indent=1)
+            continue
         scenario, flows, size = spec.split(":")
         flows, size = int(flows), int(size)
         path = os.path.join(out, f"{scenario}-{flows}-{size}.pcap")

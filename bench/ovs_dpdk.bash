@@ -6,7 +6,8 @@
 # A case's ports are removed when it is done: a PMD thread with no port to
 # poll sleeps, so OVS can run through the whole benchmark and leave the core
 # to the other forwarders between its turns (ovs_idle_check shows it does).
-#   ovs_start DIR NETNS; ovs_idle_check; ovs_case SCENARIO PCAP SECONDS; ovs_slowpath PCAP SECONDS; ovs_stop
+#   ovs_start DIR NETNS; ovs_idle_check; ovs_case SCENARIO PCAP SECONDS; ovs_slowpath PCAP SECONDS;
+#   ovs_newconn PROTO PCAP SAMPLES; ovs_stop
 OVS_VSWITCHD_DPDK=${OVS_VSWITCHD_DPDK:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 ovs_dir=
 ovs_netns=
@@ -90,6 +91,22 @@ ovs_tx() {  # live tx packets of out0 (dpctl/show -s reads the netdev's counters
   ovs_appctl dpctl/show -s | awk '/port [0-9]+: out0/ {p=1; next} p && /TX packets:/ {sub("packets:", "", $2); print $2; exit}'
 }
 
+# OVN's load balancer pipeline for 10.96.0.20:PORT → 10.244.2.7:PORT+8000 on
+# node 2 (datapath_pcaps.py's service): conntrack with NAT in the LB zone; a
+# new connection committed with its DNAT, an established one translated by
+# the first ct; then the encap case's Geneve push.
+ovs_lb_flows() {  # proto port...
+  local router=0a:58:0a:f4:00:01 proto=$1 p
+  shift
+  for p in "$@"; do
+    ovs_flows br-int "table=0,in_port=1,$proto,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(table=1,zone=1,nat)" \
+      "table=1,ct_state=+new+trk,$proto,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(commit,zone=1,nat(dst=10.244.2.7:$((p + 8000)))),resubmit(,2)"
+  done
+  ovs_flows br-int "table=1,ct_state=+est+trk,actions=resubmit(,2)" \
+    "table=2,ip,actions=dec_ttl,mod_dl_src:$router,mod_dl_dst:$router,set_field:2->tun_id,set_field:0x18000->tun_metadata0,output:10"
+  ovs_flows br-phy "in_port=LOCAL,actions=output:2"
+}
+
 ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
   local router=0a:58:0a:f4:00:01
   case $1 in
@@ -109,14 +126,7 @@ ovs_case() {  # scenario pcap seconds → rate (datapath.sh)
       # conntrack with NAT in the LB zone; a new connection committed with its DNAT, an established one
       # translated by the first ct; then the encap case's Geneve push. Two datapath passes per packet.
       ovs_ports br-int br-phy "$2"
-      local p
-      for p in 80 81; do
-        ovs_flows br-int "table=0,in_port=1,tcp,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(table=1,zone=1,nat)" \
-          "table=1,ct_state=+new+trk,tcp,nw_dst=10.96.0.20,tp_dst=$p,actions=ct(commit,zone=1,nat(dst=10.244.2.7:$((p + 8000)))),resubmit(,2)"
-      done
-      ovs_flows br-int "table=1,ct_state=+est+trk,actions=resubmit(,2)" \
-        "table=2,ip,actions=dec_ttl,mod_dl_src:$router,mod_dl_dst:$router,set_field:2->tun_id,set_field:0x18000->tun_metadata0,output:10"
-      ovs_flows br-phy "in_port=LOCAL,actions=output:2"
+      ovs_lb_flows tcp 80 81
       # Every connection committed before the measurement (its first packet is an upcall and a commit).
       sleep 2 ;;
   esac
@@ -164,4 +174,27 @@ for i in range(50000):
   done
   ovs_unplug
   printf "%.0f\n" "$best"
+}
+
+# New connections per second: the load balancer pipeline above on the ten
+# service ports of datapath_pcaps.py's newconn pcaps, every packet a new
+# connection that ct(commit,nat) commits; the pcap read once (no infinite_rx).
+# The rules and the output port go in before the input port, so the first
+# packet already meets them. Samples "wall-time pmd-on-CPU-ns connections"
+# into SAMPLES (datapath.sh's newconn_sample) until the count stops moving.
+ovs_newconn() {  # proto pcap samples
+  ovs_unplug
+  ovs-ofctl del-flows "unix:$ovs_dir/br-int.mgmt"
+  ovs-ofctl del-flows "unix:$ovs_dir/br-phy.mgmt"
+  ovs_appctl dpctl/del-flows >/dev/null 2>&1 || true
+  ovs_appctl dpctl/flush-conntrack >/dev/null
+  ovs_lb_flows "$1" $(seq 80 89)
+  ovs_vsctl add-port br-phy out0 -- set Interface out0 type=dpdk ofport_request=2 \
+    "options:dpdk-devargs=net_null_out$RANDOM,no-rx=1"
+  ovs_vsctl add-port br-int in0 -- set Interface in0 type=dpdk ofport_request=1 \
+    "options:dpdk-devargs=net_pcap_in$RANDOM,rx_pcap=$2"
+  newconn_sample "$(cat "$ovs_dir/vswitchd.pid")" '^pmd' "$3" ovs_appctl dpctl/ct-get-nconns
+  echo "OVS datapath flow: $(ovs_appctl dpctl/dump-flows | grep -m1 'ct(commit' | sed 's/.*actions://')" >&2
+  ovs_unplug
+  ovs_appctl dpctl/flush-conntrack >/dev/null
 }

@@ -10,6 +10,8 @@ Input lines:
   LOADEND <1-minute load average at the end>
   CALLGRIND <scenario> <flows> <size> <instructions per packet>
   SLOWPATH <tool> <flows set up per second>
+  NEWCONN <round> <tool> <tcp|udp> <connections per on-CPU second> <per second> <connections counted>
+      tool: ours | ovs; every packet of a pcap read once a new connection to a ClusterIP
   FLOWBYTES <bytes per cached flow>
 The three tools ran back to back on each case in each round, so a ratio is
 taken within its round (ours / testpmd, ours / OVS, on the per-core-second
@@ -17,8 +19,8 @@ rates) and the report gives the median of the rounds' ratios and their range;
 the Mpps columns are each tool's median; the wall-clock ratios are shown too. Verdicts: Geneve encap at 64 B with 1,000 and 100,000 flows
 >= 50 % of testpmd and >= 2x OVS; every case >= 1.5x OVS; Geneve decap at
 64 B >= 50 % of testpmd; the service case (pod -> ClusterIP, remote backend) at 64 B with 1,000 and
-100,000 connections >= 40 % of testpmd and >= 5x OVS; the slow path >= 5x OVS; <= 256 bytes per
-cached flow.
+100,000 connections >= 40 % of testpmd and >= 5x OVS; the slow path >= 5x OVS; new connections per
+second >= 10x OVS (TCP SYN and UDP); <= 256 bytes per cached flow.
 """
 import statistics
 import sys
@@ -51,6 +53,7 @@ def main():
     load = defaultdict(list)                      # case -> load averages
     callgrind = {}
     slow = {}
+    newconn = defaultdict(lambda: defaultdict(dict))  # proto -> round -> tool -> (per CPU s, per s, count)
     flow_bytes = None
     load_end = None
     with open(sys.argv[1]) as f:
@@ -73,46 +76,68 @@ def main():
                 callgrind[(p[1], int(p[2]), int(p[3]))] = number(p[4])
             elif len(p) == 2 and p[0] == "FLOWBYTES":
                 flow_bytes = int(p[1])
+            elif len(p) == 7 and p[0] == "NEWCONN":
+                v = number(p[4])
+                if v is not None and v > 0:
+                    newconn[p[3]][int(p[1])][p[2]] = (v, number(p[5]), int(p[6]))
             elif len(p) == 3 and p[0] == "SLOWPATH":
                 v = number(p[2])
                 if v is not None:
                     slow[p[1]] = v
-    if not mpps and not slow:
+    if not mpps and not slow and not newconn:
         sys.exit("no RESULT lines: the benchmark did not run")
 
-    rounds = max((len(r) for r in mpps.values()), default=0)
-    loads = [v for vs in load.values() for v in vs] + ([load_end] if load_end is not None else [])
-    print(f"Mpps per forwarding core (one core each), same input pcap, net_null output; {rounds} round(s), "
-          "testpmd io, ours and OVS back to back per case and round")
-    shares = [c for cs in share.values() for c in cs]
-    if loads:
-        print(f"machine load: 1-minute load average (2 CPUs) median {statistics.median(loads):.1f}, "
-              f"{min(loads):.1f}-{max(loads):.1f}" +
-              (f"; the forwarding threads had their core {statistics.median(shares):.0%} of the time "
-               f"(median; {min(shares):.0%}-{max(shares):.0%})" if shares else ""))
-    print("Mpps: per second on the core (packets / the forwarding thread's on-CPU time), median of the rounds;\n"
-          "ratios: of those rates within each round, median [min-max]; wall: the same ratios of packets per\n"
-          "wall-clock second (medians); share: of the core the three had; Ir/pkt: callgrind, engine + null PMD tx (64 B)")
-    print(f"{'case':<7}{'flows':>7}{'bytes':>6}{'testpmd':>9}{'ours':>7}{'OVS':>7}"
-          f"  {'ours/testpmd':<18}{'ours/OVS':<21}{'wall':<12}{'share':>6}{'Ir/pkt':>7}")
     table = {}
-    for case in sorted(mpps, key=lambda c: (ORDER.index(c[0]), c[1], c[2])):
-        scen, flows, size = case
-        by_round = mpps[case]
-        med = {t: statistics.median([r[t] for r in by_round.values() if t in r] or [0.0])
-               for t in ("testpmd", "ours", "ovs")}
-        vs_tp = [r["ours"] / r["testpmd"] for r in by_round.values() if "ours" in r and "testpmd" in r]
-        vs_ovs = [r["ours"] / r["ovs"] for r in by_round.values() if "ours" in r and "ovs" in r]
-        table[case] = (vs_tp, vs_ovs)
-        w = wall[case]
-        w_tp = [r["ours"] / r["testpmd"] for r in w.values() if r.get("ours") and r.get("testpmd")]
-        w_ovs = [r["ours"] / r["ovs"] for r in w.values() if r.get("ours") and r.get("ovs")]
-        wall_text = (f"{statistics.median(w_tp):.0%}" if w_tp else "n/a") + " " + \
-                    (f"{statistics.median(w_ovs):.2f}x" if w_ovs else "n/a")
-        ir = callgrind.get(case)
-        print(f"{scen:<7}{flows:>7}{size:>6}{med['testpmd']:>9.2f}{med['ours']:>7.2f}{med['ovs']:>7.2f}"
-              f"  {spread(vs_tp, lambda x: f'{x:.0%}'):<18}{spread(vs_ovs, lambda x: f'{x:.2f}x'):<21}"
-              f"{wall_text:<12}{statistics.median(share[case]):>6.0%}{(f'{ir:.0f}' if ir else '-'):>7}")
+    if mpps:
+        rounds = max((len(r) for r in mpps.values()), default=0)
+        loads = [v for vs in load.values() for v in vs] + ([load_end] if load_end is not None else [])
+        print(f"Mpps per forwarding core (one core each), same input pcap, net_null output; {rounds} round(s), "
+              "testpmd io, ours and OVS back to back per case and round")
+        shares = [c for cs in share.values() for c in cs]
+        if loads:
+            print(f"machine load: 1-minute load average (2 CPUs) median {statistics.median(loads):.1f}, "
+                  f"{min(loads):.1f}-{max(loads):.1f}" +
+                  (f"; the forwarding threads had their core {statistics.median(shares):.0%} of the time "
+                   f"(median; {min(shares):.0%}-{max(shares):.0%})" if shares else ""))
+        print("Mpps: per second on the core (packets / the forwarding thread's on-CPU time), median of the rounds;\n"
+              "ratios: of those rates within each round, median [min-max]; wall: the same ratios of packets per\n"
+              "wall-clock second (medians); share: of the core the three had; Ir/pkt: callgrind, engine + null PMD tx (64 B)")
+        print(f"{'case':<7}{'flows':>7}{'bytes':>6}{'testpmd':>9}{'ours':>7}{'OVS':>7}"
+              f"  {'ours/testpmd':<18}{'ours/OVS':<21}{'wall':<12}{'share':>6}{'Ir/pkt':>7}")
+        for case in sorted(mpps, key=lambda c: (ORDER.index(c[0]), c[1], c[2])):
+            scen, flows, size = case
+            by_round = mpps[case]
+            med = {t: statistics.median([r[t] for r in by_round.values() if t in r] or [0.0])
+                   for t in ("testpmd", "ours", "ovs")}
+            vs_tp = [r["ours"] / r["testpmd"] for r in by_round.values() if "ours" in r and "testpmd" in r]
+            vs_ovs = [r["ours"] / r["ovs"] for r in by_round.values() if "ours" in r and "ovs" in r]
+            table[case] = (vs_tp, vs_ovs)
+            w = wall[case]
+            w_tp = [r["ours"] / r["testpmd"] for r in w.values() if r.get("ours") and r.get("testpmd")]
+            w_ovs = [r["ours"] / r["ovs"] for r in w.values() if r.get("ours") and r.get("ovs")]
+            wall_text = (f"{statistics.median(w_tp):.0%}" if w_tp else "n/a") + " " + \
+                        (f"{statistics.median(w_ovs):.2f}x" if w_ovs else "n/a")
+            ir = callgrind.get(case)
+            print(f"{scen:<7}{flows:>7}{size:>6}{med['testpmd']:>9.2f}{med['ours']:>7.2f}{med['ovs']:>7.2f}"
+                  f"  {spread(vs_tp, lambda x: f'{x:.0%}'):<18}{spread(vs_ovs, lambda x: f'{x:.2f}x'):<21}"
+                  f"{wall_text:<12}{statistics.median(share[case]):>6.0%}{(f'{ir:.0f}' if ir else '-'):>7}")
+
+    newconn_ratio = {}
+    if newconn:
+        print("\nnew connections per second, one core each, every packet of a pcap read once a new connection "
+              "(pod -> ClusterIP, DNAT + Geneve encap; OVS: ct(commit,nat)); per second the forwarding thread had "
+              "its core, median of the rounds [min-max]; ratio within each round")
+        print(f"{'proto':<7}{'ours':>30}{'OVS':>26}  {'ours/OVS':<20}{'connections ours / OVS'}")
+        for proto in sorted(newconn):
+            by_round = newconn[proto]
+            ours = [r["ours"][0] for r in by_round.values() if "ours" in r]
+            ovs = [r["ovs"][0] for r in by_round.values() if "ovs" in r]
+            ratio = [r["ours"][0] / r["ovs"][0] for r in by_round.values() if "ours" in r and "ovs" in r]
+            newconn_ratio[proto] = ratio
+            counts = " / ".join(f"{statistics.median([r[t][2] for r in by_round.values() if t in r] or [0]):,.0f}"
+                                for t in ("ours", "ovs"))
+            print(f"{proto:<7}{spread(ours, lambda x: f'{x:,.0f}'):>30}{spread(ovs, lambda x: f'{x:,.0f}'):>26}"
+                  f"  {spread(ratio, lambda x: f'{x:.1f}x'):<20}{counts}")
 
     print("\nverdicts (on the median of the rounds' ratios):")
     missed = 0
@@ -160,6 +185,10 @@ def main():
         ratio = o / s if s else float("nan")
         verdict("slow path >= 5x OVS (flows set up per second)", ratio >= 5,
                 f"ours {o:,.0f}, OVS {s:,.0f}, {ratio:.1f}x")
+    for proto, ratio in sorted(newconn_ratio.items()):
+        if ratio:
+            verdict(f"new {proto.upper()} connections per second >= 10x OVS", median_of(ratio) >= 10,
+                    f"{median_of(ratio):.1f}x")
     if flow_bytes is not None:
         verdict("memory per cached flow <= 256 bytes", flow_bytes <= 256, f"{flow_bytes} bytes")
     return 0
