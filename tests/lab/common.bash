@@ -20,6 +20,9 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/lab/lib/lab.bash"
 dl_init "${1:-t}$$" || exit 1
 FAILURES=0
 T0=$(date +%s%N)
+# The lab tests' own helpers (who_server.py), by absolute path: a helper runs
+# inside a pod's netns, from wherever the test was started.
+LAB_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 fail() { echo "FAIL: $*" >&2; FAILURES=$(( FAILURES + 1 )); }
 pass() { echo "ok: $*"; }

@@ -28,34 +28,6 @@ ip_c=$(dl_pod_add 1 client) || fail "pod add node1/client"
 ip_1=$(dl_pod_add 1 web1) || fail "pod add node1/web1"
 ip_2=$(dl_pod_add 2 web2) || fail "pod add node2/web2"
 
-# HTTP and a UDP echo on one port, both answering "NAME PEER-IP:PEER-PORT".
-# The UDP socket is bound to the server's address (ADDRESS, default all):
-# unbound, the external side would answer from the address of its route to
-# the node (172.18.0.254), which no NAT in the world maps back.
-cat > "$DL_DIR/peer_server.py" <<'PYEOF'
-import http.server, socket, sys, threading
-name, port = sys.argv[1], int(sys.argv[2])
-address = sys.argv[3] if len(sys.argv) > 3 else "0.0.0.0"
-def who(peer):
-    return ("%s %s:%d" % (name, peer[0], peer[1])).encode()
-class Who(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = who(self.client_address)
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-def udp():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((address, port))
-    while True:
-        data, peer = s.recvfrom(2048)
-        s.sendto(who(peer), peer)
-threading.Thread(target=udp, daemon=True).start()
-http.server.ThreadingHTTPServer(("0.0.0.0", port), Who).serve_forever()
-PYEOF
 cat > "$DL_DIR/udp_query.py" <<'PYEOF'
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -67,8 +39,10 @@ try:
 except (OSError, socket.timeout) as e:
     print("ERROR %s" % e)
 PYEOF
+# HTTP and a UDP echo on one port, both answering "NAME PEER-IP:PEER-PORT"
+# (who_server.py); the external server's UDP socket is bound to its address.
 serve() {  # TAG NETNS NAME PORT [UDP-ADDRESS]
-  dl_spawn "$DL_DIR/server-$1.pid" "$2" "$DL_DIR/server-$1.log" "$PY" "$DL_DIR/peer_server.py" "${@:3}" ||
+  dl_spawn "$DL_DIR/server-$1.pid" "$2" "$DL_DIR/server-$1.log" "$PY" "$LAB_TESTS/who_server.py" "$3" "$4" "$4" "${@:5}" ||
     fail "could not start the server $3"
 }
 serve web1 "$(dl_pod_ns 1 web1)" web1 8080

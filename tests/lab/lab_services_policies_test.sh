@@ -44,34 +44,7 @@ ip_1=$(dl_pod_add 1 web1) || fail "pod add node1/web1"
 ip_c2=$(dl_pod_add 2 client2) || fail "pod add node2/client2"
 ip_2=$(dl_pod_add 2 web2) || fail "pod add node2/web2"
 
-# HTTP on each TCP port and a UDP echo on each UDP port, answering "NAME PEER-IP:PEER-PORT".
-cat > "$DL_DIR/server.py" <<'PYEOF'
-import http.server, socket, sys, threading
-name, tcp, udp = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
-def who(peer):
-    return ("%s %s:%d" % (name, peer[0], peer[1])).encode()
-class Who(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = who(self.client_address)
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-def echo(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", int(port)))
-    while True:
-        data, peer = s.recvfrom(2048)
-        s.sendto(who(peer), peer)
-for p in udp:
-    threading.Thread(target=echo, args=(p,), daemon=True).start()
-for p in tcp[1:]:
-    srv = http.server.ThreadingHTTPServer(("0.0.0.0", int(p)), Who)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-http.server.ThreadingHTTPServer(("0.0.0.0", int(tcp[0])), Who).serve_forever()
-PYEOF
+# The backends: who_server.py, answering "NAME PEER-IP:PEER-PORT" on each TCP and UDP port.
 # UDP queries, one per source port given: "PORT ANSWER" per line (ANSWER:
 # "NAME PEER", REFUSED or TIMEOUT).
 cat > "$DL_DIR/udp_ports.py" <<'PYEOF'
@@ -125,9 +98,9 @@ while not os.path.exists(stop):
         out = "ERROR %s from %s" % (type(e).__name__, sport)
     print(t, out, flush=True)
 PYEOF
-dl_spawn "$DL_DIR/web1.pid" "$(dl_pod_ns 1 web1)" "$DL_DIR/web1.log" "$PY" "$DL_DIR/server.py" web1 8080 5353 ||
+dl_spawn "$DL_DIR/web1.pid" "$(dl_pod_ns 1 web1)" "$DL_DIR/web1.log" "$PY" "$LAB_TESTS/who_server.py" web1 8080 5353 ||
   fail "could not start web1"
-dl_spawn "$DL_DIR/web2.pid" "$(dl_pod_ns 2 web2)" "$DL_DIR/web2.log" "$PY" "$DL_DIR/server.py" web2 8081 5353 ||
+dl_spawn "$DL_DIR/web2.pid" "$(dl_pod_ns 2 web2)" "$DL_DIR/web2.log" "$PY" "$LAB_TESTS/who_server.py" web2 8081 5353 ||
   fail "could not start web2"
 
 http() { dl_exec "${3:-node1/client}" curl -s --max-time "${2:-2}" "http://$1/"; }
