@@ -98,11 +98,8 @@ _dl_pod_ports_dir() { echo "$DL_DIR/services/pod-ports"; }
 dl_service_pod_ports() {
   local n=$1 pod=$2 list=${3:-} item pname num proto out="" dir f
   [ -f "$DL_DIR/pods/n$n-$pod" ] || { dl_die "no pod '$pod' on node$n"; return 1; }
-  local IFS_SAVE=$IFS
-  IFS=,
-  # shellcheck disable=SC2206
-  local items=($list)
-  IFS=$IFS_SAVE
+  local items=()
+  IFS=, read -r -a items <<< "$list"
   for item in "${items[@]}"; do
     [ -n "$item" ] || continue
     [[ "$item" == *=* ]] || { dl_die "named port '$item' must be NAME=PORT[/tcp|udp|sctp]"; return 1; }
@@ -234,11 +231,8 @@ dl_service_backends() {
   # Slices by their ports (the endpoints' resolved numbers), in order of first use.
   local -A slice_eps=()
   local slice_keys=()
-  local IFS_SAVE=$IFS
-  IFS=,
-  # shellcheck disable=SC2206
-  local items=($list)
-  IFS=$IFS_SAVE
+  local items=()
+  IFS=, read -r -a items <<< "$list"
   for item in "${items[@]}"; do
     [ -n "$item" ] || continue
     ref=${item%%=*}; state=ready
