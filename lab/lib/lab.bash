@@ -20,7 +20,7 @@
 #   pods.bash      pods via dpu-cni (libcni driver or direct exec), exec targets
 #   traffic.bash   ping / TCP / UDP measurements, the connectivity matrix, captures
 #   faults.bash    background traffic across a fault, outages, node removal, DPU reboot, drop counters
-#   services.bash  Services and their EndpointSlices in the cluster file (service add/backends/del/list)
+#   services.bash  Services and their EndpointSlices in the cluster file (service add/backends/del/list, apply, delete)
 #   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
@@ -177,7 +177,8 @@ dl_status() {
   done < <(dl_pods)
   local name ip ports backends
   while read -r name ip ports backends; do
-    [ -n "$name" ] && printf '  service default/%s: cluster IP %s, ports %s, backends %s\n' "$name" "$ip" "$ports" "${backends:-(none)}"
+    [[ "$name" == */* ]] || name=default/$name
+    [ "$name" != default/ ] && printf '  service %s: cluster IP %s, ports %s, backends %s\n' "$name" "$ip" "$ports" "${backends:-(none)}"
   done < <(dl_service_list)
 }
 

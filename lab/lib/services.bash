@@ -11,9 +11,15 @@
 # agent reloads the file and compiles them into the dataplane
 # (docs/services.md). Sourced by lab/lib/lab.bash.
 #
+# Services and EndpointSlices may also come from a kubectl-style YAML file
+# (dl_apply): decoded by `dpu-agent --decode`, the Kubernetes source's own
+# decoder, and written as the same cluster file entries, one per object.
+#
 # State: $DL_DIR/services/NAME.svc and NAME.eps (the service entry, and one
-# line per slice), pod-ports/nN-POD (named ports); dl_write_cluster_file and
-# every verb here rewrite cluster.yaml from the nodes and these.
+# line per slice), pod-ports/nN-POD (named ports), applied/service.NS.NAME and
+# applied/slice.NS.NAME (applied objects: one entry each, a JSON flow
+# mapping); dl_write_cluster_file and every verb here rewrite cluster.yaml
+# from the nodes and these.
 #
 # Functions (public):
 #   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--node-port N] [--affinity SECONDS]
@@ -29,15 +35,20 @@
 #   dl_service_pod_ports N POD NAME=PORT[/PROTO],...
 #                        the pod's named ports (PROTO tcp by default), which resolve target ports
 #                        given by name; rewrites the slices of every service (an empty list: none)
-#   dl_service_del NAME  remove the service and its slices (idempotent)
+#   dl_service_del NAME  remove the service and its slices (idempotent), or an applied Service default/NAME
 #   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
-#                        tcp/80:8080@30080)
+#                        tcp/80:8080@30080); an applied one outside namespace default as NS/NAME, its
+#                        backends NODE/POD (an endpoint without a pod: its address)
+#   dl_apply FILE        create or replace the Services and EndpointSlices of a kubectl-style YAML or JSON
+#                        file (multi-document or a List); the whole file or nothing
+#   dl_delete FILE       remove the Services and EndpointSlices it names (absent ones: said, not an error)
 #   dl_service_ip NAME   its cluster IP
 #   dl_service_raw NAME SERVICE [SLICE]
 #                        write service NAME's entry (and its slice's) into the cluster file as given, one YAML
 #                        flow mapping each, unchecked: how a test hands the agents an object they must refuse
 
-_dl_services_dir() { echo "$DL_DIR/services"; }
+# (dl_apply works on a copy, _DL_SERVICES_DIR, and swaps it in when the whole file passed.)
+_dl_services_dir() { echo "${_DL_SERVICES_DIR:-$DL_DIR/services}"; }
 
 _dl_service_name_ok() {
   [[ "$1" =~ ^[a-z]([a-z0-9-]{0,40}[a-z0-9])?$ ]] ||
@@ -53,13 +64,16 @@ _dl_service_field() {  # NAME FIELD: a field of the lab's own record of the serv
 dl_compose_cluster_file() {
   local f tmp=$DL_DIR/cluster.yaml.tmp dir
   dir=$(_dl_services_dir)
+  local services=("$dir"/*.svc "$dir"/applied/service.*) slices=("$dir"/*.eps "$dir"/applied/slice.*)
   {
     cat "$DL_DIR/cluster.nodes.yaml"
-    if ls "$dir"/*.svc >/dev/null 2>&1; then
+    if compgen -G "$dir/*.svc" >/dev/null || compgen -G "$dir/applied/service.*" >/dev/null; then
       echo "services:"
-      for f in "$dir"/*.svc; do grep -v '^#' "$f"; done
+      for f in "${services[@]}"; do [ -e "$f" ] && grep -v '^#' "$f"; done
+    fi
+    if compgen -G "$dir/*.eps" >/dev/null || compgen -G "$dir/applied/slice.*" >/dev/null; then
       echo "endpointSlices:"
-      for f in "$dir"/*.eps; do cat "$f"; done
+      for f in "${slices[@]}"; do [ -e "$f" ] && grep -v '^#' "$f"; done
     fi
   } > "$tmp" && mv "$tmp" "$DL_DIR/cluster.yaml"
 }
@@ -135,7 +149,9 @@ dl_service_ip() {
 
 _dl_free_service_ip() {
   local x ip f used=" "
-  for f in "$(_dl_services_dir)"/*.svc; do [ -e "$f" ] && used+="$(sed -n 's/^# ip=//p' "$f") "; done
+  for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
+    [ -e "$f" ] && used+="$(sed -n 's/^# ip=//p' "$f") "
+  done
   for (( x = 10; x < 255; x++ )); do
     ip=10.96.0.$x
     [[ "$used" == *" $ip "* ]] || { echo "$ip"; return 0; }
@@ -184,12 +200,12 @@ dl_service_add() {
   [[ "$ip" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
     { dl_die "--ip '$ip' must be an IPv4 address in the service CIDR 10.96.0.0/12"; return 1; }
   local f other
-  for f in "$dir"/*.svc; do
-    [ -e "$f" ] && [ "$f" != "$dir/$name.svc" ] || continue
+  for f in "$dir"/*.svc "$dir"/applied/service.*; do
+    [ -e "$f" ] && [ "$f" != "$dir/$name.svc" ] && [ "$f" != "$dir/applied/service.default.$name" ] || continue
     other=$(sed -n 's/^# ip=//p' "$f")
-    [ "$other" != "$ip" ] || { dl_die "cluster IP $ip is service $(basename "$f" .svc)'s"; return 1; }
-    [ -z "$node_port" ] || [ "$(sed -n 's/^# node_port=//p' "$f")" != "$node_port" ] ||
-      { dl_die "node port $node_port is service $(basename "$f" .svc)'s"; return 1; }
+    [ "$other" != "$ip" ] || { dl_die "cluster IP $ip is service $(_dl_service_file_name "$f")'s"; return 1; }
+    [ -z "$node_port" ] || [[ " $(sed -n 's/^# node_port=//p' "$f") " != *" $node_port "* ]] ||
+      { dl_die "node port $node_port is service $(_dl_service_file_name "$f")'s"; return 1; }
   done
   local spec="" targets="" shown="" sep="" proto port target pname np="" type=ClusterIP
   [ -n "$node_port" ] && type=NodePort
@@ -219,12 +235,16 @@ dl_service_add() {
   [ $have_backends = 0 ] && [ -f "$dir/$name.backends" ] && keep=$(cat "$dir/$name.backends")
   [ $have_backends = 1 ] && keep=$backends
   mv "$dir/$name.svc.tmp" "$dir/$name.svc"
+  # It replaces a Service default/NAME applied from a file.
+  rm -f "$dir/applied/service.default.$name"
   dl_service_backends "$name" "$keep"
 }
 
 dl_service_backends() {
   local name=${1:-} list=${2:-} dir item ref state n pod ip cond t pname proto target num ports sep
   dir=$(_dl_services_dir)
+  [ -f "$dir/applied/service.default.$name" ] &&
+    { dl_die "service '$name' was applied from a file: change its EndpointSlices there (dpu-lab apply FILE)"; return 1; }
   [ -f "$dir/$name.svc" ] || { dl_die "no service '$name' in lab $DL_NAME (dpu-lab service add $name ...)"; return 1; }
   local targets
   read -r -a targets <<< "$(_dl_service_field "$name" targets)"
@@ -273,7 +293,13 @@ dl_service_backends() {
     done
     slice_keys=("$ports"); slice_eps[k$ports]=""
   fi
-  local i=0 slice
+  local i slice
+  for (( i = 1; i <= ${#slice_keys[@]}; i++ )); do
+    slice=$name-lab; [ $i -gt 1 ] && slice+=-$i
+    [ ! -e "$dir/applied/slice.default.$slice" ] ||
+      { dl_die "EndpointSlice default/$slice was applied from a file and service $name's own slice takes that name (dpu-lab delete FILE first)"; return 1; }
+  done
+  i=0
   {
     for ports in "${slice_keys[@]}"; do
       i=$(( i + 1 )); slice=$name-lab; [ $i -gt 1 ] && slice+=-$i
@@ -299,8 +325,17 @@ dl_service_raw() {
 
 dl_service_del() {
   local dir; dir=$(_dl_services_dir)
-  rm -f "$dir/$1.svc" "$dir/$1.eps" "$dir/$1.backends"
+  rm -f "$dir/$1.svc" "$dir/$1.eps" "$dir/$1.backends" "$dir/applied/service.default.$1"
   dl_compose_cluster_file
+}
+
+# A service file's service as the list shows it: NAME (namespace default) or NS/NAME.
+_dl_service_file_name() {
+  local b=${1##*/} ns
+  case $b in
+    service.*) b=${b#service.}; ns=${b%%.*}; b=${b#*.}; [ "$ns" = default ] && echo "$b" || echo "$ns/$b" ;;
+    *) echo "${b%.svc}" ;;
+  esac
 }
 
 dl_service_list() {
@@ -311,4 +346,258 @@ dl_service_list() {
     printf '%s %s %s %s\n' "$name" "$(_dl_service_field "$name" ip)" \
       "$(_dl_service_field "$name" ports)" "$(cat "$(_dl_services_dir)/$name.backends" 2>/dev/null)"
   done
+  for f in "$(_dl_services_dir)"/applied/service.*; do
+    [ -e "$f" ] || continue
+    _dl_applied_row "$f" "$(_dl_service_file_name "$f")"
+  done
+}
+
+# --- Services and EndpointSlices applied from a file (dpu-lab apply/delete).
+# The file is decoded by `dpu-agent --decode`, the Kubernetes source's own
+# decoder (defaults as the API server sets them, every refusal naming its
+# document and field); jq only turns each decoded object into the cluster
+# file's entry for it, with the same fields the file source reads.
+
+# A decoded Service -> its cluster file entry. $ip: its cluster IP when the
+# object gives none; $nps: the node port of each port (0: none).
+_DL_JQ_SERVICE_ENTRY='
+  {namespace, name}
+  + (if (.labels | length) > 0 then {labels} else {} end)
+  + {type}
+  + (if .headless then {clusterIP: "None"}
+     elif .type == "ExternalName" then {}
+     elif (.clusterIPs | length) > 0 then {clusterIPs}
+     else {clusterIPs: [$ip]} end)
+  + {ports: [.ports | to_entries[] | .key as $i | .value
+             | {name, protocol, port, targetPort} + (if $nps[$i] > 0 then {nodePort: $nps[$i]} else {} end)]}
+  + (if (.externalIPs | length) > 0 then {externalIPs} else {} end)
+  + {sessionAffinity}
+  + (if .sessionAffinity == "ClientIP"
+     then {sessionAffinityConfig: {clientIP: {timeoutSeconds: .affinityTimeoutSeconds}}} else {} end)
+  + {internalTrafficPolicy, externalTrafficPolicy, publishNotReadyAddresses}
+  + (if (.loadBalancerIPs | length) > 0 then {loadBalancer: {ingress: [.loadBalancerIPs[] | {ip: .}]}} else {} end)'
+_DL_JQ_SLICE_ENTRY='
+  {namespace, name, service: .serviceName, addressType,
+   endpoints: [.endpoints[] | {addresses, conditions}
+               + (if .nodeName != "" then {nodeName} else {} end)
+               + (if .targetRef then {targetRef} else {} end)],
+   ports: [.ports[] | {name, protocol} + (if .port then {port} else {} end)]}'
+
+# FILE VERB: the file's objects, decoded, one compact JSON object a line
+# (with "where", the document; the decoder puts one without a namespace in
+# "default", as kubectl does). Says why and returns false when the file cannot be decoded, holds
+# no object, or holds any object the decoder refused or the lab does not take.
+_dl_decode_for_apply() {
+  local file=$1 verb=$2 agent out err rc bad
+  agent=$(dl_bin agent) || return 1
+  [ -x "$agent" ] || { dl_die "$verb: $agent is not built (it decodes the file: cmake --build)"; return 1; }
+  err=$(mktemp) || return 1
+  out=$("$agent" --decode "$file" 2>"$err"); rc=$?
+  if [ $rc = 2 ] || ! jq -e '.objects | type == "array"' <<< "$out" >/dev/null 2>&1; then
+    dl_die "$verb $file: $(sed 's/^dpu-agent: --decode: //' "$err")"; rm -f "$err"; return 1
+  fi
+  rm -f "$err"
+  bad=$(jq -r --arg verb "$verb" '
+    def ref: "\(.kind) \(if (.namespace // "") == "" then "default" else .namespace end)/\(.name)";
+    (.refused[] | "\(.where): \(ref): \(.error)"),
+    (.objects[] | select(.kind != "Service" and .kind != "EndpointSlice")
+     | "\(.where): \(ref): dpu-lab \($verb) takes only Services (v1) and EndpointSlices (discovery.k8s.io/v1)"
+       + " (pods: dpu-lab pod add; every kind: a lab up --kube and dpu-lab kubectl \($verb))"),
+    (.objects[] | select(.namespace != "" and (.namespace | test("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
+     | "\(.where): \(ref): metadata.namespace must be a DNS label (1-63 characters of a-z, 0-9 and -)"),
+    (.objects[] | select(.kind == "Service" and (.name | test("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
+     | "\(.where): \(ref): metadata.name must be 1-63 characters of a-z, 0-9 and -, starting with a letter"),
+    (.objects[] | select(.kind == "EndpointSlice" and (.name | test("^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$") | not))
+     | "\(.where): \(ref): metadata.name must be a DNS subdomain (a-z, 0-9, - and ., at most 253)"),
+    (.objects[] | select(.kind == "EndpointSlice" and .serviceName == "")
+     | "\(.where): \(ref): metadata.labels[kubernetes.io/service-name] is required: it names the slice'"'"'s Service")
+    ' <<< "$out")
+  if [ -n "$bad" ]; then
+    sed "s|^|dpu-lab: $verb: |" <<< "$bad" >&2
+    echo "dpu-lab: $verb $file: nothing changed (fix the objects above; the file is taken whole or not at all)" >&2
+    return 1
+  fi
+  jq -e '.objects | length > 0' <<< "$out" >/dev/null || { dl_die "$verb $file: no object in the file"; return 1; }
+  jq -c '.objects[]' <<< "$out"
+}
+
+_dl_entry_of() { grep -v '^#' "$1" | sed 's/^  - //'; }  # an applied file's entry, as JSON
+
+# The node port of a service port: given, kept from the entry it replaces
+# (OLD-ENTRY, may be empty), or the first free one; NAME's own ports of this
+# apply so far are in $taken_here. Prints it, or says why not.
+_dl_node_port_for() {  # KEY GIVEN PORT PROTO OLD-ENTRY
+  local key=$1 np=$2 port=$3 proto=$4 old=$5 f used=" $taken_here "
+  for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
+    [ -e "$f" ] && [ "$f" != "$self_file" ] && [ "$f" != "$replaced_file" ] || continue
+    used+="$(sed -n 's/^# node_port=//p' "$f") "
+  done
+  if [ "$np" = 0 ] && [ -n "$old" ]; then
+    np=$(jq -r --argjson p "$port" --arg proto "$proto" \
+           '[.ports[] | select(.port == $p and .protocol == $proto) | .nodePort // 0][0] // 0' <<< "$old")
+  fi
+  if [ "$np" = 0 ]; then
+    for (( np = 30000; np <= 32767; np++ )); do [[ "$used" == *" $np "* ]] || break; done
+    [ "$np" -le 32767 ] || { echo "no free node port left in 30000-32767"; return 1; }
+  fi
+  [ "$np" -ge 30000 ] && [ "$np" -le 32767 ] || { echo "nodePort $np is outside the lab's node port range 30000-32767"; return 1; }
+  for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
+    [ -e "$f" ] && [ "$f" != "$self_file" ] && [ "$f" != "$replaced_file" ] || continue
+    [[ " $(sed -n 's/^# node_port=//p' "$f") " != *" $np "* ]] ||
+      { echo "node port $np is service $(_dl_service_file_name "$f")'s"; return 1; }
+  done
+  [[ " $taken_here " != *" $np "* ]] || { echo "node port $np is given twice"; return 1; }
+  echo "$np"
+}
+
+# One decoded Service into the staged services dir; prints what was done.
+_dl_apply_service() {
+  local o=$1 where=$2 ns=$3 name=$4 dir self_file replaced_file="" old="" old_ip="" ip ips entry verb_done
+  dir=$(_dl_services_dir)
+  self_file=$dir/applied/service.$ns.$name
+  local ref="Service $ns/$name"
+  [ -f "$self_file" ] && { old=$(_dl_entry_of "$self_file"); old_ip=$(sed -n 's/^# ip=//p' "$self_file"); }
+  # A service of the same name made by `dpu-lab service add`: replaced, with the slices the lab wrote for it.
+  [ "$ns" = default ] && [ -f "$dir/$name.svc" ] && { replaced_file=$dir/$name.svc; old_ip=$(_dl_service_field "$name" ip); }
+  ips=$(jq -r 'if .headless or .type == "ExternalName" then "none" else .clusterIPs | join(" ") end' <<< "$o")
+  ip=""
+  if [ "$ips" = none ]; then
+    ip=""
+  elif [ -z "$ips" ]; then
+    # As the API server does: a service that gives no cluster IP gets one, and keeps it.
+    ip=$old_ip
+    [ -n "$ip" ] || ip=$(_dl_free_service_ip) || return 1
+  else
+    for ip in $ips; do
+      [[ "$ip" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
+        { dl_die "apply: $where: $ref: cluster IP $ip is not in the lab's service CIDR 10.96.0.0/12 (IPv4 only)"; return 1; }
+    done
+    ip=${ips%% *}
+    [ -z "$old_ip" ] || [ "$old_ip" = "$ip" ] ||
+      { dl_die "apply: $where: $ref: its cluster IP is $old_ip and cannot change to $ip (as in Kubernetes); delete it first"; return 1; }
+  fi
+  local f
+  if [ -n "$ip" ]; then
+    for f in "$dir"/*.svc "$dir"/applied/service.*; do
+      [ -e "$f" ] && [ "$f" != "$self_file" ] && [ "$f" != "$replaced_file" ] || continue
+      [ "$(sed -n 's/^# ip=//p' "$f")" != "$ip" ] ||
+        { dl_die "apply: $where: $ref: cluster IP $ip is service $(_dl_service_file_name "$f")'s"; return 1; }
+    done
+  fi
+  # Node ports: a NodePort or LoadBalancer service has one on every port.
+  local nps=() taken_here="" np why port proto given
+  if jq -e '.type == "NodePort" or .type == "LoadBalancer"' <<< "$o" >/dev/null; then
+    while read -r port proto given; do
+      why=$(_dl_node_port_for "$ns/$name" "$given" "$port" "$proto" "$old") ||
+        { dl_die "apply: $where: $ref: ports $port/$proto: $why"; return 1; }
+      nps+=("$why"); taken_here+=" $why"
+    done < <(jq -r '.ports[] | "\(.port) \(.protocol) \(.nodePort // 0)"' <<< "$o")
+  else
+    nps=($(jq -r '.ports[] | 0' <<< "$o"))
+  fi
+  entry=$(jq -c --arg ip "$ip" --argjson nps "[$(IFS=,; echo "${nps[*]}")]" "$_DL_JQ_SERVICE_ENTRY" <<< "$o") || return 1
+  local state=created
+  [ -n "$old" ] && state=configured
+  [ -n "$old" ] && [ "$old" = "$entry" ] && state=unchanged
+  verb_done=""
+  if [ -n "$replaced_file" ]; then
+    rm -f "$dir/$name.svc" "$dir/$name.eps" "$dir/$name.backends"
+    state=configured verb_done=" (replaces the one dpu-lab service add made, and its slices)"
+  fi
+  mkdir -p "$dir/applied" &&
+    printf '# ip=%s\n# node_port=%s\n  - %s\n' "$ip" "$(tr -s ' ' <<< "${taken_here# }")" "$entry" > "$self_file" || return 1
+  echo "service $ns/$name $state${ip:+, cluster IP $ip}$verb_done"
+}
+
+# One decoded EndpointSlice into the staged services dir; prints what was done.
+_dl_apply_slice() {
+  local o=$1 where=$2 ns=$3 name=$4 dir f entry old="" state=created
+  dir=$(_dl_services_dir)
+  f=$dir/applied/slice.$ns.$name
+  if [ "$ns" = default ]; then
+    local eps
+    for eps in "$dir"/*.eps; do
+      [ -e "$eps" ] && grep -q "name: $name, service:" "$eps" || continue
+      dl_die "apply: $where: EndpointSlice $ns/$name: the name is that of the slice the lab wrote for service $(basename "$eps" .eps) (dpu-lab service add); choose another"
+      return 1
+    done
+  fi
+  entry=$(jq -c "$_DL_JQ_SLICE_ENTRY" <<< "$o") || return 1
+  [ -f "$f" ] && { old=$(_dl_entry_of "$f"); state=configured; }
+  [ "$old" = "$entry" ] && state=unchanged
+  mkdir -p "$dir/applied" && printf '  - %s\n' "$entry" > "$f" || return 1
+  echo "endpointslice $ns/$name $state"
+}
+
+# FILE VERB: decode FILE, run VERB's function on every object against a copy
+# of the services dir, and swap the copy in only when every object passed.
+_dl_apply_file() {
+  local file=$1 verb=$2 objects live=$DL_DIR/services stage=$DL_DIR/services.stage line
+  local kind ns name where said="" out failed=0
+  objects=$(_dl_decode_for_apply "$file" "$verb") || return 1
+  rm -rf "$stage" && mkdir -p "$live" && cp -a "$live" "$stage" || { dl_die "$verb: cannot stage $live"; return 1; }
+  local _DL_SERVICES_DIR=$stage
+  while IFS= read -r line; do
+    IFS=$'\t' read -r kind ns name where < <(jq -r '[.kind, .namespace, .name, .where] | @tsv' <<< "$line")
+    case $verb:$kind in
+      apply:Service) out=$(_dl_apply_service "$line" "$where" "$ns" "$name") ;;
+      apply:EndpointSlice) out=$(_dl_apply_slice "$line" "$where" "$ns" "$name") ;;
+      delete:*) out=$(_dl_delete_object "$kind" "$ns" "$name") ;;
+    esac || { failed=1; continue; }
+    said+="$out"$'\n'
+  done <<< "$objects"
+  _DL_SERVICES_DIR=""
+  if [ $failed = 1 ]; then
+    rm -rf "$stage"
+    dl_die "$verb $file: nothing changed (fix the objects above; the file is taken whole or not at all)"
+    return 1
+  fi
+  rm -rf "$live.old" && mv "$live" "$live.old" && mv "$stage" "$live" && rm -rf "$live.old" &&
+    dl_compose_cluster_file || { dl_die "$verb: could not write $DL_DIR/cluster.yaml"; return 1; }
+  printf '%s' "$said"
+}
+
+_dl_delete_object() {  # KIND NS NAME
+  local dir; dir=$(_dl_services_dir)
+  case $1 in
+    Service)
+      if [ -f "$dir/applied/service.$2.$3" ]; then rm -f "$dir/applied/service.$2.$3"; echo "service $2/$3 deleted"
+      elif [ "$2" = default ] && [ -f "$dir/$3.svc" ]; then
+        rm -f "$dir/$3.svc" "$dir/$3.eps" "$dir/$3.backends"
+        echo "service $2/$3 deleted (made by dpu-lab service add, with its slices)"
+      else echo "service $2/$3 not found (nothing to delete)"; fi ;;
+    EndpointSlice)
+      if [ -f "$dir/applied/slice.$2.$3" ]; then rm -f "$dir/applied/slice.$2.$3"; echo "endpointslice $2/$3 deleted"
+      else echo "endpointslice $2/$3 not found (nothing to delete)"; fi ;;
+  esac
+}
+
+dl_apply() {
+  dl_kube_enabled && { dl_die "in Kubernetes mode objects go to the API server: dpu-lab kubectl apply -f ${1:-FILE}"; return 1; }
+  _dl_apply_file "${1:-}" apply
+}
+
+dl_delete() {
+  dl_kube_enabled && { dl_die "in Kubernetes mode objects go to the API server: dpu-lab kubectl delete -f ${1:-FILE}"; return 1; }
+  _dl_apply_file "${1:-}" delete
+}
+
+# APPLIED-FILE SHOWN-NAME: its dl_service_list row.
+_dl_applied_row() {
+  local f=$1 entry ip ns name backends slices
+  entry=$(_dl_entry_of "$f")
+  ip=$(sed -n 's/^# ip=//p' "$f")
+  read -r ns name < <(jq -r '"\(.namespace) \(.name)"' <<< "$entry")
+  slices=("$(_dl_services_dir)"/applied/slice.*)
+  backends=""
+  if [ -e "${slices[0]}" ]; then
+    backends=$(for s in "${slices[@]}"; do _dl_entry_of "$s"; done | jq -rs --arg ns "$ns" --arg svc "$name" '
+      [.[] | select(.namespace == $ns and .service == $svc) | .endpoints[]
+       | (if .nodeName and .targetRef.kind == "Pod" then "\(.nodeName)/\(.targetRef.name)" else .addresses[0] end)
+         + (if .conditions.ready then "" elif .conditions.serving and .conditions.terminating then "=terminating"
+            else "=unready" end)] | join(",")')
+  fi
+  printf '%s %s %s %s\n' "$2" "${ip:-None}" \
+    "$(jq -r '[.ports[] | "\(.protocol | ascii_downcase)/\(.port):\(.targetPort)" + (if .nodePort then "@\(.nodePort)" else "" end)] | join(",")' <<< "$entry")" \
+    "$backends"
 }

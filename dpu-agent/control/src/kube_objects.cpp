@@ -1389,7 +1389,19 @@ void decodeDocument(const json& doc, const std::string& where, std::vector<KubeD
                   "EndpointSlice; networking.k8s.io/v1 NetworkPolicy)");
   }
   d.object.kind = *k;
-  auto o = decodeObject(*k, doc.dump());
+  // kubectl puts an object that names no namespace into its context's
+  // namespace; a file has no context, so that is "default". (A watch always
+  // carries the namespace: there the decoder still requires it.)
+  const json* object = &doc;
+  json with_ns;
+  auto meta = doc.find("metadata");
+  if (namespaced(*k) && d.object.ns.empty() && (meta == doc.end() || meta->is_null() || meta->is_object())) {
+    with_ns = doc;
+    with_ns["metadata"]["namespace"] = "default";
+    d.object.ns = "default";
+    object = &with_ns;
+  }
+  auto o = decodeObject(*k, object->dump());
   if (!o) return refuse(o.error());
   d.object = std::move(*o);
   out.push_back(std::move(d));

@@ -53,7 +53,7 @@ int usage(const char* argv0, int code) {
 
 // --decode: every object of a `kubectl apply -f` style file, decoded by the
 // Kubernetes source's decoder, printed as one JSON document
-//   {"objects": [{"kind": "Service", "namespace": ..., ...}, ...],
+//   {"objects": [{"where": "FILE document 1", "kind": "Service", "namespace": ..., ...}, ...],
 //    "refused": [{"where": "FILE document 2", "kind": ..., "namespace": ..., "name": ..., "error": ...}, ...]}
 // Exit 0 when every object decoded, 1 when some were refused, 2 when the
 // file cannot be read or is not YAML/JSON (the reason on stderr).
@@ -73,7 +73,11 @@ int decodeMain(const std::string& path) {
   nlohmann::json out = {{"objects", nlohmann::json::array()}, {"refused", nlohmann::json::array()}};
   for (const auto& d : *docs) {
     if (d.object.ok()) {
-      out["objects"].push_back(toJson(d.object));
+      // Where it came from, so a consumer that takes only some kinds
+      // (dpu-lab apply) can name the document it refuses.
+      nlohmann::json object = toJson(d.object);
+      object["where"] = d.where;
+      out["objects"].push_back(std::move(object));
       continue;
     }
     out["refused"].push_back({{"where", d.where},

@@ -1,7 +1,7 @@
 #!/bin/bash
 # `dpu-agent --decode FILE`: the Kubernetes objects of a kubectl-style YAML or
 # JSON file decoded by the Kubernetes source's decoder and printed as JSON
-# (what `dpu-lab apply FILE.yaml` will program). Proves: every kind the agent
+# (what `dpu-lab apply FILE.yaml` programs). Proves: every kind the agent
 # reads comes out with the API's defaults; an object of another kind and a
 # malformed one are refused alone, named with their document and the field;
 # stdin works; exit 0 when all decoded, 1 when some were refused, 2 when the
@@ -82,6 +82,8 @@ check "the NetworkPolicy with policyTypes defaulted (egress rules: Ingress and E
   '.objects[3] | .policyTypes == ["Ingress","Egress"] and .egress[0].ports[0] == {"protocol":"TCP","port":"http"}
    and .egress[0].to[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"] == "y"'
 check "the Pod with its container port" '.objects[4] | .kind == "Pod" and .ports == [{"name":"http","containerPort":80,"protocol":"TCP"}]'
+check "each object names its document" '[.objects[].where | sub(".*apply.yaml "; "")] ==
+  ["document 1", "document 2", "document 3", "document 5", "document 7"]'
 check "the Deployment refused: not a kind the agent reads" \
   '.refused[0] | .kind == "Deployment" and .name == "web" and (.where | endswith("apply.yaml document 4"))
    and (.error | contains("not an object the agent reads"))'
@@ -89,11 +91,19 @@ check "the bad NetworkPolicy refused, naming the field" \
   '.refused[1] | .kind == "NetworkPolicy" and .namespace == "x" and .name == "bad"
    and (.error | contains("spec.podSelector.matchExpressions[0].values: must be empty for operator Exists"))'
 
+# No namespace: "default", as kubectl applies it.
+printf 'apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n' > "$DIR/nons.yaml"
+run_built "$AGENT" --decode "$DIR/nons.yaml" > "$DIR/out.json" 2> "$DIR/err"; rc=$?
+[ "$rc" = 0 ] && pass "a Service without a namespace: exit 0" || fail "no namespace: exit $rc: $(cat "$DIR/err")"
+check "a Service without a namespace is in default" '.objects[0] | .kind == "Service" and .namespace == "default"'
+
 # JSON from stdin, every object good: exit 0.
 jq -c '.' <<< '{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"y"}}]}' |
   run_built "$AGENT" --decode - > "$DIR/out.json" 2> "$DIR/err"; rc=$?
 [ "$rc" = 0 ] && pass "stdin, a List: exit 0" || fail "stdin: exit $rc: $(cat "$DIR/err")"
-check "the List's item decoded" '.objects == [{"kind":"Namespace","name":"y","labels":{"kubernetes.io/metadata.name":"y"}}] and .refused == []'
+check "the List's item decoded, with its document" \
+  '.objects == [{"kind":"Namespace","name":"y","labels":{"kubernetes.io/metadata.name":"y"},"where":"stdin document 1 items[0]"}]
+   and .refused == []'
 
 # Not YAML, or no file: exit 2 with the reason.
 printf 'a: [1, 2\n' > "$DIR/broken.yaml"

@@ -679,6 +679,17 @@ items:
   REQUIRE(json_docs->size() == 3);
   for (const auto& doc : *json_docs) CHECK(doc.object.ok());
   CHECK(toJson((*json_docs)[0].object)["kind"] == "NetworkPolicy");
+  // No namespace: "default", as kubectl applies it (a Namespace has none).
+  auto no_ns = decodeKubeDocuments("apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n"
+                                   "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: y}\n",
+                                   "f.yaml");
+  REQUIRE(no_ns.ok());
+  REQUIRE(no_ns->size() == 2);
+  REQUIRE((*no_ns)[0].object.ok());
+  CHECK((*no_ns)[0].object.describe() == "Service default/web");
+  CHECK(std::get<ServiceInfo>((*no_ns)[0].object.info).ns == "default");
+  REQUIRE((*no_ns)[1].object.ok());
+  CHECK((*no_ns)[1].object.ns.empty());
   // Not YAML or JSON at all: an error for the text.
   CHECK_FALSE(decodeKubeDocuments("a: [1, 2", "f.yaml").ok());
   CHECK_FALSE(decodeKubeDocuments("{\"a\": ", "f.json").ok());

@@ -119,7 +119,8 @@ struct KubeDocument {
 // (discovery.k8s.io/v1) and NetworkPolicy (networking.k8s.io/v1) of a YAML
 // stream (documents separated by ---) or JSON (one object or several in a
 // row), the items of a List one by one, with the decoder the Kubernetes
-// source uses. An Error only when the text is not YAML or JSON; an object
+// source uses; a namespaced object that names no namespace is in "default",
+// as kubectl puts it. An Error only when the text is not YAML or JSON; an object
 // of another kind or a malformed one is a KubeDocument with its error.
 Result<std::vector<KubeDocument>> decodeKubeDocuments(std::string_view text, const std::string& origin);
 // The JSON form of a decoded object (cluster_objects.h toJson, plus "kind").
