@@ -69,11 +69,11 @@ dl_compose_cluster_file() {
     cat "$DL_DIR/cluster.nodes.yaml"
     if compgen -G "$dir/*.svc" >/dev/null || compgen -G "$dir/applied/service.*" >/dev/null; then
       echo "services:"
-      for f in "${services[@]}"; do [ -e "$f" ] && grep -v '^#' "$f"; done
+      for f in "${services[@]}"; do if [ -e "$f" ]; then grep -v '^#' "$f"; fi; done
     fi
     if compgen -G "$dir/*.eps" >/dev/null || compgen -G "$dir/applied/slice.*" >/dev/null; then
       echo "endpointSlices:"
-      for f in "${slices[@]}"; do [ -e "$f" ] && grep -v '^#' "$f"; done
+      for f in "${slices[@]}"; do if [ -e "$f" ]; then grep -v '^#' "$f"; fi; done
     fi
   } > "$tmp" && mv "$tmp" "$DL_DIR/cluster.yaml"
 }
@@ -424,10 +424,12 @@ _dl_decode_for_apply() {
 _dl_entry_of() { grep -v '^#' "$1" | sed 's/^  - //'; }  # an applied file's entry, as JSON
 
 # The node port of a service port: given, kept from the entry it replaces
-# (OLD-ENTRY, may be empty), or the first free one; NAME's own ports of this
-# apply so far are in $taken_here. Prints it, or says why not.
-_dl_node_port_for() {  # KEY GIVEN PORT PROTO OLD-ENTRY
-  local key=$1 np=$2 port=$3 proto=$4 old=$5 f used=" $taken_here "
+# (OLD-ENTRY, may be empty), or the first free one. The caller's $self_file
+# and $replaced_file (the entries this one replaces) do not count as taken;
+# $given_here (every port's given node port) and $taken_here (the ports done)
+# do. Prints it, or says why not.
+_dl_node_port_for() {  # GIVEN PORT PROTO OLD-ENTRY
+  local np=$1 port=$2 proto=$3 old=$4 f used=" $taken_here $given_here "
   for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
     [ -e "$f" ] && [ "$f" != "$self_file" ] && [ "$f" != "$replaced_file" ] || continue
     used+="$(sed -n 's/^# node_port=//p' "$f") "
@@ -435,10 +437,13 @@ _dl_node_port_for() {  # KEY GIVEN PORT PROTO OLD-ENTRY
   if [ "$np" = 0 ] && [ -n "$old" ]; then
     np=$(jq -r --argjson p "$port" --arg proto "$proto" \
            '[.ports[] | select(.port == $p and .protocol == $proto) | .nodePort // 0][0] // 0' <<< "$old")
+    [[ "$used" != *" $np "* ]] || np=0
   fi
   if [ "$np" = 0 ]; then
+    # As the API server allocates one (it picks at random; the lab the first free).
     for (( np = 30000; np <= 32767; np++ )); do [[ "$used" == *" $np "* ]] || break; done
     [ "$np" -le 32767 ] || { echo "no free node port left in 30000-32767"; return 1; }
+    echo "$np"; return 0
   fi
   [ "$np" -ge 30000 ] && [ "$np" -le 32767 ] || { echo "nodePort $np is outside the lab's node port range 30000-32767"; return 1; }
   for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
@@ -485,10 +490,11 @@ _dl_apply_service() {
     done
   fi
   # Node ports: a NodePort or LoadBalancer service has one on every port.
-  local nps=() taken_here="" np why port proto given
+  local nps=() taken_here="" given_here np why port proto given
   if jq -e '.type == "NodePort" or .type == "LoadBalancer"' <<< "$o" >/dev/null; then
+    given_here=$(jq -r '[.ports[].nodePort // empty] | join(" ")' <<< "$o")
     while read -r port proto given; do
-      why=$(_dl_node_port_for "$ns/$name" "$given" "$port" "$proto" "$old") ||
+      why=$(_dl_node_port_for "$given" "$port" "$proto" "$old") ||
         { dl_die "apply: $where: $ref: ports $port/$proto: $why"; return 1; }
       nps+=("$why"); taken_here+=" $why"
     done < <(jq -r '.ports[] | "\(.port) \(.protocol) \(.nodePort // 0)"' <<< "$o")

@@ -12,7 +12,7 @@ lab=$src/lab/dpu-lab
 FAILURES=0
 fail() { echo "FAIL: $*" >&2; FAILURES=$(( FAILURES + 1 )); }
 pass() { echo "ok: $*"; }
-export DL_RUN_DIR
+export DL_RUN_DIR DPU_BUILD_DIR=${DPU_BUILD_DIR:-$src/build/release}
 DL_RUN_DIR=$(mktemp -d /tmp/dpu-lab-cli.XXXXXX)
 trap 'rm -rf "$DL_RUN_DIR"' EXIT
 
@@ -111,6 +111,92 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
 ) && pass "library: service verbs check their arguments and write Services and EndpointSlices" ||
   fail "library: service verbs"
 
+# dpu-lab apply/delete through the command line, without daemons (a lab
+# state dir with its nodes' part of the cluster file): objects decoded by
+# dpu-agent --decode, refusals naming the document, all or none.
+agent_built=0
+if [ -x "$DPU_BUILD_DIR/dpu-agent/control/dpu-agent" ]; then
+  agent_built=1
+  q=q4
+  mkdir -p "$DL_RUN_DIR/$q" && echo "nodes: []" > "$DL_RUN_DIR/$q/cluster.nodes.yaml"
+  ( source "$src/lab/lib/lab.bash"; dl_init $q && dl_service_add made --port tcp/80:8080 ) ||
+    fail "service add before apply"
+  cf=$DL_RUN_DIR/$q/cluster.yaml
+  cp "$cf" "$DL_RUN_DIR/before.yaml"
+  unchanged() { cmp -s "$cf" "$DL_RUN_DIR/before.yaml" && [ -z "$(ls -A "$DL_RUN_DIR/$q/services/applied" 2>/dev/null)" ]; }
+  y=$DL_RUN_DIR/apply.yaml
+  # As kubectl users write them: no namespace, no cluster IP, a named targetPort.
+  good='apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-x1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+  - {addresses: [10.244.1.5], nodeName: node1, targetRef: {kind: Pod, name: web1}}
+  - {addresses: [10.244.2.5], nodeName: node2, conditions: {ready: false}}'
+  expect 2 "usage: dpu-lab apply FILE" bash "$lab" --name $q apply
+  expect 1 "is not up" bash "$lab" --name "zz$$" apply "$y"
+  expect 1 "apply $DL_RUN_DIR/none.yaml: cannot open" bash "$lab" --name $q apply "$DL_RUN_DIR/none.yaml"
+  printf '%s\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n' \
+    "$good" > "$y"
+  expect 1 "document 3: Deployment default/web: apiVersion \"apps/v1\" kind \"Deployment\" is not an object the agent reads" \
+    bash "$lab" --name $q apply "$y"
+  expect 1 "document 4: Pod default/p: dpu-lab apply takes only Services .* and EndpointSlices" bash "$lab" --name $q apply "$y"
+  expect 1 "apply $y: nothing changed" bash "$lab" --name $q apply "$y"
+  unchanged && pass "a file with refused kinds changed nothing" || fail "a refused apply changed the cluster file: $(cat "$cf")"
+  printf '%s\n---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n' "$good" > "$y"
+  expect 1 "document 3: Service default/bad: spec.ports\[0\].port" bash "$lab" --name $q apply "$y"
+  printf '%s\n---\napiVersion: v1\nkind: Service\nmetadata: {name: out}\nspec: {clusterIP: 10.0.0.1, ports: [{port: 80}]}\n' "$good" > "$y"
+  expect 1 "document 3: Service default/out: cluster IP 10.0.0.1 is not in the lab's service CIDR" bash "$lab" --name $q apply "$y"
+  printf '%s\n---\napiVersion: v1\nkind: Service\nmetadata: {name: clash, namespace: x}\nspec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}\n' "$good" > "$y"
+  expect 1 "Service x/clash: cluster IP 10.96.0.10 is service made's" bash "$lab" --name $q apply "$y"
+  printf '%s\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: lone}\naddressType: IPv4\n' "$good" > "$y"
+  expect 1 "EndpointSlice default/lone: metadata.labels\[kubernetes.io/service-name\] is required" bash "$lab" --name $q apply "$y"
+  printf 'a: [1, 2\n' > "$y"
+  expect 1 "apply $y: .*not valid YAML" bash "$lab" --name $q apply "$y"
+  unchanged && pass "refused files (bad field, cluster IP outside the CIDR or taken, a slice of no service, not YAML) changed nothing" ||
+    fail "a refused apply changed the cluster file: $(cat "$cf")"
+
+  # The good objects: written as the file source's entries, the cluster IP the first free one.
+  printf '%s\n' "$good" > "$y"
+  expect 0 "^service default/web created, cluster IP 10.96.0.11" bash "$lab" --name $q apply "$y"
+  grep -qxF '  - {"namespace":"default","name":"web","type":"ClusterIP","clusterIPs":["10.96.0.11"],"ports":[{"name":"http","protocol":"TCP","port":80,"targetPort":"http"}],"sessionAffinity":"None","internalTrafficPolicy":"Cluster","externalTrafficPolicy":"Cluster","publishNotReadyAddresses":false}' "$cf" &&
+    grep -qxF '  - {"namespace":"default","name":"web-x1","service":"web","addressType":"IPv4","endpoints":[{"addresses":["10.244.1.5"],"conditions":{"ready":true,"serving":true,"terminating":false},"nodeName":"node1","targetRef":{"kind":"Pod","name":"web1","namespace":""}},{"addresses":["10.244.2.5"],"conditions":{"ready":false,"serving":true,"terminating":false},"nodeName":"node2"}],"ports":[{"name":"http","protocol":"TCP","port":8080}]}' "$cf" &&
+    grep -q "^services:" "$cf" && grep -q "^endpointSlices:" "$cf" &&
+    pass "apply wrote the Service and the EndpointSlice as cluster file entries" || fail "apply wrote: $(cat "$cf")"
+  expect 0 "^web 10.96.0.11 tcp/80:http node1/web1,10.244.2.5=unready$" bash "$lab" --name $q service list
+  expect 0 "service default/web: cluster IP 10.96.0.11, ports tcp/80:http, backends node1/web1,10.244.2.5=unready" \
+    bash "$lab" --name $q status
+  expect 0 "^service default/web unchanged, cluster IP 10.96.0.11" bash "$lab" --name $q apply "$y"
+  # Changed: configured, the cluster IP kept; a NodePort gets free node ports around the one it gives.
+  sed -i 's/selector: {app: web}/type: NodePort/; s/targetPort: http}/targetPort: http}, {name: b, port: 81, nodePort: 30000}/' "$y"
+  expect 0 "^service default/web configured, cluster IP 10.96.0.11" bash "$lab" --name $q apply "$y"
+  expect 0 "^web 10.96.0.11 tcp/80:http@30001,tcp/81:81@30000 " bash "$lab" --name $q service list
+  out=$(cd "$DL_RUN_DIR" && source "$src/lab/lib/lab.bash" && dl_init $q && dl_service_add other --port tcp/80 --node-port 30001 2>&1) &&
+    fail "service add took applied web's node port" || { grep -q "node port 30001 is service web's" <<< "$out" &&
+    pass "service add refuses an applied service's node port" || fail "service add --node-port 30001: $out"; }
+  # The Service made by `service add` replaced by an applied one of its name, its lab slice with it.
+  printf 'apiVersion: v1\nkind: Service\nmetadata: {name: made}\nspec: {ports: [{port: 80, targetPort: 9090}]}\n' > "$DL_RUN_DIR/made.yaml"
+  expect 0 "^service default/made configured, cluster IP 10.96.0.10 \(replaces the one dpu-lab service add made" \
+    bash "$lab" --name $q apply "$DL_RUN_DIR/made.yaml"
+  [ "$(grep -c 'name.*made' "$cf")" = 1 ] && grep -q '"name":"made".*"targetPort":9090' "$cf" &&
+    pass "the applied Service replaced the one service add made, and its slice" || fail "after applying made: $(cat "$cf")"
+  # delete: what the file names, absent ones said; the cluster file as before the applies, less 'made'.
+  expect 0 "^service default/web deleted" bash "$lab" --name $q delete "$y"
+  expect 0 "^endpointslice default/web-x1 not found" bash "$lab" --name $q delete "$y"
+  expect 0 "^service default/made deleted" bash "$lab" --name $q delete "$DL_RUN_DIR/made.yaml"
+  [ "$(cat "$cf")" = "nodes: []" ] && pass "delete removed them from the cluster file" || fail "after delete: $(cat "$cf")"
+  printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n' > "$y"
+  expect 1 "delete $y: nothing changed" bash "$lab" --name $q delete "$y"
+fi
+
 if [ "$(id -u)" = 0 ]; then
   expect 1 "is not up" bash "$lab" --name "zz$$" pod add node1 x
   expect 1 "nodes must be 1..50" bash "$lab" --name "zz$$" up --nodes 0
@@ -123,4 +209,5 @@ fi
 [ "$FAILURES" = 0 ] || { echo "$FAILURES failure(s)" >&2; exit 1; }
 # Everything else passed, but a test that left checks out is not a pass.
 [ "$(id -u)" = 0 ] || skip_test "the up-time validation needs root (the other checks passed)"
+[ $agent_built = 1 ] || skip_test "dpu-lab apply needs a built dpu-agent ($DPU_BUILD_DIR; the other checks passed)"
 echo PASS
