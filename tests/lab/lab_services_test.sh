@@ -16,7 +16,11 @@
 #  - `dpuctl services` shows each backend local on its own node, `dpuctl
 #    conntrack` the translated connections, `dpuctl dump-flows` the translated
 #    flows, `dpuctl stats` counts the connections and the refusals; the agents
-#    count their services.
+#    count their services;
+#  - a Service and EndpointSlice manifest as kubectl users write it (named
+#    targetPort, an endpoint on each node) through `dpu-lab apply`: both
+#    backends answer at its allocated cluster IP; `dpu-lab delete` takes it out
+#    of both agents and its address answers no more.
 source "$(dirname "$0")/common.bash" svc
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_test "Debian's python3 (/usr/bin/python3) is not installed (scripts/install-deps.sh)"
@@ -205,4 +209,73 @@ bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service del web || fail "ser
 gone() { [ "$(dl_metrics "$1" agent | awk '$1 == "dpu_agent_services" {print $2}')" = 1 ]; }
 check "service del: node1's agent holds one service" dl_wait 10 gone 1
 check "service del: node2's agent holds one service" dl_wait 10 gone 2
+
+# --- the same from a manifest, as kubectl users write it (no namespace, no
+# cluster IP, a named targetPort, one endpoint on each node): dpu-lab apply.
+cat > "$DL_DIR/webapp.yaml" <<YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: webapp
+spec:
+  selector:
+    app: webapp
+  ports:
+    - name: http
+      port: 80
+      targetPort: http
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: webapp-7xk2p
+  labels:
+    kubernetes.io/service-name: webapp
+addressType: IPv4
+ports:
+  - name: http
+    protocol: TCP
+    port: 8080
+endpoints:
+  - addresses: ["$ip_1"]
+    conditions:
+      ready: true
+    nodeName: node1
+    targetRef:
+      kind: Pod
+      name: web1
+  - addresses: ["$ip_2"]
+    conditions:
+      ready: true
+    nodeName: node2
+    targetRef:
+      kind: Pod
+      name: web2
+YAML
+out=$(bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" apply "$DL_DIR/webapp.yaml" 2>&1)
+app=$(sed -n 's/^service default\/webapp created, cluster IP \([0-9.]*\)$/\1/p' <<< "$out")
+[ -n "$app" ] && grep -q "^endpointslice default/webapp-7xk2p created$" <<< "$out" &&
+  pass "dpu-lab apply: $(tr '\n' ';' <<< "$out")" || fail "dpu-lab apply webapp.yaml: $out"
+list=$(bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service list)
+grep -qx "webapp $app tcp/80:http node1/web1,node2/web2" <<< "$list" &&
+  pass "dpu-lab service list shows the applied service" || fail "dpu-lab service list: $list"
+check "the applied service answers at $app:80" dl_wait 15 answered "$app:80"
+# The dataplane balances it as applied: the named targetPort resolved to the slice's 8080 for both pods.
+svc1=$(dl_dpuctl 1 services 2>&1)
+grep -qE "^default/webapp +http +cluster-ip +$app:80 +tcp +cluster .* 2/2 " <<< "$svc1" &&
+  grep -qE "^default/webapp +http +$ip_1:8080 +ready +local " <<< "$svc1" &&
+  grep -qE "^default/webapp +http +$ip_2:8080 +ready +remote " <<< "$svc1" &&
+  pass "dpuctl services: default/webapp at $app:80, web1:8080 local and web2:8080 remote" ||
+  fail "dpuctl services after apply: $svc1"
+vip=$app
+r=$(tcp_round 16)
+both "$r" && pass "TCP through the applied service: 16 connections, both backends on both nodes ($r)" ||
+  fail "TCP through the applied service $app:80: $r"
+bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" delete "$DL_DIR/webapp.yaml" || fail "dpu-lab delete webapp.yaml"
+check "dpu-lab delete: node1's agent holds one service again" dl_wait 10 gone 1
+check "dpu-lab delete: node2's agent holds one service again" dl_wait 10 gone 2
+! dl_exec node1/client curl -s --max-time 2 -o /dev/null "http://$app:80/" &&
+  ! bash "$DL_SOURCE_DIR/lab/dpu-lab" --name "$DL_NAME" service list | grep -q "^webapp " &&
+  pass "after delete, $app:80 answers no more and the service is not listed" ||
+  fail "after dpu-lab delete, $app:80 still answers or is listed"
 finish
