@@ -499,7 +499,7 @@ _dl_apply_service() {
       nps+=("$why"); taken_here+=" $why"
     done < <(jq -r '.ports[] | "\(.port) \(.protocol) \(.nodePort // 0)"' <<< "$o")
   else
-    nps=($(jq -r '.ports[] | 0' <<< "$o"))
+    mapfile -t nps < <(jq -r '.ports[] | 0' <<< "$o")
   fi
   entry=$(jq -c --arg ip "$ip" --argjson nps "[$(IFS=,; echo "${nps[*]}")]" "$_DL_JQ_SERVICE_ENTRY" <<< "$o") || return 1
   local state=created
@@ -523,7 +523,7 @@ _dl_apply_slice() {
   if [ "$ns" = default ]; then
     local eps
     for eps in "$dir"/*.eps; do
-      [ -e "$eps" ] && grep -q "name: $name, service:" "$eps" || continue
+      [ -e "$eps" ] && grep -qF "name: $name, service:" "$eps" || continue
       dl_die "apply: $where: EndpointSlice $ns/$name: the name is that of the slice the lab wrote for service $(basename "$eps" .eps) (dpu-lab service add); choose another"
       return 1
     done

@@ -159,9 +159,11 @@ endpoints:
   expect 1 "Service x/clash: cluster IP 10.96.0.10 is service made's" bash "$lab" --name $q apply "$y"
   printf '%s\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: lone}\naddressType: IPv4\n' "$good" > "$y"
   expect 1 "EndpointSlice default/lone: metadata.labels\[kubernetes.io/service-name\] is required" bash "$lab" --name $q apply "$y"
+  printf '%s\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: made-lab, labels: {kubernetes.io/service-name: made}}\naddressType: IPv4\n' "$good" > "$y"
+  expect 1 "EndpointSlice default/made-lab: the name is that of the slice the lab wrote for service made" bash "$lab" --name $q apply "$y"
   printf 'a: [1, 2\n' > "$y"
   expect 1 "apply $y: .*not valid YAML" bash "$lab" --name $q apply "$y"
-  unchanged && pass "refused files (bad field, cluster IP outside the CIDR or taken, a slice of no service, not YAML) changed nothing" ||
+  unchanged && pass "refused files (bad field, cluster IP outside the CIDR or taken, a slice of no service or with the lab's slice's name, not YAML) changed nothing" ||
     fail "a refused apply changed the cluster file: $(cat "$cf")"
 
   # The good objects: written as the file source's entries, the cluster IP the first free one.
