@@ -79,7 +79,8 @@ Result<json> parseConfigText(std::string_view text, std::string_view origin) {
   if (first != std::string_view::npos && (text[first] == '{' || text[first] == '[')) {
     try {
       return json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+      // Not only parse_error: a number too large for a double is out_of_range.
       return Error{std::string(origin) + " is not valid JSON: " + e.what()};
     }
   }

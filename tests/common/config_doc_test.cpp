@@ -24,6 +24,10 @@ TEST_CASE("syntax errors name the source") {
   auto bad = parseConfigText("{\"a\": ", "/etc/x.json");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error(), Catch::Contains("/etc/x.json is not valid JSON"));
+  // A number no double holds is an error of the document, not an exception.
+  auto huge = parseConfigText("{\"tunnelIP\": 2547.168777e77777777777777}", "/etc/x.json");
+  REQUIRE_FALSE(huge.ok());
+  CHECK_THAT(huge.error(), Catch::Contains("/etc/x.json is not valid JSON"));
   auto badYaml = parseConfigText("a: [1, 2\n", "/etc/x.yaml");
   REQUIRE_FALSE(badYaml.ok());
   CHECK_THAT(badYaml.error(), Catch::Contains("/etc/x.yaml"));
