@@ -20,9 +20,13 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/lab/lib/lab.bash"
 dl_init "${1:-t}$$" || exit 1
 FAILURES=0
 T0=$(date +%s%N)
-# The lab tests' own helpers (who_server.py), by absolute path: a helper runs
-# inside a pod's netns, from wherever the test was started.
-LAB_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The lab tests' own helpers (who_server.py), copied into the lab's directory:
+# a helper runs inside a pod's netns from wherever the test was started, and
+# the lab's teardown stops only processes whose command line names that
+# directory (never another's, whatever a pid became).
+# (lab_test_up copies them, once the lab and its directory exist.)
+LAB_TESTS=$DL_DIR/tests
+_LAB_TESTS_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 fail() { echo "FAIL: $*" >&2; FAILURES=$(( FAILURES + 1 )); }
 pass() { echo "ok: $*"; }
@@ -56,6 +60,8 @@ trap 'exit 130' INT TERM
 
 lab_test_up() {
   dl_up "$@" || { echo "FAIL: the lab did not come up" >&2; exit 1; }
+  mkdir -p "$LAB_TESTS" && cp "$_LAB_TESTS_SRC/who_server.py" "$LAB_TESTS/" ||
+    { echo "FAIL: could not copy the lab tests' helpers into $LAB_TESTS" >&2; exit 1; }
   pass "lab up: $1 node(s), $2 pod(s) each ($(elapsed))"
 }
 

@@ -39,10 +39,10 @@ ip_1=$(dl_pod_add 2 web1) || fail "pod add node2/web1"
 ip_2=$(dl_pod_add 2 web2) || fail "pod add node2/web2"
 ext=$(dl_external_ip) node1=$(dl_node_ip 1)
 for b in web1 web2; do
-  dl_spawn "$DL_DIR/iperf-$b.pid" "$(dl_pod_ns 2 $b)" "$DL_DIR/iperf-$b.log" iperf3 -s -p 5201 -J -i 0.1 ||
+  dl_spawn "$DL_DIR/iperf-$b.pid" "$(dl_pod_ns 2 $b)" "$DL_DIR/iperf-$b.log" iperf3 -s -p 5201 -J -i 0.1 -I "$DL_DIR/iperf3-$b.pid" ||
     fail "could not start iperf3 in node2/$b"
 done
-dl_spawn "$DL_DIR/iperf-ext.pid" "$(dl_external_ns)" "$DL_DIR/iperf-ext.log" iperf3 -s -p 5202 -B "$ext" -J -i 0.1 ||
+dl_spawn "$DL_DIR/iperf-ext.pid" "$(dl_external_ns)" "$DL_DIR/iperf-ext.log" iperf3 -s -p 5202 -B "$ext" -J -i 0.1 -I "$DL_DIR/iperf3-ext.pid" ||
   fail "could not start iperf3 in the external namespace"
 for ns in "$(dl_pod_ns 2 web1)" "$(dl_pod_ns 2 web2)" "$(dl_external_ns)"; do
   dl_wait 5 _dl_listening "$ns" "$([ "$ns" = "$(dl_external_ns)" ] && echo 5202 || echo 5201)" ||
