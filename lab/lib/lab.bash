@@ -125,7 +125,11 @@ dl_down() {
   fi
   for pid in $(dl_lab_pids); do _dl_pid_stop "$pid" -9; done
   # Pods' namespaces before the nodes' (a VF in a pod dies with it either way).
+  # Whatever still runs in one of them is the lab's, whatever its command line
+  # (a server a test started from elsewhere): deleting the name would leave
+  # it running.
   for ns in $(ip netns list | awk '{print $1}' | grep "^$DL_NAME-" | sort -r); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
     ip netns del "$ns" 2>/dev/null
   done
   if [ -f "$DL_DIR/created" ]; then
