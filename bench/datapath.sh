@@ -185,6 +185,17 @@ if sys.argv[2] == 'ports': print(next(int(p.get('tx_packets', 0)) for p in d['po
 else: print(next((int(c['value']) for c in d['counters'] if c['name'] == sys.argv[3]), 0))" "$@"
 }
 
+# start_dataplane DIR MODEL: dpu-dataplane on DIR/dp.yaml (its pid in
+# $dp_pid and $out/dataplane.pid), programmed with MODEL by a full sync.
+start_dataplane() {
+  local dir=$1 model=$2
+  "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
+  dp_pid=$!
+  echo "$dp_pid" > "$out/dataplane.pid"
+  for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
+  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
+}
+
 ours_case() {  # scenario flows size [slow] → rate (slow: flows set up per wall second)
   local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port model=$out/pcap/model.json
   mkdir -p "$dir"
@@ -212,11 +223,7 @@ flow_cache: {entries: $cache, idle_timeout_ms: 60000}
 sockets: {programming: $dir/program.sock, operator: $dir/operator.sock}
 log: {level: warn}
 YAML
-  "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
-  dp_pid=$!
-  echo "$dp_pid" > "$out/dataplane.pid"
-  for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
-  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
+  start_dataplane "$dir" "$model"
   local op=("$dpuctl" --socket "$dir/operator.sock" --json) a b
   if [ "${4:-}" = slow ]; then
     sleep 1.5  # steady misses
@@ -296,12 +303,8 @@ conntrack: {max_entries: 1048576}
 sockets: {programming: $dir/program.sock, operator: $dir/operator.sock}
 log: {level: warn}
 YAML
-  "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
-  dp_pid=$!
-  echo "$dp_pid" > "$out/dataplane.pid"
-  for _ in $(seq 600); do [ -S "$dir/program.sock" ] && break; sleep 0.05; done
   # The worker polls the pcap port from this full sync on: every packet meets the service.
-  $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
+  start_dataplane "$dir" "$model"
   ours_conns() {
     "$dpuctl" --socket "$dir/operator.sock" --json stats |
       jq '[.counters[] | select(.name == "ConntrackNew") | .value | tonumber] | add // 0'
