@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "control/checkpoint.h"
+#include "control/policy_model.h"
 #include "model/model.h"
 
 namespace dpu::control {
@@ -62,7 +63,7 @@ std::string vfName(uint32_t pf, uint32_t vf) { return "pf" + std::to_string(pf) 
 }  // namespace
 
 Agent::Agent(AgentConfig config, ModelState& model, bool pods_checked)
-    : config_(std::move(config)), model_(model), pods_checked_(pods_checked) {
+    : config_(std::move(config)), model_(model), pods_checked_(pods_checked), policy_(config_.node_name) {
   model_.setNode(nodeSettings());
 }
 
@@ -186,7 +187,7 @@ Result<void> Agent::restore() {
     DPU_LOG(kInfo, kLog) << "restored " << attachments_.size() << " attachments from " << path << ", boot id " << boot_id_;
   }
   if (!config_.pod_cidrs.empty()) setPodCidrsLocked(config_.pod_cidrs);
-  for (const auto& [id, r] : attachments_) model_.upsertPort(portOf(r));
+  for (const auto& [id, r] : attachments_) upsertPortLocked(r);
   ++port_keys_version_;
   return checkpointLocked();
 }
@@ -568,7 +569,7 @@ Result<attv1::AttachResponse> Agent::attach(const attv1::AttachRequest& r) {
     undo();
     return Error{saved.error() + "; nothing was attached, fix the state directory and retry", ErrorCode::kFailed};
   }
-  model_.upsertPort(portOf(rec));
+  upsertPortLocked(rec);
   DPU_LOG(kInfo, kLog) << "attached " << a.id() << " " << (a.kind() == attv1::POD ? "pod " + a.pod().namespace_() + "/" + a.pod().name() : "management port")
                        << " on " << vf << " (" << a.representor() << ") " << a.ips(0).address() << " " << a.mac();
   return answer(rec);
@@ -592,7 +593,16 @@ void Agent::releaseLocked(const std::string& id) {
   model_.deletePort(id);
   ++port_keys_version_;
   DPU_LOG(kInfo, kLog) << "detached " << id << " from pf" << a.pf_index() << "vf" << a.vf_index();
+  const bool pod = a.kind() == attv1::POD;
+  const std::string key = podKey(a.pod().namespace_(), a.pod().name());
   attachments_.erase(it);
+  if (pod && deleted_attached_pods_.count(key) && attachmentsOfPodLocked(key).empty()) {
+    deleted_attached_pods_.erase(key);
+    source_pods_.erase(key);
+  }
+  // The pod's port is gone with its PortPolicy (deletePort); the pod's
+  // address may be another local pod's peer.
+  if (pod) applyPolicyChangesLocked(refreshPolicyPodLocked(key));
 }
 
 Result<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
@@ -635,7 +645,7 @@ Result<attv1::DetachResponse> Agent::detach(const attv1::DetachRequest& r) {
         if (ifa && ipam.pool().contains(ifa->address) && !ipam.isReserved(ifa->address)) (void)ipam.claim(ifa->address);
       }
     }
-    model_.upsertPort(portOf(saved));
+    upsertPortLocked(saved);
     ++port_keys_version_;
     return Error{done.error() + "; the attachment is kept, retry the detach", ErrorCode::kFailed};
   }
@@ -688,7 +698,7 @@ Result<attv1::ReconcileResponse> Agent::reconcile(const attv1::ReconcileRequest&
             if (ifa && ipam.pool().contains(ifa->address) && !ipam.isReserved(ifa->address)) (void)ipam.claim(ifa->address);
           }
         }
-        model_.upsertPort(portOf(rec));
+        upsertPortLocked(rec);
         ++port_keys_version_;
       }
       return Error{done.error() + "; nothing was released, fix the state directory", ErrorCode::kFailed};
@@ -821,15 +831,29 @@ void Agent::nodeDeleted(const std::string& name) {
 }
 
 void Agent::podUpserted(const PodInfo& pod) {
-  if (!pods_checked_) return;
   std::lock_guard lock(mu_);
-  pods_[podKey(pod.ns, pod.name)] = PodPlacement{pod.uid, pod.node_name};
+  const std::string key = podKey(pod.ns, pod.name);
+  source_pods_[key] = pod;
+  deleted_attached_pods_.erase(key);
+  applyPolicyChangesLocked(refreshPolicyPodLocked(key));
+  if (!pods_checked_) return;
+  pods_[key] = PodPlacement{pod.uid, pod.node_name};
 }
 
 void Agent::podDeleted(const std::string& ns, const std::string& name) {
-  if (!pods_checked_) return;
   std::lock_guard lock(mu_);
-  pods_.erase(podKey(ns, name));
+  const std::string key = podKey(ns, name);
+  // A pod still attached here keeps the labels it had until its port goes
+  // (CNI DEL, or the orphan release below): losing them first would leave
+  // a running pod unprotected for that while.
+  if (attachmentsOfPodLocked(key).empty()) {
+    source_pods_.erase(key);
+    applyPolicyChangesLocked(refreshPolicyPodLocked(key));
+  } else if (source_pods_.count(key)) {
+    deleted_attached_pods_.insert(key);
+  }
+  if (!pods_checked_) return;
+  pods_.erase(key);
   if (first_sync_done_) releaseOrphansLocked();
 }
 
@@ -890,10 +914,119 @@ void Agent::endpointSliceDeleted(const std::string& ns, const std::string& name)
   for (const auto& key : service_catalog_.deleteSlice(ns, name)) recompileServiceLocked(key);
 }
 
-void Agent::networkPolicyUpserted(const NetworkPolicyInfo&) {}
-void Agent::networkPolicyDeleted(const std::string&, const std::string&) {}
-void Agent::namespaceUpserted(const NamespaceInfo&) {}
-void Agent::namespaceDeleted(const std::string&) {}
+void Agent::networkPolicyUpserted(const NetworkPolicyInfo& policy) {
+  std::lock_guard lock(mu_);
+  applyPolicyChangesLocked(policy_.upsertPolicy(policy));
+}
+
+void Agent::networkPolicyDeleted(const std::string& ns, const std::string& name) {
+  std::lock_guard lock(mu_);
+  applyPolicyChangesLocked(policy_.deletePolicy(ns, name));
+}
+
+void Agent::namespaceUpserted(const NamespaceInfo& ns) {
+  std::lock_guard lock(mu_);
+  applyPolicyChangesLocked(policy_.upsertNamespace(ns));
+}
+
+void Agent::namespaceDeleted(const std::string& name) {
+  std::lock_guard lock(mu_);
+  applyPolicyChangesLocked(policy_.deleteNamespace(name));
+}
+
+std::vector<std::string> Agent::attachmentsOfPodLocked(const std::string& key) const {
+  std::vector<std::string> out;
+  for (const auto& [id, r] : attachments_) {
+    const auto& a = r.attachment;
+    if (a.kind() == attv1::POD && podKey(a.pod().namespace_(), a.pod().name()) == key) out.push_back(id);
+  }
+  return out;
+}
+
+std::optional<PodInfo> Agent::policyPodLocked(const std::string& key) const {
+  std::optional<PodInfo> pod;
+  if (auto it = source_pods_.find(key); it != source_pods_.end()) pod = it->second;
+  const auto ids = attachmentsOfPodLocked(key);
+  if (ids.empty()) return pod;
+  if (!pod) {
+    const auto& a = attachments_.at(ids.front()).attachment;
+    pod = PodInfo{};
+    pod->ns = a.pod().namespace_();
+    pod->name = a.pod().name();
+    pod->uid = a.pod().uid();
+  }
+  // Attached here, so it runs here and has a VF: not host network.
+  pod->node_name = config_.node_name;
+  pod->host_network = false;
+  // status.podIPs lags the CNI ADD that assigned them: the attachment's
+  // addresses stand in until the source has some.
+  if (pod->ips.empty()) {
+    for (const auto& id : ids) {
+      for (const auto& ip : attachments_.at(id).attachment.ips()) {
+        if (auto ifa = IpInterfaceAddress::parse(ip.address())) pod->ips.push_back(ifa->address.str());
+      }
+    }
+  }
+  return pod;
+}
+
+policy::Changes Agent::refreshPolicyPodLocked(const std::string& key) {
+  auto pod = policyPodLocked(key);
+  if (pod) return policy_.upsertPod(*pod);
+  const auto slash = key.find('/');
+  return policy_.deletePod(key.substr(0, slash), key.substr(slash + 1));
+}
+
+std::optional<dpv1::PortPolicy> Agent::portPolicyLocked(const std::string& id, const std::string& key) const {
+  const policy::PodRules* rules = policy_.rulesOf(key);
+  if (rules == nullptr) return std::nullopt;
+  return portPolicyOf(id, *rules);
+}
+
+void Agent::upsertPortLocked(const Record& r) {
+  const auto& a = r.attachment;
+  if (a.kind() != attv1::POD) {
+    model_.upsertPort(portOf(r));
+    return;
+  }
+  // The compiler learns the pod's port first, so the port and its rules
+  // reach the dataplane in one Delta; the other pods it changed follow.
+  const std::string key = podKey(a.pod().namespace_(), a.pod().name());
+  policy::Changes changes = refreshPolicyPodLocked(key);
+  model_.upsertPort(portOf(r), portPolicyLocked(a.id(), key));
+  applyPolicyChangesLocked(changes);
+}
+
+void Agent::applyPolicyChangesLocked(const policy::Changes& changes) {
+  for (const auto& key : changes.pods) {
+    for (const auto& id : attachmentsOfPodLocked(key)) {
+      if (auto p = portPolicyLocked(id, key)) model_.upsertPortPolicy(*p);
+      else model_.deletePortPolicy(id);
+    }
+  }
+  // Refusals: said once per distinct reason, and when a policy is usable again.
+  const auto& now = policy_.refused();
+  for (auto it = refused_policies_.begin(); it != refused_policies_.end();) {
+    if (now.count(it->first)) {
+      ++it;
+      continue;
+    }
+    DPU_LOG(kInfo, kLog) << "networkpolicy " << it->first << " is enforced again";
+    it = refused_policies_.erase(it);
+  }
+  for (const auto& [key, why] : now) {
+    auto& known = refused_policies_[key];
+    if (known == why) continue;
+    // `why` names the policy and the field (policy/validate.h).
+    DPU_LOG(kWarn, kLog) << why << "; the policy is left out of the dataplane (the other policies stay in force)";
+    known = why;
+  }
+}
+
+std::map<std::string, std::string> Agent::refusedPolicies() const {
+  std::lock_guard lock(mu_);
+  return refused_policies_;
+}
 
 void Agent::releaseOrphansLocked() {
   std::vector<std::string> gone;

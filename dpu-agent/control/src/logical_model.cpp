@@ -90,20 +90,55 @@ void ModelState::setNode(const dpv1::NodeSettings& node) {
   markLocked();
 }
 
+bool ModelState::upsertPortLocked(const dpv1::LogicalPort& port) {
+  if (!upsertInto(ports_, port.name(), port)) return false;
+  dirty_ports_.insert(port.name());
+  return true;
+}
+
+bool ModelState::setPortPolicyLocked(const std::string& port, const std::optional<dpv1::PortPolicy>& policy) {
+  if (!policy) {
+    if (!port_policies_.erase(port)) return false;
+  } else if (!upsertInto(port_policies_, port, *policy)) {
+    return false;
+  }
+  dirty_policies_.insert(port);
+  return true;
+}
+
 void ModelState::upsertPort(const dpv1::LogicalPort& port) {
   std::lock_guard lock(mu_);
-  if (!upsertInto(ports_, port.name(), port)) return;
-  dirty_ports_.insert(port.name());
+  if (!upsertPortLocked(port)) return;
   markLocked();
   port_sequence_[port.name()] = sequence_;
+}
+
+void ModelState::upsertPort(const dpv1::LogicalPort& port, const std::optional<dpv1::PortPolicy>& policy) {
+  std::lock_guard lock(mu_);
+  const bool port_changed = upsertPortLocked(port);
+  const bool policy_changed = setPortPolicyLocked(port.name(), policy);
+  if (!port_changed && !policy_changed) return;
+  markLocked();
+  if (port_changed) port_sequence_[port.name()] = sequence_;
 }
 
 void ModelState::deletePort(const std::string& name) {
   std::lock_guard lock(mu_);
   if (!ports_.erase(name)) return;
   dirty_ports_.insert(name);
+  (void)setPortPolicyLocked(name, std::nullopt);
   port_sequence_.erase(name);
   markLocked();
+}
+
+void ModelState::upsertPortPolicy(const dpv1::PortPolicy& policy) {
+  std::lock_guard lock(mu_);
+  if (setPortPolicyLocked(policy.port(), policy)) markLocked();
+}
+
+void ModelState::deletePortPolicy(const std::string& port) {
+  std::lock_guard lock(mu_);
+  if (setPortPolicyLocked(port, std::nullopt)) markLocked();
 }
 
 void ModelState::upsertLocalSubnet(const dpv1::Subnet& subnet) {
@@ -191,6 +226,7 @@ dpv1::LogicalModel ModelState::snapshot() const {
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
   for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
   for (const auto& [k, v] : services_) *m.add_services() = v;
+  for (const auto& [k, v] : port_policies_) *m.add_port_policies() = v;
   return m;
 }
 
@@ -205,6 +241,7 @@ dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>
   for (const auto& [k, v] : remote_nodes_) *m.add_remote_nodes() = v;
   for (const auto& [k, v] : ipsec_sas_) *m.add_ipsec_sas() = v;
   for (const auto& [k, v] : services_) *m.add_services() = v;
+  for (const auto& [k, v] : port_policies_) *m.add_port_policies() = v;
   if (oldest_pending) *oldest_pending = oldest_;
   node_dirty_ = false;
   dirty_ports_.clear();
@@ -212,6 +249,7 @@ dpv1::LogicalModel ModelState::snapshotAndClear(std::optional<Clock::time_point>
   dirty_remotes_.clear();
   dirty_sas_.clear();
   dirty_services_.clear();
+  dirty_policies_.clear();
   oldest_.reset();
   return m;
 }
@@ -258,12 +296,19 @@ std::optional<ModelState::Pending> ModelState::takePending() {
     else p.delta.add_delete_services(name);
     ++p.changes;
   }
+  for (const auto& port : dirty_policies_) {
+    auto it = port_policies_.find(port);
+    if (it != port_policies_.end()) *p.delta.add_upsert_port_policies() = it->second;
+    else p.delta.add_delete_port_policies(port);
+    ++p.changes;
+  }
   node_dirty_ = false;
   dirty_ports_.clear();
   dirty_subnets_.clear();
   dirty_remotes_.clear();
   dirty_sas_.clear();
   dirty_services_.clear();
+  dirty_policies_.clear();
   oldest_.reset();
   if (p.changes == 0) return std::nullopt;
   return p;
@@ -297,6 +342,11 @@ size_t ModelState::ipsecSaCount() const {
 size_t ModelState::serviceCount() const {
   std::lock_guard lock(mu_);
   return services_.size();
+}
+
+size_t ModelState::portPolicyCount() const {
+  std::lock_guard lock(mu_);
+  return port_policies_.size();
 }
 
 }  // namespace dpu::control

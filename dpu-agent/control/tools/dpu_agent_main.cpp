@@ -170,6 +170,13 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
   for (const auto& [name, why] : agent.refusedServices()) refused.push_back({{{"service", name}}, 1});
   w.family("dpu_agent_service_refused", "gauge",
            "1 for each Service left out of the dataplane as invalid (the agent's log says why).", refused);
+  w.gauge("dpu_agent_port_policies", "Ports with NetworkPolicy rules (isolated in some direction) in the model.",
+          static_cast<double>(model.portPolicyCount()));
+  std::vector<std::pair<Labels, double>> refused_policies;
+  for (const auto& [name, why] : agent.refusedPolicies()) refused_policies.push_back({{{"networkpolicy", name}}, 1});
+  w.family("dpu_agent_networkpolicy_refused", "gauge",
+           "1 for each NetworkPolicy left out as invalid (the agent's log names the field); the others are enforced.",
+           refused_policies);
   auto s = source.stats();
   Labels src{{"source", source.kind()}};
   w.counter("dpu_agent_cluster_watch_restarts_total", "Cluster watch streams resumed or relisted.",

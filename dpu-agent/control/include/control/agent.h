@@ -32,6 +32,7 @@
 #include "control/logical_model.h"
 #include "control/service_compiler.h"
 #include "dpu/attach/v1/attach.pb.h"
+#include "policy/compiler.h"
 
 namespace dpu::control {
 
@@ -90,6 +91,10 @@ class Agent : public ClusterListener {
   // Services left out of the model because the dataplane would refuse them,
   // "namespace/name" → why (also logged once per distinct reason).
   std::map<std::string, std::string> refusedServices() const;
+  // NetworkPolicies left out as invalid, "namespace/name" → why, naming the
+  // field (policy/validate.h; also logged once per distinct reason). Every
+  // other policy stays in force.
+  std::map<std::string, std::string> refusedPolicies() const;
   // How many representor ports the dataplane can open (HelloReply.port_capacity;
   // 0: not known) and its DPDK's RTE_MAX_ETHPORTS. Every attachment needs
   // one: an attach beyond the capacity is refused (507) before anything is
@@ -148,6 +153,22 @@ class Agent : public ClusterListener {
   // Compiles one service (service_compiler.h) into the model: upserted,
   // deleted (gone, not proxied) or left out as refused.
   void recompileServiceLocked(const std::string& key);
+  // NetworkPolicy (docs/policy.md, "The agent"). The pod the compiler sees
+  // for "ns/name": the cluster source's, made local by this node's
+  // attachments of it (the agent knows its own pods from their attachments:
+  // the node, and the addresses while the source has none yet); nullopt when
+  // neither knows it.
+  std::optional<PodInfo> policyPodLocked(const std::string& key) const;
+  // Gives the compiler the pod as policyPodLocked sees it now; returns what changed.
+  policy::Changes refreshPolicyPodLocked(const std::string& key);
+  // The PortPolicy of one attachment of pod `key` (nullopt: not isolated).
+  std::optional<dpv1::PortPolicy> portPolicyLocked(const std::string& id, const std::string& key) const;
+  // Reprograms the PortPolicies of the attachments of the pods that changed
+  // and records refusals.
+  void applyPolicyChangesLocked(const policy::Changes& changes);
+  // Puts an attachment's port into the model with its PortPolicy, in one step.
+  void upsertPortLocked(const Record& r);
+  std::vector<std::string> attachmentsOfPodLocked(const std::string& key) const;
 
   const AgentConfig config_;
   ModelState& model_;
@@ -166,6 +187,10 @@ class Agent : public ClusterListener {
   std::map<std::string, NodeInfo> nodes_;
   ServiceCatalog service_catalog_;
   std::map<std::string, std::string> refused_services_;  // "ns/name" → why
+  policy::PolicyCompiler policy_;
+  std::map<std::string, PodInfo> source_pods_;           // "ns/name", as the cluster source gives them
+  std::set<std::string> deleted_attached_pods_;          // deleted in the source, still attached here
+  std::map<std::string, std::string> refused_policies_;  // "ns/name" → why
   std::atomic<bool> synced_{false};
   bool first_sync_done_ = false;
   std::atomic<uint64_t> generation_{0};

@@ -60,6 +60,11 @@ class ModelState {
 
   void setNode(const dpv1::NodeSettings& node);
   void upsertPort(const dpv1::LogicalPort& port);
+  // A port and its NetworkPolicy in one step (nullopt: the port has none), so
+  // the Delta that brings a new pod's port brings its rules too: no window in
+  // which a pod that policies isolate is reachable unprotected.
+  void upsertPort(const dpv1::LogicalPort& port, const std::optional<dpv1::PortPolicy>& policy);
+  // Deletes the port's PortPolicy too, in the same step.
   void deletePort(const std::string& name);
   void upsertLocalSubnet(const dpv1::Subnet& subnet);
   void deleteLocalSubnet(const std::string& cidr);
@@ -75,6 +80,11 @@ class ModelState {
   // Services by name ("namespace/name"): one service, one Delta entry.
   void upsertService(const dpv1::Service& service);
   void deleteService(const std::string& name);
+  // The NetworkPolicy rules of one port, by port name (PortPolicy.port). A
+  // port without one is isolated in neither direction. The agent sets them
+  // only for ports in the model.
+  void upsertPortPolicy(const dpv1::PortPolicy& policy);
+  void deletePortPolicy(const std::string& port);
 
   // The whole model, and (for a FullSync) the dirty set cleared atomically with it;
   // `sequence`: the change sequence the model is at (for acknowledge()).
@@ -97,6 +107,7 @@ class ModelState {
   size_t remoteNodeCount() const;
   size_t ipsecSaCount() const;
   size_t serviceCount() const;
+  size_t portPolicyCount() const;
 
   // Every change takes the next number of one sequence. The dataplane client
   // acknowledges the sequence of each request the dataplane accepted, so the
@@ -110,6 +121,8 @@ class ModelState {
 
  private:
   void markLocked();
+  bool upsertPortLocked(const dpv1::LogicalPort& port);
+  bool setPortPolicyLocked(const std::string& port, const std::optional<dpv1::PortPolicy>& policy);
 
   void signalChange() const;
 
@@ -122,8 +135,9 @@ class ModelState {
   std::map<std::string, dpv1::RemoteNode> remote_nodes_;
   std::map<std::string, dpv1::IpsecSa> ipsec_sas_;
   std::map<std::string, dpv1::Service> services_;
+  std::map<std::string, dpv1::PortPolicy> port_policies_;
   bool node_dirty_ = false;
-  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_, dirty_sas_, dirty_services_;
+  std::set<std::string> dirty_ports_, dirty_subnets_, dirty_remotes_, dirty_sas_, dirty_services_, dirty_policies_;
   std::optional<Clock::time_point> oldest_;
   uint64_t sequence_ = 0, acknowledged_ = 0;
   std::map<std::string, uint64_t> port_sequence_;  // the change that made each port's latest version
