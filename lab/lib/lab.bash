@@ -21,6 +21,7 @@
 #   traffic.bash   ping / TCP / UDP measurements, the connectivity matrix, captures
 #   faults.bash    background traffic across a fault, outages, node removal, DPU reboot, drop counters
 #   services.bash  Services and their EndpointSlices in the cluster file (service add/backends/del/list, apply, delete)
+#   policy.bash    namespaces, pod labels and ports, NetworkPolicies in the cluster file (ns add, label, pod add --ns)
 #   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
@@ -54,6 +55,7 @@ source "$DL_LIB_DIR/traffic.bash"
 source "$DL_LIB_DIR/faults.bash"
 source "$DL_LIB_DIR/kube.bash"
 source "$DL_LIB_DIR/services.bash"
+source "$DL_LIB_DIR/policy.bash"
 
 dl_nodes() {
   local d

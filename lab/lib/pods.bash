@@ -101,12 +101,17 @@ dl_pod_del() {
   ns=$(dl_pod_ns "$n" "$pod")
   if [ -f "$DL_DIR/pods/n$n-$pod" ] || [ -e "/run/netns/$ns" ]; then
     # DEL is idempotent; it returns the VF to the host netns before the netns goes.
-    if ! out=$(dl_cni "$n" del "$pod" 2>&1); then
+    # (A pod of another namespace is deleted with the identity it was added with.)
+    local meta k8s_ns="${DL_K8S_NAMESPACE:-}" k8s_name="${DL_K8S_NAME:-}"
+    meta=$(_dl_pod_meta "$n" "$pod")
+    [ -f "$meta" ] && { k8s_ns=$(jq -r .namespace "$meta"); k8s_name=$(jq -r .name "$meta"); }
+    if ! out=$(DL_K8S_NAMESPACE=$k8s_ns DL_K8S_NAME=$k8s_name dl_cni "$n" del "$pod" 2>&1); then
       echo "dpu-lab: warning: CNI DEL of pod $pod on node$n failed: $out" >&2
     fi
   fi
   ip netns del "$ns" 2>/dev/null
   rm -f "$DL_DIR/pods/n$n-$pod" "$DL_DIR/services/pod-ports/n$n-$pod"
+  dl_pod_meta_del "$n" "$pod"  # its cluster file entry (policy.bash)
   return 0
 }
 

@@ -39,9 +39,10 @@
 #   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
 #                        tcp/80:8080@30080); an applied one outside namespace default as NS/NAME, its
 #                        backends NODE/POD (an endpoint without a pod: its address)
-#   dl_apply FILE        create or replace the Services and EndpointSlices of a kubectl-style YAML or JSON
-#                        file (multi-document or a List); the whole file or nothing
-#   dl_delete FILE       remove the Services and EndpointSlices it names (absent ones: said, not an error)
+#   dl_apply FILE        create or replace the Services, EndpointSlices, Namespaces and NetworkPolicies
+#                        of a kubectl-style YAML or JSON file (multi-document or a List); the whole file or
+#                        nothing (Namespaces and NetworkPolicies: policy.bash)
+#   dl_delete FILE       remove the objects it names (absent ones: said, not an error)
 #   dl_service_ip NAME   its cluster IP
 #   dl_service_raw NAME SERVICE [SLICE]
 #                        write service NAME's entry (and its slice's) into the cluster file as given, one YAML
@@ -75,6 +76,7 @@ dl_compose_cluster_file() {
       echo "endpointSlices:"
       for f in "${slices[@]}"; do if [ -e "$f" ]; then grep -v '^#' "$f"; fi; done
     fi
+    _dl_compose_policy_objects "$dir"  # namespaces, pods, networkPolicies (policy.bash)
   } > "$tmp" && mv "$tmp" "$DL_DIR/cluster.yaml"
 }
 
@@ -400,10 +402,14 @@ _dl_decode_for_apply() {
   bad=$(jq -r --arg verb "$verb" '
     def ref: "\(.kind) \(if (.namespace // "") == "" then "default" else .namespace end)/\(.name)";
     (.refused[] | "\(.where): \(ref): \(.error)"),
-    (.objects[] | select(.kind != "Service" and .kind != "EndpointSlice")
-     | "\(.where): \(ref): dpu-lab \($verb) takes only Services (v1) and EndpointSlices (discovery.k8s.io/v1)"
-       + " (pods: dpu-lab pod add; every kind: a lab up --kube and dpu-lab kubectl \($verb))"),
-    (.objects[] | select(.namespace != "" and (.namespace | test("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
+    (.objects[] | select(.kind != "Service" and .kind != "EndpointSlice" and .kind != "Namespace" and .kind != "NetworkPolicy")
+     | "\(.where): \(ref): dpu-lab \($verb) takes only Services and Namespaces (v1), EndpointSlices (discovery.k8s.io/v1)"
+       + " and NetworkPolicies (networking.k8s.io/v1) (pods: dpu-lab pod add; every kind: a lab up --kube and dpu-lab kubectl \($verb))"),
+    (.objects[] | select(.kind == "Namespace" and (.name | test("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
+     | "\(.where): Namespace \(.name): metadata.name must be a DNS label (1-63 characters of a-z, 0-9 and -)"),
+    (.objects[] | select(.kind == "NetworkPolicy" and (.name | test("^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$") | not))
+     | "\(.where): \(ref): metadata.name must be a DNS subdomain (a-z, 0-9, - and ., at most 253)"),
+    (.objects[] | select(.kind != "Namespace" and .namespace != "" and (.namespace | test("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
      | "\(.where): \(ref): metadata.namespace must be a DNS label (1-63 characters of a-z, 0-9 and -)"),
     (.objects[] | select(.kind == "Service" and (.name | test("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$") | not))
      | "\(.where): \(ref): metadata.name must be 1-63 characters of a-z, 0-9 and -, starting with a letter"),
@@ -544,10 +550,13 @@ _dl_apply_file() {
   rm -rf "$stage" && mkdir -p "$live" && cp -a "$live" "$stage" || { dl_die "$verb: cannot stage $live"; return 1; }
   local _DL_SERVICES_DIR=$stage
   while IFS= read -r line; do
-    IFS=$'\t' read -r kind ns name where < <(jq -r '[.kind, .namespace, .name, .where] | @tsv' <<< "$line")
+    IFS=$'\t' read -r kind ns name where < <(jq -r '[.kind, (.namespace // "-"), .name, .where] | @tsv' <<< "$line")
     case $verb:$kind in
       apply:Service) out=$(_dl_apply_service "$line" "$where" "$ns" "$name") ;;
       apply:EndpointSlice) out=$(_dl_apply_slice "$line" "$where" "$ns" "$name") ;;
+      apply:Namespace) out=$(_dl_apply_namespace "$line" "$name") ;;
+      apply:NetworkPolicy) out=$(_dl_apply_netpol "$line" "$ns" "$name") ;;
+      delete:Namespace|delete:NetworkPolicy) out=$(_dl_delete_policy_object "$kind" "$ns" "$name") ;;
       delete:*) out=$(_dl_delete_object "$kind" "$ns" "$name") ;;
     esac || { failed=1; continue; }
     said+="$out"$'\n'

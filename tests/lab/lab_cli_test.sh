@@ -16,7 +16,7 @@ export DL_RUN_DIR DPU_BUILD_DIR=${DPU_BUILD_DIR:-$src/build/release}
 DL_RUN_DIR=$(mktemp -d /tmp/dpu-lab-cli.XXXXXX)
 trap 'rm -rf "$DL_RUN_DIR"' EXIT
 
-for f in "$lab" "$src/lab/demo" "$src"/lab/lib/{core,topology,daemons,pods,traffic,services,lab}.bash; do
+for f in "$lab" "$src/lab/demo" "$src"/lab/lib/{core,topology,daemons,pods,traffic,services,policy,lab}.bash; do
   bash -n "$f" 2>/dev/null && pass "parses: ${f#"$src"/}" || fail "bash -n ${f#"$src"/}: $(bash -n "$f" 2>&1)"
 done
 
@@ -111,6 +111,59 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
 ) && pass "library: service verbs check their arguments and write Services and EndpointSlices" ||
   fail "library: service verbs"
 
+# The NetworkPolicy verbs' arguments and the cluster file entries they write,
+# without a lab: namespaces and their labels, a pod's labels and ports
+# refused before anything is written.
+(
+  source "$src/lab/lib/lab.bash"
+  dl_init "q3" || exit 1
+  mkdir -p "$DL_DIR" && echo "nodes: []" > "$DL_DIR/cluster.nodes.yaml" || exit 1
+  f=$DL_DIR/cluster.yaml
+  out=$(dl_ns_add X 2>&1) && exit 1
+  grep -q "namespace name 'X' must be a DNS label" <<< "$out" || exit 1
+  out=$(dl_ns_add x team 2>&1) && exit 1
+  grep -q "ns add x: label 'team' must be KEY=VALUE" <<< "$out" || exit 1
+  out=$(dl_ns_add x "te am=a" 2>&1) && exit 1
+  grep -q "label key 'te am' must be" <<< "$out" || exit 1
+  out=$(dl_ns_add x team=-a 2>&1) && exit 1
+  grep -q "label team: value '-a' must be" <<< "$out" || exit 1
+  out=$(dl_ns_add x kubernetes.io/metadata.name=y 2>&1) && exit 1
+  grep -q "is the namespace's name and cannot be set" <<< "$out" || exit 1
+  [ ! -e "$DL_DIR/services/namespaces/x" ] || exit 1
+  dl_ns_add x team=a example.com/tier=front || exit 1
+  grep -qxF '  - {"name":"x","labels":{"team":"a","example.com/tier":"front"}}' "$f" || exit 1
+  dl_label_ns x team- env=prod || exit 1
+  grep -qxF '  - {"name":"x","labels":{"example.com/tier":"front","env":"prod"}}' "$f" || exit 1
+  out=$(dl_label_ns x team 2>&1) && exit 1
+  grep -q "'team' must be KEY=VALUE (set) or KEY- (remove)" <<< "$out" || exit 1
+  dl_label_ns y a=b && grep -qxF '  - {"name":"y","labels":{"a":"b"}}' "$f" || exit 1
+  # Pod arguments, checked before the pod's entry or its netns exist.
+  [ "$(_dl_container_port http:80/tcp)" = "http TCP 80" ] && [ "$(_dl_container_port 81/udp)" = "- UDP 81" ] &&
+    [ "$(_dl_container_port serve-82:82)" = "serve-82 TCP 82" ] || exit 1
+  out=$(_dl_container_port http:0 2>&1) && exit 1
+  grep -q "must be \[NAME:\]PORT\[/PROTO\] with PORT 1..65535" <<< "$out" || exit 1
+  out=$(_dl_container_port http:80/icmp 2>&1) && exit 1
+  grep -q "protocol must be tcp, udp or sctp" <<< "$out" || exit 1
+  out=$(dl_pod_add_labelled 1 a --ns X 2>&1) && exit 1
+  grep -q "namespace name 'X'" <<< "$out" || exit 1
+  out=$(dl_pod_add_labelled 1 a --labels pod 2>&1) && exit 1
+  grep -q -- "--labels: 'pod' must be KEY=VALUE" <<< "$out" || exit 1
+  out=$(dl_pod_add_labelled 1 a --port x:80 --port x:81 2>&1) && exit 1
+  grep -q "port name 'x' is given twice" <<< "$out" || exit 1
+  out=$(dl_pod_add_labelled 1 a --frob 2>&1) && exit 1
+  grep -q "unknown argument '--frob'" <<< "$out" || exit 1
+  [ -z "$(ls -A "$DL_DIR/services/pod-meta" 2>/dev/null)" ] && ! grep -q "^pods:" "$f" || exit 1
+  # The entries the lab writes for a pod, as the file source reads them.
+  mkdir -p "$DL_DIR/services/pod-meta" "$DL_DIR/services/pod-ports" &&
+    echo '{"namespace":"x","name":"a","nodeName":"node1","labels":{"pod":"a"},"ips":["10.244.1.3"]}' > "$DL_DIR/services/pod-meta/n1-x.a" &&
+    printf 'serve-80-tcp TCP 80\n- UDP 81\n' > "$DL_DIR/services/pod-ports/n1-x.a" && dl_compose_cluster_file || exit 1
+  grep -qxF '  - {"namespace":"x","name":"a","nodeName":"node1","labels":{"pod":"a"},"ips":["10.244.1.3"],"containers":[{"name":"lab","ports":[{"name":"serve-80-tcp","containerPort":80,"protocol":"TCP"},{"containerPort":81,"protocol":"UDP"}]}]}' "$f" || exit 1
+  [ "$(_dl_pods_of_ns x)" = node1/x.a ] || exit 1
+  out=$(_dl_delete_policy_object Namespace "" x 2>&1) && exit 1
+  grep -q "namespace x still has pods node1/x.a: delete them first" <<< "$out"
+) && pass "library: ns add, label ns, pod add arguments and the namespaces and pods entries" ||
+  fail "library: NetworkPolicy verbs"
+
 # dpu-lab apply/delete through the command line, without daemons (a lab
 # state dir with its nodes' part of the cluster file): objects decoded by
 # dpu-agent --decode, refusals naming the document, all or none.
@@ -148,7 +201,7 @@ endpoints:
     "$good" > "$y"
   expect 1 "document 3: Deployment default/web: apiVersion \"apps/v1\" kind \"Deployment\" is not an object the agent reads" \
     bash "$lab" --name $q apply "$y"
-  expect 1 "document 4: Pod default/p: dpu-lab apply takes only Services .* and EndpointSlices" bash "$lab" --name $q apply "$y"
+  expect 1 "document 4: Pod default/p: dpu-lab apply takes only Services and Namespaces .*, EndpointSlices .* and NetworkPolicies" bash "$lab" --name $q apply "$y"
   expect 1 "apply $y: nothing changed" bash "$lab" --name $q apply "$y"
   unchanged && pass "a file with refused kinds changed nothing" || fail "a refused apply changed the cluster file: $(cat "$cf")"
   printf '%s\n---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n' "$good" > "$y"
@@ -197,6 +250,41 @@ endpoints:
   [ "$(cat "$cf")" = "nodes: []" ] && pass "delete removed them from the cluster file" || fail "after delete: $(cat "$cf")"
   printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n' > "$y"
   expect 1 "delete $y: nothing changed" bash "$lab" --name $q delete "$y"
+
+  # Namespaces and NetworkPolicies: decoded as the Kubernetes source does,
+  # written as the file source's entries; a bad policy refuses the whole file.
+  np='apiVersion: v1
+kind: Namespace
+metadata: {name: x, labels: {team: a}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from: [{namespaceSelector: {matchLabels: {team: a}}, podSelector: {matchLabels: {pod: b}}}]
+    ports: [{port: serve-80-tcp}, {protocol: UDP, port: 81}]'
+  printf '%s\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: bad, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/33}}]}]\n' "$np" > "$y"
+  cp "$cf" "$DL_RUN_DIR/before.yaml"
+  expect 1 "document 3: NetworkPolicy x/bad: spec.ingress\[0\].from\[0\].ipBlock.cidr" bash "$lab" --name $q apply "$y"
+  cmp -s "$cf" "$DL_RUN_DIR/before.yaml" && [ ! -e "$DL_RUN_DIR/$q/services/netpols" ] &&
+    pass "a file with a bad NetworkPolicy changed nothing" || fail "a refused policy apply changed: $(cat "$cf")"
+  printf '%s\n' "$np" > "$y"
+  expect 0 "^namespace x created" bash "$lab" --name $q apply "$y"
+  grep -qxF '  - {"name":"x","labels":{"team":"a"}}' "$cf" && grep -q '^networkPolicies:' "$cf" &&
+    grep -qxF '  - {"egress":[],"ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"a"}},"podSelector":{"matchLabels":{"pod":"b"}}}],"ports":[{"port":"serve-80-tcp","protocol":"TCP"},{"port":81,"protocol":"UDP"}]}],"name":"allow-b","namespace":"x","podSelector":{"matchLabels":{"pod":"a"}},"policyTypes":["Ingress"]}' "$cf" &&
+    pass "apply wrote the Namespace and the NetworkPolicy as cluster file entries" || fail "apply wrote: $(cat "$cf")"
+  expect 0 "^networkpolicy x/allow-b unchanged" bash "$lab" --name $q apply "$y"
+  expect 0 "^namespace x deleted \(with its network policies\)" bash "$lab" --name $q delete "$y"
+  expect 0 "^networkpolicy x/allow-b not found" bash "$lab" --name $q delete "$y"
+  [ "$(cat "$cf")" = "nodes: []" ] && pass "delete removed the namespace and its policies" || fail "after delete: $(cat "$cf")"
+  expect 2 "usage: dpu-lab ns add NAME" bash "$lab" --name $q ns add
+  expect 0 "" bash "$lab" --name $q ns add y env=dev
+  expect 0 "" bash "$lab" --name $q label ns y env=prod
+  grep -qxF '  - {"name":"y","labels":{"env":"prod"}}' "$cf" && pass "ns add and label ns through the command line" ||
+    fail "ns add/label: $(cat "$cf")"
+  expect 2 "give the pod as NODE/POD" bash "$lab" --name $q label pod a x=y
 fi
 
 if [ "$(id -u)" = 0 ]; then
