@@ -65,8 +65,13 @@ struct PortCounters {
   uint64_t miss_throttled = 0;       // polls that took less than a full burst for the budget (MissThrottled)
 };
 
+// Policies the per-policy drop counters hold (snapshot.h: PolicyNames).
+inline constexpr uint16_t kMaxPolicyNames = 4096;
+
 struct WorkerCounters {
   uint64_t drops[kDropReasonCount] = {};
+  // New connections denied, by the index of a policy isolating the port that denied them.
+  uint64_t policy_drops[kMaxPolicyNames] = {};
   uint64_t events[kEventCount] = {};
   PortCounters ports[kMaxPorts] = {};
 };

@@ -145,6 +145,7 @@ Result<void> EngineImpl::republish() {
   DepRegistry deps = deps_;
   SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_,
                     current_.load(std::memory_order_relaxed)};
+  in.policy_names = &policy_names_;
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -280,7 +281,10 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
-  if (!retired_.empty()) flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
+  if (!retired_.empty()) {
+    flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
+    revalidatePolicyConnections(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
+  }
   countRefusals(verdict->problems);
   problems_ = std::move(verdict->problems);
   auto out = reply(dataplane::v1::OK, "");
@@ -476,6 +480,14 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
             }
           }
           f->set_offload_status(status);
+          if (e.allowed_egress != kAllowedNone || e.allowed_ingress != kAllowedNone) {
+            std::string why;
+            if (e.allowed_egress != kAllowedNone) why = "egress " + policy_names_.name(e.allowed_egress);
+            if (e.allowed_ingress != kAllowedNone) {
+              why += (why.empty() ? "" : ", ") + std::string("ingress ") + policy_names_.name(e.allowed_ingress);
+            }
+            f->set_policy(why);
+          }
           f->set_packets(packets);
           f->set_bytes(bytes);
           const uint64_t created_ms = uint64_t{e.created_s} * 1000;
@@ -587,6 +599,9 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       break;
     case dataplane::v1::OperatorRequest::kConntrack:
       describeConntrack(request.conntrack(), out);
+      break;
+    case dataplane::v1::OperatorRequest::kPolicy:
+      describePolicy(request.policy(), out);
       break;
     case dataplane::v1::OperatorRequest::kProblems:
       for (const auto& p : problems_) *out.add_problems() = p;

@@ -750,6 +750,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   candidate.dep_in = kDepNode;
   candidate.dep_out = kDepNode;
   w.related = false;
+  w.policy_tracked = false;
   Decision d = slowPath(w, snap, pc, candidate);
   if (w.related && d.kind == Decision::kFlow) d.kind = Decision::kOnce;
   if (d.kind == Decision::kSent) return;
@@ -786,7 +787,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
     }
   }
   FlowEntry& e = table.entry(index);
-  if (candidate.ops & op::kNat) noteConnectionFlow(w, pc, index);
+  if ((candidate.ops & op::kNat) || w.policy_tracked) noteConnectionFlow(w, pc, index);
   applyFlow(w, snap, index, e, table.actionsOf(e), pc, true);
 }
 

@@ -89,6 +89,9 @@ struct NatPlan {
   uint16_t sport = 0;  // host order
   uint16_t dport = 0;
   uint32_t dep = kDepNode;  // the service the flow depends on (dep_nat)
+  // The packet belongs to a connection conntrack knows (translated or
+  // tracked for NetworkPolicy): it was judged when the connection began.
+  bool established = false;
   // A TCP connection still in its handshake: its packets are forwarded
   // uncached, so conntrack sees the handshake end (the flow it then installs
   // is the established connection's). Also a flushed connection's late
@@ -248,6 +251,25 @@ class EngineImpl final : public Engine {
   // Adds the plan's translation to a forwarding decision (uncached while a
   // TCP handshake is on).
   void addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord& f, Decision& d) const;
+  // NetworkPolicy (policy.cpp) for a new connection, after service DNAT and
+  // before SNAT: egress at `from` (the source pod's port; nullptr when the
+  // packet came from another node) against `dst` (translated) and
+  // `dst_port`, ingress at the local port holding `dst` against the source.
+  // nullopt: allowed, `f` records what allowed it and `track` says whether
+  // its replies must be tracked to pass (an isolated direction on their
+  // way); else the drop (PolicyDenied, counted against the policies
+  // isolating the port that denied it).
+  std::optional<Decision> policyStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const SnapPort* from,
+                                      const uint8_t* dst, bool v6, uint16_t dst_port, FlowRecord& f, bool& track);
+  // Tracks an allowed connection (untranslated) so its replies pass; false:
+  // the table is full (the connection is dropped: ConntrackFull).
+  bool trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6);
+  // After a change of some ports' PortPolicy (control thread): every
+  // tracked connection with an end on such a port is judged again; those
+  // denied now are removed, so their next packet is judged as new.
+  void revalidatePolicyConnections(const Snapshot& before, const Snapshot& after);
+  // The policy answer (dpuctl policy).
+  void describePolicy(const dataplane::v1::PolicyRequest& request, dataplane::v1::OperatorReply& out) const;
   // Refuses a connection to a service as kube-proxy does: TCP reset, else
   // ICMP port unreachable, from the service address.
   Decision reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
@@ -317,6 +339,7 @@ class EngineImpl final : public Engine {
   std::map<std::string, Binding> bindings_;
   std::map<IpAddress, MacAddress> next_hops_;
   DepRegistry deps_;
+  PolicyNames policy_names_;  // grows only: flows and counters keep indexes
 
   std::unique_ptr<conntrack::Table> conntrack_;
   std::unique_ptr<conntrack::Affinity> affinity_;

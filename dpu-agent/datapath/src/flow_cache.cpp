@@ -147,6 +147,8 @@ bool FlowTable::read(uint32_t index, FlowRecord& out) const {
   out.tun_ingress = xc.tun_ingress;
   out.tun_egress = xc.tun_egress;
   out.created_s = xc.created_s;
+  out.allowed_egress = xc.allowedEgress();
+  out.allowed_ingress = xc.allowedIngress();
   return true;
 }
 

@@ -231,6 +231,10 @@ struct FlowRecord {
   uint16_t tun_egress;
   uint32_t created_s;
   NatRewrite nat;                  // ops has kNat
+  // What let the flow through NetworkPolicy at each end (snapshot.h:
+  // PolicyNames indexes, kAllowedNone when the end is no local pod port).
+  uint16_t allowed_egress;
+  uint16_t allowed_ingress;
 };
 
 // A flow's actions and dependencies, shared by every flow that has the same
@@ -359,7 +363,15 @@ struct alignas(32) FlowExtra {
   uint32_t created_s;              // seconds of the engine clock at install
   uint32_t flow_id;                // seqlock and identity; 0 = being written or empty
   uint8_t tun_family;              // 0 (not tunnelled), 4 or 6
-  uint8_t reserved[3];
+  // FlowRecord's allowed_egress and allowed_ingress, 12 bits each.
+  uint8_t allowed[3];
+  void setAllowed(uint16_t egress, uint16_t ingress) {
+    allowed[0] = static_cast<uint8_t>(egress);
+    allowed[1] = static_cast<uint8_t>((egress >> 8 & 0x0f) | (ingress & 0x0f) << 4);
+    allowed[2] = static_cast<uint8_t>(ingress >> 4);
+  }
+  uint16_t allowedEgress() const { return static_cast<uint16_t>(allowed[0] | (allowed[1] & 0x0f) << 8); }
+  uint16_t allowedIngress() const { return static_cast<uint16_t>(allowed[1] >> 4 | allowed[2] << 4); }
 
   bool matchesTunnel(const TunnelProbe& probe) const {
     return tun_family == probe.family && tun_remote == probe.remote && tun_ingress == probe.ingress &&
@@ -687,6 +699,7 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   x.tun_egress = r.tun_egress;
   x.tun_family = r.tun_family;
   x.created_s = r.created_s;
+  x.setAllowed(r.allowed_egress, r.allowed_ingress);
   if (++next_flow_id_ == 0) next_flow_id_ = 1;
   __atomic_store_n(&x.flow_id, next_flow_id_, __ATOMIC_RELEASE);
   bk.sig[way] = signature(hash);

@@ -181,6 +181,18 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   NatPlan plan;
   if (auto d = serviceStage(w, snap, pc, From::kPod, f, plan)) return *d;
   const uint8_t* dst = plan.active ? plan.dst.data() : (v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset);
+  // NetworkPolicy (policy.cpp): a new connection is judged after service
+  // DNAT and before SNAT; a packet of a known connection was judged with it.
+  bool track = false;
+  if (plan.established || w.related) {
+    f.allowed_egress = kAllowedConnection;
+    f.allowed_ingress = snap.portByAddress(dst, v6) != nullptr ? kAllowedConnection : kAllowedNone;
+  } else if (auto d = policyStage(w, snap, pc, lp, dst, v6, plan.active ? plan.dport : k.l4_dst, f, track)) {
+    // The service connection just balanced for it is not made.
+    if (plan.active && w.ct_hit_valid) (void)conntrack_->remove(w.ct_hit);
+    w.ct_hit_valid = false;
+    return *d;
+  }
   // Off the cluster: out through the node IP (egress SNAT), where the node has one.
   if (!plan.active && offCluster(snap, dst, v6)) {
     if (auto d = egressSnat(w, snap, pc, plan)) return *d;
@@ -188,6 +200,10 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   }
   Decision d = routeFromPort(w, snap, pc, lp->key, dst, v6, f, plan.active || w.related);
   if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
+  // A translated connection is tracked already; its entry passes the replies.
+  if (track && !plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput) && !trackForPolicy(w, pc, v6)) {
+    return dropNow(DropReason::kConntrackFull);
+  }
   return d;
 }
 
@@ -315,6 +331,15 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
     return cacheDrop(f, DropReason::kWrongEgressPort);
   }
   if (dp->dpdk_port < 0) return cacheDrop(f, DropReason::kNoOutputPort);
+  // NetworkPolicy: ingress at the destination pod's port (the sending node
+  // judged egress), for a new connection.
+  bool track = false;
+  if (plan.established || w.related) {
+    f.allowed_ingress = kAllowedConnection;
+  } else if (auto d = policyStage(w, snap, pc, nullptr, dst, v6, pc.key.l4_dst, f, track)) {
+    return *d;
+  }
+  if (track && !plan.active && !trackForPolicy(w, pc, v6)) return dropNow(DropReason::kConntrackFull);
   if (t.egress == kRouterEgressPortKey) bump(w.counters.events[static_cast<size_t>(Event::kTunnelRouterEgressKey)]);
   f.ops = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
   f.set_src = snap.router_mac;

@@ -160,6 +160,15 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
       // before but not cached, since the flow would outlive the tombstone.
       const bool flushed_client = e.flushed && hit->dir == conntrack::Dir::kOriginal;
       if (!reopened && !flushed_client) {
+        plan.established = true;
+        if (e.nat == 0) {
+          // Tracked for NetworkPolicy only (policy.cpp): routed as sent, its
+          // flow noted in the entry.
+          w.ct_hit = *hit;
+          w.ct_hit_valid = true;
+          w.policy_tracked = true;
+          return std::nullopt;
+        }
         planFromEntry(e, hit->dir, plan);
         if (e.flushed) plan.once = true;
         // The flow depends on the service that balanced it: a change of its
@@ -410,6 +419,8 @@ bool EngineImpl::translateIcmpError(WorkerContext& w, PacketContext& pc) {
   conntrack::Entry e;
   const auto hit = conntrack_->find(quoted.reversed(), &e);
   if (!hit) return false;
+  // About a connection tracked for NetworkPolicy only: related, nothing to translate.
+  if (e.nat == 0) return true;
   // O: the connection in the error's direction as packets arrive; N: the
   // quoted packet's direction as its sender sent it.
   const conntrack::Tuple& o = hit->dir == conntrack::Dir::kReply ? e.reply : e.original;

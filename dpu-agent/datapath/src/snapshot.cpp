@@ -216,6 +216,60 @@ Snapshot::RouteTarget Snapshot::routeRemote(const uint8_t* addr, bool v6) const 
   return {};
 }
 
+PolicyNames::PolicyNames() {
+  for (const char* fixed : {"", "not isolated", "allowed connection", "from the node"}) {
+    index_.emplace(fixed, static_cast<uint16_t>(names_.size()));
+    names_.emplace_back(fixed);
+  }
+}
+
+uint16_t PolicyNames::intern(const std::string& name) {
+  auto it = index_.find(name);
+  if (it != index_.end()) return it->second;
+  if (names_.size() >= kPolicyNamesOverflow) return kPolicyNamesOverflow;
+  const auto i = static_cast<uint16_t>(names_.size());
+  names_.push_back(name);
+  index_.emplace(name, i);
+  return i;
+}
+
+const std::string& PolicyNames::name(uint16_t index) const {
+  static const std::string kOverflow = "(a policy beyond the dataplane's 4,094 policy names)";
+  return index < names_.size() ? names_[index] : kOverflow;
+}
+
+namespace {
+
+// The port's PortPolicy as the lcores match it: the previous snapshot's when
+// its content is unchanged (1,000 rules are not recompiled on every change).
+std::shared_ptr<const SnapPolicy> buildPolicy(const SnapshotInputs& in, const std::string& port) {
+  const model::ModelPortPolicy* pp = nullptr;
+  for (const auto& x : in.model->port_policies) {
+    if (x.port == port) pp = &x;
+  }
+  if (pp == nullptr) return nullptr;
+  if (in.previous != nullptr) {
+    for (const auto& old : in.previous->ports) {
+      if (old.name == port && old.policy && old.policy->content == pp->content) return old.policy;
+    }
+  }
+  auto out = std::make_shared<SnapPolicy>();
+  out->content = pp->content;
+  auto name = [&in](const std::string& n) {
+    return in.policy_names != nullptr ? in.policy_names->intern(n) : kPolicyNamesOverflow;
+  };
+  auto direction = [&name](const model::ModelPolicyDirection& d, SnapPolicyDirection& sd) {
+    sd.matcher = model::PolicyMatcher(d);
+    for (const auto& r : d.rules) sd.rule_names.push_back(name(r.policy));
+    for (const auto& p : d.policies) sd.policies.push_back(name(p));
+  };
+  direction(pp->ingress, out->ingress);
+  direction(pp->egress, out->egress);
+  return out;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps) {
   const Model& m = *in.model;
   auto snap = std::make_unique<Snapshot>();
@@ -314,7 +368,10 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     }
     sp.dep = deps.idFor("port/" + p.name);
     const std::string content = p.content + "|bound=" + std::to_string(sp.dpdk_port);
-    deps.touch(sp.dep, content);
+    sp.policy = buildPolicy(in, p.name);
+    // A change of the port's policy retires the port's flows (and only
+    // theirs): the policy is part of the port's version, not of routing's.
+    deps.touch(sp.dep, sp.policy ? content + "|policy=" + sp.policy->content : content);
     routing_content += content;
     s.ports.push_back(std::move(sp));
   }

@@ -28,6 +28,7 @@
 #include "datapath/engine.h"
 #include "lb/maglev.h"
 #include "model/model.h"
+#include "model/policy_match.h"
 #include "north_south.h"
 #include "overlay/headers.h"
 
@@ -63,8 +64,53 @@ inline Ip16 toIp16(const IpAddress& a) {
   return out;
 }
 
+// NetworkPolicy (policy.cpp). A policy name is known to the lcores by its
+// index in the engine's PolicyNames, which only grows, so an index means the
+// same policy in every snapshot; flows and the per-policy drop counters keep
+// indexes. The first indexes are not policies: what let a flow through when
+// no rule had to.
+static_assert(kMaxPolicyNames <= 4096, "a flow keeps a policy index in 12 bits");
+inline constexpr uint16_t kAllowedNone = 0;         // no local pod port at that end
+inline constexpr uint16_t kAllowedNotIsolated = 1;
+inline constexpr uint16_t kAllowedConnection = 2;   // a packet of a connection allowed when it began
+inline constexpr uint16_t kAllowedFromNode = 3;     // from the host's management port (the node: kubelet probes)
+inline constexpr uint16_t kPolicyNamesOverflow = kMaxPolicyNames - 1;
+
+class PolicyNames {
+ public:
+  PolicyNames();
+  // The index of `name`, added when new (kPolicyNamesOverflow once full).
+  uint16_t intern(const std::string& name);
+  const std::string& name(uint16_t index) const;
+  // The index of a name interned before (kPolicyNamesOverflow: none).
+  uint16_t find(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? kPolicyNamesOverflow : it->second;
+  }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint16_t> index_;
+};
+
+struct SnapPolicyDirection {
+  model::PolicyMatcher matcher;
+  std::vector<uint16_t> rule_names;  // per rule: its policy's name index
+  std::vector<uint16_t> policies;    // the isolating policies' name indexes (a denial counts against each)
+};
+
+// One port's PortPolicy, built once for its content and shared by the
+// snapshots that follow while it is unchanged.
+struct SnapPolicy {
+  std::string content;
+  SnapPolicyDirection ingress;
+  SnapPolicyDirection egress;
+};
+
 struct SnapPort {
   std::string name;
+  std::shared_ptr<const SnapPolicy> policy;  // nullptr: not isolated either way
   uint32_t dep = 0;
   uint16_t key = 0;
   bool management = false;
@@ -304,6 +350,17 @@ struct Snapshot {
   }
   // The host PF's path (north_south.h).
   SnapNorthSouth north_south;
+  // The local port holding an address (nullptr: none here).
+  const SnapPort* portByAddress(const uint8_t* addr, bool v6) const {
+    if (v6) {
+      Ip16 a;
+      std::memcpy(a.data(), addr, 16);
+      auto it = port_by_ipv6.find(a);
+      return it == port_by_ipv6.end() ? nullptr : it->second;
+    }
+    auto it = port_by_ipv4.find(uint32_t{addr[0]} << 24 | uint32_t{addr[1]} << 16 | uint32_t{addr[2]} << 8 | addr[3]);
+    return it == port_by_ipv4.end() ? nullptr : it->second;
+  }
 };
 
 // Stable ids and versions of the dependency objects (control thread only).
@@ -336,6 +393,7 @@ struct SnapshotInputs {
   const NorthSouthTables* north_south = nullptr;  // nullptr: no host MACs or neighbours learned
   // The snapshot in force: services whose content did not change are shared, not rebuilt.
   const Snapshot* previous = nullptr;
+  PolicyNames* policy_names = nullptr;  // the engine's (nullptr: every policy is kPolicyNamesOverflow)
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);

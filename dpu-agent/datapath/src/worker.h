@@ -139,6 +139,9 @@ class alignas(64) WorkerContext {
   // it decides is for this packet only, never cached (the flow key is the
   // packet before translation).
   bool related = false;
+  // The slow path tracks the connection for NetworkPolicy (policy.cpp): the
+  // flow it installs is noted in the entry (ct_hit), as a translated one's.
+  bool policy_tracked = false;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

@@ -51,11 +51,18 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
   for (const auto& name : delta.delete_services()) {
     if (auto r = removeBy(out.mutable_services(), name, serviceName, "service"); !r) return std::move(r).takeError();
   }
+  auto policyPort = [](const dpv1::PortPolicy& p) { return p.port(); };
+  for (const auto& port : delta.delete_port_policies()) {
+    if (auto r = removeBy(out.mutable_port_policies(), port, policyPort, "the port policy of port"); !r) {
+      return std::move(r).takeError();
+    }
+  }
   for (const auto& s : delta.upsert_local_subnets()) upsertBy(out.mutable_local_subnets(), s, subnetCidr);
   for (const auto& p : delta.upsert_ports()) upsertBy(out.mutable_ports(), p, portName);
   for (const auto& n : delta.upsert_remote_nodes()) upsertBy(out.mutable_remote_nodes(), n, nodeName);
   for (const auto& s : delta.upsert_ipsec_sas()) upsertBy(out.mutable_ipsec_sas(), s, saName);
   for (const auto& v : delta.upsert_services()) upsertBy(out.mutable_services(), v, serviceName);
+  for (const auto& p : delta.upsert_port_policies()) upsertBy(out.mutable_port_policies(), p, policyPort);
   return out;
 }
 

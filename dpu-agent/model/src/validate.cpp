@@ -18,9 +18,10 @@ Result<NodeAddresses> nodeAddressesOf(const dpv1::NodeSettings& node);
 
 // What the previous model in force held, by name, and the content it held it with.
 struct Incumbents {
-  std::map<std::string, std::string> subnets, ports, remotes, sas, services;
+  std::map<std::string, std::string> subnets, ports, remotes, sas, services, port_policies;
   explicit Incumbents(const Model* previous) {
     if (previous == nullptr) return;
+    for (const auto& pp : previous->port_policies) port_policies[pp.port] = pp.content;
     for (const auto& s : previous->local_subnets) subnets[s.cidr] = s.content;
     for (const auto& p : previous->ports) ports[p.name] = p.content;
     for (const auto& r : previous->remote_nodes) remotes[r.name] = r.content;
@@ -149,6 +150,17 @@ Result<void> checkIdentities(const dpv1::LogicalModel& in) {
       return Error{"service " + v.name() + " is listed twice (duplicate service name)", ErrorCode::kInvalid};
     }
   }
+  seen.clear();
+  for (const auto& pp : in.port_policies()) {
+    if (pp.port().empty()) {
+      return Error{"a port policy has an empty port: name the port (its attachment id) it is for",
+                   ErrorCode::kInvalid};
+    }
+    if (!seen.insert(pp.port()).second) {
+      return Error{"port " + pp.port() + " has two port policies (one per port: merge their rules)",
+                   ErrorCode::kInvalid};
+    }
+  }
   return {};
 }
 
@@ -180,6 +192,7 @@ class Validator {
     remoteNodes();
     ipsecSas();
     services();
+    portPolicies();
 
     auto byName = [](const auto& a, const auto& b) { return a.name < b.name; };
     std::sort(m.local_subnets.begin(), m.local_subnets.end(),
@@ -188,6 +201,8 @@ class Validator {
     std::sort(m.remote_nodes.begin(), m.remote_nodes.end(), byName);
     std::sort(m.ipsec_sas.begin(), m.ipsec_sas.end(), byName);
     std::sort(m.services.begin(), m.services.end(), byName);
+    std::sort(m.port_policies.begin(), m.port_policies.end(),
+              [](const ModelPortPolicy& a, const ModelPortPolicy& b) { return a.port < b.port; });
     node.SerializeToString(&m.node_content);
     for (const auto& s : m.local_subnets) m.node_content += s.content;
     std::sort(out_.problems.begin(), out_.problems.end(), [](const ObjectProblem& a, const ObjectProblem& b) {
@@ -560,6 +575,34 @@ class Validator {
     }
   }
 
+  // A port policy holds its port, which must be in force.
+  void portPolicies() {
+    for (const auto* pp : byPriority(in_.port_policies(), [](const dpv1::PortPolicy& x) { return x.port(); },
+                                     incumbents_.port_policies)) {
+      auto parsed = parsePortPolicy(*pp);
+      if (!parsed) {
+        refuse(ObjectProblem::PORT_POLICY, pp->port(), parsed.error());
+        continue;
+      }
+      const bool in_force = std::any_of(out_.model.ports.begin(), out_.model.ports.end(),
+                                        [&](const ModelPort& p) { return p.name == pp->port(); });
+      if (!in_force) {
+        std::string why = "port " + pp->port() + " is not in force";
+        bool requested = false;
+        for (const auto& p : out_.problems) {
+          if (p.kind() == ObjectProblem::PORT && p.name() == pp->port()) {
+            why += " (refused: " + p.reason() + ")";
+            requested = true;
+          }
+        }
+        if (!requested) why += ": the model has no such port; send the port first or fix the name";
+        refuse(ObjectProblem::PORT_POLICY, pp->port(), why);
+        continue;
+      }
+      out_.model.port_policies.push_back(std::move(*parsed));
+    }
+  }
+
   void refuse(ObjectProblem::Kind kind, const std::string& name, std::string reason) {
     out_.problems.push_back(refused(kind, name, std::move(reason)));
   }
@@ -688,6 +731,7 @@ std::string kindName(dpv1::ObjectProblem::Kind kind) {
     case ObjectProblem::LOCAL_SUBNET: return "local subnet";
     case ObjectProblem::IPSEC_SA: return "ipsec sa";
     case ObjectProblem::SERVICE: return "service";
+    case ObjectProblem::PORT_POLICY: return "port policy";
     default: break;
   }
   return "object";
@@ -717,6 +761,77 @@ Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
   }
   if (auto addresses = nodeAddressesOf(node); !addresses) return std::move(addresses).takeError();
   return {};
+}
+
+namespace {
+
+Result<ModelPolicyDirection> parseDirection(const dpv1::PolicyDirection& d, const std::string& field) {
+  ModelPolicyDirection out;
+  out.isolated = d.isolated();
+  for (int i = 0; i < d.policies_size(); ++i) {
+    if (d.policies(i).empty()) {
+      return Error{field + ".policies[" + std::to_string(i) + "] is empty: name the policy as \"namespace/name\""};
+    }
+    out.policies.push_back(d.policies(i));
+  }
+  if (!d.isolated()) {
+    if (d.rules_size() != 0) {
+      return Error{field + " is not isolated but has " + std::to_string(d.rules_size()) +
+                   " rules: set isolated, or send no rules (everything passes)"};
+    }
+    return out;
+  }
+  if (out.policies.empty()) {
+    return Error{field + " is isolated but names no policy in " + field +
+                 ".policies: list the policies isolating the port (denials are counted against them)"};
+  }
+  for (int i = 0; i < d.rules_size(); ++i) {
+    const auto& r = d.rules(i);
+    const std::string where = field + ".rules[" + std::to_string(i) + "]";
+    ModelPolicyRule rule;
+    if (r.policy().empty()) return Error{where + ".policy is empty: name the policy the rule comes from"};
+    rule.policy = r.policy();
+    if (r.peers().empty()) {
+      return Error{where + ".peers is empty: a rule allows some peers (\"0.0.0.0/0\" and \"::/0\" for any)"};
+    }
+    for (const auto& text : r.peers()) {
+      auto prefix = IpPrefix::parse(text);
+      if (!prefix) {
+        return Error{where + ".peers \"" + text + "\": " + prefix.error() + " (give a prefix such as 10.0.0.0/24)"};
+      }
+      rule.peers.push_back(*prefix);
+    }
+    const uint32_t proto = r.protocol();
+    if (proto != 0 && proto != 1 && proto != 6 && proto != 17 && proto != 58 && proto != 132) {
+      return Error{where + ".protocol " + std::to_string(proto) +
+                   " is not one NetworkPolicy names: 0 (every protocol), 6 (TCP), 17 (UDP), 132 (SCTP), 1 or 58 (ICMP)"};
+    }
+    rule.protocol = static_cast<uint8_t>(proto);
+    if (r.port_last() > 65535 || r.port_first() > r.port_last()) {
+      return Error{where + " ports " + std::to_string(r.port_first()) + "-" + std::to_string(r.port_last()) +
+                   " are not a range: 0 <= port_first <= port_last <= 65535"};
+    }
+    rule.port_first = static_cast<uint16_t>(r.port_first());
+    rule.port_last = static_cast<uint16_t>(r.port_last());
+    out.rules.push_back(std::move(rule));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p) {
+  ModelPortPolicy out;
+  out.port = p.port();
+  out.pod = p.pod();
+  auto ingress = parseDirection(p.ingress(), "ingress");
+  if (!ingress) return std::move(ingress).takeError();
+  auto egress = parseDirection(p.egress(), "egress");
+  if (!egress) return std::move(egress).takeError();
+  out.ingress = std::move(*ingress);
+  out.egress = std::move(*egress);
+  p.SerializeToString(&out.content);
+  return out;
 }
 
 Result<Verdict> validate(const dpv1::LogicalModel& requested, const Model* previous) {

@@ -20,11 +20,13 @@
 // tunnel IP and its subnets' prefixes; an inbound IPsec SA its (peer tunnel
 // IP, SPI), an outbound one its remote node's one outbound slot; a service
 // each (address, protocol, port) it serves on (cluster and external IPs) and
-// each (protocol, node port). Objects are taken in this order and each is
+// each (protocol, node port); a port policy its port, which must be a port in
+// force (a port has at most one). Objects are taken in this order and each is
 // granted its claims only if none is held already:
 //   1. local subnets, then ports, then remote nodes (a remote node overlapping
 //      our own subnet is the one refused), then IPsec SAs (an SA of a remote
-//      node not in force is refused), then services;
+//      node not in force is refused), then services, then port policies (a
+//      policy of a port not in force is refused);
 //   2. within a kind: objects in force before with unchanged content, then
 //      objects in force before whose content changed, then new objects;
 //   3. within each of those, by name (CIDR for subnets).
@@ -147,6 +149,36 @@ struct ModelService {
   std::string content;
 };
 
+// NetworkPolicy of one local pod port (dpv1::PortPolicy, docs/policy.md).
+struct ModelPolicyRule {
+  std::vector<IpPrefix> peers;  // as requested (the agent sends them disjoint and sorted)
+  uint8_t protocol = 0;         // IANA; 0: every protocol, ports ignored
+  uint16_t port_first = 0;
+  uint16_t port_last = 65535;
+  std::string policy;           // "namespace/name"
+};
+
+struct ModelPolicyDirection {
+  bool isolated = false;
+  std::vector<std::string> policies;  // the policies isolating it
+  std::vector<ModelPolicyRule> rules;
+};
+
+struct ModelPortPolicy {
+  std::string port;  // a ModelPort in force
+  std::string pod;
+  ModelPolicyDirection ingress;
+  ModelPolicyDirection egress;
+  std::string content;  // serialized PortPolicy: equal content, unchanged rules
+};
+
+// The PortPolicy's own fields (a refusal names the field and what to fix):
+// every peer a prefix without host bits, protocol 0, 1, 6, 17, 58 or 132,
+// port_first <= port_last <= 65535, policy names non-empty, and a direction
+// that is not isolated has no rules. Whether its port is in force is
+// validate()'s to say.
+Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p);
+
 // Sessions a client's affinity lasts at most (Kubernetes caps
 // sessionAffinityConfig.clientIP.timeoutSeconds at one day).
 inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
@@ -172,6 +204,7 @@ struct Model {
   std::vector<ModelRemoteNode> remote_nodes;  // by name
   std::vector<ModelIpsecSa> ipsec_sas;        // by name
   std::vector<ModelService> services;         // by name
+  std::vector<ModelPortPolicy> port_policies; // by port
   std::vector<IpPrefix> cluster_cidrs;        // node settings: the pods' addresses
   std::vector<IpPrefix> service_cidrs;        // node settings: where cluster IPs come from
   std::string node_content;  // serialized NodeSettings and the local subnets in force

@@ -1,0 +1,109 @@
+// The fast form of a PortPolicy direction (policy_match.h).
+#include "model/policy_match.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <tuple>
+
+namespace dpu::model {
+namespace {
+
+using U128 = unsigned __int128;
+
+U128 load(const uint8_t* bytes, size_t n) {
+  U128 v = 0;
+  for (size_t i = 0; i < n; ++i) v = v << 8 | bytes[i];
+  return v;
+}
+
+struct Interval {
+  U128 lo, hi;
+  uint32_t rule;
+};
+
+}  // namespace
+
+PolicyMatcher::PolicyMatcher(const ModelPolicyDirection& direction) : isolated_(direction.isolated) {
+  if (!isolated_) return;
+  // Rules by (protocol, ports), each a list of address intervals per family.
+  std::map<std::tuple<uint8_t, uint16_t, uint16_t>, std::pair<std::vector<Interval>, std::vector<Interval>>> groups;
+  for (uint32_t i = 0; i < direction.rules.size(); ++i) {
+    const ModelPolicyRule& r = direction.rules[i];
+    const auto key = r.protocol == 0 ? std::make_tuple(uint8_t{0}, uint16_t{0}, uint16_t{65535})
+                                     : std::make_tuple(r.protocol, r.port_first, r.port_last);
+    auto& g = groups[key];
+    for (const auto& p : r.peers) {
+      const bool v6 = !p.address.isV4();
+      const unsigned bits = v6 ? 128 : 32;
+      const U128 lo = load(p.address.bytes.data(), v6 ? 16 : 4);
+      const unsigned host = bits - p.length;
+      const U128 span = host == 128 ? ~U128{0} : (U128{1} << host) - 1;
+      (v6 ? g.second : g.first).push_back({lo, lo + span, i});
+    }
+  }
+  // Disjoint segments, each tagged with the lowest rule covering it: a sweep
+  // over the interval ends with the covering rules in a min-heap.
+  auto flatten = [](std::vector<Interval> items) {
+    std::vector<Segment> out;
+    std::sort(items.begin(), items.end(), [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+    std::vector<U128> points;  // where the covering set may change
+    for (const auto& it : items) {
+      points.push_back(it.lo);
+      if (it.hi != ~U128{0}) points.push_back(it.hi + 1);
+    }
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
+    using Active = std::pair<uint32_t, U128>;  // (rule, hi)
+    std::priority_queue<Active, std::vector<Active>, std::greater<>> active;
+    size_t next = 0;
+    for (size_t j = 0; j < points.size(); ++j) {
+      const U128 at = points[j];
+      while (next < items.size() && items[next].lo == at) {
+        active.emplace(items[next].rule, items[next].hi);
+        ++next;
+      }
+      while (!active.empty() && active.top().second < at) active.pop();
+      if (active.empty()) continue;
+      // The heap's top may hide expired intervals below it only with higher
+      // rules; the top itself is live, and it is the lowest live rule.
+      const U128 end = j + 1 < points.size() ? points[j + 1] - 1 : ~U128{0};
+      const uint32_t rule = active.top().first;
+      if (!out.empty() && out.back().rule == rule && out.back().hi + 1 == at) {
+        out.back().hi = end;
+      } else {
+        out.push_back({at, end, rule});
+      }
+    }
+    return out;
+  };
+  for (auto& [key, lists] : groups) {
+    PortClass c;
+    std::tie(c.protocol, c.first, c.last) = key;
+    c.v4 = flatten(std::move(lists.first));
+    c.v6 = flatten(std::move(lists.second));
+    classes_.push_back(std::move(c));
+  }
+}
+
+int PolicyMatcher::find(const std::vector<Segment>& segments, U128 address) {
+  auto it = std::upper_bound(segments.begin(), segments.end(), address,
+                             [](U128 a, const Segment& s) { return a < s.lo; });
+  if (it == segments.begin()) return kDenied;
+  --it;
+  return address <= it->hi ? static_cast<int>(it->rule) : kDenied;
+}
+
+int PolicyMatcher::match(const uint8_t* peer, bool v6, uint8_t protocol, uint16_t port) const {
+  if (!isolated_) return kNotIsolated;
+  const U128 address = load(peer, v6 ? 16 : 4);
+  int best = kDenied;
+  for (const auto& c : classes_) {
+    if (c.protocol != 0 && (c.protocol != protocol || port < c.first || port > c.last)) continue;
+    const int r = find(v6 ? c.v6 : c.v4, address);
+    if (r >= 0 && (best < 0 || r < best)) best = r;
+  }
+  return best;
+}
+
+}  // namespace dpu::model
