@@ -84,7 +84,9 @@ struct Harness {
   ClusterState cluster;
   std::map<std::string, NetworkPolicyInfo> policies;  // by "ns/name"
 
-  Harness() {
+  // `ips`: pod "ns/name" → its address, for pods placed elsewhere (the lab's);
+  // by default 10.0.<ns index>.<pod index + 1>.
+  explicit Harness(const std::map<std::string, std::string>& ips = {}) {
     for (size_t n = 0; n < namespaces.size(); ++n) {
       const auto& ns = namespaces[n];
       cluster.namespaces[ns] = NamespaceInfo{ns, {{kNamespaceNameLabel, ns}, {"ns", ns}}};
@@ -94,9 +96,11 @@ struct Harness {
           for (auto [proto, text] : {std::pair{Protocol::kTcp, "tcp"}, std::pair{Protocol::kUdp, "udp"},
                                      std::pair{Protocol::kSctp, "sctp"}})
             ports.push_back(ContainerPort{"serve-" + std::to_string(port) + "-" + text, port, proto});
-        cluster.pods[ns + "/" + names[i]] =
-            pod(ns, names[i], i == 1 ? "node-2" : "node-1",
-                {"10.0." + std::to_string(n) + "." + std::to_string(i + 1)}, {{"pod", names[i]}}, ports);
+        const std::string key = ns + "/" + names[i];
+        cluster.pods[key] = pod(ns, names[i], i == 1 ? "node-2" : "node-1",
+                                {ips.count(key) ? ips.at(key)
+                                                : "10.0." + std::to_string(n) + "." + std::to_string(i + 1)},
+                                {{"pod", names[i]}}, ports);
       }
     }
   }
