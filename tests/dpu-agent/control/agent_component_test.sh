@@ -246,6 +246,64 @@ eventually "the slice change reaches the dataplane" 'test "$(history_len)" -gt "
 echo "$NODES" > "$DIR/cluster.yaml"
 eventually "the services leave the model" 'test "$(service_metrics)" = "dpu_agent_services 0 "'
 
+# --- NetworkPolicy: a pod the cluster file's policy selects is attached with
+# its PortPolicy in the Delta of its port; a policy change is a Delta of that
+# PortPolicy alone; a bad policy is refused with its field, logged and
+# counted, the other one kept; a detach takes the port and its PortPolicy.
+cat >> "$DIR/cluster.yaml" <<YAML
+namespaces:
+  - {name: shop, labels: {team: payments}}
+pods:
+  - {namespace: shop, name: db, nodeName: node-a, labels: {app: db}}
+  - {namespace: shop, name: web, nodeName: node-b, ips: [10.244.2.7], labels: {app: web}}
+networkPolicies:
+  - {namespace: shop, name: db, podSelector: {matchLabels: {app: db}},
+     ingress: [{from: [{podSelector: {matchLabels: {app: web}}}], ports: [{port: 5432}]}]}
+YAML
+policy_metrics() { curl -s "$URL/metrics" | grep -E '^dpu_agent_(port_policies|networkpolicy_refused)' | tr '\n' ' '; }
+eventually "the agent reads the policy" \
+  'curl -s "$URL/metrics" | matches "dpu_agent_cluster_events_total{source=\"file\",kind=\"networkpolicy\"} 1"'
+HLEN=$(history_len)
+code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"shop","name":"db"},"sandboxId":"sbdb","ifname":"eth0","pfIndex":0,"vfIndex":5}')
+[ "$code" = 200 ] || fail "attach of shop/db answered $code: $(cat "$DIR/out.json")"
+IDDB=$(jq -r .attachment.id "$DIR/out.json")
+eventually "the db port reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
+[ "$(dump ".history[$HLEN].objects")" = "[\"+port:$IDDB\",\"+policy:$IDDB\"]" ] ||
+  fail "the attach was not one Delta with the port and its PortPolicy: $(dump ".history[$HLEN]")"
+[ "$(dump ".model.port_policies[] | select(.port == \"$IDDB\") | [.pod, .ingress.isolated, .ingress.rules[0].peers[0], .ingress.rules[0].port_first]")" = \
+  '["shop/db",true,"10.244.2.7/32",5432]' ] || fail "db's PortPolicy: $(dump .model.port_policies)"
+eventually "the metric counts one port with rules" 'test "$(policy_metrics)" = "dpu_agent_port_policies 1 "'
+HLEN=$(history_len)
+sed -i 's/ports: \[{port: 5432}\]/ports: [{port: 5433}]/' "$DIR/cluster.yaml"
+eventually "the policy change reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
+[ "$(dump ".history[$HLEN].objects")" = "[\"~policy:$IDDB\"]" ] ||
+  fail "a policy change was not a Delta of that PortPolicy alone: $(dump ".history[$HLEN]")"
+# A bad policy: the file source refuses it while reading (the whole file, as
+# any bad object: the last good state stays in force), naming the policy's
+# field; the policies in force and the dataplane are unchanged. (Refusals the
+# compiler makes itself are reported as dpu_agent_networkpolicy_refused:
+# policy_model_test.cpp.)
+HLEN=$(history_len)
+malformed() { curl -s "$URL/metrics" | awk '/^dpu_agent_cluster_malformed_objects_total/ { print $2 }'; }
+BAD_BEFORE=$(malformed)
+cat >> "$DIR/cluster.yaml" <<YAML
+  - {namespace: shop, name: bad, podSelector: {}, ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/16, except: [10.1.0.0/24]}}]}]}
+YAML
+eventually "the bad policy is refused and counted" 'test "$(malformed)" -gt "$BAD_BEFORE"'
+grep -q "networkPolicies\[1\].ingress\[0\].from\[0\].ipBlock.except\[0\]: '10.1.0.0/24' is not a strict subset" "$DIR/agent.log" ||
+  fail "no log line naming the refused policy's field"
+sleep 0.3
+[ "$(history_len)" = "$HLEN" ] && [ "$(policy_metrics)" = "dpu_agent_port_policies 1 " ] ||
+  fail "a refused policy changed the dataplane: $(dump '.history[-1]') $(policy_metrics)"
+HLEN=$(history_len)
+code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -X DELETE -H 'Accept: application/json' "$URL/v1/attachments/$IDDB")
+[ "$code" = 200 ] || fail "detach of shop/db answered $code"
+eventually "the detach reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
+[ "$(dump ".history[$HLEN].objects")" = "[\"-port:$IDDB\",\"-policy:$IDDB\"]" ] ||
+  fail "the detach was not one Delta removing the port and its PortPolicy: $(dump ".history[$HLEN]")"
+echo "$NODES" > "$DIR/cluster.yaml"
+eventually "the policies leave the agent" 'test "$(policy_metrics)" = "dpu_agent_port_policies 0 "'
+
 # --- a bad cluster file keeps the last good state
 HLEN=$(history_len)
 echo "nodes: [{name: node-b, tunnelIP: nope}]" > "$DIR/cluster.yaml"
