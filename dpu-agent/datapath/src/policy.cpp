@@ -135,12 +135,9 @@ void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snaps
 
 void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
                                 dataplane::v1::OperatorReply& out) const {
-  std::vector<std::string> named;
   for (const auto& pp : model_.port_policies) {
     if (!request.port().empty() && pp.port != request.port()) continue;
-    auto* p = out.add_port_policies();
-    (void)p->ParseFromString(pp.content);
-    for (const auto* d : {&pp.ingress, &pp.egress}) named.insert(named.end(), d->policies.begin(), d->policies.end());
+    (void)out.add_port_policies()->ParseFromString(pp.content);
   }
   if (!request.port().empty() && out.port_policies().empty()) {
     const bool is_port = std::any_of(model_.ports.begin(), model_.ports.end(),
@@ -148,6 +145,15 @@ void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
     out.set_error(is_port ? "port " + request.port() + " has no PortPolicy: it is not isolated"
                           : "no port " + request.port() + " is in force (dpuctl ports, dpuctl problems)");
     return;
+  }
+  addPolicyDrops(out, request.port());
+}
+
+void EngineImpl::addPolicyDrops(dataplane::v1::OperatorReply& out, const std::string& only_port) const {
+  std::vector<std::string> named;
+  for (const auto& pp : model_.port_policies) {
+    if (!only_port.empty() && pp.port != only_port) continue;
+    for (const auto* d : {&pp.ingress, &pp.egress}) named.insert(named.end(), d->policies.begin(), d->policies.end());
   }
   std::sort(named.begin(), named.end());
   named.erase(std::unique(named.begin(), named.end()), named.end());
