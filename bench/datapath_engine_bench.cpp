@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,44 @@ dataplane::v1::LogicalModel serviceModel() {
       b->set_ready(true);
       b->set_serving(true);
     }
+  }
+  return m;
+}
+
+// The service model with pod A isolated both ways by 1,000 NetworkPolicies
+// (docs/policy.md), as a default-deny namespace with many allow policies
+// compiles: each allows egress to a few /32 peers on one of ten TCP and UDP
+// ports (8080-8089) and ingress from the cluster on TCP 80; the last one
+// also allows the backend's node subnet, so the service's connections pass.
+dataplane::v1::LogicalModel policyModel() {
+  auto m = serviceModel();
+  auto* pp = m.add_port_policies();
+  pp->set_port("pod-a");
+  pp->set_pod("bench/a");
+  auto* in = pp->mutable_ingress();
+  auto* out = pp->mutable_egress();
+  in->set_isolated(true);
+  out->set_isolated(true);
+  char name[32];
+  for (unsigned i = 0; i < 1000; ++i) {
+    std::snprintf(name, sizeof name, "bench/p%04u", i);
+    in->add_policies(name);
+    out->add_policies(name);
+    for (auto proto : {6u, 17u}) {
+      auto* r = out->add_rules();
+      for (unsigned k = 0; k < 3; ++k) r->add_peers("10.250." + std::to_string(i / 64) + "." + std::to_string(i % 64 * 4 + k) + "/32");
+      if (i == 999) r->add_peers("10.244.2.0/24");
+      r->set_protocol(proto);
+      r->set_port_first(8080 + i % 10);
+      r->set_port_last(8080 + i % 10);
+      r->set_policy(name);
+    }
+    auto* r = in->add_rules();
+    r->add_peers("10.244.0.0/16");
+    r->set_protocol(6);
+    r->set_port_first(80);
+    r->set_port_last(80);
+    r->set_policy(name);
   }
   return m;
 }
@@ -444,8 +483,17 @@ int main(int argc, char** argv) {
     // and a 262,144-entry flow cache. A SYN is balanced, tracked and
     // forwarded uncached; a UDP datagram's connection is also cached. A
     // fresh engine per round; the median of `rounds` rounds.
-    const Case new_cases[] = {{"new connections: TCP SYN", rep_a, tcpSyn}, {"new connections: UDP", rep_a, udpVip}};
+    // "... 1,000 policies": the same with pod A isolated by 1,000 policies
+    // (policyModel: egress judged against the backend after DNAT), and its
+    // rate as a share of the plain case's, measured just before it.
+    const Case new_cases[] = {{"new connections: TCP SYN", rep_a, tcpSyn},
+                              {"new connections: UDP", rep_a, udpVip},
+                              {"new connections, 1,000 policies: TCP SYN", rep_a, tcpSyn},
+                              {"new connections, 1,000 policies: UDP", rep_a, udpVip}};
+    std::map<std::string, double> plain_rate;
     for (const auto& c : new_cases) {
+      if (!wanted(c.name)) continue;
+      const bool policies = std::string(c.name).find("policies") != std::string::npos;
       std::vector<Bytes> set;
       for (uint32_t i = 0; i < 120000; ++i) {
         set.push_back(c.build(static_cast<uint16_t>(1024 + i % 60000), static_cast<uint16_t>(80 + i / 60000)));
@@ -453,7 +501,7 @@ int main(int argc, char** argv) {
       std::vector<double> cycles, means, forwarded, opened;
       for (unsigned round = 0; round < rounds; ++round) {
         auto engine = make(262144, nullptr);
-        programModel(*engine, serviceModel(), 2);
+        programModel(*engine, policies ? policyModel() : serviceModel(), 2);
         WorkerContext& w = engine->worker(0);
         const uint64_t tx0 = txPackets(uplink);
         auto r = run(set, set.size(), [&](rte_mbuf** b) {
@@ -471,6 +519,13 @@ int main(int argc, char** argv) {
                   "  [%.0f connections, %.1f%% to the uplink]\n",
                   c.name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc, medianOf(means), rounds,
                   medianOf(opened), 100 * medianOf(forwarded));
+      const std::string proto = std::string(c.name).substr(std::string(c.name).find(": "));
+      if (!policies) {
+        plain_rate[proto] = cyc;
+      } else if (plain_rate.count(proto)) {
+        std::printf("%-38s %8.1f %% of the rate without policies\n", "  with 1,000 policies / without",
+                    100.0 * plain_rate[proto] / cyc);
+      }
     }
   }
   if (wanted("slow path")) {
