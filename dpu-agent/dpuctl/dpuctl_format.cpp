@@ -143,6 +143,7 @@ std::string formatProblems(const dataplane::v1::OperatorReply& reply) {
       case dataplane::v1::ObjectProblem::LOCAL_SUBNET: return "local-subnet";
       case dataplane::v1::ObjectProblem::IPSEC_SA: return "ipsec-sa";
       case dataplane::v1::ObjectProblem::SERVICE: return "service";
+      case dataplane::v1::ObjectProblem::PORT_POLICY: return "port-policy";
       default: return "?";
     }
   };

@@ -182,6 +182,12 @@ TEST_CASE("dpuctl: problems, one row per object not forwarding, or a line saying
         "port         att-1  refused           mac 0a:58:a9:fe:00:01 is the router MAC\n"
         "remote-node  node3  port-unavailable  x\n");
   CHECK_THAT(formatJson(reply), Catch::Contains("\"state\": \"REFUSED\""));
+  auto* pp = reply.add_problems();
+  pp->set_kind(dpu::dataplane::v1::ObjectProblem::PORT_POLICY);
+  pp->set_name("att-2");
+  pp->set_state(dpu::dataplane::v1::ObjectProblem::REFUSED);
+  pp->set_reason("ingress.rules[0].peers \"10.0.0.0/33\": bad prefix");
+  CHECK_THAT(formatProblems(reply), Catch::Contains("port-policy  att-2  refused           ingress.rules[0].peers"));
 }
 
 TEST_CASE("dpuctl: start-up phases, milliseconds from the process's start", "[dpuctl]") {
