@@ -428,8 +428,15 @@ int main(int argc, char** argv) {
   auto tcpAck = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x10); };
   auto tcpSyn = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x02); };
   auto udpVip = [&](uint16_t sp, uint16_t dp) { return udp64(kMacA, kPodA, kVip, sp, dp); };
-  const Case service_cases[] = {{"service TCP ACK", rep_a, tcpAck}, {"service UDP", rep_a, udpVip}};
+  // "... 1,000 policies": the same connections from pod A isolated by
+  // 1,000 NetworkPolicies (policyModel): judged once when opened, after
+  // which their flows are the plain cases' (the same Mpps is expected).
+  const Case service_cases[] = {{"service TCP ACK", rep_a, tcpAck},
+                                {"service UDP", rep_a, udpVip},
+                                {"service TCP ACK, 1,000 policies", rep_a, tcpAck},
+                                {"service UDP, 1,000 policies", rep_a, udpVip}};
   for (const auto& c : service_cases) {
+    const bool policies = std::string(c.name).find("policies") != std::string::npos;
     for (size_t conns : {size_t{1000}, size_t{100000}}) {
       char name[64];
       std::snprintf(name, sizeof name, "%s, %zu conns", c.name, conns);
@@ -440,7 +447,7 @@ int main(int argc, char** argv) {
       // median of each and of the rounds' differences.
       const auto entries = static_cast<uint32_t>(std::max<size_t>(4096, 4 * conns));
       auto engine = make(entries, nullptr);
-      programModel(*engine, serviceModel(), 2);
+      programModel(*engine, policies ? policyModel() : serviceModel(), 2);
       auto plain = make(entries, nullptr);
       auto set = flowSet(conns, c.build), plain_set = flowSet(conns, encap);
       auto stepOf = [&](Engine& e) {
