@@ -91,6 +91,7 @@ FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel
   for (const auto& x : m.ports()) s.ports[x.name()] = x;
   for (const auto& x : m.remote_nodes()) s.remotes[x.name()] = x;
   for (const auto& x : m.ipsec_sas()) s.sas[x.name()] = x;
+  for (const auto& x : m.port_policies()) s.port_policies[x.port()] = x;
   return s;
 }
 
@@ -106,6 +107,7 @@ void FakeDataplaneModel::diff(const State& before, const State& after, FakeChang
   diffMap(before.ports, after.ports, "port", c);
   diffMap(before.remotes, after.remotes, "remote", c);
   diffMap(before.sas, after.sas, "sa", c);
+  diffMap(before.port_policies, after.port_policies, "port-policy", c);
 }
 
 void FakeDataplaneModel::updateSaCounters() {
