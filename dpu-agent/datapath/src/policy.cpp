@@ -22,8 +22,10 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine_impl.h"
+#include "overlay/bytes.h"
 #include "overlay/headers.h"
 
 namespace dpu::datapath {
@@ -100,19 +102,27 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
 void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snapshot& after) {
   std::unordered_map<std::string, const SnapPolicy*> old_policy;
   for (const auto& p : before.ports) old_policy.emplace(p.name, p.policy.get());
-  bool changed = false;
+  std::unordered_set<Ip16, Ip16Hash> changed;  // the addresses of the ports whose policy changed
   for (const auto& p : after.ports) {
     auto it = old_policy.find(p.name);
     const SnapPolicy* was = it == old_policy.end() ? nullptr : it->second;
-    if (was != p.policy.get() && (was == nullptr || !p.policy || was->content != p.policy->content)) {
-      changed = true;
-      break;
+    if (was == p.policy.get() || (was != nullptr && p.policy && was->content == p.policy->content)) continue;
+    for (uint32_t a : p.ipv4) {
+      Ip16 k{};
+      overlay::store32(k.data(), a);
+      changed.insert(k);
+    }
+    for (const auto& a : p.ipv6) {
+      Ip16 k;
+      std::memcpy(k.data(), a.data(), 16);
+      changed.insert(k);
     }
   }
-  if (!changed) return;
+  if (changed.empty()) return;
   // Judged as at its start: the originator's egress against the responder
   // (the translated destination), the responder's ingress against the originator.
   const size_t n = conntrack_->removeIf([&](const conntrack::Entry& e) {
+    if (!changed.count(e.original.src) && !changed.count(e.reply.src)) return false;  // judged as before
     const bool v6 = e.original.family == 6;
     const SnapPort* from = after.portByAddress(e.original.src.data(), v6);
     const SnapPort* to = after.portByAddress(e.reply.src.data(), v6);
