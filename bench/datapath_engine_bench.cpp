@@ -536,6 +536,47 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (wanted("policy change")) {
+    // A change of one port's PortPolicy (one of its 1,000 rules' ports) as a
+    // Delta, on an engine holding 100,000 cached connections of that pod:
+    // validation, the snapshot (the port's rules recompiled), the re-judging
+    // of the connections and the flows it retires. The median of 21.
+    auto engine = make(262144, nullptr);
+    auto m = policyModel();
+    programModel(*engine, m, 2);
+    WorkerContext& w = engine->worker(0);
+    auto set = flowSet(100000, udpVip);
+    (void)run(set, set.size(), [&](rte_mbuf** b) {
+      engine->processBurst(w, rep_a, b, 32);
+      engine->flush(w);
+      engine->quiescent(w);
+    });
+    std::vector<double> us;
+    uint64_t generation = 2;
+    uint32_t removed = 0;
+    for (unsigned i = 0; i < 21; ++i) {
+      dataplane::v1::ProgramRequest req;
+      auto* d = req.mutable_delta();
+      d->set_base_generation(generation);
+      d->set_generation(generation + 1);
+      auto* pp = d->add_upsert_port_policies();
+      *pp = m.port_policies(0);
+      pp->mutable_egress()->mutable_rules(0)->set_port_last(8080 + (i % 2 == 0 ? 10 : 0));
+      const uint64_t t0 = rte_get_tsc_cycles();
+      const auto reply = engine->program(req);
+      us.push_back(static_cast<double>(rte_get_tsc_cycles() - t0) * 1e6 / static_cast<double>(rte_get_tsc_hz()));
+      if (reply.status() != dataplane::v1::OK) {
+        std::fprintf(stderr, "policy change refused: %s\n", reply.message().c_str());
+        return 1;
+      }
+      removed = reply.flows_removed();
+      ++generation;
+      engine->quiescent(w);
+      engine->maintain();
+    }
+    std::printf("%-38s %8.2f ms per Delta (median of 21; 1,000 policies, 100,000 connections tracked, %u flows retired)\n",
+                "policy change: one port's PortPolicy", medianOf(us) / 1000, removed);
+  }
   if (wanted("slow path")) {
     // Slow path: every packet a new flow (400,000 distinct five-tuples through
     // a 262,144-entry cache, so setups continue with evictions).
