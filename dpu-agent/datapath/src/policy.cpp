@@ -120,25 +120,42 @@ void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snaps
   }
   if (changed.empty()) return;
   // Judged as at its start: the originator's egress against the responder
-  // (the translated destination), the responder's ingress against the originator.
+  // (the translated destination), the responder's ingress against the
+  // originator. A verdict depends on the two addresses, the protocol and the
+  // port only: the many connections of a client to one server port are
+  // judged once.
+  struct Judged {
+    Ip16 from, to;
+    uint16_t port;
+    uint8_t proto;
+    bool operator==(const Judged&) const = default;
+  };
+  struct JudgedHash {
+    size_t operator()(const Judged& j) const {
+      return Ip16Hash{}(j.from) ^ (Ip16Hash{}(j.to) * 0x9e3779b97f4a7c15ull) ^ (size_t{j.port} << 8 | j.proto);
+    }
+  };
+  std::unordered_map<Judged, bool, JudgedHash> verdicts;
   const size_t n = conntrack_->removeIf([&](const conntrack::Entry& e) {
     if (!changed.count(e.original.src) && !changed.count(e.reply.src)) return false;  // judged as before
+    const uint8_t protocol = e.original.protocol;
+    const Judged key{e.original.src, e.reply.src, hasPorts(protocol) ? e.reply.src_port : uint16_t{0}, protocol};
+    auto [it, fresh] = verdicts.try_emplace(key, false);
+    if (!fresh) return it->second;
     const bool v6 = e.original.family == 6;
     const SnapPort* from = after.portByAddress(e.original.src.data(), v6);
     const SnapPort* to = after.portByAddress(e.reply.src.data(), v6);
-    const uint8_t proto = e.original.protocol;
-    const uint16_t port = hasPorts(proto) ? e.reply.src_port : 0;
+    const uint8_t proto = key.proto;
+    const uint16_t port = key.port;
     uint16_t ignored = 0;
-    if (from != nullptr && from->policy &&
-        judge(&from->policy->egress, e.reply.src.data(), v6, proto, port, ignored) == model::PolicyMatcher::kDenied) {
-      return true;
-    }
-    if (to != nullptr && to->policy && !(from != nullptr && from->management) &&
-        judge(&to->policy->ingress, e.original.src.data(), v6, proto, port, ignored) ==
-            model::PolicyMatcher::kDenied) {
-      return true;
-    }
-    return false;
+    const bool denied =
+        (from != nullptr && from->policy &&
+         judge(&from->policy->egress, e.reply.src.data(), v6, proto, port, ignored) == model::PolicyMatcher::kDenied) ||
+        (to != nullptr && to->policy && !(from != nullptr && from->management) &&
+         judge(&to->policy->ingress, e.original.src.data(), v6, proto, port, ignored) ==
+             model::PolicyMatcher::kDenied);
+    it->second = denied;
+    return denied;
   });
   control_events_[static_cast<size_t>(Event::kPolicyRevoked)] += n;
 }
