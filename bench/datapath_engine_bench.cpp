@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,45 @@ dataplane::v1::LogicalModel serviceModel() {
       b->set_ready(true);
       b->set_serving(true);
     }
+  }
+  return m;
+}
+
+// The service model with pod A isolated both ways by 1,000 NetworkPolicies
+// (docs/policy.md), as a default-deny namespace with many allow policies
+// compiles: each allows egress to a few /32 peers on one of ten TCP and UDP
+// ports (8080-8089) and ingress from the cluster on TCP 80; the last two of
+// ports 8080 and 8081 also allow the backend's node subnet, so the service's
+// connections pass.
+dataplane::v1::LogicalModel policyModel() {
+  auto m = serviceModel();
+  auto* pp = m.add_port_policies();
+  pp->set_port("pod-a");
+  pp->set_pod("bench/a");
+  auto* in = pp->mutable_ingress();
+  auto* out = pp->mutable_egress();
+  in->set_isolated(true);
+  out->set_isolated(true);
+  char name[32];
+  for (unsigned i = 0; i < 1000; ++i) {
+    std::snprintf(name, sizeof name, "bench/p%04u", i);
+    in->add_policies(name);
+    out->add_policies(name);
+    for (auto proto : {6u, 17u}) {
+      auto* r = out->add_rules();
+      for (unsigned k = 0; k < 3; ++k) r->add_peers("10.250." + std::to_string(i / 64) + "." + std::to_string(i % 64 * 4 + k) + "/32");
+      if (i >= 990 && i % 10 < 2) r->add_peers("10.244.2.0/24");  // the backend's target ports 8080, 8081
+      r->set_protocol(proto);
+      r->set_port_first(8080 + i % 10);
+      r->set_port_last(8080 + i % 10);
+      r->set_policy(name);
+    }
+    auto* r = in->add_rules();
+    r->add_peers("10.244.0.0/16");
+    r->set_protocol(6);
+    r->set_port_first(80);
+    r->set_port_last(80);
+    r->set_policy(name);
   }
   return m;
 }
@@ -388,8 +428,15 @@ int main(int argc, char** argv) {
   auto tcpAck = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x10); };
   auto tcpSyn = [&](uint16_t sp, uint16_t dp) { return tcp64(kMacA, kPodA, kVip, sp, dp, 0x02); };
   auto udpVip = [&](uint16_t sp, uint16_t dp) { return udp64(kMacA, kPodA, kVip, sp, dp); };
-  const Case service_cases[] = {{"service TCP ACK", rep_a, tcpAck}, {"service UDP", rep_a, udpVip}};
+  // "... 1,000 policies": the same connections from pod A isolated by
+  // 1,000 NetworkPolicies (policyModel): judged once when opened, after
+  // which their flows are the plain cases' (the same Mpps is expected).
+  const Case service_cases[] = {{"service TCP ACK", rep_a, tcpAck},
+                                {"service UDP", rep_a, udpVip},
+                                {"service TCP ACK, 1,000 policies", rep_a, tcpAck},
+                                {"service UDP, 1,000 policies", rep_a, udpVip}};
   for (const auto& c : service_cases) {
+    const bool policies = std::string(c.name).find("policies") != std::string::npos;
     for (size_t conns : {size_t{1000}, size_t{100000}}) {
       char name[64];
       std::snprintf(name, sizeof name, "%s, %zu conns", c.name, conns);
@@ -400,7 +447,7 @@ int main(int argc, char** argv) {
       // median of each and of the rounds' differences.
       const auto entries = static_cast<uint32_t>(std::max<size_t>(4096, 4 * conns));
       auto engine = make(entries, nullptr);
-      programModel(*engine, serviceModel(), 2);
+      programModel(*engine, policies ? policyModel() : serviceModel(), 2);
       auto plain = make(entries, nullptr);
       auto set = flowSet(conns, c.build), plain_set = flowSet(conns, encap);
       auto stepOf = [&](Engine& e) {
@@ -437,15 +484,24 @@ int main(int argc, char** argv) {
                   100 * medianOf(forwarded));
     }
   }
-  if (wanted("new connections")) {
-    // Every packet a new connection, each read once: 120,000 distinct
-    // five-tuples (source ports 1024..61023 to service ports 80 and 81), in
-    // a conntrack table that holds them all (262,144 entries, the default)
-    // and a 262,144-entry flow cache. A SYN is balanced, tracked and
-    // forwarded uncached; a UDP datagram's connection is also cached. A
-    // fresh engine per round; the median of `rounds` rounds.
-    const Case new_cases[] = {{"new connections: TCP SYN", rep_a, tcpSyn}, {"new connections: UDP", rep_a, udpVip}};
+  // Every packet a new connection, each read once: 120,000 distinct
+  // five-tuples (source ports 1024..61023 to service ports 80 and 81), in
+  // a conntrack table that holds them all (262,144 entries, the default)
+  // and a 262,144-entry flow cache. A SYN is balanced, tracked and
+  // forwarded uncached; a UDP datagram's connection is also cached. A
+  // fresh engine per round; the median of `rounds` rounds.
+  // "... 1,000 policies": the same with pod A isolated by 1,000 policies
+  // (policyModel: egress judged against the backend after DNAT), and its
+  // rate as a share of the plain case's, measured just before it.
+  const Case new_cases[] = {{"new connections: TCP SYN", rep_a, tcpSyn},
+                            {"new connections: UDP", rep_a, udpVip},
+                            {"new connections, 1,000 policies: TCP SYN", rep_a, tcpSyn},
+                            {"new connections, 1,000 policies: UDP", rep_a, udpVip}};
+  if (std::any_of(std::begin(new_cases), std::end(new_cases), [&](const Case& c) { return wanted(c.name); })) {
+    std::map<std::string, double> plain_rate;
     for (const auto& c : new_cases) {
+      if (!wanted(c.name)) continue;
+      const bool policies = std::string(c.name).find("policies") != std::string::npos;
       std::vector<Bytes> set;
       for (uint32_t i = 0; i < 120000; ++i) {
         set.push_back(c.build(static_cast<uint16_t>(1024 + i % 60000), static_cast<uint16_t>(80 + i / 60000)));
@@ -453,7 +509,7 @@ int main(int argc, char** argv) {
       std::vector<double> cycles, means, forwarded, opened;
       for (unsigned round = 0; round < rounds; ++round) {
         auto engine = make(262144, nullptr);
-        programModel(*engine, serviceModel(), 2);
+        programModel(*engine, policies ? policyModel() : serviceModel(), 2);
         WorkerContext& w = engine->worker(0);
         const uint64_t tx0 = txPackets(uplink);
         auto r = run(set, set.size(), [&](rte_mbuf** b) {
@@ -471,7 +527,55 @@ int main(int argc, char** argv) {
                   "  [%.0f connections, %.1f%% to the uplink]\n",
                   c.name, static_cast<double>(rte_get_tsc_hz()) / cyc / 1e6, cyc, medianOf(means), rounds,
                   medianOf(opened), 100 * medianOf(forwarded));
+      const std::string proto = std::string(c.name).substr(std::string(c.name).find(": "));
+      if (!policies) {
+        plain_rate[proto] = cyc;
+      } else if (plain_rate.count(proto)) {
+        std::printf("%-38s %8.1f %% of the rate without policies\n", "  with 1,000 policies / without",
+                    100.0 * plain_rate[proto] / cyc);
+      }
     }
+  }
+  if (wanted("policy change")) {
+    // A change of one port's PortPolicy (one of its 1,000 rules' ports) as a
+    // Delta, on an engine holding 100,000 cached connections of that pod:
+    // validation, the snapshot (the port's rules recompiled), the re-judging
+    // of the connections and the flows it retires. The median of 21.
+    auto engine = make(262144, nullptr);
+    auto m = policyModel();
+    programModel(*engine, m, 2);
+    WorkerContext& w = engine->worker(0);
+    auto set = flowSet(100000, udpVip);
+    (void)run(set, set.size(), [&](rte_mbuf** b) {
+      engine->processBurst(w, rep_a, b, 32);
+      engine->flush(w);
+      engine->quiescent(w);
+    });
+    std::vector<double> us;
+    uint64_t generation = 2;
+    uint32_t removed = 0;
+    for (unsigned i = 0; i < 21; ++i) {
+      dataplane::v1::ProgramRequest req;
+      auto* d = req.mutable_delta();
+      d->set_base_generation(generation);
+      d->set_generation(generation + 1);
+      auto* pp = d->add_upsert_port_policies();
+      *pp = m.port_policies(0);
+      pp->mutable_egress()->mutable_rules(0)->set_port_last(8080 + (i % 2 == 0 ? 10 : 0));
+      const uint64_t t0 = rte_get_tsc_cycles();
+      const auto reply = engine->program(req);
+      us.push_back(static_cast<double>(rte_get_tsc_cycles() - t0) * 1e6 / static_cast<double>(rte_get_tsc_hz()));
+      if (reply.status() != dataplane::v1::OK) {
+        std::fprintf(stderr, "policy change refused: %s\n", reply.message().c_str());
+        return 1;
+      }
+      removed = reply.flows_removed();
+      ++generation;
+      engine->quiescent(w);
+      engine->maintain();
+    }
+    std::printf("%-38s %8.2f ms per Delta (median of 21; 1,000 policies, 100,000 connections tracked, %u flows retired)\n",
+                "policy change: one port's PortPolicy", medianOf(us) / 1000, removed);
   }
   if (wanted("slow path")) {
     // Slow path: every packet a new flow (400,000 distinct five-tuples through

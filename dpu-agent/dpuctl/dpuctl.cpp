@@ -3,6 +3,7 @@
 //
 //   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup | neighbours
 //          | services | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
+//          | policy [--port NAME]
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
 // error, 2 bad command line.
@@ -60,6 +61,10 @@ void usage(FILE* out) {
                "    --port N       only connections with port N (1-65535) in either tuple\n"
                "    --protocol P   only tcp, udp, sctp, icmp or icmpv6 connections\n"
                "    --limit N      list at most N connections (1-%u, default 1000)\n"
+               "  policy         NetworkPolicy per pod port: isolation per direction, the rules\n"
+               "                 (peers, protocol, ports, policy) and the new connections each\n"
+               "                 isolating policy denied\n"
+               "    --port NAME    only this logical port (its attachment id)\n"
                "options:\n"
                "  --socket PATH  the dataplane's operator socket (default %s, or $DPUCTL_SOCKET)\n"
                "  --json         print the reply as JSON\n",
@@ -98,6 +103,8 @@ int main(int argc, char** argv) {
   std::string command;
   v1::ConntrackRequest filter;
   std::string filter_given;  // the first conntrack option, refused with another command
+  std::string port_text;     // --port: a number for conntrack, a port name for policy
+  bool port_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     // The conntrack filters: "--port 80" or "--port=80".
@@ -114,14 +121,15 @@ int main(int argc, char** argv) {
       }
     }
     if (!option.empty()) {
+      if (option == "--port") {
+        port_text = value;
+        port_given = true;
+        continue;
+      }
       if (filter_given.empty()) filter_given = option;
       if (option == "--address") {
         if (!ipAddress(value)) return badArgument("--address \"" + value + "\": not an IPv4 or IPv6 address");
         filter.set_address(value);
-      } else if (option == "--port") {
-        auto p = number(value, 1, 65535);
-        if (!p) return badArgument("--port \"" + value + "\": not a port number from 1 to 65535");
-        filter.set_port(*p);
       } else if (option == "--protocol") {
         if (value != "tcp" && value != "udp" && value != "sctp" && value != "icmp" && value != "icmpv6")
           return badArgument("--protocol \"" + value + "\": use tcp, udp, sctp, icmp or icmpv6");
@@ -160,6 +168,16 @@ int main(int argc, char** argv) {
   }
   if (!filter_given.empty() && !command.empty() && command != "conntrack")
     return badArgument(filter_given + " filters dpuctl conntrack only, not \"" + command + "\"");
+  if (port_given && command == "policy") {
+    if (port_text.empty()) return badArgument("--port needs a logical port name (its attachment id)");
+  } else if (port_given) {
+    if (!command.empty() && command != "conntrack") {
+      return badArgument("--port filters dpuctl conntrack and policy only, not \"" + command + "\"");
+    }
+    auto p = number(port_text, 1, 65535);
+    if (!p) return badArgument("--port \"" + port_text + "\": not a port number from 1 to 65535");
+    filter.set_port(*p);
+  }
   v1::OperatorRequest request;
   if (command == "dump-flows") {
     request.mutable_dump_flows()->set_include_stats(true);
@@ -177,6 +195,8 @@ int main(int argc, char** argv) {
     request.mutable_services();
   } else if (command == "conntrack") {
     *request.mutable_conntrack() = filter;
+  } else if (command == "policy") {
+    request.mutable_policy()->set_port(port_text);
   } else {
     if (command.empty()) {
       std::fprintf(stderr, "dpuctl: no command given\n");
@@ -226,6 +246,8 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatServices(*reply, connections);
   } else if (command == "conntrack") {
     out = dpu::dpuctl::formatConntrack(*reply);
+  } else if (command == "policy") {
+    out = dpu::dpuctl::formatPolicy(*reply);
   } else {
     out = dpu::dpuctl::formatStats(*reply, !all);
   }

@@ -66,7 +66,7 @@ std::string formatFlows(const dataplane::v1::OperatorReply& reply) {
     }
     out += f.match() + ", packets:" + std::to_string(f.packets()) + ", bytes:" + std::to_string(f.bytes()) +
            ", age:" + formatDuration(f.age_ms()) + ", used:" + formatDuration(f.idle_ms()) + " ago, dp:" + where +
-           ", actions:" + f.actions() + "\n";
+           ", actions:" + f.actions() + (f.policy().empty() ? "" : ", policy:" + f.policy()) + "\n";
   }
   return out;
 }
@@ -143,6 +143,7 @@ std::string formatProblems(const dataplane::v1::OperatorReply& reply) {
       case dataplane::v1::ObjectProblem::LOCAL_SUBNET: return "local-subnet";
       case dataplane::v1::ObjectProblem::IPSEC_SA: return "ipsec-sa";
       case dataplane::v1::ObjectProblem::SERVICE: return "service";
+      case dataplane::v1::ObjectProblem::PORT_POLICY: return "port-policy";
       default: return "?";
     }
   };
@@ -298,6 +299,52 @@ std::string formatConntrack(const dataplane::v1::OperatorReply& reply) {
          std::to_string(reply.conntrack_entries()) + " of at most " + std::to_string(reply.conntrack_capacity()) +
          " (" + fill + ", conntrack.max_entries)\n";
   out += "by state: " + (states.empty() ? std::string("none") : states) + "\n";
+  return out;
+}
+
+std::string formatPolicy(const dataplane::v1::OperatorReply& reply) {
+  if (reply.port_policies().empty()) return "no port is isolated (no PortPolicy in force)\n";
+  std::map<std::string, uint64_t> dropped;
+  for (const auto& d : reply.policy_drops()) dropped[d.policy()] = d.dropped();
+  auto protocol = [](uint32_t p) -> std::string {
+    switch (p) {
+      case 0: return "any";
+      case 1: return "icmp";
+      case 6: return "tcp";
+      case 17: return "udp";
+      case 58: return "icmpv6";
+      case 132: return "sctp";
+      default: return std::to_string(p);
+    }
+  };
+  std::string out;
+  for (const auto& pp : reply.port_policies()) {
+    out += "port " + pp.port() + (pp.pod().empty() ? "" : " (" + pp.pod() + ")") + "\n";
+    for (const auto& [name, d] : {std::pair{"ingress", &pp.ingress()}, std::pair{"egress", &pp.egress()}}) {
+      const bool in = std::string(name) == "ingress";
+      if (!d->isolated()) {
+        out += std::string("  ") + name + ": not isolated\n";
+        continue;
+      }
+      out += std::string("  ") + name + ": isolated by";
+      for (const auto& p : d->policies()) out += " " + p + " (denied " + std::to_string(dropped[p]) + ")";
+      out += "\n";
+      if (d->rules().empty()) out += "    nothing allowed\n";
+      for (const auto& r : d->rules()) {
+        std::string peers;
+        for (const auto& p : r.peers()) peers += (peers.empty() ? "" : ",") + p;
+        std::string ports;
+        if (r.protocol() != 0 && r.protocol() != 1 && r.protocol() != 58) {
+          ports = r.port_first() == 0 && r.port_last() == 65535 ? " any port"
+                  : r.port_first() == r.port_last()            ? " port " + std::to_string(r.port_first())
+                                                                : " ports " + std::to_string(r.port_first()) + "-" +
+                                                                      std::to_string(r.port_last());
+        }
+        out += "    allow " + protocol(r.protocol()) + ports + (in ? " from " : " to ") + peers + "  [" + r.policy() +
+               "]\n";
+      }
+    }
+  }
   return out;
 }
 

@@ -36,6 +36,9 @@ std::string formatServices(const dataplane::v1::OperatorReply& services, const d
 // Connections: one row per entry (original and reply tuples, state, NAT,
 // service, idle, expiry), then the table's fill and the count per state.
 std::string formatConntrack(const dataplane::v1::OperatorReply& reply);
+// NetworkPolicy per port: each direction's isolation with the drops of the
+// policies isolating it, then its rules (peers, protocol, ports, policy).
+std::string formatPolicy(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

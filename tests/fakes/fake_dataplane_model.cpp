@@ -91,7 +91,7 @@ FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel
   for (const auto& x : m.ports()) s.ports[x.name()] = x;
   for (const auto& x : m.remote_nodes()) s.remotes[x.name()] = x;
   for (const auto& x : m.ipsec_sas()) s.sas[x.name()] = x;
-  for (const auto& x : m.port_policies()) s.policies[x.port()] = x;
+  for (const auto& x : m.port_policies()) s.port_policies[x.port()] = x;
   return s;
 }
 
@@ -107,7 +107,7 @@ void FakeDataplaneModel::diff(const State& before, const State& after, FakeChang
   diffMap(before.ports, after.ports, "port", c);
   diffMap(before.remotes, after.remotes, "remote", c);
   diffMap(before.sas, after.sas, "sa", c);
-  diffMap(before.policies, after.policies, "policy", c);
+  diffMap(before.port_policies, after.port_policies, "port-policy", c);
 }
 
 void FakeDataplaneModel::updateSaCounters() {
@@ -312,7 +312,7 @@ dpv1::LogicalModel FakeDataplaneModel::model() const {
   for (const auto& [k, v] : state_.ports) *m.add_ports() = v;
   for (const auto& [k, v] : state_.remotes) *m.add_remote_nodes() = v;
   for (const auto& [k, v] : state_.sas) *m.add_ipsec_sas() = v;
-  for (const auto& [k, v] : state_.policies) *m.add_port_policies() = v;
+  for (const auto& [k, v] : state_.port_policies) *m.add_port_policies() = v;
   return m;
 }
 

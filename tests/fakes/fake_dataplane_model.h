@@ -43,8 +43,8 @@ struct FakeChange {
   std::string request;           // "hello", "full_sync", "delta", "status"
   std::string status;            // "OK", "RESYNC_NEEDED", "INVALID"
   uint64_t generation = 0;       // after the request
-  uint32_t added = 0, changed = 0, removed = 0;  // objects (node settings, subnets, ports, remote nodes)
-  std::vector<std::string> objects;  // "+remote:node-c", "~port:att-1", "-subnet:10.0.0.0/24", "+policy:att-1"
+  uint32_t added = 0, changed = 0, removed = 0;  // objects (node settings, subnets, ports, remote nodes, SAs, port policies)
+  std::vector<std::string> objects;  // "+remote:node-c", "~port:att-1", "-subnet:10.0.0.0/24", "~port-policy:att-1"
   std::string message;
   std::vector<std::string> problems;  // after the request: "port:att-1", "remote node:node-c"...
 };
@@ -89,7 +89,7 @@ class FakeDataplaneModel {
     std::map<std::string, dpv1::LogicalPort> ports;
     std::map<std::string, dpv1::RemoteNode> remotes;
     std::map<std::string, dpv1::IpsecSa> sas;
-    std::map<std::string, dpv1::PortPolicy> policies;  // by port
+    std::map<std::string, dpv1::PortPolicy> port_policies;  // by port
   };
   struct SaCounters {
     std::string key;               // the key the counters are for

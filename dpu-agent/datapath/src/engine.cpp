@@ -532,6 +532,7 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       break;
     }
     case dataplane::v1::OperatorRequest::kStats: {
+      addPolicyDrops(out);
       for (size_t r = 1; r < kDropReasonCount; ++r) {
         uint64_t v = 0;
         for (const auto& w : workers_) v += readCounter(w->counters.drops[r]);

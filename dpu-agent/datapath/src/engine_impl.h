@@ -270,6 +270,8 @@ class EngineImpl final : public Engine {
   void revalidatePolicyConnections(const Snapshot& before, const Snapshot& after);
   // The policy answer (dpuctl policy).
   void describePolicy(const dataplane::v1::PolicyRequest& request, dataplane::v1::OperatorReply& out) const;
+  // The drops of every policy isolating a port in force (or of `only`), summed over the workers.
+  void addPolicyDrops(dataplane::v1::OperatorReply& out, const std::string& only_port = "") const;
   // Refuses a connection to a service as kube-proxy does: TCP reset, else
   // ICMP port unreachable, from the service address.
   Decision reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc);

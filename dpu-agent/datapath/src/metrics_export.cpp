@@ -260,6 +260,31 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
     }
   }
 
+  // NetworkPolicy denials by policy: a bounded label set (a cluster may have
+  // thousands of policies), the ones that denied most, the rest summed.
+  {
+    std::vector<const v1::PolicyDropCount*> drops;
+    for (const auto& d : stats.policy_drops()) drops.push_back(&d);
+    std::stable_sort(drops.begin(), drops.end(), [](const auto* a, const auto* b) { return a->dropped() > b->dropped(); });
+    constexpr size_t kMaxPolicyLabels = 50;
+    constexpr const char* kPolicyHelp =
+        "New connections NetworkPolicy denied, by a policy isolating the pod port that denied them (dpuctl policy; "
+        "the 50 policies that denied most, the others summed as policy=\"(other)\").";
+    uint64_t other = 0;
+    for (size_t i = 0; i < drops.size(); ++i) {
+      if (i < kMaxPolicyLabels) {
+        out.add("dpu_dataplane_policy_denied_total", "counter", kPolicyHelp, {{"policy", drops[i]->policy()}},
+                static_cast<double>(drops[i]->dropped()));
+      } else {
+        other += drops[i]->dropped();
+      }
+    }
+    if (drops.size() > kMaxPolicyLabels) {
+      out.add("dpu_dataplane_policy_denied_total", "counter", kPolicyHelp, {{"policy", "(other)"}},
+              static_cast<double>(other));
+    }
+  }
+
   for (const auto& st : conntrack.conntrack_states()) {
     out.add("dpu_dataplane_conntrack_connections", "gauge",
             "Connections tracked now, by state (dpuctl conntrack; tcp: syn-sent ... close, udp/sctp/icmp: new, replied).",

@@ -433,6 +433,17 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
     if (plan.active || w.related) {
       const uint8_t* l3 = frame + pk.l3_offset;
       const uint8_t* to = plan.active ? plan.dst.data() : l3 + overlay::ipv4::kDstOffset;
+      // NetworkPolicy: a new node-port or external-IP connection is judged at
+      // its local backend's ingress against the client's own address (before
+      // the masquerade); a remote backend's node judges it.
+      bool track = false;
+      if (plan.established || w.related) {
+        f.allowed_ingress = snap.portByAddress(to, false) != nullptr ? kAllowedConnection : kAllowedNone;
+      } else if (auto d = policyStage(w, snap, pc, nullptr, to, false, plan.dport, f, track)) {
+        if (w.ct_hit_valid) (void)conntrack_->remove(w.ct_hit);  // the connection just balanced is not made
+        w.ct_hit_valid = false;
+        return *d;
+      }
       Decision d = routeFromPort(w, snap, pc, kRouterEgressPortKey, to, false, f, true);
       if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
       return d;

@@ -22,8 +22,10 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine_impl.h"
+#include "overlay/bytes.h"
 #include "overlay/headers.h"
 
 namespace dpu::datapath {
@@ -100,47 +102,69 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
 void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snapshot& after) {
   std::unordered_map<std::string, const SnapPolicy*> old_policy;
   for (const auto& p : before.ports) old_policy.emplace(p.name, p.policy.get());
-  bool changed = false;
+  std::unordered_set<Ip16, Ip16Hash> changed;  // the addresses of the ports whose policy changed
   for (const auto& p : after.ports) {
     auto it = old_policy.find(p.name);
     const SnapPolicy* was = it == old_policy.end() ? nullptr : it->second;
-    if (was != p.policy.get() && (was == nullptr || !p.policy || was->content != p.policy->content)) {
-      changed = true;
-      break;
+    if (was == p.policy.get() || (was != nullptr && p.policy && was->content == p.policy->content)) continue;
+    for (uint32_t a : p.ipv4) {
+      Ip16 k{};
+      overlay::store32(k.data(), a);
+      changed.insert(k);
+    }
+    for (const auto& a : p.ipv6) {
+      Ip16 k;
+      std::memcpy(k.data(), a.data(), 16);
+      changed.insert(k);
     }
   }
-  if (!changed) return;
+  if (changed.empty()) return;
   // Judged as at its start: the originator's egress against the responder
-  // (the translated destination), the responder's ingress against the originator.
+  // (the translated destination), the responder's ingress against the
+  // originator. A verdict depends on the two addresses, the protocol and the
+  // port only: the many connections of a client to one server port are
+  // judged once.
+  struct Judged {
+    Ip16 from, to;
+    uint16_t port;
+    uint8_t proto;
+    bool operator==(const Judged&) const = default;
+  };
+  struct JudgedHash {
+    size_t operator()(const Judged& j) const {
+      return Ip16Hash{}(j.from) ^ (Ip16Hash{}(j.to) * 0x9e3779b97f4a7c15ull) ^ (size_t{j.port} << 8 | j.proto);
+    }
+  };
+  std::unordered_map<Judged, bool, JudgedHash> verdicts;
   const size_t n = conntrack_->removeIf([&](const conntrack::Entry& e) {
+    if (!changed.count(e.original.src) && !changed.count(e.reply.src)) return false;  // judged as before
+    const uint8_t protocol = e.original.protocol;
+    const Judged key{e.original.src, e.reply.src, hasPorts(protocol) ? e.reply.src_port : uint16_t{0}, protocol};
+    auto [it, fresh] = verdicts.try_emplace(key, false);
+    if (!fresh) return it->second;
     const bool v6 = e.original.family == 6;
     const SnapPort* from = after.portByAddress(e.original.src.data(), v6);
     const SnapPort* to = after.portByAddress(e.reply.src.data(), v6);
-    const uint8_t proto = e.original.protocol;
-    const uint16_t port = hasPorts(proto) ? e.reply.src_port : 0;
+    const uint8_t proto = key.proto;
+    const uint16_t port = key.port;
     uint16_t ignored = 0;
-    if (from != nullptr && from->policy &&
-        judge(&from->policy->egress, e.reply.src.data(), v6, proto, port, ignored) == model::PolicyMatcher::kDenied) {
-      return true;
-    }
-    if (to != nullptr && to->policy && !(from != nullptr && from->management) &&
-        judge(&to->policy->ingress, e.original.src.data(), v6, proto, port, ignored) ==
-            model::PolicyMatcher::kDenied) {
-      return true;
-    }
-    return false;
+    const bool denied =
+        (from != nullptr && from->policy &&
+         judge(&from->policy->egress, e.reply.src.data(), v6, proto, port, ignored) == model::PolicyMatcher::kDenied) ||
+        (to != nullptr && to->policy && !(from != nullptr && from->management) &&
+         judge(&to->policy->ingress, e.original.src.data(), v6, proto, port, ignored) ==
+             model::PolicyMatcher::kDenied);
+    it->second = denied;
+    return denied;
   });
   control_events_[static_cast<size_t>(Event::kPolicyRevoked)] += n;
 }
 
 void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
                                 dataplane::v1::OperatorReply& out) const {
-  std::vector<std::string> named;
   for (const auto& pp : model_.port_policies) {
     if (!request.port().empty() && pp.port != request.port()) continue;
-    auto* p = out.add_port_policies();
-    (void)p->ParseFromString(pp.content);
-    for (const auto* d : {&pp.ingress, &pp.egress}) named.insert(named.end(), d->policies.begin(), d->policies.end());
+    (void)out.add_port_policies()->ParseFromString(pp.content);
   }
   if (!request.port().empty() && out.port_policies().empty()) {
     const bool is_port = std::any_of(model_.ports.begin(), model_.ports.end(),
@@ -148,6 +172,15 @@ void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
     out.set_error(is_port ? "port " + request.port() + " has no PortPolicy: it is not isolated"
                           : "no port " + request.port() + " is in force (dpuctl ports, dpuctl problems)");
     return;
+  }
+  addPolicyDrops(out, request.port());
+}
+
+void EngineImpl::addPolicyDrops(dataplane::v1::OperatorReply& out, const std::string& only_port) const {
+  std::vector<std::string> named;
+  for (const auto& pp : model_.port_policies) {
+    if (!only_port.empty() && pp.port != only_port) continue;
+    for (const auto* d : {&pp.ingress, &pp.egress}) named.insert(named.end(), d->policies.begin(), d->policies.end());
   }
   std::sort(named.begin(), named.end());
   named.erase(std::unique(named.begin(), named.end()), named.end());

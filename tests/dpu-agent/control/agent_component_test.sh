@@ -268,7 +268,7 @@ code=$(post_json /v1/attachments '{"kind":"POD","pod":{"namespace":"shop","name"
 [ "$code" = 200 ] || fail "attach of shop/db answered $code: $(cat "$DIR/out.json")"
 IDDB=$(jq -r .attachment.id "$DIR/out.json")
 eventually "the db port reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
-[ "$(dump ".history[$HLEN].objects")" = "[\"+port:$IDDB\",\"+policy:$IDDB\"]" ] ||
+[ "$(dump ".history[$HLEN].objects")" = "[\"+port:$IDDB\",\"+port-policy:$IDDB\"]" ] ||
   fail "the attach was not one Delta with the port and its PortPolicy: $(dump ".history[$HLEN]")"
 [ "$(dump ".model.port_policies[] | select(.port == \"$IDDB\") | [.pod, .ingress.isolated, .ingress.rules[0].peers[0], .ingress.rules[0].port_first]")" = \
   '["shop/db",true,"10.244.2.7/32",5432]' ] || fail "db's PortPolicy: $(dump .model.port_policies)"
@@ -276,7 +276,7 @@ eventually "the metric counts one port with rules" 'test "$(policy_metrics)" = "
 HLEN=$(history_len)
 sed -i 's/ports: \[{port: 5432}\]/ports: [{port: 5433}]/' "$DIR/cluster.yaml"
 eventually "the policy change reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
-[ "$(dump ".history[$HLEN].objects")" = "[\"~policy:$IDDB\"]" ] ||
+[ "$(dump ".history[$HLEN].objects")" = "[\"~port-policy:$IDDB\"]" ] ||
   fail "a policy change was not a Delta of that PortPolicy alone: $(dump ".history[$HLEN]")"
 # A bad policy: the file source refuses it while reading (the whole file, as
 # any bad object: the last good state stays in force), naming the policy's
@@ -299,7 +299,7 @@ HLEN=$(history_len)
 code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -X DELETE -H 'Accept: application/json' "$URL/v1/attachments/$IDDB")
 [ "$code" = 200 ] || fail "detach of shop/db answered $code"
 eventually "the detach reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
-[ "$(dump ".history[$HLEN].objects")" = "[\"-port:$IDDB\",\"-policy:$IDDB\"]" ] ||
+[ "$(dump ".history[$HLEN].objects")" = "[\"-port:$IDDB\",\"-port-policy:$IDDB\"]" ] ||
   fail "the detach was not one Delta removing the port and its PortPolicy: $(dump ".history[$HLEN]")"
 echo "$NODES" > "$DIR/cluster.yaml"
 eventually "the policies leave the agent" 'test "$(policy_metrics)" = "dpu_agent_port_policies 0 "'

@@ -288,6 +288,44 @@ TEST_CASE("the fake dataplane refuses what the engine refuses: whole requests an
   CHECK(m.generation() == 3);
 }
 
+TEST_CASE("the fake dataplane holds port policies: refuses a bad one alone and records their changes") {
+  FakeDataplaneModel m;
+  ModelState state;
+  addNode(state);
+  dpv1::ProgramRequest r;
+  auto* fs = r.mutable_full_sync();
+  fs->set_generation(1);
+  *fs->mutable_model() = state.snapshot();
+  *fs->mutable_model()->add_ports() = port("a", 1);
+  auto* pp = fs->mutable_model()->add_port_policies();
+  pp->set_port("a");
+  pp->mutable_ingress()->set_isolated(true);
+  pp->mutable_ingress()->add_policies("x/deny-all");
+  auto* orphan = fs->mutable_model()->add_port_policies();
+  *orphan = *pp;
+  orphan->set_port("gone");
+  auto reply = m.apply(r);
+  REQUIRE(reply.status() == dpv1::OK);
+  REQUIRE(reply.problems_size() == 1);
+  CHECK(reply.problems(0).kind() == dpv1::ObjectProblem::PORT_POLICY);
+  CHECK(reply.problems(0).name() == "gone");
+  CHECK_THAT(reply.problems(0).reason(), Catch::Contains("port gone is not in force"));
+  REQUIRE(m.inForce().port_policies.size() == 1);
+  CHECK(m.inForce().port_policies[0].port == "a");
+  dpv1::ProgramRequest d;
+  d.mutable_delta()->set_base_generation(1);
+  d.mutable_delta()->set_generation(2);
+  d.mutable_delta()->add_delete_port_policies("gone");
+  auto* up = d.mutable_delta()->add_upsert_port_policies();
+  *up = *pp;
+  up->mutable_egress()->set_isolated(true);
+  up->mutable_egress()->add_policies("x/deny-all");
+  reply = m.apply(d);
+  REQUIRE(reply.status() == dpv1::OK);
+  CHECK(reply.problems().empty());
+  CHECK(m.history().back().objects == std::vector<std::string>{"-port-policy:gone", "~port-policy:a"});
+}
+
 TEST_CASE("the client learns the dataplane's port capacity and which ports it could not open") {
   TempDir dir;
   const std::string sock = dir / "dp.sock";

@@ -182,6 +182,12 @@ TEST_CASE("dpuctl: problems, one row per object not forwarding, or a line saying
         "port         att-1  refused           mac 0a:58:a9:fe:00:01 is the router MAC\n"
         "remote-node  node3  port-unavailable  x\n");
   CHECK_THAT(formatJson(reply), Catch::Contains("\"state\": \"REFUSED\""));
+  auto* pp = reply.add_problems();
+  pp->set_kind(dpu::dataplane::v1::ObjectProblem::PORT_POLICY);
+  pp->set_name("att-2");
+  pp->set_state(dpu::dataplane::v1::ObjectProblem::REFUSED);
+  pp->set_reason("ingress.rules[0].peers \"10.0.0.0/33\": bad prefix");
+  CHECK_THAT(formatProblems(reply), Catch::Contains("port-policy  att-2  refused           ingress.rules[0].peers"));
 }
 
 TEST_CASE("dpuctl: start-up phases, milliseconds from the process's start", "[dpuctl]") {
@@ -372,4 +378,56 @@ TEST_CASE("dpuctl: conntrack, the connections, the table's fill and the counts p
   empty.set_conntrack_capacity(262144);
   CHECK(formatConntrack(empty) ==
         "no connections match\n\nlisted 0; tracked 0 of at most 262144 (0.0%, conntrack.max_entries)\nby state: none\n");
+}
+
+TEST_CASE("dpuctl: policy, per port each direction's isolation with its policies' denials, then the rules",
+          "[dpuctl][policy]") {
+  dpu::dataplane::v1::OperatorReply reply;
+  CHECK(formatPolicy(reply) == "no port is isolated (no PortPolicy in force)\n");
+  auto* pp = reply.add_port_policies();
+  pp->set_port("att-1");
+  pp->set_pod("x/a");
+  auto* in = pp->mutable_ingress();
+  in->set_isolated(true);
+  in->add_policies("x/allow-web");
+  in->add_policies("x/deny-all");
+  auto* r = in->add_rules();
+  r->add_peers("10.244.2.0/24");
+  r->add_peers("10.244.3.0/24");
+  r->set_protocol(6);
+  r->set_port_first(80);
+  r->set_port_last(81);
+  r->set_policy("x/allow-web");
+  auto* any = in->add_rules();
+  any->add_peers("0.0.0.0/0");
+  any->set_protocol(0);
+  any->set_port_last(65535);
+  any->set_policy("x/allow-web");
+  auto* out = pp->mutable_egress();
+  out->set_isolated(true);
+  out->add_policies("x/no-egress");
+  auto drop = [&reply](const char* policy, uint64_t n) {
+    auto* d = reply.add_policy_drops();
+    d->set_policy(policy);
+    d->set_dropped(n);
+  };
+  drop("x/allow-web", 4);
+  drop("x/deny-all", 4);
+  drop("x/no-egress", 0);
+  CHECK(formatPolicy(reply) ==
+        "port att-1 (x/a)\n"
+        "  ingress: isolated by x/allow-web (denied 4) x/deny-all (denied 4)\n"
+        "    allow tcp ports 80-81 from 10.244.2.0/24,10.244.3.0/24  [x/allow-web]\n"
+        "    allow any from 0.0.0.0/0  [x/allow-web]\n"
+        "  egress: isolated by x/no-egress (denied 0)\n"
+        "    nothing allowed\n");
+  // dump-flows names what allowed each flow.
+  dpu::dataplane::v1::OperatorReply flows;
+  auto* f = flows.add_flows();
+  f->set_match("in_port=2,ip,nw_src=10.244.1.5");
+  f->set_actions("output:3");
+  f->set_offload_status("software: no offload backend");
+  f->set_policy("egress not isolated, ingress x/allow-web");
+  CHECK(formatFlows(flows).find(", actions:output:3, policy:egress not isolated, ingress x/allow-web\n") !=
+        std::string::npos);
 }

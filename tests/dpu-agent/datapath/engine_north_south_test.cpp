@@ -775,6 +775,39 @@ TEST_CASE("node port: a client on the fabric reaches a local backend, masquerade
   f.bridged(kUplink, kHost, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40001, "172.18.0.1", 22, kSyn));
 }
 
+TEST_CASE("node port: NetworkPolicy judges a new connection at its local backend's ingress, by the client's address",
+          "[engine][north-south][services][policy]") {
+  auto m = nodePortModel(false);
+  auto* pp = m.add_port_policies();
+  pp->set_port("pod-a");
+  auto* in = pp->mutable_ingress();
+  in->set_isolated(true);
+  in->add_policies("x/from-partners");
+  auto* r = in->add_rules();
+  r->add_peers("198.51.100.0/24");
+  r->set_protocol(6);
+  r->set_port_first(8080);
+  r->set_port_last(8080);
+  r->set_policy("x/from-partners");
+  Fixture f;
+  program(f, m, 2);
+  resolveGateway(f);
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "203.0.113.7", 40000, "172.18.0.1", 30080, kSyn));
+  CHECK(Fixture::drain(kRep).empty());
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(f.stat("PolicyDenied") == 1);
+  // Judged before the masquerade: the allowed client's connection reaches the pod from the gateway address.
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "198.51.100.9", 40000, "172.18.0.1", 30080, kSyn));
+  auto at_pod = Fixture::drain(kRep);
+  REQUIRE(at_pod.size() == 1);
+  CHECK(hex(at_pod[0]) == hex(tcpTo(kPodMac, kRouterMac, "10.244.1.1", 40000, "10.244.1.5", 8080, kSyn, 63)));
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "10.244.1.5", 8080, "10.244.1.1", 40000, kSynAck));
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  dataplane::v1::OperatorRequest req;
+  req.mutable_conntrack();
+  CHECK(f.engine->operate(req).conntrack_size() == 1);  // the denied client's connection was not kept
+}
+
 TEST_CASE("node port: the Local policy keeps the client's address and uses this node's backends only",
           "[engine][north-south][services]") {
   Fixture f;

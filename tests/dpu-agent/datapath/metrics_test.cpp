@@ -356,6 +356,23 @@ TEST_CASE("metrics: services and connection tracking: gauges, changes, drop reas
   CHECK(none.samples.at("dpu_dataplane_service_frontends_without_backends") == "0");
 }
 
+TEST_CASE("metrics: NetworkPolicy denials by policy, at most 50 labels, the rest summed", "[policy]") {
+  v1::OperatorReply ports, stats;
+  for (int i = 0; i < 60; ++i) {
+    auto* d = stats.add_policy_drops();
+    d->set_policy("ns/p" + std::to_string(i));
+    d->set_dropped(static_cast<uint64_t>(i));
+  }
+  const Parsed p = parse(renderMetrics(ports, stats, servicesReply(), conntrackReply()));
+  CHECK(p.samples.at("dpu_dataplane_policy_denied_total{policy=\"ns/p59\"}") == "59");
+  CHECK(p.samples.at("dpu_dataplane_policy_denied_total{policy=\"ns/p10\"}") == "10");
+  CHECK(p.samples.count("dpu_dataplane_policy_denied_total{policy=\"ns/p9\"}") == 0);
+  CHECK(p.samples.at("dpu_dataplane_policy_denied_total{policy=\"(other)\"}") == "45");  // 0 + 1 + ... + 9
+  size_t series = 0;
+  for (const auto& [name, value] : p.samples) series += name.rfind("dpu_dataplane_policy_denied_total", 0) == 0;
+  CHECK(series == 51);
+}
+
 TEST_CASE("metrics: the port limit, a representor that could not be opened and the mbuf budget") {
   v1::OperatorReply ports;
   auto* open = ports.add_ports();
