@@ -36,6 +36,10 @@ std::string formatServices(const dataplane::v1::OperatorReply& services, const d
 // Connections: one row per entry (original and reply tuples, state, NAT,
 // service, idle, expiry), then the table's fill and the count per state.
 std::string formatConntrack(const dataplane::v1::OperatorReply& reply);
+// IPsec: whether the node encrypts, the crypto backend, then one row per SA
+// in force (peer, direction, SPI, epochs, sequence, packets, bytes, drops,
+// age). Never a key: the reply has none.
+std::string formatIpsec(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl
