@@ -2,7 +2,7 @@
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
 //   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup | neighbours
-//          | services | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
+//          | services | ipsec | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
 //          | policy [--port NAME]
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
@@ -51,6 +51,9 @@ void usage(FILE* out) {
                "                 forwarding), in milliseconds from its start\n"
                "  neighbours     north-south: the host PF port, the node IPs and gateways, the host\n"
                "                 MACs learned on the host PF, the node network's neighbours (ARP)\n"
+               "  ipsec          the IPsec SAs in force (never a key): peer, direction, SPI, epochs,\n"
+               "                 highest sequence number, packets, bytes, drops, age; encryption on or\n"
+               "                 not, and the crypto backend\n"
                "  services       one row per service frontend (cluster IP, node port, external IP):\n"
                "                 address, protocol, traffic policy, affinity, usable/total backends,\n"
                "                 Maglev table size, connections; then each backend with its\n"
@@ -191,7 +194,9 @@ int main(int argc, char** argv) {
     request.mutable_stats();
   } else if (command == "neighbours" || command == "neighbors") {
     request.mutable_neighbours();
-  } else if (command == "services") {
+  } else if (command == "ipsec") {
+    request.mutable_ipsec();
+} else if (command == "services") {
     request.mutable_services();
   } else if (command == "conntrack") {
     *request.mutable_conntrack() = filter;
@@ -242,7 +247,9 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatStartup(*reply);
   } else if (command == "neighbours" || command == "neighbors") {
     out = dpu::dpuctl::formatNeighbours(*reply);
-  } else if (command == "services") {
+  } else if (command == "ipsec") {
+    out = dpu::dpuctl::formatIpsec(*reply);
+} else if (command == "services") {
     out = dpu::dpuctl::formatServices(*reply, connections);
   } else if (command == "conntrack") {
     out = dpu::dpuctl::formatConntrack(*reply);

@@ -39,6 +39,10 @@ std::string formatConntrack(const dataplane::v1::OperatorReply& reply);
 // NetworkPolicy per port: each direction's isolation with the drops of the
 // policies isolating it, then its rules (peers, protocol, ports, policy).
 std::string formatPolicy(const dataplane::v1::OperatorReply& reply);
+// IPsec: whether the node encrypts, the crypto backend, then one row per SA
+// in force (peer, direction, SPI, epochs, sequence, packets, bytes, drops,
+// age). Never a key: the reply has none.
+std::string formatIpsec(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

@@ -32,6 +32,7 @@
 #   dl_assert_gone              fail, naming what is left, if any netns, process, DPDK dir or state remains
 # Knobs (environment): DPU_BUILD_DIR (default <repo>/build/release), DL_VFS (VFs per node incl.
 # the management port, default 8), DL_BACKEND (af_xdp | af_packet), DL_UNDERLAY_MTU (1280..1500, default 1500),
+# DL_IPSEC (the agents' ipsec setting: false, true, or "{mode: keys}"; default false),
 # DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
 # DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
@@ -74,6 +75,8 @@ dl_up() {
   # Jumbo underlays do not fit the lab: XDP on a veth caps its MTU, the dataplane's mbufs are 2 KB.
   [[ "${DL_UNDERLAY_MTU:-1500}" =~ ^[0-9]+$ ]] && [ "${DL_UNDERLAY_MTU:-1500}" -ge 1280 ] &&
     [ "${DL_UNDERLAY_MTU:-1500}" -le 1500 ] || { dl_die "DL_UNDERLAY_MTU must be 1280..1500"; return 1; }
+  [[ "${DL_IPSEC:-false}" =~ ^(false|true|\{mode:\ (off|keys|on)\})$ ]] ||
+    { dl_die "DL_IPSEC must be false, true, or \"{mode: off|keys|on}\", not '${DL_IPSEC}'"; return 1; }
   local kube=${DL_KUBE:-0}
   [ "$kube" = 0 ] || [ "$kube" = 1 ] || { dl_die "DL_KUBE must be 0 or 1"; return 1; }
   [ "$kube" = 0 ] || [ "$pods" = 0 ] ||

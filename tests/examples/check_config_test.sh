@@ -4,7 +4,8 @@
 # example is mapped to its daemon below; a new one that is not fails the test
 # until it is. Also: --check-config is the one spelling of the validate flag
 # (the old --check is refused), a bad field fails it, and dpu-agent refuses
-# ipsec: true (and mode: on) there but takes the example's IPsec keys block.
+# ipsec: true (encryption on, pod MTU lowered for ESP) and the example's
+# IPsec block in its keys and on modes.
 # No root needed: validation reads the files only.
 #
 #   check_config_test.sh SOURCE_DIR HOST_SHIM DPU_AGENT DPU_DATAPLANE
@@ -80,15 +81,15 @@ out=$("${bin[dpu-dataplane]}" --config "$work/dataplane.yaml" --check-config 2>&
 [ "$rc" = 2 ] && grep -q "workers" <<< "$out" && pass "dpu-dataplane --check-config names a bad field: $out" ||
   fail "dpu-dataplane --check-config with workers -1: exit $rc: $out"
 
-# ipsec: true would send plaintext; until IPsec exists the agent refuses it.
+# ipsec: true turns encryption on and lowers the pod MTU for ESP.
 sed 's/^ipsec: false/ipsec: true/' dpu-agent/control/examples/agent.yaml > "$work/agent.yaml"
 grep -q '^ipsec: true' "$work/agent.yaml" || fail "the agent example has no 'ipsec: false' line to flip"
 out=$("${bin[dpu-agent]}" --config "$work/agent.yaml" --check-config 2>&1); rc=$?
-[ "$rc" = 2 ] && grep -q "IPsec is not implemented yet" <<< "$out" && grep -q plaintext <<< "$out" &&
-  pass "dpu-agent --check-config refuses ipsec: true: $out" || fail "dpu-agent --check-config with ipsec: true: exit $rc: $out"
+[ "$rc" = 0 ] && grep -q "IPsec on" <<< "$out" && grep -q "pod MTU 1408" <<< "$out" &&
+  pass "dpu-agent --check-config with ipsec: true: $out" || fail "dpu-agent --check-config with ipsec: true: exit $rc: $out"
 
 # The example's IPsec block, uncommented (mode keys, with a PSK): checked, and
-# its files with it; mode on is refused like ipsec: true.
+# its files with it; then the same block with mode on.
 sed -e '/^ipsec: false/d' -e 's/^# ipsec:/ipsec:/' -e 's/^#   \([a-zA-Z]\)/  \1/' \
     -e "s|^  stateDir: .*|  stateDir: $work/ipsec|" -e "s|^  pskFile: .*|  pskFile: $work/psk|" \
     dpu-agent/control/examples/agent.yaml > "$work/agent-ipsec.yaml"
@@ -102,9 +103,10 @@ out=$("${bin[dpu-agent]}" --config "$work/agent-ipsec.yaml" --check-config 2>&1)
 [ "$rc" = 2 ] && grep -q "config.ipsec.pskFile: IPsec PSK file $work/psk decodes to 5 bytes" <<< "$out" &&
   pass "dpu-agent --check-config checks the PSK file: $out" || fail "a short PSK: exit $rc: $out"
 sed -i 's/^  mode: keys/  mode: on/' "$work/agent-ipsec.yaml"
+/usr/bin/python3 -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())' > "$work/psk"
 out=$("${bin[dpu-agent]}" --config "$work/agent-ipsec.yaml" --check-config 2>&1); rc=$?
-[ "$rc" = 2 ] && grep -q "config.ipsec.mode: on (encryption) is not implemented yet" <<< "$out" && grep -q plaintext <<< "$out" &&
-  pass "dpu-agent --check-config refuses ipsec mode on: $out" || fail "dpu-agent --check-config with mode on: exit $rc: $out"
+[ "$rc" = 0 ] && grep -q "IPsec on" <<< "$out" && grep -q "pod MTU 1408" <<< "$out" &&
+  pass "dpu-agent --check-config with the ipsec block in mode on: $out" || fail "dpu-agent --check-config with mode on: exit $rc: $out"
 
 [ "$FAILURES" = 0 ] || { echo "$FAILURES failure(s)" >&2; exit 1; }
 echo PASS

@@ -209,12 +209,6 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
   }
 
   c.underlay_mtu = static_cast<uint32_t>(r.uint("underlayMTU", 576, 9216, 1500));
-  // Accepting encryption would be worse than refusing it: the dataplane does
-  // not encrypt yet, so the traffic the operator asked to protect would cross
-  // the fabric as plaintext Geneve, inner packets readable.
-  const std::string not_yet = "IPsec is not implemented yet: with ipsec: true pod traffic would leave this DPU in "
-                              "plaintext Geneve, not encrypted; remove ipsec (or set it to false) until dpu-agent "
-                              "supports it";
   if (const auto* v = doc.is_object() && doc.contains("ipsec") ? &doc["ipsec"] : nullptr; v && v->is_object()) {
     FieldReader ip = r.object("ipsec");
     const std::string mode = ip.str("mode", "off");
@@ -222,11 +216,6 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     else if (mode == "keys") c.ipsec.mode = IpsecMode::kKeys;
     else if (mode == "on") c.ipsec.mode = IpsecMode::kOn;
     else if (ip.ok()) ip.fail("mode", "must be off, keys or on, not \"" + mode + "\"");
-    if (ip.ok() && c.ipsec.encrypt()) {
-      ip.fail("mode", "on (encryption) is not implemented yet in the dataplane: pod traffic would leave this DPU in "
-                      "plaintext Geneve, not encrypted; use mode: keys (keys made, published and installed, traffic "
-                      "still plaintext) or off");
-    }
     c.ipsec.state_dir = ip.str("stateDir", "");
     c.ipsec.psk_file = ip.str("pskFile", "");
     c.ipsec.key_bits = static_cast<uint32_t>(ip.uint("keyBits", 128, 256, 128));
@@ -252,7 +241,8 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     if (ip.ok() && c.ipsec.replay_window % 64 != 0) ip.fail("replayWindow", "must be a multiple of 64");
     if (auto done = ip.finish(); !done) return std::move(done).takeError();
   } else if (r.boolean("ipsec", false) && r.ok()) {
-    r.fail("ipsec", not_yet + " (ipsec: {mode: keys} prepares keys without encrypting)");
+    // `ipsec: true`: encryption on with every setting at its default.
+    c.ipsec.mode = IpsecMode::kOn;
   }
   if (r.ok()) {
     c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec.enabled());

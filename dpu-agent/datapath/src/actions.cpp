@@ -32,7 +32,15 @@ flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e)
     add(flow::ActionType::kDrop).drop_reason = e.drop_reason;
     return spec;
   }
-  if (e.ops & op::kDecap) add(flow::ActionType::kGeneveDecap).decap_bytes = e.decap_len;
+  // From a node with inbound SAs, the flow's packets arrive (or, with IPsec
+  // on, must arrive) as ESP and are decrypted before the lookup: a rule
+  // matching plaintext Geneve would skip that, so such a flow says so and
+  // stays in software (offload refuses ESP: docs/ipsec.md "Hardware").
+  if (e.ops & op::kDecap) {
+    const SnapRemoteNode* peer = snap.remoteByDep(e.dep_in);
+    if (peer != nullptr && peer->inbound_sas) add(flow::ActionType::kEspDecrypt);
+    add(flow::ActionType::kGeneveDecap).decap_bytes = e.decap_len;
+  }
   if (e.ops & op::kDecTtl) add(flow::ActionType::kDecTtl);
   if (e.ops & op::kSetEthSrc) add(flow::ActionType::kSetEthSrc).mac = e.set_src;
   if (e.ops & op::kSetEthDst) add(flow::ActionType::kSetEthDst).mac = e.set_dst;
@@ -66,6 +74,11 @@ flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e)
       overlay::store16(a.encap_header.data() + t.ovn_offset + 2, e.encap_egress);
       a.encap_family = t.ipv6 ? 6 : 4;
     }
+  }
+  if (e.ops & op::kEsp) {
+    const SnapRemoteNode* node = snap.remoteByDep(e.dep_out);
+    // sa_index: the SPI of the outbound SA the flow encrypts under now.
+    add(flow::ActionType::kEspEncrypt).sa_index = node != nullptr && node->outbound ? node->outbound->spi() : 0;
   }
   if (e.ops & op::kOutput) add(flow::ActionType::kOutput).port = e.out_port;
   return spec;

@@ -146,6 +146,7 @@ Result<void> EngineImpl::republish() {
   SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_,
                     current_.load(std::memory_order_relaxed)};
   in.policy_names = &policy_names_;
+  in.ipsec = &ipsec_;
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -255,6 +256,9 @@ dataplane::v1::ProgramReply EngineImpl::reply(dataplane::v1::ProgramStatus statu
   r.set_message(message);
   r.set_generation(generation_);
   for (const auto& p : problems_) *r.add_problems() = p;
+  // Every SA in force with its counters, on every reply (the agent's
+  // rotation waits for them: docs/ipsec.md "Rotation").
+  ipsec_.report(r);
   return r;
 }
 
@@ -275,9 +279,13 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
   const uint64_t saved_generation = generation_;
   model_ = std::move(verdict->model);
   generation_ = generation;
+  // The SAs first (built off the lcores), so the snapshot can name them.
+  std::vector<dataplane::v1::ObjectProblem> sa_problems;
+  ipsec_.sync(model_.ipsec_sas, sa_problems);
   if (auto r = republish(); !r) {
     model_ = std::move(saved_model);
     generation_ = saved_generation;
+    ipsec_.sync(model_.ipsec_sas, sa_problems);
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
@@ -285,6 +293,7 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
     flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
     revalidatePolicyConnections(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
   }
+  for (auto& p : sa_problems) verdict->problems.push_back(std::move(p));
   countRefusals(verdict->problems);
   problems_ = std::move(verdict->problems);
   auto out = reply(dataplane::v1::OK, "");
@@ -298,6 +307,8 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
       auto out = reply(dataplane::v1::OK, "");
       out.mutable_hello()->set_instance_id(instance_id_);
       out.mutable_hello()->set_generation(generation_);
+      // It installs the IpsecSa objects and reports them (ipsec_sas.h).
+      out.mutable_hello()->set_ipsec(true);
       return out;
     }
     case dataplane::v1::ProgramRequest::kFullSync: {
@@ -610,8 +621,11 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
     case dataplane::v1::OperatorRequest::kNeighbours:
       northSouthOperate(out);
       break;
+    case dataplane::v1::OperatorRequest::kIpsec:
+      ipsec_.describe(model_.ipsec, *out.mutable_ipsec());
+      break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
-      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services or conntrack");
+      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services, conntrack or ipsec");
       break;
   }
   return out;

@@ -254,6 +254,89 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
   return true;
 }
 
+// The Esp action: the outer IP packet (after the Ethernet header) encrypted
+// in place under the remote node's outbound SA in force (transport mode:
+// outer IP | ESP | UDP 6081 | Geneve | inner), the Ethernet header moved in
+// front of the IP header's new place. False: dropped and counted.
+bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port) {
+  EspSlot* sa = a.encap != nullptr ? a.encap->esp : nullptr;
+  if (sa == nullptr) [[unlikely]] return drop(w, m, rx_port, DropReason::kIpsecNoSa), false;
+  constexpr uint32_t kEth = overlay::eth::kHeaderLen;
+  uint8_t eth[kEth];
+  std::memcpy(eth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
+  overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
+  overlay::Status st = overlay::Status::kOk;
+  switch (sa->encrypt(buf, st)) {
+    case EspVerdict::kOk:
+      break;
+    case EspVerdict::kLimit:
+      return drop(w, m, rx_port, DropReason::kIpsecSequenceLimit), false;
+    default:
+      return drop(w, m, rx_port, toDropReason(st)), false;
+  }
+  // The IP header moved into the headroom over where the Ethernet header was.
+  std::memcpy(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, eth, kEth);
+  m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
+  m->data_len = static_cast<uint16_t>(buf.size() + kEth);
+  m->pkt_len = m->data_len;
+  return true;
+}
+
+// ESP on the uplink (before the Geneve decap): an untagged IPv4 or IPv6
+// frame whose IP protocol (next header) is 50.
+namespace {
+inline bool isEsp(const rte_mbuf* m) {
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  if (m->data_len < overlay::eth::kHeaderLen + 40) return false;
+  const uint16_t type = overlay::load16(f + 12);
+  if (type == overlay::eth::kTypeIpv4) return f[14 + 9] == overlay::ipproto::kEsp;
+  return type == overlay::eth::kTypeIpv6 && f[14 + 6] == overlay::ipproto::kEsp;
+}
+}  // namespace
+
+EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port) {
+  constexpr uint32_t kEth = overlay::eth::kHeaderLen;
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  const bool v6 = overlay::load16(f + 12) == overlay::eth::kTypeIpv6;
+  const uint8_t* ip = f + kEth;
+  const uint8_t* src = v6 ? ip + 8 : ip + 12;
+  const uint8_t* dst = v6 ? ip + 24 : ip + 16;
+  // ESP that is not for our tunnel IP is not ours (the host's, north–south).
+  if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family ||
+      std::memcmp(dst, snap.tunnel_ip.data(), v6 ? 16 : 4) != 0) {
+    return EspReceived::kNotOurs;
+  }
+  uint32_t spi = 0;
+  const overlay::Status peek = overlay::espPeekSpi({ip, m->data_len - kEth}, spi);
+  if (peek != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(peek)), EspReceived::kDropped;
+  EspSlot* sa = snap.inboundSa(src, v6, spi);
+  if (sa == nullptr) {
+    Ip16 peer{};
+    std::memcpy(peer.data(), src, v6 ? 16 : 4);
+    const DropReason why =
+        snap.peer_by_ip.count(peer) != 0 ? DropReason::kIpsecUnknownSpi : DropReason::kIpsecUnknownPeer;
+    return drop(w, m, rx_port, why), EspReceived::kDropped;
+  }
+  overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
+  overlay::Status st = overlay::Status::kOk;
+  if (sa->decrypt(buf, st) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  // The IP header moved forward; the Ethernet header follows it.
+  std::memmove(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
+  m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
+  m->data_len = static_cast<uint16_t>(buf.size() + kEth);
+  m->pkt_len = m->data_len;
+  // The NIC's checksum verdicts were about the ESP packet.
+  m->ol_flags &= ~(RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
+  return EspReceived::kDecrypted;
+}
+
+// With IPsec on, plaintext Geneve from a node that has an inbound SA with
+// us is refused: it must come as ESP.
+bool EngineImpl::plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const {
+  auto it = snap.peer_by_ip.find(probe.remote);
+  return it != snap.peer_by_ip.end() && it->second->inbound_sas;
+}
+
 template <ActionKind kKind>
 DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
                                                 uint16_t rx_port, const PacketShape& shape, bool punt) {
@@ -307,7 +390,8 @@ DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, 
   if (has(op::kEncap) && !encapGeneve<kLane.encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
     return Applied::kDone;
   }
-  // Esp: the IPsec work fills it (after encap, around the outer UDP).
+  // ESP transport mode around the outer UDP packet the encap just built.
+  if (has(op::kEsp) && !espProtect(w, a, m, rx_port)) return Applied::kDone;
   if (has(op::kOutput)) output(w, a.out_port, m);
   return Applied::kDone;
 }
@@ -485,6 +569,21 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   probe.family = 0;
   uint32_t vni = 0;
   if (uplink) {
+    // ESP for our tunnel IP: authenticated, anti-replayed and decrypted
+    // first; what it carried then takes the Geneve decap as any packet.
+    bool decrypted = false;
+    if (isEsp(m)) [[unlikely]] {
+      switch (espReceive(w, snap, m, rx_port)) {
+        case EspReceived::kDropped:
+          return false;
+        case EspReceived::kDecrypted:
+          decrypted = true;
+          break;
+        default:
+          break;
+      }
+    }
+    const bool check_plaintext = snap.ipsec && snap.any_inbound_sa && !decrypted;
     // Most packets: the uplink's lane (worker_parse.h); the rest, the general decap.
     if (snap.tunnel_lane) {
       uint32_t tunnel_ip;
@@ -508,6 +607,9 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
         pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + t.ip_len);
         pc.long_key = false;
         pc.parsed_full = false;
+        if (check_plaintext && plaintextRefused(snap, probe)) [[unlikely]] {
+          return drop(w, m, rx_port, DropReason::kIpsecPlaintext), false;
+        }
         return true;
       }
     }
@@ -531,6 +633,9 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
       if (!gh.ovn) return drop(w, m, rx_port, DropReason::kGeneveNoOvnOption), false;
       probe.family = family;
       probe.remote = gh.src_ip;
+      if (check_plaintext && plaintextRefused(snap, probe)) [[unlikely]] {
+        return drop(w, m, rx_port, DropReason::kIpsecPlaintext), false;
+      }
       probe.ingress = gh.ovn->ingress;
       probe.egress = gh.ovn->egress;
       vni = gh.vni;

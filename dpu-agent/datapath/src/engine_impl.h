@@ -208,6 +208,12 @@ class EngineImpl final : public Engine {
   template <bool kFixedIpv4>
   bool encapGeneve(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   void output(WorkerContext& w, uint16_t port, rte_mbuf* m);
+  // IPsec on the lcore (engine_datapath.cpp): the Esp action, and ESP
+  // received on the uplink (kNotOurs: not for our tunnel IP, left alone).
+  bool espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
+  enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted };
+  EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port);
+  bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;
   // The fast lane (ports other than the uplink).
   void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, const LanePacket& lp);
   PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, const LanePacket& lp);
@@ -362,6 +368,7 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<WorkerContext>> workers_;
   std::vector<std::string> reasons_;
   std::unordered_map<std::string, uint16_t> reason_index_;
+  IpsecSas ipsec_;  // the SAs in force (ipsec_sas.h)
   uint64_t maintain_calls_ = 0;
   uint64_t start_ms_ = 0;
   // now(): ms = ms_base_ + (TSC - tsc_base_) * tsc_ms_per_tick_ / 2^64.

@@ -214,15 +214,16 @@ void MetricsEndpoint::handle(int fd) {
 }
 
 std::string MetricsEndpoint::scrape(int& status) const {
-  v1::OperatorRequest requests[4];
+  v1::OperatorRequest requests[5];
   requests[0].mutable_ports();
   requests[1].mutable_stats();
   requests[2].mutable_services();
   // The counts per state and the fill come with any conntrack answer; one
   // listed entry keeps the answer small.
   requests[3].mutable_conntrack()->set_limit(1);
-  v1::OperatorReply replies[4];
-  for (size_t i = 0; i < 4; ++i) {
+  requests[4].mutable_ipsec();
+  v1::OperatorReply replies[5];
+  for (size_t i = 0; i < 5; ++i) {
     auto reply = ipc::call<v1::OperatorReply>(operator_socket_, requests[i], ipc::after(kOperatorDeadline));
     const std::string error = !reply ? reply.error() : reply->error();
     if (!error.empty()) {
@@ -232,7 +233,7 @@ std::string MetricsEndpoint::scrape(int& status) const {
     replies[i] = std::move(*reply);
   }
   status = 200;
-  return renderMetrics(replies[0], replies[1], replies[2], replies[3]);
+  return renderMetrics(replies[0], replies[1], replies[2], replies[3], &replies[4]);
 }
 
 }  // namespace dpu::datapath

@@ -3,6 +3,7 @@
 // table does not know still appears, under a generic family with its name as
 // a label, so a new drop reason or event is never missing from monitoring.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -177,8 +178,51 @@ const Mapping* mappingOf(std::string_view name) {
 
 }  // namespace
 
+namespace {
+// Per SA (docs/ipsec.md "Operating it"): labelled by name, peer, direction,
+// SPI and epochs. Never a key: the answer has none.
+void addIpsec(const v1::IpsecInfo& info, Families& out) {
+  out.add("dpu_dataplane_ipsec_encrypt", "gauge",
+          "1 when the node encrypts (ipsec mode on: every packet to a remote node leaves as ESP or is dropped).", {},
+          info.encrypt() ? 1 : 0);
+  for (const auto& sa : info.sas()) {
+    const auto& st = sa.state();
+    char spi[11];
+    std::snprintf(spi, sizeof spi, "0x%08x", st.spi());
+    const prom::Labels l{{"sa", st.name()},
+                         {"peer", st.remote_node()},
+                         {"direction", st.direction() == v1::OUTBOUND ? "out" : "in"},
+                         {"spi", spi},
+                         {"local_epoch", std::to_string(sa.local_epoch())},
+                         {"remote_epoch", std::to_string(sa.remote_epoch())}};
+    out.add("dpu_dataplane_ipsec_sa_packets_total", "counter", "Packets an IPsec SA encrypted or decrypted.", l,
+            static_cast<double>(st.packets()));
+    out.add("dpu_dataplane_ipsec_sa_bytes_total", "counter", "Plaintext IP bytes an IPsec SA encrypted or decrypted.",
+            l, static_cast<double>(st.bytes()));
+    auto drops = [&](const char* reason, uint64_t n) {
+      prom::Labels dl = l;
+      dl.emplace_back("reason", reason);
+      out.add("dpu_dataplane_ipsec_sa_drops_total", "counter",
+              "Packets an IPsec SA refused, by reason: replay (replayed or left of the window), icv (did not "
+              "authenticate), limit (outbound: sequence_limit reached), other (malformed).",
+              dl, static_cast<double>(n));
+    };
+    drops("replay", st.replay_drops());
+    drops("icv", st.icv_failures());
+    drops("limit", st.limit_drops());
+    drops("other", sa.other_drops());
+    out.add("dpu_dataplane_ipsec_sa_sequence", "gauge",
+            "Highest sequence number an IPsec SA sent (outbound) or authenticated (inbound).", l,
+            static_cast<double>(st.highest_sequence()));
+    out.add("dpu_dataplane_ipsec_sa_age_seconds", "gauge", "Seconds since the dataplane installed the IPsec SA.", l,
+            static_cast<double>(sa.age_ms()) / 1000.0);
+  }
+}
+}  // namespace
+
 std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorReply& stats,
-                          const v1::OperatorReply& services, const v1::OperatorReply& conntrack) {
+                          const v1::OperatorReply& services, const v1::OperatorReply& conntrack,
+                          const v1::OperatorReply* ipsec) {
   Families out;
   out.add("dpu_dataplane_info", "gauge", "The running dataplane instance (1), by instance id.",
           {{"instance_id", stats.instance_id()}}, 1);
@@ -328,6 +372,7 @@ std::string renderMetrics(const v1::OperatorReply& ports, const v1::OperatorRepl
           "Service frontends with no usable backend for their traffic policy: new connections are refused (or "
           "dropped as ServiceNoLocalEndpoint under a Local policy).",
           {}, static_cast<double>(without));
+  if (ipsec != nullptr) addIpsec(ipsec->ipsec(), out);
   return out.text();
 }
 

@@ -264,6 +264,14 @@ Decision EngineImpl::routeFromPort(WorkerContext& w, const Snapshot& snap, Packe
   // RFC 8926 §3.3: the source port from the inner flow hash (fixed seed, so
   // it does not change when the process restarts).
   f.encap_sport = overlay::geneveSourcePort(overlay::flowHash32(pc.key));
+  // IPsec on (NodeSettings.ipsec): ESP under the node's outbound SA, or
+  // nothing leaves for it (fail closed). The flow depends on the node, whose
+  // version changes when it gains or loses its outbound SA.
+  if (snap.ipsec) {
+    if (!route.node->outbound) return cacheDrop(f, DropReason::kIpsecNoSa);
+    f.ops |= op::kEsp;
+    f.mtu = v6 ? snap.esp_mtu_v6 : snap.esp_mtu_v4;
+  }
   return {Decision::kFlow, DropReason::kOk};
 }
 

@@ -48,7 +48,13 @@ uint32_t DepRegistry::finish() {
     }
     touched_[i] = false;
   }
-  return clock_;
+  // Every snapshot has a stamp of its own, even when no object changed:
+  // action records hold pointers into the snapshot they were resolved with
+  // (the encap template, the outbound SA it names), and a record whose
+  // stamp is not the current snapshot's is resolved again before it is
+  // used, so it never reads a retired snapshot. Still-valid records are
+  // only re-resolved (their dependencies' versions did not move).
+  return ++clock_;
 }
 
 bool Snapshot::inLocalSubnet(const uint8_t* addr, bool v6) const {
@@ -295,6 +301,18 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   }
   s.tunnel_mtu_v4 = static_cast<uint16_t>(std::min<uint32_t>(mtu4, 65535));
   s.tunnel_mtu_v6 = static_cast<uint16_t>(std::min<uint32_t>(std::max<uint32_t>(mtu6, 1280), 65535));
+  // With ESP around the outer UDP packet (the agent sizes the pod MTU for
+  // it already, docs/ipsec.md "Rollout").
+  overlay::OverlayEncap esp_encap = encap;
+  esp_encap.esp = true;
+  uint32_t esp4 = m.pod_mtu, esp6 = m.pod_mtu;
+  if (m.underlay_mtu != 0) {
+    esp4 = std::min(esp4, overlay::innerPathMtu(m.underlay_mtu, esp_encap, false));
+    esp6 = std::min(esp6, overlay::innerPathMtu(m.underlay_mtu, esp_encap, true));
+  }
+  s.esp_mtu_v4 = static_cast<uint16_t>(std::min<uint32_t>(esp4, 65535));
+  s.esp_mtu_v6 = static_cast<uint16_t>(std::min<uint32_t>(std::max<uint32_t>(esp6, 1280), 65535));
+  s.ipsec = m.ipsec;
 
   // Port bindings.
   MacAddress uplink_mac;
@@ -439,8 +457,27 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
       }
       rn.subnets.push_back(rs);
     }
+    // Its SAs: which one it is does not change a flow's decision (the Esp
+    // action re-resolves it), whether there is one does.
+    if (in.ipsec != nullptr) {
+      for (const auto& [name, slot] : in.ipsec->slots()) {
+        if (slot->sa().remote_node != r.name) continue;
+        if (slot->outbound()) {
+          rn.outbound = slot;
+        } else {
+          rn.inbound_sas = true;
+          s.any_inbound_sa = true;
+          Snapshot::EspKey k;
+          k.peer = toIp16(r.tunnel_ip);
+          k.spi = slot->spi();
+          s.inbound_sas.emplace(k, slot);
+        }
+      }
+      for (auto& sub : rn.subnets) sub.encap.esp = rn.outbound.get();
+    }
     rn.dep = deps.idFor("node/" + r.name);
-    const std::string content = r.content + "|next_hop=" + (rn.next_hop_known ? next_hop.str() : "unknown");
+    const std::string content = r.content + "|next_hop=" + (rn.next_hop_known ? next_hop.str() : "unknown") +
+                                "|esp_out=" + (rn.outbound ? "1" : "0") + "|esp_in=" + (rn.inbound_sas ? "1" : "0");
     deps.touch(rn.dep, content);
     routing_content += content;
     s.remotes.push_back(std::move(rn));

@@ -26,6 +26,7 @@
 #include "common/result.h"
 #include "counters.h"
 #include "datapath/engine.h"
+#include "ipsec_sas.h"
 #include "lb/maglev.h"
 #include "model/model.h"
 #include "model/policy_match.h"
@@ -167,6 +168,10 @@ struct SnapEncap {
   uint8_t ovn_offset = 0;  // the OVN option's 4 data bytes
   bool ipv6 = false;
   uint32_t ipv4_sum = 0;   // IPv4 header sum with total length and checksum zero, folded to 16 bits
+  // The remote node's outbound SA (the Esp action encrypts under it); held
+  // by the node (SnapRemoteNode::outbound). A flow re-resolves it with every
+  // snapshot, so an outbound switch moves every flow at once.
+  EspSlot* esp = nullptr;
 };
 
 struct SnapRemoteSubnet {
@@ -183,6 +188,10 @@ struct SnapRemoteNode {
   bool next_hop_known = false;
   // Its published port keys (RemoteNode.ports), by address.
   std::unordered_map<Ip16, uint16_t, Ip16Hash> port_keys;
+  // IPsec: the SA we send to it with, and whether it has inbound SAs with
+  // us (with NodeSettings.ipsec its plaintext Geneve is then refused).
+  std::shared_ptr<EspSlot> outbound;
+  bool inbound_sas = false;
 
   // The OVN egress key for a destination address on this node: its port's
   // key, or the router's when the node published none for it.
@@ -302,6 +311,29 @@ struct Snapshot {
   std::unordered_map<Ip16, const SnapPort*, Ip16Hash> port_by_ipv6;
   std::unordered_map<uint32_t, const ModelSubnet*> local_by_vni;
   std::unordered_map<Ip16, const SnapRemoteNode*, Ip16Hash> peer_by_ip;
+  // IPsec (ipsec_sas.h). `ipsec`: NodeSettings.ipsec, encrypt or drop.
+  // Inbound SAs by (peer tunnel IP, SPI); `esp_mtu_*`: the tunnel MTUs with
+  // the ESP overhead taken off.
+  bool ipsec = false;
+  bool any_inbound_sa = false;
+  struct EspKey {
+    Ip16 peer{};
+    uint32_t spi = 0;
+    bool operator==(const EspKey&) const = default;
+  };
+  struct EspKeyHash {
+    size_t operator()(const EspKey& k) const { return Ip16Hash{}(k.peer) ^ (size_t{k.spi} * 0x9e3779b97f4a7c15ull); }
+  };
+  std::unordered_map<EspKey, std::shared_ptr<EspSlot>, EspKeyHash> inbound_sas;
+  uint16_t esp_mtu_v4 = 0;
+  uint16_t esp_mtu_v6 = 0;
+  EspSlot* inboundSa(const uint8_t* peer, bool v6, uint32_t spi) const {
+    EspKey k;
+    std::memcpy(k.peer.data(), peer, v6 ? 16 : 4);
+    k.spi = spi;
+    auto it = inbound_sas.find(k);
+    return it == inbound_sas.end() ? nullptr : it->second.get();
+  }
   struct RouteTarget {
     const SnapRemoteNode* node = nullptr;
     uint8_t subnet = 0;
@@ -394,6 +426,7 @@ struct SnapshotInputs {
   // The snapshot in force: services whose content did not change are shared, not rebuilt.
   const Snapshot* previous = nullptr;
   PolicyNames* policy_names = nullptr;  // the engine's (nullptr: every policy is kPolicyNamesOverflow)
+  const IpsecSas* ipsec = nullptr;  // the SAs in force (nullptr: none)
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);

@@ -179,6 +179,7 @@ class Validator {
     m.has_tunnel_ip = true;
     m.router_mac = *MacAddress::parse(node.router_mac());
     m.pod_mtu = node.pod_mtu();
+    m.ipsec = node.ipsec();
     m.underlay_mtu = node.underlay_mtu();
     auto addresses = nodeAddressesOf(node);  // validateNodeSettings checked them
     m.node_ips = std::move(addresses->ips);

@@ -93,9 +93,6 @@ TEST_CASE("each bad field is named") {
       {[](auto& j) { j["underlayMTU"] = 100; }, "config.underlayMTU: must be between 576 and 9216"},
       {[](auto& j) { j["underlayMTU"] = "1500"; }, "config.underlayMTU: must be an integer"},
       {[](auto& j) { j["ipsec"] = "yes"; }, "config.ipsec: must be true or false"},
-      // Until IPsec exists, asking for it must not start an agent that sends plaintext.
-      {[](auto& j) { j["ipsec"] = true; }, "config.ipsec: IPsec is not implemented yet: with ipsec: true pod traffic "
-                                           "would leave this DPU in plaintext Geneve"},
       {[](auto& j) { j["clusterSource"]["type"] = "etcd"; }, "config.clusterSource.type: must be \"file\" or \"kubernetes\""},
       {[](auto& j) { j["clusterSource"] = {{"type", "kubernetes"}}; }, "config.clusterSource.kubernetes: give exactly one of kubeconfig"},
       {[](auto& j) { j["api"] = {{"tls", {{"cert", "/c.pem"}}}}; }, "config.api.tls.cert: cert and key go together"},
@@ -197,14 +194,33 @@ TEST_CASE("ipsec: false, an object with its mode and settings, and encryption re
   CHECK(full->ipsec.byte_soft_limit == 1u << 30);
   CHECK(full->ipsec.replay_window == 4096);
 
+  // Encryption on: `mode: on`, or `ipsec: true` with every default; the
+  // dataplane is told to encrypt (NodeSettings.ipsec).
+  for (const nlohmann::json& on : {nlohmann::json{{"mode", "on"}}, nlohmann::json(true)}) {
+    INFO(on.dump());
+    auto enc = parseAgentConfig(with(on));
+    INFO((enc ? std::string() : enc.error()));
+    REQUIRE(enc.ok());
+    CHECK(enc->ipsec.encrypt());
+    CHECK(enc->pod_mtu == 1408);
+    CHECK(enc->ipsec.state_dir == "/tmp/x/ipsec");
+    dpu::control::ModelState model;
+    Agent agent(*enc, model, false);
+    CHECK(model.snapshot().node().ipsec());
+  }
+  auto keys_only = parseAgentConfig(with({{"mode", "keys"}}));
+  REQUIRE(keys_only.ok());
+  {
+    dpu::control::ModelState model;
+    Agent agent(*keys_only, model, false);
+    CHECK_FALSE(model.snapshot().node().ipsec());
+  }
+
   struct Case {
     nlohmann::json ipsec;
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {{{"mode", "on"}}, "config.ipsec.mode: on (encryption) is not implemented yet in the dataplane: pod traffic "
-                         "would leave this DPU in plaintext Geneve"},
-      {true, "config.ipsec: IPsec is not implemented yet"},
       {{{"mode", "maybe"}}, "config.ipsec.mode: must be off, keys or on, not \"maybe\""},
       {{{"mode", "keys"}, {"keyBits", 192}}, "config.ipsec.keyBits: must be 128 (AES-128-GCM) or 256"},
       {{{"mode", "keys"}, {"gracePeriodSeconds", 0}}, "config.ipsec.gracePeriodSeconds: must be between 1 and 86400"},

@@ -431,3 +431,44 @@ TEST_CASE("dpuctl: policy, per port each direction's isolation with its policies
   CHECK(formatFlows(flows).find(", actions:output:3, policy:egress not isolated, ingress x/allow-web\n") !=
         std::string::npos);
 }
+
+TEST_CASE("dpuctl: ipsec, one row per SA with its peer, SPI, epochs, sequence and counters", "[dpuctl][ipsec]") {
+  dpu::dataplane::v1::OperatorReply r;
+  auto* info = r.mutable_ipsec();
+  CHECK_THAT(formatIpsec(r), Catch::Contains("encryption: off") && Catch::Contains("no IPsec SA in force"));
+  info->set_encrypt(true);
+  info->set_crypto_backend("ipsec-mb");
+  auto* out = info->add_sas();
+  out->mutable_state()->set_name("node-b/out/21f23afc");
+  out->mutable_state()->set_direction(dpu::dataplane::v1::OUTBOUND);
+  out->mutable_state()->set_spi(0x21f23afc);
+  out->mutable_state()->set_remote_node("node-b");
+  out->mutable_state()->set_packets(5);
+  out->mutable_state()->set_highest_sequence(5);
+  out->mutable_state()->set_limit_drops(1);
+  out->set_peer_tunnel_ip("192.168.50.2");
+  out->set_local_epoch(1);
+  out->set_remote_epoch(2);
+  out->set_sequence_limit(1099511627776);
+  out->set_age_ms(61000);
+  auto* in = info->add_sas();
+  in->mutable_state()->set_name("node-b/in/12072b8a");
+  in->mutable_state()->set_direction(dpu::dataplane::v1::INBOUND);
+  in->mutable_state()->set_spi(0x12072b8a);
+  in->mutable_state()->set_remote_node("node-b");
+  in->mutable_state()->set_first_packet_received(true);
+  in->mutable_state()->set_highest_sequence(9);
+  in->set_peer_tunnel_ip("192.168.50.2");
+  in->set_local_epoch(1);
+  in->set_remote_epoch(2);
+  const std::string text = formatIpsec(r);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("encryption: on"));
+  CHECK_THAT(text, Catch::Contains("crypto backend: ipsec-mb"));
+  CHECK_THAT(text, Catch::Contains("node-b/out/21f23afc"));
+  CHECK_THAT(text, Catch::Contains("0x21f23afc"));
+  CHECK_THAT(text, Catch::Contains("5/1099511627776"));
+  CHECK_THAT(text, Catch::Contains("9 (in use)"));
+  CHECK_THAT(text, Catch::Contains("node-b 192.168.50.2"));
+  CHECK_THAT(text, Catch::Contains("1m01s"));
+}

@@ -480,7 +480,7 @@ TEST_CASE("metrics endpoint: GET /metrics scrapes the operator socket; other req
   CHECK_THAT(ok, Catch::Contains("dpu_dataplane_flows{where=\"sw\"} 3\n"));
   const size_t body = ok.find("\r\n\r\n") + 4;
   CHECK_THAT(ok, Catch::Contains("Content-Length: " + std::to_string(ok.size() - body) + "\r\n"));
-  CHECK(op.requests == 4);  // ports, stats, services and conntrack
+  CHECK(op.requests == 5);  // ports, stats, services, conntrack and ipsec
   CHECK(op.conntrack_limit == 1);  // the counts per state, not the whole table
   CHECK_THAT(ok, Catch::Contains("dpu_dataplane_conntrack_connections{state=\"established\"} 5\n"));
   CHECK_THAT(ok, Catch::Contains("dpu_dataplane_services 2\n"));
@@ -512,4 +512,39 @@ TEST_CASE("metrics endpoint: 503 with the reason while the dataplane does not an
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == dpu::ErrorCode::kConflict);
   CHECK_THAT(r.error(), Catch::Contains("127.0.0.1:" + std::to_string(endpoint.port())));
+}
+
+TEST_CASE("metrics: IPsec per SA: packets, bytes, drops by reason, sequence, age; never a key", "[ipsec]") {
+  v1::OperatorReply ports, stats, ipsec;
+  auto* info = ipsec.mutable_ipsec();
+  info->set_encrypt(true);
+  info->set_crypto_backend("openssl");
+  auto* sa = info->add_sas();
+  auto* st = sa->mutable_state();
+  st->set_name("node2/in/21f23afc");
+  st->set_direction(v1::INBOUND);
+  st->set_spi(0x21f23afc);
+  st->set_remote_node("node2");
+  st->set_packets(10);
+  st->set_bytes(14000);
+  st->set_replay_drops(2);
+  st->set_icv_failures(1);
+  st->set_highest_sequence(12);
+  sa->set_local_epoch(1);
+  sa->set_remote_epoch(2);
+  sa->set_age_ms(3500);
+  const std::string text = renderMetrics(ports, stats, {}, {}, &ipsec);
+  Parsed p = parse(text);
+  const std::string l =
+      "sa=\"node2/in/21f23afc\",peer=\"node2\",direction=\"in\",spi=\"0x21f23afc\",local_epoch=\"1\",remote_epoch=\"2\"";
+  CHECK(p.samples.at("dpu_dataplane_ipsec_encrypt") == "1");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_packets_total{" + l + "}") == "10");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_bytes_total{" + l + "}") == "14000");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_drops_total{" + l + ",reason=\"replay\"}") == "2");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_drops_total{" + l + ",reason=\"icv\"}") == "1");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_drops_total{" + l + ",reason=\"limit\"}") == "0");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_sequence{" + l + "}") == "12");
+  CHECK(p.samples.at("dpu_dataplane_ipsec_sa_age_seconds{" + l + "}") == "3.5");
+  // Without an ipsec answer, no IPsec family.
+  CHECK(renderMetrics(ports, stats, {}, {}).find("dpu_dataplane_ipsec") == std::string::npos);
 }

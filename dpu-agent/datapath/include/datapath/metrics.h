@@ -7,7 +7,7 @@
 // an operator wants to see it. It never costs an lcore anything: the endpoint
 // runs on its own thread, and for each scrape it asks the dataplane's own
 // operator socket (the same read-only API as dpuctl) for `ports`, `stats`,
-// `services` and `conntrack` (the counts per state),
+// `services`, `conntrack` (the counts per state) and `ipsec` (per SA),
 // so the counters are summed over the lcores by the control thread as for
 // dpuctl, and a slow or broken HTTP client only ever holds this thread.
 //
@@ -34,8 +34,10 @@ namespace dpu::datapath {
 // The Prometheus text of a `ports`, a `stats`, a `services` and a
 // `conntrack` answer of the operator API (of the conntrack answer only the
 // counts per state are used: a scrape asks it to list one entry).
+// With an `ipsec` answer, the IPsec SAs too, per SA.
 std::string renderMetrics(const dataplane::v1::OperatorReply& ports, const dataplane::v1::OperatorReply& stats,
-                          const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack);
+                          const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack,
+                          const dataplane::v1::OperatorReply* ipsec = nullptr);
 
 // HTTP/1.1, one request per connection (Connection: close), one connection at
 // a time: a scraper asks every few seconds. GET /metrics answers 200 with the

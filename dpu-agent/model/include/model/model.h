@@ -198,6 +198,7 @@ struct Model {
   bool has_tunnel_ip = false;
   uint32_t underlay_mtu = 0;
   uint32_t pod_mtu = 1500;
+  bool ipsec = false;  // NodeSettings.ipsec: encrypt to every remote node, refuse plaintext from IPsec peers
   MacAddress router_mac;
   std::vector<ModelSubnet> local_subnets;  // by CIDR
   std::vector<ModelPort> ports;            // by name

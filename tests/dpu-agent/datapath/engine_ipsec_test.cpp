@@ -1,0 +1,390 @@
+// IPsec in the engine (docs/ipsec.md, "What the dataplane part must do"):
+// real packets through the engine, the ESP they produce opened with an
+// independent SA of overlay/esp.h built from the same key (and ESP built the
+// same way injected on the uplink): encrypt on a cached flow, decrypt then
+// decap, replay, ICV failure, unknown SPI, sequence limit, fail closed, SA
+// state kept across updates, the outbound switch in one snapshot, reports.
+#include "engine_fixture.h"
+#include "overlay/esp.h"
+
+namespace engine_test {
+namespace {
+
+namespace dpv1 = dpu::dataplane::v1;
+
+// Keys by direction: node1 -> node2 and node2 -> node1.
+const std::string kKeyOut(16, '\x11');
+const std::string kKeyIn(16, '\x22');
+const std::string kKeyOut2(16, '\x33');
+constexpr uint32_t kSpiOut = 0x11000101;
+constexpr uint32_t kSpiIn = 0x11000202;
+constexpr uint32_t kSpiOut2 = 0x22000303;
+
+dpv1::IpsecSa* addSa(dpv1::LogicalModel& m, dpv1::IpsecDirection dir, uint32_t spi, const std::string& key,
+                     uint64_t initial = 1, uint64_t limit = 1000000) {
+  auto* sa = m.add_ipsec_sas();
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", spi);
+  sa->set_name(std::string("node2/") + (dir == dpv1::INBOUND ? "in/" : "out/") + hex);
+  sa->set_remote_node("node2");
+  sa->set_peer_tunnel_ip("192.168.100.2");
+  sa->set_direction(dir);
+  sa->set_spi(spi);
+  sa->set_local_epoch(1);
+  sa->set_remote_epoch(1);
+  sa->set_algorithm(dpv1::AES_128_GCM);
+  sa->set_key(key);
+  sa->set_salt(std::string("\x01\x02\x03\x04", 4));
+  sa->set_esn(true);
+  sa->set_initial_sequence(initial);
+  sa->set_sequence_limit(dir == dpv1::OUTBOUND ? limit : 0);
+  return sa;
+}
+
+dpv1::LogicalModel ipsecModel(bool on, bool outbound = true, bool inbound = true, uint64_t limit = 1000000) {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec(on);
+  // The agent sizes the pod MTU for ESP (1408 on a 1500 underlay).
+  if (outbound) addSa(m, dpv1::OUTBOUND, kSpiOut, kKeyOut, 1, limit);
+  if (inbound) addSa(m, dpv1::INBOUND, kSpiIn, kKeyIn);
+  return m;
+}
+
+overlay::EspSaConfig peerConfig(uint32_t spi, const std::string& key, uint64_t initial = 1) {
+  overlay::EspSaConfig c;
+  c.spi = spi;
+  c.key.assign(key.begin(), key.end());
+  c.salt = {1, 2, 3, 4};
+  c.esn = true;
+  c.initial_sequence = initial;
+  return c;
+}
+
+// The frame's IP packet (after 14 bytes of Ethernet) through `transform`.
+template <typename F>
+Bytes onIp(const Bytes& frame, F transform, overlay::Status& st) {
+  constexpr size_t kEth = 14;
+  const size_t ip_len = frame.size() > kEth ? frame.size() - kEth : 0;
+  std::vector<uint8_t> buf(256 + ip_len + 64);
+  if (ip_len != 0) std::memcpy(buf.data() + 256, frame.data() + kEth, ip_len);
+  overlay::PacketBuffer pb(buf.data(), static_cast<uint32_t>(buf.size()), 256, static_cast<uint32_t>(ip_len));
+  st = transform(pb);
+  Bytes out(kEth + pb.size());
+  std::memcpy(out.data(), frame.data(), kEth);
+  std::memcpy(out.data() + kEth, pb.data(), pb.size());
+  return out;
+}
+
+// What the peer (node2) sends: Geneve from it, ESP-protected under its SA.
+Bytes espFromRemote(overlay::EspOutboundSa& sa, const Bytes& inner, const char* peer = "192.168.100.2") {
+  overlay::Status st;
+  Bytes out = onIp(fromRemote(inner, 10, 9, 0x8000, peer), [&](overlay::PacketBuffer& pb) { return sa.encrypt(pb); },
+                   st);
+  REQUIRE(st == overlay::Status::kOk);
+  return out;
+}
+
+// What the peer makes of what we sent: the plaintext Geneve frame.
+Bytes peerOpens(overlay::EspInboundSa& sa, const Bytes& frame, overlay::Status& st) {
+  return onIp(frame, [&](overlay::PacketBuffer& pb) { return sa.decrypt(pb); }, st);
+}
+
+uint32_t spiOf(const Bytes& frame) {
+  uint32_t spi = 0;
+  REQUIRE(overlay::espPeekSpi({frame.data() + 14, frame.size() - 14}, spi) == overlay::Status::kOk);
+  return spi;
+}
+
+const dpv1::IpsecSaState* stateOf(const dpv1::ProgramReply& r, uint32_t spi) {
+  for (const auto& s : r.ipsec_sas()) {
+    if (s.spi() == spi) return &s;
+  }
+  return nullptr;
+}
+
+dpv1::ProgramReply status(Engine& e) {
+  dpv1::ProgramRequest req;
+  req.mutable_status();
+  return e.program(req);
+}
+
+const Bytes kToRemote = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");
+const Bytes kFromRemote = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+
+// The plaintext Geneve frame the engine sends for kToRemote (engine_test.cpp's reference).
+Bytes expectedGeneve() {
+  return geneve(udp4(kRouterMac, kRouterMac, "10.244.1.5", "10.244.2.7", 63), kUplinkMac, kNextHopMac, "192.168.100.1",
+                "192.168.100.2", 20, 1, 0x8000, innerHash(kToRemote, env().port[kRepA]));
+}
+
+}  // namespace
+
+TEST_CASE("engine ipsec: Hello says SAs are installed and every reply lists them with counters", "[engine][ipsec]") {
+  Fixture f;
+  dpv1::ProgramRequest hello;
+  hello.mutable_hello();
+  CHECK(f.engine->program(hello).hello().ipsec());
+  const auto r = fullSync(*f.engine, ipsecModel(false), 2);
+  REQUIRE(r.status() == dpv1::OK);
+  REQUIRE(r.ipsec_sas_size() == 2);
+  const auto* in = stateOf(r, kSpiIn);
+  REQUIRE(in != nullptr);
+  CHECK(in->name() == "node2/in/11000202");
+  CHECK(in->direction() == dpv1::INBOUND);
+  CHECK(in->remote_node() == "node2");
+  CHECK_FALSE(in->first_packet_received());
+  CHECK(in->highest_sequence() == 0);
+  // Listed on a status request and on Hello too; no key anywhere in a reply.
+  CHECK(status(*f.engine).ipsec_sas_size() == 2);
+  const auto h = f.engine->program(hello);
+  CHECK(h.ipsec_sas_size() == 2);
+  std::string bytes;
+  REQUIRE(h.SerializeToString(&bytes));
+  CHECK(bytes.find(kKeyOut) == std::string::npos);
+  CHECK(bytes.find(kKeyIn) == std::string::npos);
+  // The operator's view (dpuctl ipsec, metrics): epochs, limits, the backend; no key either.
+  dpv1::OperatorRequest op;
+  op.mutable_ipsec();
+  const auto view = f.engine->operate(op);
+  CHECK(view.error().empty());
+  CHECK_FALSE(view.ipsec().encrypt());
+  CHECK(view.ipsec().crypto_backend() == std::string(overlay::aeadBackendName(overlay::defaultAeadBackend())));
+  REQUIRE(view.ipsec().sas_size() == 2);
+  for (const auto& sa : view.ipsec().sas()) {
+    CHECK(sa.peer_tunnel_ip() == "192.168.100.2");
+    CHECK(sa.local_epoch() == 1);
+    if (sa.state().direction() == dpv1::OUTBOUND) CHECK(sa.sequence_limit() == 1000000);
+  }
+  REQUIRE(view.SerializeToString(&bytes));
+  CHECK(bytes.find(kKeyOut) == std::string::npos);
+  CHECK(bytes.find(kKeyIn) == std::string::npos);
+}
+
+TEST_CASE("engine ipsec: with encryption on, a cached flow leaves as ESP the peer opens to the Geneve packet",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 2).status() == dpv1::OK);
+  auto peer = overlay::EspInboundSa::create(peerConfig(kSpiOut, kKeyOut));
+  REQUIRE(peer.ok());
+  const Bytes expected = expectedGeneve();
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    f.inject(kRepA, kToRemote);
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    const Bytes& esp = out[0];
+    // Outer IPv4 protocol 50, lengths and checksum right.
+    CHECK(esp[14 + 9] == overlay::ipproto::kEsp);
+    CHECK(overlay::load16(esp.data() + 14 + 2) == esp.size() - 14);
+    CHECK(overlay::checksumFinish(overlay::checksumAdd(esp.data() + 14, 20)) == 0);
+    CHECK(spiOf(esp) == kSpiOut);
+    CHECK(overlay::load32(esp.data() + 14 + 20 + 4) == seq);
+    overlay::Status st;
+    const Bytes opened = peerOpens(*peer, esp, st);
+    REQUIRE(st == overlay::Status::kOk);
+    CHECK(dpu::test::toHex(opened.data(), opened.size()) == dpu::test::toHex(expected.data(), expected.size()));
+  }
+  // One slow path: the later packets were encrypted on the hit path.
+  CHECK(f.stat("FlowMiss") == 1);
+  CHECK(f.stat("FlowHit") == 2);
+  const auto* out = stateOf(status(*f.engine), kSpiOut);
+  REQUIRE(out != nullptr);
+  CHECK(out->packets() == 3);
+  CHECK(out->highest_sequence() == 3);
+  // The flow names the encryption; offload would leave it in software.
+  bool esp_flow = false;
+  for (const auto& fl : f.flows()) esp_flow = esp_flow || fl.actions().find("esp_encrypt") != std::string::npos;
+  CHECK(esp_flow);
+}
+
+TEST_CASE("engine ipsec: arriving ESP is authenticated, anti-replayed and decrypted before the Geneve decap",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 2).status() == dpv1::OK);
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  const Bytes first = espFromRemote(*sender, kFromRemote);
+  f.inject(kUplink, first);
+  auto out = Fixture::drain(kRepA);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63));
+  const auto* in = stateOf(status(*f.engine), kSpiIn);
+  REQUIRE(in != nullptr);
+  CHECK(in->first_packet_received());
+  CHECK(in->packets() == 1);
+  CHECK(in->highest_sequence() == 1);
+
+  SECTION("a replay is dropped and counted") {
+    f.inject(kUplink, first);
+    CHECK(Fixture::drain(kRepA).empty());
+    CHECK(f.stat("EspReplay") == 1);
+    CHECK(stateOf(status(*f.engine), kSpiIn)->replay_drops() == 1);
+  }
+  SECTION("a packet that does not authenticate is dropped and counted") {
+    Bytes bad = espFromRemote(*sender, kFromRemote);
+    bad[bad.size() - 20] ^= 0x01;
+    f.inject(kUplink, bad);
+    CHECK(Fixture::drain(kRepA).empty());
+    CHECK(f.stat("EspAuthFailed") == 1);
+    CHECK(stateOf(status(*f.engine), kSpiIn)->icv_failures() == 1);
+    // The window did not move: the packet after it is accepted.
+    f.inject(kUplink, espFromRemote(*sender, kFromRemote));
+    CHECK(Fixture::drain(kRepA).size() == 1);
+  }
+  SECTION("an SPI of no inbound SA from a known node, and ESP from an unknown address") {
+    auto other = overlay::EspOutboundSa::create(peerConfig(0x33000404, kKeyIn));
+    REQUIRE(other.ok());
+    f.inject(kUplink, espFromRemote(*other, kFromRemote));
+    CHECK(f.stat("IpsecUnknownSpi") == 1);
+    f.inject(kUplink, espFromRemote(*sender, kFromRemote, "192.168.100.99"));
+    CHECK(f.stat("IpsecUnknownPeer") == 1);
+    CHECK(Fixture::drain(kRepA).empty());
+  }
+}
+
+TEST_CASE("engine ipsec: an outbound SA never sends above its sequence_limit; a raised limit resumes it",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true, true, true, 2), 2).status() == dpv1::OK);
+  for (int i = 0; i < 3; ++i) f.inject(kRepA, kToRemote);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 2);
+  CHECK(f.stat("IpsecSequenceLimit") == 1);
+  auto* st = stateOf(status(*f.engine), kSpiOut);
+  REQUIRE(st != nullptr);
+  CHECK(st->limit_drops() == 1);
+  CHECK(st->highest_sequence() == 2);
+  // The agent raises the limit (the same SA sent again): the counter goes on at 3.
+  REQUIRE(fullSync(*f.engine, ipsecModel(true, true, true, 100), 3).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(overlay::load32(out[0].data() + 14 + 20 + 4) == 3);
+  st = stateOf(status(*f.engine), kSpiOut);
+  CHECK(st->packets() == 3);
+  CHECK(st->limit_drops() == 1);
+}
+
+TEST_CASE("engine ipsec: with encryption on, no outbound SA and plaintext from an IPsec peer are dropped",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true, false, true), 2).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  f.inject(kRepA, kToRemote);
+  CHECK(Fixture::drain(kUplink).empty());
+  CHECK(f.stat("IpsecNoSa") == 2);
+  f.inject(kUplink, fromRemote(kFromRemote));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("IpsecPlaintext") == 1);
+  // The outbound SA arrives: the cached drop gives way to ESP.
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 3).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(spiOf(out[0]) == kSpiOut);
+}
+
+TEST_CASE("engine ipsec: in keys mode SAs are installed and ESP accepted while the node sends plaintext",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(false), 2).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == expectedGeneve());
+  // Plaintext and ESP from the peer are both delivered.
+  f.inject(kUplink, fromRemote(kFromRemote));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  f.inject(kUplink, espFromRemote(*sender, kFromRemote));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(stateOf(status(*f.engine), kSpiIn)->first_packet_received());
+  CHECK(f.stat("IpsecPlaintext") == 0);
+}
+
+TEST_CASE("engine ipsec: an SA sent again keeps its counter and replay window; a higher initial_sequence moves it up",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 2).status() == dpv1::OK);
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  const Bytes first = espFromRemote(*sender, kFromRemote);
+  f.inject(kUplink, first);
+  REQUIRE(Fixture::drain(kRepA).size() == 1);
+  f.inject(kRepA, kToRemote);
+  f.inject(kRepA, kToRemote);
+  REQUIRE(Fixture::drain(kUplink).size() == 2);
+
+  // The same model again (an agent restart's resync).
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 3).status() == dpv1::OK);
+  f.inject(kUplink, first);  // still a replay
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("EspReplay") == 1);
+  f.inject(kRepA, kToRemote);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(overlay::load32(out[0].data() + 14 + 20 + 4) == 3);
+  const auto* st = stateOf(status(*f.engine), kSpiOut);
+  CHECK(st->packets() == 3);
+
+  // The agent's mark moved above (a new reservation): the next number is there.
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec(true);
+  addSa(m, dpv1::OUTBOUND, kSpiOut, kKeyOut, 1000, 2000);
+  addSa(m, dpv1::INBOUND, kSpiIn, kKeyIn);
+  REQUIRE(fullSync(*f.engine, m, 4).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(overlay::load32(out[0].data() + 14 + 20 + 4) == 1000);
+
+  // A new key under the same name is a new SA: it starts at its initial_sequence.
+  dpv1::LogicalModel rekeyed = baseModel();
+  rekeyed.mutable_node()->set_ipsec(true);
+  addSa(rekeyed, dpv1::OUTBOUND, kSpiOut, kKeyOut2, 5, 2000);
+  addSa(rekeyed, dpv1::INBOUND, kSpiIn, kKeyIn);
+  REQUIRE(fullSync(*f.engine, rekeyed, 5).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(overlay::load32(out[0].data() + 14 + 20 + 4) == 5);
+  CHECK(stateOf(status(*f.engine), kSpiOut)->packets() == 1);
+}
+
+TEST_CASE("engine ipsec: an outbound switch in one Delta moves the cached flow to the new SA, never plaintext",
+          "[engine][ipsec]") {
+  Fixture f;
+  REQUIRE(fullSync(*f.engine, ipsecModel(true), 2).status() == dpv1::OK);
+  f.inject(kRepA, kToRemote);
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(spiOf(out[0]) == kSpiOut);
+
+  dpv1::ProgramRequest req;
+  auto* d = req.mutable_delta();
+  d->set_base_generation(2);
+  d->set_generation(3);
+  d->add_delete_ipsec_sas("node2/out/11000101");
+  dpv1::LogicalModel scratch;
+  *d->add_upsert_ipsec_sas() = *addSa(scratch, dpv1::OUTBOUND, kSpiOut2, kKeyOut2);
+  const auto r = f.engine->program(req);
+  INFO(r.message());
+  REQUIRE(r.status() == dpv1::OK);
+  CHECK(stateOf(r, kSpiOut) == nullptr);
+  REQUIRE(stateOf(r, kSpiOut2) != nullptr);
+
+  f.inject(kRepA, kToRemote);
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(spiOf(out[0]) == kSpiOut2);
+  auto peer = overlay::EspInboundSa::create(peerConfig(kSpiOut2, kKeyOut2));
+  REQUIRE(peer.ok());
+  overlay::Status st;
+  const Bytes opened = peerOpens(*peer, out[0], st);
+  REQUIRE(st == overlay::Status::kOk);
+  CHECK(opened == expectedGeneve());
+  // The flow was kept (the node still has an outbound SA), only re-resolved.
+  CHECK(f.stat("FlowMiss") == 1);
+}
+
+}  // namespace engine_test
