@@ -37,7 +37,7 @@ fail() {
 }
 eventually() {  # eventually "description" 'shell condition' (re-evaluated each time)
   local what=$1 cond=$2
-  for _ in $(seq 1 150); do
+  for _ in $(seq 1 600); do  # 30 s: a loaded CI machine starts daemons slowly
     if eval "$cond" >/dev/null 2>&1; then return 0; fi
     sleep 0.05
   done
