@@ -4,6 +4,8 @@
 // same way injected on the uplink): encrypt on a cached flow, decrypt then
 // decap, replay, ICV failure, unknown SPI, sequence limit, fail closed, SA
 // state kept across updates, the outbound switch in one snapshot, reports.
+#include <memory>
+
 #include "engine_fixture.h"
 #include "overlay/esp.h"
 
@@ -95,9 +97,10 @@ uint32_t spiOf(const Bytes& frame) {
   return spi;
 }
 
-const dpv1::IpsecSaState* stateOf(const dpv1::ProgramReply& r, uint32_t spi) {
+// A copy: the reply is usually a temporary.
+std::unique_ptr<const dpv1::IpsecSaState> stateOf(const dpv1::ProgramReply& r, uint32_t spi) {
   for (const auto& s : r.ipsec_sas()) {
-    if (s.spi() == spi) return &s;
+    if (s.spi() == spi) return std::make_unique<const dpv1::IpsecSaState>(s);
   }
   return nullptr;
 }
@@ -127,7 +130,7 @@ TEST_CASE("engine ipsec: Hello says SAs are installed and every reply lists them
   const auto r = fullSync(*f.engine, ipsecModel(false), 2);
   REQUIRE(r.status() == dpv1::OK);
   REQUIRE(r.ipsec_sas_size() == 2);
-  const auto* in = stateOf(r, kSpiIn);
+  const auto in = stateOf(r, kSpiIn);
   REQUIRE(in != nullptr);
   CHECK(in->name() == "node2/in/11000202");
   CHECK(in->direction() == dpv1::INBOUND);
@@ -186,7 +189,7 @@ TEST_CASE("engine ipsec: with encryption on, a cached flow leaves as ESP the pee
   // One slow path: the later packets were encrypted on the hit path.
   CHECK(f.stat("FlowMiss") == 1);
   CHECK(f.stat("FlowHit") == 2);
-  const auto* out = stateOf(status(*f.engine), kSpiOut);
+  const auto out = stateOf(status(*f.engine), kSpiOut);
   REQUIRE(out != nullptr);
   CHECK(out->packets() == 3);
   CHECK(out->highest_sequence() == 3);
@@ -207,7 +210,7 @@ TEST_CASE("engine ipsec: arriving ESP is authenticated, anti-replayed and decryp
   auto out = Fixture::drain(kRepA);
   REQUIRE(out.size() == 1);
   CHECK(out[0] == udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63));
-  const auto* in = stateOf(status(*f.engine), kSpiIn);
+  const auto in = stateOf(status(*f.engine), kSpiIn);
   REQUIRE(in != nullptr);
   CHECK(in->first_packet_received());
   CHECK(in->packets() == 1);
@@ -249,7 +252,7 @@ TEST_CASE("engine ipsec: an outbound SA never sends above its sequence_limit; a 
   auto out = Fixture::drain(kUplink);
   REQUIRE(out.size() == 2);
   CHECK(f.stat("IpsecSequenceLimit") == 1);
-  auto* st = stateOf(status(*f.engine), kSpiOut);
+  auto st = stateOf(status(*f.engine), kSpiOut);
   REQUIRE(st != nullptr);
   CHECK(st->limit_drops() == 1);
   CHECK(st->highest_sequence() == 2);
@@ -324,7 +327,7 @@ TEST_CASE("engine ipsec: an SA sent again keeps its counter and replay window; a
   auto out = Fixture::drain(kUplink);
   REQUIRE(out.size() == 1);
   CHECK(overlay::load32(out[0].data() + 14 + 20 + 4) == 3);
-  const auto* st = stateOf(status(*f.engine), kSpiOut);
+  const auto st = stateOf(status(*f.engine), kSpiOut);
   CHECK(st->packets() == 3);
 
   // The agent's mark moved above (a new reservation): the next number is there.
