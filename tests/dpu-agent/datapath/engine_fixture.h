@@ -313,6 +313,28 @@ inline uint32_t innerHash(const Bytes& frame, uint16_t in_port) {
 }
 
 // The reference encapsulation (overlay's GeneveEncapTemplate via encapGeneve).
+// TCP (flags as in the header) and UDP packets with ports, for the services
+// and policy tests.
+inline Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
+           uint16_t dport, uint8_t flags, uint8_t ttl = 64, size_t payload = 10) {
+  return PacketBuilder()
+      .ethernet(dst_mac, src_mac)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = flags & 0x10 ? 2000u : 0u, .flags = flags})
+      .payload(Bytes(payload, 0x42))
+      .build();
+}
+
+inline Bytes udp4p(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
+            uint16_t dport, uint8_t ttl = 64) {
+  return PacketBuilder()
+      .ethernet(dst_mac, src_mac)
+      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+      .udp(sport, dport)
+      .payload(Bytes(12, 0x24))
+      .build();
+}
+
 inline Bytes geneve(const Bytes& inner, overlay::MacAddress src_mac, overlay::MacAddress dst_mac, const char* src_ip,
              const char* dst_ip, uint32_t vni, uint16_t ingress, uint16_t egress, uint32_t hash) {
   std::array<uint8_t, 4> data;

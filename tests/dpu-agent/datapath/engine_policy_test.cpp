@@ -12,26 +12,6 @@ namespace {
 
 constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08;
 
-Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
-           uint16_t dport, uint8_t flags, uint8_t ttl = 64) {
-  return PacketBuilder()
-      .ethernet(dst_mac, src_mac)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
-      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = flags & 0x10 ? 2000u : 0u, .flags = flags})
-      .payload(Bytes(10, 0x42))
-      .build();
-}
-
-Bytes udp4p(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
-            uint16_t dport, uint8_t ttl = 64) {
-  return PacketBuilder()
-      .ethernet(dst_mac, src_mac)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
-      .udp(sport, dport)
-      .payload(Bytes(12, 0x24))
-      .build();
-}
-
 // An SCTP INIT-sized packet: common header (ports, verification tag, CRC32c
 // left zero: the dataplane does not verify it) and one chunk header.
 Bytes sctp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,

@@ -44,26 +44,6 @@ dataplane::v1::LogicalModel serviceModel() {
   return m;
 }
 
-Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
-           uint16_t dport, uint8_t flags, uint8_t ttl = 64, size_t payload = 10) {
-  return PacketBuilder()
-      .ethernet(dst_mac, src_mac)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
-      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = flags & 0x10 ? 2000u : 0u, .flags = flags})
-      .payload(Bytes(payload, 0x42))
-      .build();
-}
-
-Bytes udp4p(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
-            uint16_t dport, uint8_t ttl = 64) {
-  return PacketBuilder()
-      .ethernet(dst_mac, src_mac)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
-      .udp(sport, dport)
-      .payload(Bytes(12, 0x24))
-      .build();
-}
-
 constexpr uint8_t kSyn = 0x02, kAck = 0x10, kFin = 0x01, kRst = 0x04, kSynAck = 0x12, kPsh = 0x08;
 
 struct Conn {
