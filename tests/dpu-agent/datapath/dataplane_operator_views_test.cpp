@@ -14,16 +14,6 @@ namespace {
 
 constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12;
 
-Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
-           uint16_t dport, uint8_t flags) {
-  return PacketBuilder()
-      .ethernet(dst_mac, src_mac)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = 64})
-      .tcp({.src_port = sport, .dst_port = dport, .seq = 1000, .ack = flags & 0x10 ? 2000u : 0u, .flags = flags})
-      .payload(Bytes(10, 0x42))
-      .build();
-}
-
 // default/web: 10.96.0.10:80 to pod B's 8080; default/empty: no endpoint.
 dataplane::v1::LogicalModel model() {
   auto m = baseModel();

@@ -312,7 +312,6 @@ inline uint32_t innerHash(const Bytes& frame, uint16_t in_port) {
   return overlay::flowHash32(overlay::extractFlowKey(frame, p, in_port));
 }
 
-// The reference encapsulation (overlay's GeneveEncapTemplate via encapGeneve).
 // TCP (flags as in the header) and UDP packets with ports, for the services
 // and policy tests.
 inline Bytes tcp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,
@@ -335,6 +334,7 @@ inline Bytes udp4p(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, con
       .build();
 }
 
+// The reference encapsulation (overlay's GeneveEncapTemplate via encapGeneve).
 inline Bytes geneve(const Bytes& inner, overlay::MacAddress src_mac, overlay::MacAddress dst_mac, const char* src_ip,
              const char* dst_ip, uint32_t vni, uint16_t ingress, uint16_t egress, uint32_t hash) {
   std::array<uint8_t, 4> data;
