@@ -689,6 +689,17 @@ TEST_CASE("services: a Delta of one service flushes that service's UDP clients a
   f.inject(kRepA, to_remote);
   REQUIRE(Fixture::drain(kUplink).size() == 1);
   REQUIRE(connections(*f.engine).size() == 2);
+  // The cached flows of the other service's connection (matched on its
+  // client port): a Delta of web-udp must leave them valid.
+  auto remoteFlows = [&f] {
+    std::set<std::string> out;
+    for (const auto& fl : f.flows()) {
+      if (fl.match().find("7001") != std::string::npos) out.insert(fl.match());
+    }
+    return out;
+  };
+  const auto remote_flows = remoteFlows();
+  REQUIRE(!remote_flows.empty());
   auto flushed = [&f] {
     std::set<std::string> out;
     for (const auto& c : connections(*f.engine)) {
@@ -722,7 +733,8 @@ TEST_CASE("services: a Delta of one service flushes that service's UDP clients a
   f.inject(kRepA, to_web);
   CHECK(Fixture::drain(kRepB).empty());
   CHECK(Fixture::drain(kUplink).size() == 1);
-  // The other service's client was left alone.
+  // The other service's client was left alone, its flows too.
+  CHECK(remoteFlows() == remote_flows);
   f.inject(kRepA, to_remote);
   CHECK(Fixture::drain(kUplink).size() == 1);
 
