@@ -31,8 +31,8 @@
 # new model is installed and the changed service's flows invalidated; 500
 # changes, one at a time; target p99 <= 10 ms). Each run checks with `dpuctl
 # services` that the dataplane balances every service and the last change.
-# A run takes about 4 minutes on 2 shared cores, most of it the 500 Deltas
-# (README: the dataplane handles each one as a whole new model).
+# A run takes about 10 seconds on 2 shared cores, most of it the initial
+# program (a services-only Delta costs the dataplane that service: README).
 #
 # The machine's load average is printed with the figures: on 2 shared cores,
 # other work shows up in the sync time and the p99.

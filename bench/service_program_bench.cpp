@@ -10,7 +10,7 @@
 // to the Agent (endpointSliceUpserted, as the cluster source calls it) to the
 // dataplane's acknowledgement of the Delta that carries it. The dataplane
 // acknowledges after the model is installed: the new snapshot published and
-// the flows of the changed service invalidated (engine.cpp install()). With
+// the flows of the changed service invalidated (engine.cpp installServiceDelta()). With
 // --dataplane-pid, the dataplane's resident memory before and after the
 // programming.
 //

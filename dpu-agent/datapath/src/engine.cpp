@@ -141,12 +141,13 @@ Result<void> EngineImpl::init() {
   return republish();
 }
 
-Result<void> EngineImpl::republish() {
+Result<void> EngineImpl::republish(const std::vector<std::string>* changed_services) {
   DepRegistry deps = deps_;
   SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_,
                     current_.load(std::memory_order_relaxed)};
   in.policy_names = &policy_names_;
   in.ipsec = &ipsec_;
+  in.changed_services = changed_services;
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -289,19 +290,132 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
+  requested_services_.clear();
+  for (int i = 0; i < model_proto_.services_size(); ++i) requested_services_[model_proto_.services(i).name()] = i;
+  service_claims_ = model::ServiceClaims(model_.services);
   if (!retired_.empty()) {
     flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
     revalidatePolicyConnections(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
   }
-  for (auto& p : sa_problems) verdict->problems.push_back(std::move(p));
-  countRefusals(verdict->problems);
-  problems_ = std::move(verdict->problems);
+  model_problems_ = std::move(verdict->problems);
+  sa_problems_ = std::move(sa_problems);
+  std::vector<dataplane::v1::ObjectProblem> next = model_problems_;
+  next.insert(next.end(), sa_problems_.begin(), sa_problems_.end());
+  countRefusals(next);
+  problems_ = std::move(next);
   auto out = reply(dataplane::v1::OK, "");
   out.set_flows_removed(countStale(*current_.load(std::memory_order_relaxed)));
   return out;
 }
 
+dataplane::v1::ProgramReply EngineImpl::installServiceDelta(const dataplane::v1::Delta& d) {
+  // applyDelta's check: every deleted service is requested (once).
+  std::set<std::string> deleted;
+  for (const auto& name : d.delete_services()) {
+    if (!requested_services_.count(name) || !deleted.insert(name).second) {
+      return reply(dataplane::v1::RESYNC_NEEDED,
+                   "delta deletes service " + name + ", which the dataplane does not have: send a FullSync");
+    }
+  }
+  std::set<std::string> upserted;
+  for (const auto& v : d.upsert_services()) upserted.insert(v.name());
+  // The requested services refused now that the Delta leaves as they are:
+  // a claim they want may be free after it.
+  std::vector<const dataplane::v1::Service*> waiting;
+  for (const auto& p : model_problems_) {
+    if (p.kind() != dataplane::v1::ObjectProblem::SERVICE || deleted.count(p.name()) || upserted.count(p.name())) {
+      continue;
+    }
+    if (auto it = requested_services_.find(p.name()); it != requested_services_.end()) {
+      waiting.push_back(&model_proto_.services(it->second));
+    }
+  }
+  auto verdict = model::validateServiceDelta(d, model_.services, waiting, service_claims_);
+  if (!verdict) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + verdict.error());
+
+  // The services in force, by name: each update replaces, adds or removes one.
+  auto& in_force = model_.services;
+  auto position = [&in_force](const std::string& name) {
+    return std::lower_bound(in_force.begin(), in_force.end(), name,
+                            [](const model::ModelService& s, const std::string& n) { return s.name < n; });
+  };
+  auto set = [&](const std::string& name, std::optional<model::ModelService> next) {
+    std::optional<model::ModelService> was;
+    auto it = position(name);
+    const bool present = it != in_force.end() && it->name == name;
+    if (present) was = std::move(*it);
+    if (present && next) {
+      *it = std::move(*next);
+    } else if (present) {
+      in_force.erase(it);
+    } else if (next) {
+      in_force.insert(it, std::move(*next));
+    }
+    return was;
+  };
+  std::vector<std::string> changed;
+  std::vector<std::pair<std::string, std::optional<model::ModelService>>> undo;
+  for (auto& u : verdict->updates) {
+    changed.push_back(u.name);
+    undo.emplace_back(u.name, set(u.name, std::move(u.in_force)));
+  }
+  const uint64_t saved_generation = generation_;
+  generation_ = d.generation();
+  if (auto r = republish(&changed); !r) {
+    for (auto& [name, was] : undo) set(name, std::move(was));
+    generation_ = saved_generation;
+    service_claims_ = model::ServiceClaims(model_.services);
+    return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
+  }
+
+  // The requested model, as applyDelta leaves it (the order of its services
+  // does not matter: validation goes by name).
+  auto* requested = model_proto_.mutable_services();
+  for (const auto& name : deleted) {
+    const int i = requested_services_.at(name);
+    const int last = requested->size() - 1;
+    if (i != last) {
+      requested->SwapElements(i, last);
+      requested_services_[requested->Get(i).name()] = i;
+    }
+    requested->RemoveLast();
+    requested_services_.erase(name);
+  }
+  for (const auto& v : d.upsert_services()) {
+    if (auto it = requested_services_.find(v.name()); it != requested_services_.end()) {
+      *requested->Mutable(it->second) = v;
+    } else {
+      requested_services_[v.name()] = requested->size();
+      *requested->Add() = v;
+    }
+  }
+
+  const Snapshot& after = *current_.load(std::memory_order_relaxed);
+  if (!retired_.empty()) flushChangedServices(*retired_.back().snapshot, after, &changed);
+  // The SERVICE problems of the services the verdict settled are its own.
+  std::set<std::string> settled(changed.begin(), changed.end());
+  std::erase_if(model_problems_, [&settled](const dataplane::v1::ObjectProblem& p) {
+    return p.kind() == dataplane::v1::ObjectProblem::SERVICE && settled.count(p.name());
+  });
+  for (auto& p : verdict->problems) model_problems_.push_back(std::move(p));
+  std::stable_sort(model_problems_.begin(), model_problems_.end(),
+                   [](const dataplane::v1::ObjectProblem& a, const dataplane::v1::ObjectProblem& b) {
+                     return a.kind() != b.kind() ? a.kind() < b.kind() : a.name() < b.name();
+                   });
+  std::vector<dataplane::v1::ObjectProblem> next = model_problems_;
+  next.insert(next.end(), sa_problems_.begin(), sa_problems_.end());
+  countRefusals(next);
+  problems_ = std::move(next);
+  auto out = reply(dataplane::v1::OK, "");
+  out.set_flows_removed(countStale(after));
+  return out;
+}
+
 dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequest& request) {
+  // Deltas can come faster than maintain() runs: the snapshots the lcores
+  // left since the last one go now, so a burst of changes does not pile up
+  // retired snapshots until the next maintain().
+  reclaimSnapshots();
   switch (request.body_case()) {
     case dataplane::v1::ProgramRequest::kHello: {
       auto out = reply(dataplane::v1::OK, "");
@@ -329,6 +443,7 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
         return reply(dataplane::v1::INVALID, "Delta generation " + std::to_string(d.generation()) +
                                                  " must be above its base " + std::to_string(d.base_generation()));
       }
+      if (model::changesServicesOnly(d)) return installServiceDelta(d);
       auto next = model::applyDelta(model_proto_, d);
       if (!next) {
         return reply(next.code() == ErrorCode::kNotFound ? dataplane::v1::RESYNC_NEEDED : dataplane::v1::INVALID,
@@ -430,11 +545,15 @@ void EngineImpl::scanOffload(bool full) {
   }
 }
 
-void EngineImpl::maintain() {
+void EngineImpl::reclaimSnapshots() {
   while (!retired_.empty() && quiesced(retired_.front().epoch)) {
     delete retired_.front().snapshot;
     retired_.pop_front();
   }
+}
+
+void EngineImpl::maintain() {
+  reclaimSnapshots();
   ++maintain_calls_;
   northSouthUpdate();
   expireConnections();

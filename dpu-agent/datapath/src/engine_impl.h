@@ -314,10 +314,19 @@ class EngineImpl final : public Engine {
   // --- control ---
   // Validates `model` object by object and puts what passes in force.
   dataplane::v1::ProgramReply install(const dataplane::v1::LogicalModel& model, uint64_t generation);
+  // A Delta that changes services only (model::changesServicesOnly): the
+  // same outcome as install(applyDelta(...)), in the time of the services it
+  // names — validated against the claims in force, only their frontends and
+  // Maglev tables rebuilt, everything else shared with the snapshot in force.
+  dataplane::v1::ProgramReply installServiceDelta(const dataplane::v1::Delta& delta);
   // A reply with the current generation and problems.
   dataplane::v1::ProgramReply reply(dataplane::v1::ProgramStatus status, const std::string& message) const;
   void countRefusals(const std::vector<dataplane::v1::ObjectProblem>& next);
-  Result<void> republish();
+  // `changed_services`: the only services whose state in force changed
+  // since the snapshot in force (nullptr: any object may have changed).
+  Result<void> republish(const std::vector<std::string>* changed_services = nullptr);
+  // Deletes the retired snapshots no lcore can still be reading.
+  void reclaimSnapshots();
   uint32_t countStale(const Snapshot& snap) const;
   void drainOffload();
   // Every call: removes rules whose flow left the cache. `full` (about once a
@@ -343,6 +352,13 @@ class EngineImpl final : public Engine {
   dataplane::v1::LogicalModel model_proto_;  // as requested, refused objects included (Deltas apply to it)
   Model model_;                               // in force
   std::vector<dataplane::v1::ObjectProblem> problems_;  // the requested objects not in force, and why
+  // problems_ is the validation's problems (by kind, name) then the IPsec SAs'.
+  std::vector<dataplane::v1::ObjectProblem> model_problems_;
+  std::vector<dataplane::v1::ObjectProblem> sa_problems_;
+  // For services-only Deltas: where each requested service is in
+  // model_proto_, and the claims of the services in force.
+  std::unordered_map<std::string, int> requested_services_;
+  model::ServiceClaims service_claims_;
   uint64_t control_events_[kEventCount] = {};  // events counted on the control thread (ObjectRefused)
   std::map<std::string, Binding> bindings_;
   std::map<IpAddress, MacAddress> next_hops_;
@@ -355,7 +371,9 @@ class EngineImpl final : public Engine {
   void expireConnections();
   void describeServices(const Snapshot& snap, dataplane::v1::OperatorReply& out) const;
   void describeConntrack(const dataplane::v1::ConntrackRequest& request, dataplane::v1::OperatorReply& out) const;
-  void flushChangedServices(const Snapshot& before, const Snapshot& after);
+  // `changed`: the services that changed, by name (nullptr: compare every service).
+  void flushChangedServices(const Snapshot& before, const Snapshot& after,
+                            const std::vector<std::string>* changed = nullptr);
   uint64_t flowLastUse(const conntrack::Entry& e) const;
 
   std::atomic<const Snapshot*> current_{nullptr};

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine_impl.h"
 #include "model/model.h"
@@ -70,7 +71,8 @@ void EngineImpl::expireConnections() {
   control_events_[static_cast<size_t>(Event::kConntrackExpired)] += n;
 }
 
-void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& after) {
+void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& after,
+                                      const std::vector<std::string>* changed_names) {
   // Frontends whose service changed; a UDP connection through one whose
   // backend is no longer among those the frontend would pick is flushed at
   // once, so a client that keeps sending from one port reaches a live
@@ -79,17 +81,38 @@ void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& af
   // tombstone (conntrack::Table::markFlushedIf) until it expires: the
   // client's next packet replaces it (serviceStage), and the old backend's
   // late answers find it instead of being cached as routed flows.
-  std::unordered_map<std::string, uint64_t> old_hash;
-  for (const auto& sv : before.services) old_hash.emplace(sv->name, sv->content_hash);
-  bool changed = false;
-  for (const auto& sv : after.services) {
-    auto it = old_hash.find(sv->name);
-    if (it == old_hash.end() || it->second != sv->content_hash) changed = true;
-    if (it != old_hash.end()) old_hash.erase(it);
+  //
+  // With the changed services named, only connections to their UDP
+  // frontends (before or after the change) can be stale: none, no scan.
+  std::unordered_set<FrontendKey, FrontendKeyHash> udp;
+  if (changed_names != nullptr) {
+    auto byName = [](const std::shared_ptr<const SnapService>& a, const std::string& n) { return a->name < n; };
+    for (const auto& name : *changed_names) {
+      for (const Snapshot* snap : {&before, &after}) {
+        auto at = std::lower_bound(snap->services.begin(), snap->services.end(), name, byName);
+        if (at == snap->services.end() || (*at)->name != name) continue;
+        for (const auto& f : (*at)->frontends) {
+          if (f.protocol == conntrack::kProtoUdp) udp.insert(FrontendKey{f.ip, f.port, f.protocol});
+        }
+      }
+    }
+    if (udp.empty()) return;
+  } else {
+    std::unordered_map<std::string, uint64_t> old_hash;
+    for (const auto& sv : before.services) old_hash.emplace(sv->name, sv->content_hash);
+    bool changed = false;
+    for (const auto& sv : after.services) {
+      auto it = old_hash.find(sv->name);
+      if (it == old_hash.end() || it->second != sv->content_hash) changed = true;
+      if (it != old_hash.end()) old_hash.erase(it);
+    }
+    if (!changed && old_hash.empty()) return;
   }
-  if (!changed && old_hash.empty()) return;
   const size_t n = conntrack_->markFlushedIf([&](const conntrack::Entry& e) {
     if (e.original.protocol != conntrack::kProtoUdp || !(e.nat & conntrack::kNatDst)) return false;
+    if (changed_names != nullptr && !udp.count(FrontendKey{e.original.dst, e.original.dst_port, e.original.protocol})) {
+      return false;
+    }
     const bool v6 = e.original.family == 6;
     const SnapFrontend* fe = after.frontend(e.original.dst.data(), v6, e.original.dst_port, e.original.protocol);
     if (fe == nullptr) return true;  // the service (or its port) is gone

@@ -12,20 +12,23 @@
 
 namespace dpu::datapath {
 
-DepRegistry::DepRegistry() {
+DepRegistry::DepRegistry() : ids_(std::make_shared<std::unordered_map<std::string, uint32_t>>()) {
   idFor("node");
   idFor("routing");
   idFor("services");
 }
 
 uint32_t DepRegistry::idFor(const std::string& key) {
-  auto [it, inserted] = ids_.emplace(key, static_cast<uint32_t>(versions_.size()));
-  if (inserted) {
-    versions_.push_back(kVersionDeleted);
-    contents_.emplace_back();
-    touched_.push_back(false);
+  // An id is the key's place in the shared map; a copy that has not seen
+  // it yet (another copy's build added it) grows to it.
+  auto [it, inserted] = ids_->emplace(key, static_cast<uint32_t>(ids_->size()));
+  const uint32_t id = it->second;
+  if (id >= versions_.size()) {
+    versions_.resize(id + 1, kVersionDeleted);
+    contents_.resize(id + 1);
+    touched_.resize(id + 1, false);
   }
-  return it->second;
+  return id;
 }
 
 void DepRegistry::touch(uint32_t id, const std::string& content) {
@@ -101,6 +104,13 @@ uint64_t hashText(const std::string& text, uint64_t h = 14695981039346656037ull)
   return h;
 }
 
+// One frontend's key, hashed: summed over the frontends, a hash of which
+// (address, protocol, port)s exist that one service's change updates alone.
+uint64_t frontendHash(const SnapFrontend& f) {
+  return hashText(std::string(reinterpret_cast<const char*>(f.ip.data()), 16) + std::to_string(f.port) + "/" +
+                  std::to_string(f.protocol));
+}
+
 // kube-proxy's choice among endpoints: the ready ones; when none is ready,
 // those serving and terminating (so connections drain to a terminating pod
 // rather than fail); never one that is neither.
@@ -134,6 +144,7 @@ std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, 
   auto out = std::make_shared<SnapService>();
   out->name = svc.name;
   out->content_hash = content_hash;
+  out->dep = dep;
   for (const auto& port : svc.ports) {
     for (const bool v6 : {false, true}) {
       std::vector<const IpAddress*> ips;
@@ -499,11 +510,6 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   // frontends and Maglev tables (shared); only changed ones are rebuilt.
   s.service_cidrs = m.service_cidrs;
   s.cluster_cidrs = m.cluster_cidrs;
-  std::unordered_map<std::string, std::shared_ptr<const SnapService>> before;
-  if (in.previous != nullptr) {
-    for (const auto& sv : in.previous->services) before.emplace(sv->name, sv);
-  }
-  s.services.reserve(m.services.size());
   std::vector<IpAddress> node_ips;
   std::string node_ips_text;
   for (const auto& a : m.node_ips) {
@@ -511,25 +517,86 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     node_ips.push_back(a.address);
     node_ips_text += a.address.str() + ",";
   }
-  for (const auto& svc : m.services) {
+  auto build = [&](const model::ModelService& svc) {
     const uint64_t h = hashText(node_ips_text, hashText(svc.content));
     const uint32_t dep = deps.idFor("service/" + svc.name);
     deps.touchHash(dep, h);
-    auto it = before.find(svc.name);
-    s.services.push_back(it != before.end() && it->second->content_hash == h ? it->second
-                                                                              : buildService(svc, h, dep, node_ips));
-  }
-  uint64_t frontends_hash = hashText("services");
-  for (const auto& sv : s.services) {
-    for (const auto& f : sv->frontends) {
-      s.frontend_by_key.emplace(FrontendKey{f.ip, f.port, f.protocol}, &f);
-      if (f.kind != FrontendKind::kNodePort) s.service_ips.insert(f.ip);
-      frontends_hash = hashText(std::string(reinterpret_cast<const char*>(f.ip.data()), 16) + std::to_string(f.port) +
-                                    "/" + std::to_string(f.protocol),
-                                frontends_hash);
+    return std::make_pair(h, dep);
+  };
+  // The slices this build writes: its own copies (the others stay shared).
+  std::array<ServiceShard*, kServiceShards> own{};
+  auto shard = [&s, &own](const Ip16& ip) -> ServiceShard& {
+    const size_t i = serviceShardOf(ip);
+    if (own[i] == nullptr) {
+      auto copy = s.service_shards[i] ? std::make_shared<ServiceShard>(*s.service_shards[i])
+                                      : std::make_shared<ServiceShard>();
+      own[i] = copy.get();
+      s.service_shards[i] = std::move(copy);
+    }
+    return *own[i];
+  };
+  auto index = [&s, &shard](const SnapService& sv) {
+    for (const auto& f : sv.frontends) {
+      ServiceShard& sh = shard(f.ip);
+      if (!sh.frontends.emplace(FrontendKey{f.ip, f.port, f.protocol}, &f).second) continue;
+      if (f.kind != FrontendKind::kNodePort) ++sh.ips[f.ip];
+      s.frontends_hash += frontendHash(f);
+    }
+  };
+  if (in.previous != nullptr && in.changed_services != nullptr) {
+    // Only these services changed: the others, their frontends and Maglev
+    // tables are the snapshot in force's (shared, not looked at one by one).
+    s.services = in.previous->services;
+    s.service_shards = in.previous->service_shards;
+    s.frontends_hash = in.previous->frontends_hash;
+    auto byName = [](const std::shared_ptr<const SnapService>& a, const std::string& n) { return a->name < n; };
+    for (const auto& name : *in.changed_services) {
+      auto at = std::lower_bound(s.services.begin(), s.services.end(), name, byName);
+      const bool had = at != s.services.end() && (*at)->name == name;
+      if (had) {
+        for (const auto& f : (*at)->frontends) {
+          ServiceShard& sh = shard(f.ip);
+          auto it = sh.frontends.find(FrontendKey{f.ip, f.port, f.protocol});
+          if (it == sh.frontends.end() || it->second != &f) continue;
+          sh.frontends.erase(it);
+          if (f.kind != FrontendKind::kNodePort && --sh.ips[f.ip] == 0) sh.ips.erase(f.ip);
+          s.frontends_hash -= frontendHash(f);
+        }
+      }
+      auto m_at = std::lower_bound(m.services.begin(), m.services.end(), name,
+                                   [](const model::ModelService& a, const std::string& n) { return a.name < n; });
+      if (m_at == m.services.end() || m_at->name != name) {
+        if (had) s.services.erase(at);
+        continue;
+      }
+      const auto [h, dep] = build(*m_at);
+      auto sv = had && (*at)->content_hash == h ? *at : buildService(*m_at, h, dep, node_ips);
+      index(*sv);
+      if (had) {
+        *at = std::move(sv);
+      } else {
+        s.services.insert(at, std::move(sv));
+      }
+    }
+    for (const auto& sv : s.services) deps.keep(sv->dep);
+  } else {
+    std::unordered_map<std::string, std::shared_ptr<const SnapService>> before;
+    if (in.previous != nullptr) {
+      for (const auto& sv : in.previous->services) before.emplace(sv->name, sv);
+    }
+    s.services.reserve(m.services.size());
+    for (const auto& svc : m.services) {
+      const auto [h, dep] = build(svc);
+      auto it = before.find(svc.name);
+      s.services.push_back(it != before.end() && it->second->content_hash == h ? it->second
+                                                                                : buildService(svc, h, dep, node_ips));
+    }
+    for (const auto& sv : s.services) index(*sv);
+    for (auto& sh : s.service_shards) {
+      if (!sh) sh = std::make_shared<ServiceShard>();
     }
   }
-  deps.touchHash(kDepServices, frontends_hash);
+  deps.touchHash(kDepServices, s.frontends_hash);
 
   deps.touch(kDepRouting, routing_content);
   s.stamp = deps.finish();

@@ -251,6 +251,7 @@ struct SnapFrontend {
 struct SnapService {
   std::string name;
   uint64_t content_hash = 0;
+  uint32_t dep = 0;  // its dependency id ("service/<name>")
   std::vector<SnapFrontend> frontends;
 };
 
@@ -265,6 +266,19 @@ struct FrontendKeyHash {
     return Ip16Hash{}(k.ip) ^ (size_t{k.port} << 8 | k.protocol) * 0x9e3779b97f4a7c15ull;
   }
 };
+
+// The frontends and service addresses of one slice of the addresses (by
+// their hash). A snapshot built for a change of a few services shares every
+// slice they do not touch with the snapshot before it, so a change costs
+// the slices it touches, not a copy of every service's frontends.
+struct ServiceShard {
+  std::unordered_map<FrontendKey, const SnapFrontend*, FrontendKeyHash> frontends;
+  // Cluster and external IPs (a port the address lacks is refused), with
+  // the number of frontends on each.
+  std::unordered_map<Ip16, uint32_t, Ip16Hash> ips;
+};
+inline constexpr size_t kServiceShards = 256;
+inline size_t serviceShardOf(const Ip16& ip) { return (Ip16Hash{}(ip) >> 32) & (kServiceShards - 1); }
 
 // Addresses the dataplane answers for services with (kube-proxy's
 // 169.254.169.5 for IPv4, OVN-Kubernetes' fd69::5 for IPv6): a pod reaching
@@ -348,8 +362,9 @@ struct Snapshot {
 
   // Services.
   std::vector<std::shared_ptr<const SnapService>> services;
-  std::unordered_map<FrontendKey, const SnapFrontend*, FrontendKeyHash> frontend_by_key;
-  std::unordered_set<Ip16, Ip16Hash> service_ips;  // every cluster and external IP (a port it lacks is refused)
+  // Every frontend and service address, by slice (never null once built).
+  std::array<std::shared_ptr<const ServiceShard>, kServiceShards> service_shards;
+  uint64_t frontends_hash = 0;  // of the frontends' keys, order-free (kDepServices)
   std::vector<IpPrefix> service_cidrs;
   std::vector<IpPrefix> cluster_cidrs;
   const SnapFrontend* frontend(const uint8_t* ip, bool v6, uint16_t port, uint8_t protocol) const {
@@ -357,13 +372,16 @@ struct Snapshot {
     std::memcpy(k.ip.data(), ip, v6 ? 16 : 4);
     k.port = port;
     k.protocol = protocol;
-    auto it = frontend_by_key.find(k);
-    return it == frontend_by_key.end() ? nullptr : it->second;
+    const ServiceShard* shard = service_shards[serviceShardOf(k.ip)].get();
+    if (shard == nullptr) return nullptr;
+    auto it = shard->frontends.find(k);
+    return it == shard->frontends.end() ? nullptr : it->second;
   }
   bool isServiceIp(const uint8_t* ip, bool v6) const {
     Ip16 k{};
     std::memcpy(k.data(), ip, v6 ? 16 : 4);
-    return service_ips.count(k) != 0;
+    const ServiceShard* shard = service_shards[serviceShardOf(k)].get();
+    return shard != nullptr && shard->ips.count(k) != 0;
   }
   bool inServiceCidr(const uint8_t* ip, bool v6) const;
   bool inClusterCidr(const uint8_t* ip, bool v6) const;
@@ -396,6 +414,9 @@ struct Snapshot {
 };
 
 // Stable ids and versions of the dependency objects (control thread only).
+// Copied for every build (a failed build leaves the engine's untouched): the
+// ids by key, which only grow and never change, are shared by the copies,
+// so a copy costs the versions, not one string per object.
 class DepRegistry {
  public:
   DepRegistry();
@@ -404,12 +425,15 @@ class DepRegistry {
   void touch(uint32_t id, const std::string& content);
   // The same with a 64-bit hash of the content (large objects: services).
   void touchHash(uint32_t id, uint64_t content_hash);
+  // Records that the object is unchanged in this build (a touch with its
+  // previous content, without the content).
+  void keep(uint32_t id) { touched_[id] = true; }
   // Ends a build: objects not touched are deleted. Returns the new stamp.
   uint32_t finish();
   const std::vector<uint32_t>& versions() const { return versions_; }
 
  private:
-  std::unordered_map<std::string, uint32_t> ids_;
+  std::shared_ptr<std::unordered_map<std::string, uint32_t>> ids_;
   std::vector<uint32_t> versions_;
   std::vector<std::string> contents_;
   std::vector<bool> touched_;
@@ -425,6 +449,9 @@ struct SnapshotInputs {
   const NorthSouthTables* north_south = nullptr;  // nullptr: no host MACs or neighbours learned
   // The snapshot in force: services whose content did not change are shared, not rebuilt.
   const Snapshot* previous = nullptr;
+  // With `previous`: the only services (by name) that can differ from it;
+  // the others are taken from it as they are, without looking at them.
+  const std::vector<std::string>* changed_services = nullptr;
   PolicyNames* policy_names = nullptr;  // the engine's (nullptr: every policy is kPolicyNamesOverflow)
   const IpsecSas* ipsec = nullptr;  // the SAs in force (nullptr: none)
 };

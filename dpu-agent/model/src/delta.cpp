@@ -1,4 +1,8 @@
-// The Delta arithmetic on a requested logical model (model.h).
+// The Delta arithmetic on a requested logical model, and the validation of
+// a Delta that changes services only against the services in force (model.h).
+#include <algorithm>
+#include <map>
+
 #include "model/model.h"
 
 namespace dpu::model {
@@ -63,6 +67,86 @@ Result<dpv1::LogicalModel> applyDelta(const dpv1::LogicalModel& base, const dpv1
   for (const auto& s : delta.upsert_ipsec_sas()) upsertBy(out.mutable_ipsec_sas(), s, saName);
   for (const auto& v : delta.upsert_services()) upsertBy(out.mutable_services(), v, serviceName);
   for (const auto& p : delta.upsert_port_policies()) upsertBy(out.mutable_port_policies(), p, policyPort);
+  return out;
+}
+
+bool changesServicesOnly(const dpv1::Delta& d) {
+  return !d.has_node() && d.upsert_ports_size() == 0 && d.delete_ports_size() == 0 &&
+         d.upsert_local_subnets_size() == 0 && d.delete_local_subnets_size() == 0 && d.upsert_remote_nodes_size() == 0 &&
+         d.delete_remote_nodes_size() == 0 && d.upsert_ipsec_sas_size() == 0 && d.delete_ipsec_sas_size() == 0 &&
+         d.upsert_port_policies_size() == 0 && d.delete_port_policies_size() == 0;
+}
+
+Result<ServiceDeltaVerdict> validateServiceDelta(const dpv1::Delta& delta, const std::vector<ModelService>& in_force,
+                                                 const std::vector<const dpv1::Service*>& waiting,
+                                                 ServiceClaims& claims) {
+  // What the requested model holds for each name the Delta names once it is
+  // applied (deletes first, then upserts, the last upsert of a name winning:
+  // applyDelta's order). nullptr: deleted.
+  std::map<std::string, const dpv1::Service*> requested;
+  for (const auto& name : delta.delete_services()) requested[name] = nullptr;
+  for (const auto& v : delta.upsert_services()) {
+    if (v.name().empty()) {
+      return Error{"a service has an empty name: give it \"namespace/name\"", ErrorCode::kInvalid};
+    }
+    requested[v.name()] = &v;
+  }
+  auto inForce = [&in_force](const std::string& name) -> const ModelService* {
+    auto it = std::lower_bound(in_force.begin(), in_force.end(), name,
+                               [](const ModelService& s, const std::string& n) { return s.name < n; });
+    return it != in_force.end() && it->name == name ? &*it : nullptr;
+  };
+
+  ServiceDeltaVerdict out;
+  std::map<std::string, std::optional<ModelService>> fate;
+  // Changed services in force (validate()'s second rank), then the others
+  // (its third), each by name; unchanged services keep their claims.
+  std::map<std::string, const dpv1::Service*> changed, others;
+  for (const auto& [name, v] : requested) {
+    const ModelService* was = inForce(name);
+    if (v == nullptr) {
+      if (was != nullptr) claims.release(*was);
+      fate[name] = std::nullopt;
+      continue;
+    }
+    if (was != nullptr && was->content == v->SerializeAsString()) continue;
+    if (was != nullptr) {
+      claims.release(*was);
+      changed[name] = v;
+    } else {
+      others[name] = v;
+    }
+  }
+  for (const auto* v : waiting) {
+    if (!requested.count(v->name())) others[v->name()] = v;
+  }
+  auto settle = [&](const std::string& name, const dpv1::Service& v) {
+    auto svc = parseService(v);
+    std::string reason;
+    if (!svc) {
+      reason = svc.error();
+    } else if (std::string clash = claims.clash(*svc); !clash.empty()) {
+      reason = clash + ", which is in force";
+    }
+    if (!reason.empty()) {
+      dpv1::ObjectProblem p;
+      p.set_kind(dpv1::ObjectProblem::SERVICE);
+      p.set_name(name);
+      p.set_state(dpv1::ObjectProblem::REFUSED);
+      p.set_reason(std::move(reason));
+      out.problems.push_back(std::move(p));
+      fate[name] = std::nullopt;
+      return;
+    }
+    claims.grant(*svc);
+    fate[name] = std::move(*svc);
+  };
+  for (const auto& [name, v] : changed) settle(name, *v);
+  for (const auto& [name, v] : others) settle(name, *v);
+  std::sort(out.problems.begin(), out.problems.end(),
+            [](const dpv1::ObjectProblem& a, const dpv1::ObjectProblem& b) { return a.name() < b.name(); });
+  out.updates.reserve(fate.size());
+  for (auto& [name, svc] : fate) out.updates.push_back({name, std::move(svc)});
   return out;
 }
 

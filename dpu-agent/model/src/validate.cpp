@@ -537,8 +537,7 @@ class Validator {
   // A service claims each (address, protocol, port) it serves on and each
   // (protocol, node port): two services cannot both answer one of them.
   void services() {
-    std::map<std::tuple<IpAddress, uint8_t, uint16_t>, std::string> frontends;
-    std::map<std::pair<uint8_t, uint16_t>, std::string> node_ports;
+    ServiceClaims claims;
     for (const auto* v : byPriority(in_.services(), [](const dpv1::Service& x) { return x.name(); },
                                     incumbents_.services)) {
       auto svc = parseService(*v);
@@ -546,32 +545,11 @@ class Validator {
         refuse(ObjectProblem::SERVICE, v->name(), svc.error());
         continue;
       }
-      std::string clash;
-      std::vector<std::tuple<IpAddress, uint8_t, uint16_t>> want;
-      for (const auto& port : svc->ports) {
-        for (const auto* ips : {&svc->cluster_ips, &svc->external_ips}) {
-          for (const auto& ip : *ips) want.emplace_back(ip, port.protocol, port.port);
-        }
-        if (port.node_port == 0) continue;
-        if (auto it = node_ports.find({port.protocol, port.node_port}); it != node_ports.end() && clash.empty()) {
-          clash = "node port " + protocolName(port.protocol) + " " + std::to_string(port.node_port) +
-                  " is service " + it->second + "'s";
-        }
-      }
-      for (const auto& f : want) {
-        if (auto it = frontends.find(f); it != frontends.end() && clash.empty()) {
-          clash = std::get<0>(f).str() + " " + protocolName(std::get<1>(f)) + " " + std::to_string(std::get<2>(f)) +
-                  " is served by service " + it->second;
-        }
-      }
-      if (!clash.empty()) {
+      if (std::string clash = claims.clash(*svc); !clash.empty()) {
         refuse(ObjectProblem::SERVICE, v->name(), clash + ", which is in force");
         continue;
       }
-      for (const auto& f : want) frontends.emplace(f, svc->name);
-      for (const auto& port : svc->ports) {
-        if (port.node_port != 0) node_ports.emplace(std::make_pair(port.protocol, port.node_port), svc->name);
-      }
+      claims.grant(*svc);
       out_.model.services.push_back(std::move(*svc));
     }
   }
@@ -833,6 +811,61 @@ Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p) {
   out.egress = std::move(*egress);
   p.SerializeToString(&out.content);
   return out;
+}
+
+ServiceClaims::ServiceClaims(const std::vector<ModelService>& in_force) {
+  for (const auto& svc : in_force) grant(svc);
+}
+
+namespace {
+
+// The (address, protocol, port) triples a service serves on, per port its
+// cluster IPs then its external IPs.
+std::vector<std::tuple<IpAddress, uint8_t, uint16_t>> frontendsOf(const ModelService& svc) {
+  std::vector<std::tuple<IpAddress, uint8_t, uint16_t>> out;
+  for (const auto& port : svc.ports) {
+    for (const auto* ips : {&svc.cluster_ips, &svc.external_ips}) {
+      for (const auto& ip : *ips) out.emplace_back(ip, port.protocol, port.port);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ServiceClaims::clash(const ModelService& svc) const {
+  for (const auto& port : svc.ports) {
+    if (port.node_port == 0) continue;
+    if (auto it = node_ports_.find({port.protocol, port.node_port}); it != node_ports_.end() && it->second != svc.name) {
+      return "node port " + protocolName(port.protocol) + " " + std::to_string(port.node_port) + " is service " +
+             it->second + "'s";
+    }
+  }
+  for (const auto& f : frontendsOf(svc)) {
+    if (auto it = frontends_.find(f); it != frontends_.end() && it->second != svc.name) {
+      return std::get<0>(f).str() + " " + protocolName(std::get<1>(f)) + " " + std::to_string(std::get<2>(f)) +
+             " is served by service " + it->second;
+    }
+  }
+  return "";
+}
+
+void ServiceClaims::grant(const ModelService& svc) {
+  for (const auto& f : frontendsOf(svc)) frontends_.emplace(f, svc.name);
+  for (const auto& port : svc.ports) {
+    if (port.node_port != 0) node_ports_.emplace(std::make_pair(port.protocol, port.node_port), svc.name);
+  }
+}
+
+void ServiceClaims::release(const ModelService& svc) {
+  for (const auto& f : frontendsOf(svc)) {
+    if (auto it = frontends_.find(f); it != frontends_.end() && it->second == svc.name) frontends_.erase(it);
+  }
+  for (const auto& port : svc.ports) {
+    if (port.node_port == 0) continue;
+    auto it = node_ports_.find({port.protocol, port.node_port});
+    if (it != node_ports_.end() && it->second == svc.name) node_ports_.erase(it);
+  }
 }
 
 Result<Verdict> validate(const dpv1::LogicalModel& requested, const Model* previous) {

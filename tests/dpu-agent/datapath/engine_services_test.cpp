@@ -675,3 +675,75 @@ TEST_CASE("services offload: a punt rule the NIC fails to create leaves the flow
   CHECK(Fixture::drain(kRepA).size() == 1);
   CHECK(connections(*f.engine).at(0).state == "time-wait");
 }
+
+// A Delta that changes services only takes the engine's incremental path
+// (installServiceDelta): the UDP flush must still find the changed service's
+// connections, and only theirs.
+TEST_CASE("services: a Delta of one service flushes that service's UDP clients and no other's", "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  const Bytes to_web = udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80);
+  const Bytes to_remote = udp4p(kRouterMac, kMacA, "10.244.1.5", 7001, kRemoteVip, 80);
+  f.inject(kRepA, to_web);
+  REQUIRE(Fixture::drain(kRepB).size() == 1);
+  f.inject(kRepA, to_remote);
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  REQUIRE(connections(*f.engine).size() == 2);
+  // The cached flows of the other service's connection (matched on its
+  // client port): a Delta of web-udp must leave them valid.
+  auto remoteFlows = [&f] {
+    std::set<std::string> out;
+    for (const auto& fl : f.flows()) {
+      if (fl.match().find("7001") != std::string::npos) out.insert(fl.match());
+    }
+    return out;
+  };
+  const auto remote_flows = remoteFlows();
+  REQUIRE(!remote_flows.empty());
+  auto flushed = [&f] {
+    std::set<std::string> out;
+    for (const auto& c : connections(*f.engine)) {
+      if (c.state == "flushed") out.insert(c.original);
+    }
+    return out;
+  };
+  auto delta = [&f](uint64_t generation, const std::function<void(dataplane::v1::Delta&)>& fill) {
+    dataplane::v1::ProgramRequest req;
+    auto* d = req.mutable_delta();
+    d->set_base_generation(generation - 1);
+    d->set_generation(generation);
+    fill(*d);
+    const auto r = f.engine->program(req);
+    INFO(r.message());
+    REQUIRE(r.status() == dataplane::v1::OK);
+    CHECK(r.generation() == generation);
+    CHECK(r.problems_size() == 0);
+  };
+
+  // web-udp's backend moves to a remote pod: its client is flushed and its
+  // next datagram, from the same port, goes through the tunnel.
+  auto m = serviceModel();
+  auto* svc = m.mutable_services(2);
+  svc->mutable_ports(0)->clear_backends();
+  addBackend(svc, "10.244.2.7", 53, false);
+  delta(2, [&](dataplane::v1::Delta& d) { *d.add_upsert_services() = *svc; });
+  CHECK(f.stat("ConntrackFlushed") == 1);
+  REQUIRE(flushed().size() == 1);
+  CHECK(flushed().begin()->find(":7000") != std::string::npos);
+  f.inject(kRepA, to_web);
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(Fixture::drain(kUplink).size() == 1);
+  // The other service's client was left alone, its flows too.
+  CHECK(remoteFlows() == remote_flows);
+  f.inject(kRepA, to_remote);
+  CHECK(Fixture::drain(kUplink).size() == 1);
+
+  // A service deleted by a Delta: its clients go, the other's stay.
+  delta(3, [](dataplane::v1::Delta& d) { d.add_delete_services("default/web-udp"); });
+  CHECK(f.stat("ConntrackFlushed") == 2);
+  for (const auto& c : flushed()) CHECK(c.find(":7001") == std::string::npos);
+  dataplane::v1::OperatorRequest req;
+  req.mutable_services();
+  const auto view = f.engine->operate(req);
+  for (const auto& fe : view.services()) CHECK(fe.service() != "default/web-udp");
+}

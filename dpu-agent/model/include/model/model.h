@@ -39,7 +39,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/net_address.h"
@@ -246,6 +249,60 @@ Result<NodeAddresses> parseNodeAddresses(const std::vector<std::string>& ips, co
                                          const IpAddress& tunnel_ip, const std::vector<IpPrefix>& cluster,
                                          const std::vector<IpPrefix>& service, const std::string& ips_field,
                                          const std::string& gateways_field);
+
+// The claims of the services in force — each (address, protocol, port) they
+// serve on and each (protocol, node port) — with the service holding each.
+// validate() settles service conflicts with one; the dataplane keeps one
+// between requests, so a Delta that changes a few services is validated
+// against it without going through the rest of the model.
+class ServiceClaims {
+ public:
+  ServiceClaims() = default;
+  explicit ServiceClaims(const std::vector<ModelService>& in_force);
+  // Why `svc` cannot be granted its claims ("" when it can): the first one
+  // another service holds, named as validate() names it.
+  std::string clash(const ModelService& svc) const;
+  void grant(const ModelService& svc);
+  // Gives up the claims `svc` holds (those another service holds stay).
+  void release(const ModelService& svc);
+  size_t size() const { return frontends_.size() + node_ports_.size(); }
+
+ private:
+  std::map<std::tuple<IpAddress, uint8_t, uint16_t>, std::string> frontends_;
+  std::map<std::pair<uint8_t, uint16_t>, std::string> node_ports_;
+};
+
+// A Delta that changes services and nothing else: no node settings, no
+// other kind upserted or deleted. Services claim only among themselves, so
+// such a Delta leaves every other object's verdict as it was.
+bool changesServicesOnly(const dpv1::Delta& delta);
+
+struct ServiceUpdate {
+  std::string name;
+  std::optional<ModelService> in_force;  // nullopt: not in force (deleted, or refused)
+};
+
+struct ServiceDeltaVerdict {
+  // By name: every service whose fate the Delta can change — the ones it
+  // deletes or changes and the requested ones that were refused (a claim
+  // they want may be free now). A service upserted with its content in
+  // force is unchanged and not listed.
+  std::vector<ServiceUpdate> updates;
+  // The SERVICE problems of those names (the refused ones), by name.
+  std::vector<dpv1::ObjectProblem> problems;
+};
+
+// What validate() would decide for the services of applyDelta(requested,
+// delta), from the services in force (`in_force`, by name, with their
+// `claims`) and `waiting`: the requested services not in force now that the
+// Delta neither deletes nor upserts. The order is validate()'s (model.h):
+// unchanged services keep their claims; then changed services, then the
+// others, each by name, are granted theirs if free. `claims` becomes the
+// outcome's. Fails (kInvalid, nothing changed) for an upsert without a name.
+// Whether the deleted services exist is the caller's (applyDelta's kNotFound).
+Result<ServiceDeltaVerdict> validateServiceDelta(const dpv1::Delta& delta, const std::vector<ModelService>& in_force,
+                                                 const std::vector<const dpv1::Service*>& waiting,
+                                                 ServiceClaims& claims);
 
 // Applies a Delta to a copy of the requested model (refused objects
 // included: the agent's view of the model is what Deltas refer to). Fails with
