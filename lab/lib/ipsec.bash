@@ -89,8 +89,15 @@ _dl_ipsec_outbound_all() {
     jq -e --argjson w "$want" '[.ipsec.sas[]? | select(.state.direction == "OUTBOUND")] | length == $w' >/dev/null
 }
 
+# The rollout reads what each node publishes from its publish file (file mode); a --kube lab publishes on
+# the Node objects instead, which it does not read yet.
+_dl_ipsec_file_mode() {
+  ! dl_kube_enabled || { dl_die "ipsec enable/disable work on a file-mode lab only (not up --kube) for now"; return 1; }
+}
+
 dl_ipsec_enable() {
   local n
+  _dl_ipsec_file_mode || return 1
   # 1. keys everywhere (rollout already set, so step 2 needs no second restart of the nodes turned on first).
   for n in $(dl_nodes); do
     [ "$(dl_ipsec_mode "$n")" = on ] && continue
@@ -114,6 +121,7 @@ dl_ipsec_enable() {
 _dl_ipsec_plaintext() { [ "$(dl_ipsec_encrypting "$1")" = 0 ]; }
 dl_ipsec_disable() {
   local n grace=${DL_IPSEC_GRACE:-5}
+  _dl_ipsec_file_mode || return 1
   # 1. accept plaintext from nodes that leave, everywhere first.
   for n in $(dl_nodes); do
     [ "$(dl_ipsec_mode "$n")" = on ] && { dl_ipsec_set "$n" on rollout || return 1; }
