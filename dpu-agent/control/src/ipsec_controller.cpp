@@ -293,7 +293,8 @@ Result<void> IpsecController::loadModeLocked() {
                    "\"encrypting\": true, \"plaintextAtMs\": 0} to leave mode on with a grace period"};
     }
     was_encrypting = j["encrypting"].get<bool>();
-    was_confirmed = j.value("confirmed", false);
+    // Optional: a file written by hand (the message above) may leave it out.
+    was_confirmed = j.contains("confirmed") && j["confirmed"].is_boolean() && j["confirmed"].get<bool>();
     plaintext_at = j["plaintextAtMs"].get<int64_t>();
   }
   if (config_.ipsec.encrypt()) {

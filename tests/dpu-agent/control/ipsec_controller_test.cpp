@@ -406,4 +406,10 @@ TEST_CASE("IPsec rollout: a malformed mode file stops the start with a message n
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error(), Catch::Contains("mode.json"));
   CHECK_THAT(r.error(), Catch::Contains("encrypting"));
+  // What the message says to write is accepted: the node leaves mode on with a grace period.
+  REQUIRE(dpu::writeFileAtomic(a.config.ipsec.state_dir + "/mode.json",
+                               "{\"version\": 1, \"encrypting\": true, \"plaintextAtMs\": 0, \"confirmed\": \"x\"}"));
+  IpsecController fixed(a.config, a.model, [&] { return now; });
+  REQUIRE(fixed.start());
+  CHECK(fixed.encrypting());
 }
