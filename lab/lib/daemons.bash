@@ -95,7 +95,7 @@ clusterCIDRs: [10.244.0.0/16]
 serviceCIDRs: [10.96.0.0/12]
 underlayMTU: ${DL_UNDERLAY_MTU:-1500}
 northSouth: {nodeIPs: [$(dl_node_ip "$n")/24], gateways: [$DL_NODE_GATEWAY]}
-ipsec: ${DL_IPSEC:-false}
+ipsec: $(dl_ipsec_config "$n")
 clusterSource: $source
 api:
   address: $DL_LINK_DPU_IP

@@ -23,6 +23,7 @@
 #   services.bash  Services and their EndpointSlices in the cluster file (service add/backends/del/list, apply, delete)
 #   policy.bash    namespaces, pod labels and ports, NetworkPolicies in the cluster file (ns add, label, pod add --ns)
 #   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
+#   ipsec.bash     IPsec on a running lab: per-node mode, rollout on and off node by node, key rotation
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
 #   dl_down                     stop and remove everything the lab made (idempotent)
@@ -32,7 +33,9 @@
 #   dl_assert_gone              fail, naming what is left, if any netns, process, DPDK dir or state remains
 # Knobs (environment): DPU_BUILD_DIR (default <repo>/build/release), DL_VFS (VFs per node incl.
 # the management port, default 8), DL_BACKEND (af_xdp | af_packet), DL_UNDERLAY_MTU (1280..1500, default 1500),
-# DL_IPSEC (the agents' ipsec setting: false, true, or "{mode: keys}"; default false),
+# DL_IPSEC (the agents' ipsec setting: false, true, or "{mode: keys}"; default false), DL_IPSEC_PSK=1 (with
+# IPsec, a cluster PSK made for the lab), DL_IPSEC_GRACE (the agents' gracePeriodSeconds when the lab sets
+# IPsec per node, default 5),
 # DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
 # DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
@@ -57,6 +60,7 @@ source "$DL_LIB_DIR/faults.bash"
 source "$DL_LIB_DIR/kube.bash"
 source "$DL_LIB_DIR/services.bash"
 source "$DL_LIB_DIR/policy.bash"
+source "$DL_LIB_DIR/ipsec.bash"
 
 dl_nodes() {
   local d
@@ -92,8 +96,10 @@ dl_up() {
   mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
   mkdir -p "$DL_DIR" || return 1
   : > "$DL_DIR/created"
-  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\n' "$nodes" "$vfs" \
-    "${DL_POD_CIDR_LEN:-24}" "$kube" "$DPU_BUILD_DIR" > "$DL_DIR/lab.env"
+  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\nDL_IPSEC=%s\nDL_IPSEC_GRACE=%s\n' \
+    "$nodes" "$vfs" "${DL_POD_CIDR_LEN:-24}" "$kube" "$DPU_BUILD_DIR" "${DL_IPSEC:-false}" "${DL_IPSEC_GRACE:-5}" \
+    > "$DL_DIR/lab.env"
+  if [ "${DL_IPSEC_PSK:-0}" = 1 ]; then dl_ipsec_make_psk || return 1; fi
   dl_log "wires: fabric bridge, $nodes node(s) with $vfs VFs each"
   dl_fabric_up || return 1
   for (( n = 1; n <= nodes; n++ )); do dl_node_wires_up "$n" "$vfs" || return 1; done

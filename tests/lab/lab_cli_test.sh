@@ -285,6 +285,10 @@ spec:
   grep -qxF '  - {"name":"y","labels":{"env":"prod"}}' "$cf" && pass "ns add and label ns through the command line" ||
     fail "ns add/label: $(cat "$cf")"
   expect 2 "give the pod as NODE/POD" bash "$lab" --name $q label pod a x=y
+  if [ "$(id -u)" = 0 ]; then
+    expect 2 "usage: dpu-lab ipsec enable\|disable\|rotate NODE\|status" bash "$lab" --name $q ipsec frob
+    expect 2 "usage: dpu-lab ipsec rotate NODE" bash "$lab" --name $q ipsec rotate
+  fi
 fi
 
 if [ "$(id -u)" = 0 ]; then
@@ -293,6 +297,7 @@ if [ "$(id -u)" = 0 ]; then
   expect 1 "pods-per-node must be 0..7" bash "$lab" --name "zz$$" up --pods-per-node 9
   expect 1 "not built: .*/nonexistent" env DPU_BUILD_DIR=/nonexistent bash "$lab" --name "zz$$" up
   expect 2 "unknown argument '--frob'" bash "$lab" --name "zz$$" up --frob
+  expect 1 "is not up" bash "$lab" --name "zz$$" ipsec enable
   if [ -e "$DL_RUN_DIR/zz$$" ] || [ -n "$(ip netns list | grep "^zz$$-")" ]; then fail "a refused up left state behind"
   else pass "refused ups left nothing behind"; fi
 fi

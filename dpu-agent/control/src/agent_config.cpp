@@ -239,6 +239,7 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     }
     c.ipsec.replay_window = static_cast<uint32_t>(ip.uint("replayWindow", 64, 65536, 1024));
     if (ip.ok() && c.ipsec.replay_window % 64 != 0) ip.fail("replayWindow", "must be a multiple of 64");
+    c.ipsec.rollout = ip.boolean("rollout", false);
     if (auto done = ip.finish(); !done) return std::move(done).takeError();
   } else if (r.boolean("ipsec", false) && r.ok()) {
     // `ipsec: true`: encryption on with every setting at its default.

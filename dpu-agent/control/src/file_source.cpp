@@ -91,6 +91,7 @@ NodeInfo readNode(FieldReader& n) {
   node.pod_cidrs = readCidrs(n);
   node.ipsec_public_key = n.str("ipsecPublicKey", "");
   node.ipsec_epoch = static_cast<uint32_t>(n.uint("ipsecEpoch", 0, 0xffffffffu, 0));
+  node.ipsec_mode = n.str("ipsecMode", "");
   node.labels = labelsOf(n);
   node.port_keys = readPortKeys(n);
   return node;
@@ -202,6 +203,7 @@ void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& publishe
     if (!p.ipsec_public_key.empty()) {
       n.ipsec_public_key = p.ipsec_public_key;
       n.ipsec_epoch = p.ipsec_epoch;
+      n.ipsec_mode = p.ipsec_mode;
     }
     if (n.pod_cidrs.empty()) n.pod_cidrs = p.pod_cidrs;
     // The node's own agent knows its ports: its publish file has the keys.
@@ -391,6 +393,7 @@ Result<void> FileClusterSource::publishSelf(const SelfEntry& self) {
   if (!self.ipsec_public_key.empty()) {
     j["ipsecPublicKey"] = self.ipsec_public_key;
     j["ipsecEpoch"] = self.ipsec_epoch;
+    if (!self.ipsec_mode.empty()) j["ipsecMode"] = self.ipsec_mode;
   }
   if (!published_pod_cidrs_.empty()) j["podCIDRs"] = published_pod_cidrs_;
   j["portKeys"] = nlohmann::json::object();

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "ipsec/psk.h"
@@ -24,6 +27,9 @@ ipsec::SaDbOptions optionsOf(const AgentConfig& c) {
   o.replay_window = c.ipsec.replay_window;
   return o;
 }
+
+constexpr const char* kModeOn = "on";
+constexpr const char* kModeKeys = "keys";
 
 dpv1::IpsecSa toProto(const ipsec::SaSpec& s) {
   dpv1::IpsecSa a;
@@ -67,6 +73,7 @@ Result<void> IpsecController::start() {
     db_->setPsk(psk->bytes, psk->id, now);
   }
   if (auto r = db_->start(now); !r) return prefixed("IPsec", std::move(r).takeError());
+  if (auto r = loadModeLocked(); !r) return std::move(r).takeError();
   if (auto why = db_->status().last_error; !why.empty()) {
     DPU_LOG(kWarn, kLog) << why;
   }
@@ -85,6 +92,18 @@ void IpsecController::nodeUpserted(const NodeInfo& node) {
   std::lock_guard lock(mu_);
   const int64_t now = clock_();
   cluster_peers_.insert(node.name);
+  if (auto& m = peer_modes_[node.name]; m != node.ipsec_mode) {
+    m = node.ipsec_mode;
+    ++rollout_version_;
+    if (!m.empty() && m != kModeOn && m != kModeKeys) {
+      DPU_LOG(kWarn, kLog) << "node " << node.name << " advertises IPsec mode \"" << m
+                           << "\", neither keys nor on: its plaintext is refused as from a node that encrypts";
+    } else if (config_.ipsec.encrypt()) {
+      DPU_LOG(kInfo, kLog) << "node " << node.name << " advertises IPsec mode " << (m.empty() ? "(none)" : m)
+                           << ": its plaintext is "
+                           << (plaintextAcceptedLocked(node.name) ? "accepted (rollout: true)" : "refused");
+    }
+  }
   std::string problem;
   ipsec::PeerAdvert adv;
   adv.name = node.name;
@@ -127,6 +146,7 @@ void IpsecController::nodeDeleted(const std::string& name) {
   std::lock_guard lock(mu_);
   cluster_peers_.erase(name);
   peer_problems_.erase(name);
+  if (peer_modes_.erase(name) != 0) ++rollout_version_;
   db_->removePeer(name, clock_());
   syncLocked();
 }
@@ -172,6 +192,12 @@ void IpsecController::dataplaneReply(const dpv1::ProgramReply& reply) {
     sa_states_[st.name()] = st;
   }
   ++sa_reports_;
+  // A reply to a program (not to the Hello) follows one that carried
+  // NodeSettings.ipsec as it is now (set before the client starts).
+  if (encrypting_ && !encrypt_confirmed_ && !reply.has_hello()) {
+    encrypt_confirmed_ = true;
+    saveModeLocked();
+  }
   db_->dataplaneReport(reports, clock_());
   syncLocked();
 }
@@ -198,6 +224,7 @@ void IpsecController::tick() {
   const int64_t now = clock_();
   pollPskLocked(now);
   db_->tick(now);
+  leaveTickLocked(now);
   syncLocked();
 }
 
@@ -209,20 +236,115 @@ void IpsecController::requestRotation(const std::string& reason) {
 
 std::optional<ipsec::Advertisement> IpsecController::advertisement() const {
   std::lock_guard lock(mu_);
-  return db_->advertisement();
+  auto a = db_->advertisement();
+  // "on" only once the dataplane encrypts: a peer that learns it refuses our
+  // plaintext from then on.
+  if (a) a->mode = config_.ipsec.encrypt() && encrypt_confirmed_ ? kModeOn : kModeKeys;
+  return a;
+}
+
+uint64_t IpsecController::versionOf(const ipsec::Advertisement& a) {
+  // The epoch only moves forward; with the mode it names the advertisement.
+  return uint64_t{a.epoch} * 2 + (a.mode == kModeOn ? 1 : 0);
 }
 
 uint64_t IpsecController::advertisementVersion() const {
-  std::lock_guard lock(mu_);
-  auto a = db_->advertisement();
-  // The epoch only moves forward: it names the advertisement.
-  return a ? a->epoch : 0;
+  auto a = advertisement();
+  return a ? versionOf(*a) : 0;
 }
 
-void IpsecController::published(uint32_t epoch) {
+void IpsecController::published(uint32_t epoch, const std::string& mode) {
   std::lock_guard lock(mu_);
-  db_->advertisementPublished(epoch, clock_());
+  const int64_t now = clock_();
+  db_->advertisementPublished(epoch, now);
+  if (encrypting_ && !config_.ipsec.encrypt() && mode != kModeOn && plaintext_at_ms_ == 0) {
+    // Leaving mode on: "keys" is out; once every peer can have seen it (the
+    // grace period) they accept our plaintext, and we stop encrypting.
+    plaintext_at_ms_ = now + static_cast<int64_t>(config_.ipsec.grace_period_s) * 1000;
+    DPU_LOG(kInfo, kLog) << "IPsec mode keys published: still sending ESP for " << config_.ipsec.grace_period_s
+                         << " s, until every peer accepts this node's plaintext";
+    saveModeLocked();
+  }
   syncLocked();
+}
+
+bool IpsecController::encrypting() const {
+  std::lock_guard lock(mu_);
+  return encrypting_;
+}
+
+std::string IpsecController::modeFilePath() const { return config_.ipsec.state_dir + "/mode.json"; }
+
+// <ipsec.stateDir>/mode.json: {"version": 1, "encrypting": bool, "confirmed":
+// bool, "plaintextAtMs": n}. No secret. Written when any of them changes.
+Result<void> IpsecController::loadModeLocked() {
+  const std::string path = modeFilePath();
+  bool was_encrypting = false, was_confirmed = false;
+  int64_t plaintext_at = 0;
+  if (fileExists(path)) {
+    auto text = readFile(path);
+    if (!text) return prefixed("IPsec mode file", std::move(text).takeError());
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.value("encrypting", nlohmann::json()).is_boolean() ||
+        !j.value("plaintextAtMs", nlohmann::json()).is_number_integer()) {
+      return Error{"IPsec mode file " + path +
+                   " is malformed (it needs \"encrypting\": true|false and \"plaintextAtMs\": a number); delete it "
+                   "if this node has not encrypted in the last gracePeriodSeconds, or write {\"version\": 1, "
+                   "\"encrypting\": true, \"plaintextAtMs\": 0} to leave mode on with a grace period"};
+    }
+    was_encrypting = j["encrypting"].get<bool>();
+    // Optional: a file written by hand (the message above) may leave it out.
+    was_confirmed = j.contains("confirmed") && j["confirmed"].is_boolean() && j["confirmed"].get<bool>();
+    plaintext_at = j["plaintextAtMs"].get<int64_t>();
+  }
+  if (config_.ipsec.encrypt()) {
+    encrypting_ = true;
+    // A restart in mode on: the dataplane encrypts already.
+    encrypt_confirmed_ = was_encrypting && was_confirmed;
+    plaintext_at_ms_ = 0;
+  } else if (was_encrypting) {
+    encrypting_ = true;
+    plaintext_at_ms_ = plaintext_at;
+    DPU_LOG(kInfo, kLog) << "leaving IPsec mode on: this node keeps sending ESP until "
+                         << (plaintext_at ? std::to_string(config_.ipsec.grace_period_s) +
+                                                " s after it published mode keys (at " + std::to_string(plaintext_at) +
+                                                " ms)"
+                                          : "gracePeriodSeconds after it has published mode keys");
+  }
+  model_.setNodeIpsec(encrypting_);
+  saveModeLocked();
+  return {};
+}
+
+void IpsecController::saveModeLocked() {
+  nlohmann::json j = {{"version", 1},
+                      {"encrypting", encrypting_},
+                      {"confirmed", encrypt_confirmed_},
+                      {"plaintextAtMs", plaintext_at_ms_}};
+  if (auto r = writeFileAtomic(modeFilePath(), j.dump() + "\n"); !r) {
+    DPU_LOG(kError, kLog) << "cannot write the IPsec mode file: " << r.error();
+  }
+}
+
+void IpsecController::leaveTickLocked(int64_t now) {
+  if (!encrypting_ || config_.ipsec.encrypt()) return;
+  // Without a published key no peer holds an SA from us: nothing to wait for.
+  const bool nothing_published = db_->status().current_epoch == 0;
+  if (!nothing_published && (plaintext_at_ms_ == 0 || now < plaintext_at_ms_)) return;
+  encrypting_ = false;
+  encrypt_confirmed_ = false;
+  plaintext_at_ms_ = 0;
+  model_.setNodeIpsec(false);
+  saveModeLocked();
+  DPU_LOG(kInfo, kLog) << "IPsec mode keys: every peer has had mode keys for the grace period; sending plaintext now";
+}
+
+bool IpsecController::plaintextAcceptedLocked(const std::string& peer) const {
+  if (!config_.ipsec.encrypt()) return true;  // keys (or leaving on): nothing refused
+  if (!config_.ipsec.rollout) return false;   // fail closed
+  auto it = peer_modes_.find(peer);
+  const std::string mode = it == peer_modes_.end() ? "" : it->second;
+  return mode.empty() || mode == kModeKeys;
 }
 
 ipsec::SaDbStatus IpsecController::status() const {
@@ -231,10 +353,14 @@ ipsec::SaDbStatus IpsecController::status() const {
 }
 
 void IpsecController::syncLocked() {
-  if (db_->version() != synced_version_) {
+  if (db_->version() != synced_version_ || rollout_version_ != synced_rollout_version_) {
     synced_version_ = db_->version();
+    synced_rollout_version_ = rollout_version_;
     std::map<std::string, dpv1::IpsecSa> sas;
-    for (const auto& [name, s] : db_->desired()) sas[name] = toProto(s);
+    for (const auto& [name, s] : db_->desired()) {
+      auto& a = sas[name] = toProto(s);
+      if (s.direction == ipsec::SaDirection::kInbound) a.set_plaintext_accepted(plaintextAcceptedLocked(s.peer));
+    }
     model_.setIpsecSas(sas);
   }
   for (const auto& e : db_->takeEvents()) DPU_LOG(kInfo, kLog) << e;
@@ -245,6 +371,22 @@ void IpsecController::writeMetrics(PromWriter& w) const {
   const auto st = db_->status();
   w.gauge("dpu_agent_ipsec_mode", "The IPsec mode of this agent (1 for the one in use): off, keys or on.", 1,
           {{"mode", ipsecModeName(config_.ipsec.mode)}});
+  w.gauge("dpu_agent_ipsec_encrypting",
+          "1 while the dataplane is told to encrypt: mode on, or leaving it until peers accept plaintext.",
+          encrypting_ ? 1 : 0);
+  {
+    // IPsec peers only (a node without a usable key has no SA to say it in).
+    std::vector<std::pair<Labels, double>> accepted;
+    for (const auto& p : st.peers) {
+      auto it = peer_modes_.find(p.name);
+      const std::string mode = it == peer_modes_.end() || it->second.empty() ? "none" : it->second;
+      accepted.push_back({{{"node", p.name}, {"mode", mode}}, plaintextAcceptedLocked(p.name) ? 1.0 : 0.0});
+    }
+    w.family("dpu_agent_ipsec_peer_plaintext_accepted", "gauge",
+             "Per peer node and the IPsec mode it advertises: 1 when its plaintext Geneve is accepted (this node "
+             "does not encrypt, or rollout is true and the peer does not advertise on).",
+             accepted);
+  }
   w.family("dpu_agent_ipsec_epoch", "gauge",
            "This node's key epochs: current (published), next (being installed or published), previous "
            "(accepted until its grace period ends); 0 when there is none.",

@@ -24,6 +24,8 @@ Result<void> NodePublisher::publish(const SelfEntry& self) {
   const bool keyed = !self.ipsec_public_key.empty();
   annotations[kIpsecPublicKeyAnnotation] = keyed ? nlohmann::json(self.ipsec_public_key) : nlohmann::json();
   annotations[kIpsecEpochAnnotation] = keyed ? nlohmann::json(std::to_string(self.ipsec_epoch)) : nlohmann::json();
+  annotations[kIpsecModeAnnotation] =
+      keyed && !self.ipsec_mode.empty() ? nlohmann::json(self.ipsec_mode) : nlohmann::json();
   annotations[kPortKeysAnnotation] = formatPortKeysAnnotation(self.port_keys);
   nlohmann::json patch = {{"metadata", {{"annotations", annotations}}}};
   std::string path = std::string("/api/v1/nodes/") + web::uri::encode_data_string(node);

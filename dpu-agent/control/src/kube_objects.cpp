@@ -620,6 +620,8 @@ class Decoder {
             if (!epoch) fail("metadata.annotations[dpu-cni.io/ipsec-epoch]: " + epoch.error());
             else node_->ipsec_epoch = *epoch;
           }
+        } else if (key == kIpsecModeAnnotation) {
+          str(v, node_->ipsec_mode, "metadata.annotations[dpu-cni.io/ipsec-mode]");
         } else if (key == kPortKeysAnnotation) {
           str(v, port_keys_text_, "metadata.annotations[dpu-cni.io/port-keys]");
         }
@@ -1482,7 +1484,7 @@ struct Fnv {
   void add(const NetworkPolicyPort& p) { all(p.protocol, p.port, p.end_port); }
   void add(const NetworkPolicyRule& r) { all(r.peers, r.ports); }
 
-  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.ipsec_epoch, n.labels, n.port_keys); }
+  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.ipsec_epoch, n.ipsec_mode, n.labels, n.port_keys); }
   void add(const PodInfo& p) { all(p.uid, p.node_name, p.ips, p.labels, p.host_network, p.ports); }
   void add(const NamespaceInfo& n) { all(n.labels); }
   void add(const ServiceInfo& s) {

@@ -90,6 +90,14 @@ void ModelState::setNode(const dpv1::NodeSettings& node) {
   markLocked();
 }
 
+void ModelState::setNodeIpsec(bool encrypt) {
+  std::lock_guard lock(mu_);
+  if (!node_ || node_->ipsec() == encrypt) return;
+  node_->set_ipsec(encrypt);
+  node_dirty_ = true;
+  markLocked();
+}
+
 bool ModelState::upsertPortLocked(const dpv1::LogicalPort& port) {
   if (!upsertInto(ports_, port.name(), port)) return false;
   dirty_ports_.insert(port.name());

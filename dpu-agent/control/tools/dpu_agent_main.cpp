@@ -384,6 +384,7 @@ int main(int argc, char** argv) {
     if (adv) {
       self.ipsec_public_key = adv->public_key;
       self.ipsec_epoch = adv->epoch;
+      self.ipsec_mode = adv->mode;
     }
     last_publish = std::chrono::steady_clock::now();
     if (auto r = src.publishSelf(self); !r) {
@@ -397,9 +398,10 @@ int main(int argc, char** argv) {
     }
     published = true;
     published_keys = version;
-    published_ipsec = adv ? adv->epoch : 0;
-    // The rotation's clock starts when the others can see the key.
-    if (adv) ipsec->published(adv->epoch);
+    published_ipsec = adv ? IpsecController::versionOf(*adv) : 0;
+    // The rotation's clock starts when the others can see the key (and a
+    // node leaving mode on counts its grace period from "keys" published).
+    if (adv) ipsec->published(adv->epoch, adv->mode);
   };
   publish();
   auto ipsecVersion = [&]() -> uint64_t { return ipsec ? ipsec->advertisementVersion() : 0; };

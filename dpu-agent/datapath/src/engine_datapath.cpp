@@ -331,10 +331,11 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
 }
 
 // With IPsec on, plaintext Geneve from a node that has an inbound SA with
-// us is refused: it must come as ESP.
+// us is refused: it must come as ESP, unless the agent says that node does
+// not encrypt to us yet (IpsecSa.plaintext_accepted, a rollout).
 bool EngineImpl::plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const {
   auto it = snap.peer_by_ip.find(probe.remote);
-  return it != snap.peer_by_ip.end() && it->second->inbound_sas;
+  return it != snap.peer_by_ip.end() && it->second->inbound_sas && !it->second->plaintext_accepted;
 }
 
 template <ActionKind kKind>

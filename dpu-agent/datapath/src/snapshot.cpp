@@ -477,6 +477,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
           rn.outbound = slot;
         } else {
           rn.inbound_sas = true;
+          rn.plaintext_accepted = rn.plaintext_accepted || slot->sa().plaintext_accepted;
           s.any_inbound_sa = true;
           Snapshot::EspKey k;
           k.peer = toIp16(r.tunnel_ip);

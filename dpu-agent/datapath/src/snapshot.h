@@ -189,9 +189,11 @@ struct SnapRemoteNode {
   // Its published port keys (RemoteNode.ports), by address.
   std::unordered_map<Ip16, uint16_t, Ip16Hash> port_keys;
   // IPsec: the SA we send to it with, and whether it has inbound SAs with
-  // us (with NodeSettings.ipsec its plaintext Geneve is then refused).
+  // us (with NodeSettings.ipsec its plaintext Geneve is then refused, unless
+  // one of them says plaintext_accepted: a rollout in progress).
   std::shared_ptr<EspSlot> outbound;
   bool inbound_sas = false;
+  bool plaintext_accepted = false;
 
   // The OVN egress key for a destination address on this node: its port's
   // key, or the router's when the node published none for it.

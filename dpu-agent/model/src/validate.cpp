@@ -471,6 +471,10 @@ class Validator {
                      ": an outbound SA with no sequence number left cannot send; rotate its keys"};
       }
       if (a.replay_window() != 0) return Error{"replay_window is for inbound SAs; an outbound SA has 0"};
+      if (a.plaintext_accepted()) {
+        return Error{"plaintext_accepted is for inbound SAs (whether the remote node's plaintext is still "
+                     "accepted); an outbound SA leaves it false"};
+      }
       sa.sequence_limit = a.sequence_limit();
       sa.replay_window = 0;
     } else {
@@ -481,6 +485,7 @@ class Validator {
                      std::to_string(kDefaultReplayWindow) + ") or a multiple of 64 in 64..65536"};
       }
       sa.replay_window = w == 0 ? kDefaultReplayWindow : w;
+      sa.plaintext_accepted = a.plaintext_accepted();
     }
     a.SerializeToString(&sa.content);
     return sa;

@@ -183,8 +183,11 @@ TEST_CASE("ipsec: false, an object with its mode and settings, and encryption re
 
   auto full = parseAgentConfig(with({{"mode", "keys"}, {"stateDir", "/var/lib/k"}, {"pskFile", "/etc/psk"},
                                      {"keyBits", 256}, {"rotationPeriodSeconds", 3600}, {"gracePeriodSeconds", 30},
-                                     {"esnSoftLimit", 1000000}, {"byteSoftLimit", 1 << 30}, {"replayWindow", 4096}}));
+                                     {"esnSoftLimit", 1000000}, {"byteSoftLimit", 1 << 30}, {"replayWindow", 4096},
+                                     {"rollout", true}}));
   REQUIRE(full.ok());
+  CHECK(full->ipsec.rollout);
+  CHECK_FALSE(keys->ipsec.rollout);  // fail closed unless asked
   CHECK(full->ipsec.state_dir == "/var/lib/k");
   CHECK(full->ipsec.psk_file == "/etc/psk");
   CHECK(full->ipsec.key_bits == 256);
@@ -230,6 +233,7 @@ TEST_CASE("ipsec: false, an object with its mode and settings, and encryption re
       {{{"mode", "keys"}, {"byteSoftLimit", 1000}}, "config.ipsec.byteSoftLimit: must be 0 (none) or at least"},
       {{{"mode", "keys"}, {"replayWindow", 100}}, "config.ipsec.replayWindow: must be a multiple of 64"},
       {{{"mode", "keys"}, {"psk", "x"}}, "config.ipsec.psk: unknown field"},
+      {{{"mode", "on"}, {"rollout", "yes"}}, "config.ipsec.rollout: must be true or false"},
       {"yes", "config.ipsec: must be true or false"},
   };
   for (const auto& c : cases) {

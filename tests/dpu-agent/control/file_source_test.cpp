@@ -133,8 +133,10 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
   b.setPublishedPodCidrs({"10.244.2.0/24"});
   SelfEntry keyed{"node-a", "192.168.50.1", "KA"};
   keyed.ipsec_epoch = 2;
+  keyed.ipsec_mode = "keys";
   REQUIRE(a.publishSelf(keyed).ok());
   CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecEpoch\": 2") != std::string::npos);
+  CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecMode\": \"keys\"") != std::string::npos);
   REQUIRE(b.publishSelf(SelfEntry{"node-b", "192.168.50.2", ""}).ok());
   CHECK(dpu::fileExists(dir / "cluster.yaml.d/node-a.json"));
   CHECK_FALSE(a.publishSelf(SelfEntry{"../x", "1.2.3.4", ""}).ok());
@@ -150,6 +152,7 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
       CHECK(n.tunnel_ip == "192.168.50.1");
       CHECK(n.ipsec_public_key == "KA");
       CHECK(n.ipsec_epoch == 2);
+      CHECK(n.ipsec_mode == "keys");
       CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24"});
     } else {
       CHECK(n.name == "node-b");

@@ -12,6 +12,7 @@
 #include "control/ipsec_controller.h"
 #include "control_test_util.h"
 #include "fake_dataplane_model.h"
+#include "common/atomic_file.h"
 #include "ipsec/crypto.h"
 
 using namespace dpu::control;
@@ -32,12 +33,22 @@ struct Node {
   uint64_t generation = 0;
   int64_t& now;
 
-  Node(const std::string& name, const std::string& tip, const std::string& cidr, int64_t& clock) : now(clock) {
-    auto doc = baseConfig(dir.path());
+  Node(const std::string& name, const std::string& tip, const std::string& cidr, int64_t& clock,
+       const std::string& mode = "keys", bool rollout = false)
+      : now(clock) {
+    doc = baseConfig(dir.path());
     doc["nodeName"] = name;
     doc["tunnelIP"] = tip;
     doc["podCIDR"] = cidr;
-    doc["ipsec"] = {{"mode", "keys"}, {"gracePeriodSeconds", 5}, {"rotationPeriodSeconds", 0}};
+    restart(mode, rollout);
+  }
+  // A new agent process (Agent and controller) over the same state directory
+  // and model, with the dataplane still running.
+  void restart(const std::string& mode, bool rollout = false) {
+    tee.reset();
+    ipsec.reset();
+    agent.reset();
+    doc["ipsec"] = {{"mode", mode}, {"gracePeriodSeconds", 5}, {"rotationPeriodSeconds", 0}, {"rollout", rollout}};
     auto c = parseAgentConfig(doc);
     REQUIRE(c);
     config = *c;
@@ -48,6 +59,7 @@ struct Node {
     if (!started) FAIL(started.error());
     tee = std::make_unique<ClusterTee>(*agent, *ipsec);
   }
+  nlohmann::json doc;
 
   // The dataplane connection: Hello, then a full sync of the model; every
   // reply goes to the controller, as the DataplaneClient does.
@@ -79,7 +91,8 @@ struct Node {
     if (auto a = ipsec->advertisement()) {
       n.ipsec_public_key = a->public_key;
       n.ipsec_epoch = a->epoch;
-      ipsec->published(a->epoch);
+      n.ipsec_mode = a->mode;
+      ipsec->published(a->epoch, a->mode);
     }
     return n;
   }
@@ -88,6 +101,19 @@ struct Node {
       if (s.remote_node == peer && s.direction == dir && (spi == 0 || s.spi == spi)) return &s;
     }
     return nullptr;
+  }
+  // What the dataplane holds: whether it encrypts, and whether the plaintext
+  // of `peer` is accepted (its inbound SAs say so).
+  bool encrypts() const { return dataplane.model().node().ipsec(); }
+  bool plaintextAccepted(const std::string& peer) const {
+    bool any = false, accepted = false;
+    for (const auto& s : dataplane.inForce().ipsec_sas) {
+      if (s.remote_node != peer || s.direction != dpv1::INBOUND) continue;
+      any = true;
+      accepted = accepted || s.plaintext_accepted;
+    }
+    REQUIRE(any);
+    return accepted;
   }
 };
 
@@ -270,4 +296,120 @@ TEST_CASE("IPsec controller: restarted with the dataplane still running, it prog
   REQUIRE(a.dataplane.apply(full).status() == dpv1::OK);
   CHECK(a.dataplane.history().back().objects.empty());  // the resync changed nothing
   CHECK(a.dataplane.model().ipsec_sas_size() == before.ipsec_sas_size());
+}
+
+TEST_CASE("IPsec rollout: a node on refuses plaintext only from peers that advertise on, with rollout: true") {
+  int64_t now = 1'700'000'000'000;
+  Node a("node-a", "192.168.50.1", "10.244.1.0/24", now, "on", true), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
+  a.connect();
+  b.connect();
+  // "on" is advertised once the dataplane was programmed to encrypt.
+  REQUIRE(a.ipsec->advertisement());
+  CHECK(a.ipsec->advertisement()->mode == "on");
+  CHECK(b.ipsec->advertisement()->mode == "keys");
+  meet(a, b);
+  CHECK(a.encrypts());
+  CHECK_FALSE(b.encrypts());
+  CHECK(a.plaintextAccepted("node-b"));  // b advertises keys: it still sends plaintext
+  CHECK(b.plaintextAccepted("node-a"));  // b does not encrypt: it refuses nothing
+  CHECK(a.sa("node-b", dpv1::OUTBOUND) != nullptr);  // a sends ESP, which b accepts
+  CHECK(b.sa("node-a", dpv1::INBOUND, a.sa("node-b", dpv1::OUTBOUND)->spi) != nullptr);
+  CHECK_THAT(metrics(a), Catch::Contains("dpu_agent_ipsec_peer_plaintext_accepted{node=\"node-b\",mode=\"keys\"} 1"));
+  const std::string in_name = a.sa("node-b", dpv1::INBOUND)->name;
+
+  // b turns on (an agent restart): it advertises "keys" until its dataplane
+  // encrypts, then "on"; a then refuses b's plaintext, on the same SA.
+  b.restart("on", true);
+  b.tee->nodeUpserted(a.publish());
+  b.connect();
+  CHECK(b.encrypts());
+  REQUIRE(b.ipsec->advertisement());
+  CHECK(b.ipsec->advertisement()->mode == "on");
+  a.tee->nodeUpserted(b.publish());
+  a.sync();
+  CHECK_FALSE(a.plaintextAccepted("node-b"));
+  CHECK(a.sa("node-b", dpv1::INBOUND)->name == in_name);
+  CHECK_FALSE(b.plaintextAccepted("node-a"));  // a advertises on too
+  CHECK(a.dataplane.problems().empty());
+}
+
+TEST_CASE("IPsec rollout: without rollout, mode on refuses every IPsec peer's plaintext (fail closed)") {
+  int64_t now = 1'700'000'000'000;
+  Node a("node-a", "192.168.50.1", "10.244.1.0/24", now, "on"), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
+  a.connect();
+  b.connect();
+  meet(a, b);
+  CHECK_FALSE(a.plaintextAccepted("node-b"));
+  // A peer advertising a mode neither keys nor on is taken as encrypting.
+  NodeInfo nb = b.publish();
+  nb.ipsec_mode = "strict";
+  Node c("node-c", "192.168.50.3", "10.244.3.0/24", now, "on", true);
+  c.connect();
+  c.tee->nodeUpserted(nb);
+  c.sync();
+  CHECK_FALSE(c.plaintextAccepted("node-b"));
+}
+
+TEST_CASE("IPsec rollout: leaving mode on advertises keys, encrypts for the grace period after, then sends plaintext") {
+  int64_t now = 1'700'000'000'000;
+  Node a("node-a", "192.168.50.1", "10.244.1.0/24", now, "on", true), b("node-b", "192.168.50.2", "10.244.2.0/24", now,
+                                                                          "on", true);
+  a.connect();
+  b.connect();
+  meet(a, b);
+  CHECK_FALSE(b.plaintextAccepted("node-a"));
+  // a goes back to keys: it keeps encrypting, and advertises keys.
+  a.restart("keys");
+  a.tee->nodeUpserted(b.publish());
+  a.connect();
+  CHECK(a.ipsec->encrypting());
+  CHECK(a.encrypts());
+  REQUIRE(a.ipsec->advertisement());
+  CHECK(a.ipsec->advertisement()->mode == "keys");
+  CHECK(a.plaintextAccepted("node-b"));
+  now += 1'000;
+  b.tee->nodeUpserted(a.publish());  // "keys" is out: the grace period starts
+  b.sync();
+  CHECK(b.plaintextAccepted("node-a"));
+  now += 4'000;
+  a.ipsec->tick();
+  a.sync();
+  CHECK(a.encrypts());  // 4 s of 5
+  // A restart in the middle keeps the deadline.
+  a.restart("keys");
+  a.tee->nodeUpserted(b.publish());
+  a.connect();
+  CHECK(a.encrypts());
+  now += 999;
+  a.ipsec->tick();
+  a.sync();
+  CHECK(a.encrypts());
+  now += 1;
+  a.ipsec->tick();
+  a.sync();
+  CHECK_FALSE(a.encrypts());
+  CHECK_FALSE(a.ipsec->encrypting());
+  CHECK_THAT(metrics(a), Catch::Contains("dpu_agent_ipsec_encrypting 0"));
+  // And after another restart it stays plaintext.
+  a.restart("keys");
+  a.tee->nodeUpserted(b.publish());
+  a.connect();
+  CHECK_FALSE(a.encrypts());
+}
+
+TEST_CASE("IPsec rollout: a malformed mode file stops the start with a message naming it") {
+  int64_t now = 1'700'000'000'000;
+  Node a("node-a", "192.168.50.1", "10.244.1.0/24", now);
+  REQUIRE(dpu::writeFileAtomic(a.config.ipsec.state_dir + "/mode.json", "{\"encrypting\": 3}"));
+  IpsecController again(a.config, a.model, [&] { return now; });
+  auto r = again.start();
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error(), Catch::Contains("mode.json"));
+  CHECK_THAT(r.error(), Catch::Contains("encrypting"));
+  // What the message says to write is accepted: the node leaves mode on with a grace period.
+  REQUIRE(dpu::writeFileAtomic(a.config.ipsec.state_dir + "/mode.json",
+                               "{\"version\": 1, \"encrypting\": true, \"plaintextAtMs\": 0, \"confirmed\": \"x\"}"));
+  IpsecController fixed(a.config, a.model, [&] { return now; });
+  REQUIRE(fixed.start());
+  CHECK(fixed.encrypting());
 }

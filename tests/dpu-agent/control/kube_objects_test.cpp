@@ -15,7 +15,7 @@ namespace {
 
 const char* kNode = R"({"kind":"Node","apiVersion":"v1","metadata":{"name":"node-a","resourceVersion":"42",
   "labels":{"kubernetes.io/hostname":"node-a"},"annotations":{"dpu-cni.io/tunnel-ip":"100.64.0.1",
-  "dpu-cni.io/ipsec-public-key":"AAAA","dpu-cni.io/ipsec-epoch":"7","dpu-cni.io/port-keys":"{\"10.244.1.5\":3,\"fd00:10:244:1::5\":3}",
+  "dpu-cni.io/ipsec-public-key":"AAAA","dpu-cni.io/ipsec-epoch":"7","dpu-cni.io/ipsec-mode":"on","dpu-cni.io/port-keys":"{\"10.244.1.5\":3,\"fd00:10:244:1::5\":3}",
   "other":{"x":1}},"managedFields":[{"manager":"kubelet"}]},
   "spec":{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24","fd00:10:244:1::/64"]},
   "status":{"addresses":[{"type":"InternalIP","address":"192.168.1.1"}]}})";
@@ -52,6 +52,7 @@ TEST_CASE("kube objects: a Node gives its name, pod CIDRs, tunnel IP, key and la
   CHECK(n.tunnel_ip == "100.64.0.1");
   CHECK(n.ipsec_public_key == "AAAA");
   CHECK(n.ipsec_epoch == 7);
+  CHECK(n.ipsec_mode == "on");
   CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24", "fd00:10:244:1::/64"});
   CHECK(n.labels.at("kubernetes.io/hostname") == "node-a");
   CHECK(n.port_keys == std::map<std::string, uint32_t>{{"10.244.1.5", 3}, {"fd00:10:244:1::5", 3}});

@@ -673,6 +673,7 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   REQUIRE(l.waitFor([&] { return l.syncs == 1; }));
   SelfEntry keyed{"", "100.64.0.7", "cHVibGljLWtleQ=="};
   keyed.ipsec_epoch = 3;
+  keyed.ipsec_mode = "on";
   auto r = source->publishSelf(keyed);
   REQUIRE(r.ok());
   auto n = fake.get(KubeResource::kNodes, "", "node-a");
@@ -680,12 +681,14 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/tunnel-ip"] == "100.64.0.7");
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-public-key"] == "cHVibGljLWtleQ==");
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-epoch"] == "3");
+  CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-mode"] == "on");
   CHECK((*n)["spec"]["podCIDR"] == "10.244.1.0/24");  // a merge patch leaves the rest alone
   CHECK(fake.stats().last_patch_content_type.rfind("application/merge-patch+json", 0) == 0);
   // The others see it through their watch.
   REQUIRE(l.waitFor([&] { return l.nodes["node-a"].tunnel_ip == "100.64.0.7"; }));
   CHECK(l.nodes["node-a"].ipsec_public_key == "cHVibGljLWtleQ==");
   CHECK(l.nodes["node-a"].ipsec_epoch == 3);
+  CHECK(l.nodes["node-a"].ipsec_mode == "on");
   CHECK(l.nodes["node-a"].port_keys.empty());
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/port-keys"] == "{}");
 
@@ -699,6 +702,7 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   n = fake.get(KubeResource::kNodes, "", "node-a");
   CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-public-key"));
   CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-epoch"));
+  CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-mode"));
   CHECK(l.nodes["node-a"].port_keys == self.port_keys);
   self.port_keys.erase("10.244.1.6");
   REQUIRE(source->publishSelf(self).ok());

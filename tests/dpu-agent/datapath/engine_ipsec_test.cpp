@@ -286,6 +286,59 @@ TEST_CASE("engine ipsec: with encryption on, no outbound SA and plaintext from a
   CHECK(spiOf(out[0]) == kSpiOut);
 }
 
+TEST_CASE("engine ipsec: during a rollout plaintext is accepted per peer, from the peers whose SAs say so",
+          "[engine][ipsec]") {
+  Fixture f;
+  // node2 advertises `on` (its plaintext refused); node3 still runs `keys`
+  // (plaintext_accepted on its inbound SA).
+  auto model = [](bool node3_plaintext) {
+    dpv1::LogicalModel m = ipsecModel(true);
+    addRemoteNode(m, "node3", "192.168.100.3", "10.244.3.0/24", 30);
+    auto* sa = addSa(m, dpv1::INBOUND, 0x11000404, kKeyIn);
+    sa->set_name("node3/in/11000404");
+    sa->set_remote_node("node3");
+    sa->set_peer_tunnel_ip("192.168.100.3");
+    sa->set_plaintext_accepted(node3_plaintext);
+    return m;
+  };
+  REQUIRE(fullSync(*f.engine, model(true), 2).status() == dpv1::OK);
+  const Bytes from3 = udp4(kRouterMac, kRemotePodMac, "10.244.3.7", "10.244.1.5", 63);
+  f.inject(kUplink, fromRemote(from3, 10, 9, 0x8000, "192.168.100.3"));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  f.inject(kUplink, fromRemote(kFromRemote));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("IpsecPlaintext") == 1);
+  // node3's ESP is accepted too (it may switch at any time).
+  auto sender3 = overlay::EspOutboundSa::create(peerConfig(0x11000404, kKeyIn));
+  REQUIRE(sender3.ok());
+  f.inject(kUplink, espFromRemote(*sender3, from3, "192.168.100.3"));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  // node3 advertises `on`: the same SA, its plaintext now refused, its
+  // replay window kept (the SA was not built anew).
+  REQUIRE(fullSync(*f.engine, model(false), 3).status() == dpv1::OK);
+  f.inject(kUplink, fromRemote(from3, 10, 9, 0x8000, "192.168.100.3"));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("IpsecPlaintext") == 2);
+  f.inject(kUplink, espFromRemote(*sender3, from3, "192.168.100.3"));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  const auto st3 = stateOf(status(*f.engine), 0x11000404);
+  REQUIRE(st3 != nullptr);
+  CHECK(st3->packets() == 2);
+  CHECK(f.stat("EspReplay") == 0);
+}
+
+TEST_CASE("engine ipsec: plaintext_accepted is refused on an outbound SA, naming the field", "[engine][ipsec]") {
+  Fixture f;
+  dpv1::LogicalModel m = ipsecModel(true);
+  m.mutable_ipsec_sas(0)->set_plaintext_accepted(true);
+  const auto reply = fullSync(*f.engine, m, 2);
+  bool named = false;
+  for (const auto& p : reply.problems()) {
+    named = named || (p.kind() == dpv1::ObjectProblem::IPSEC_SA && p.reason().find("plaintext_accepted") != std::string::npos);
+  }
+  CHECK(named);
+}
+
 TEST_CASE("engine ipsec: in keys mode SAs are installed and ESP accepted while the node sends plaintext",
           "[engine][ipsec]") {
   Fixture f;

@@ -465,6 +465,24 @@ TEST_CASE("model: IPsec SAs in force with their fields; a bad one is refused alo
                                      "tunnel_ip 192.168.100.1 is our own tunnel IP)"));
 }
 
+TEST_CASE("model: plaintext_accepted is kept on an inbound SA and refused on an outbound one", "[model][ipsec]") {
+  auto base = baseModel();
+  addSa(base, "node2/in/00000100", dpv1::INBOUND, 0x100)->set_plaintext_accepted(true);
+  addSa(base, "node2/out/12345678", dpv1::OUTBOUND, 0x12345678);
+  Verdict ok = check(base);
+  CHECK(ok.problems.empty());
+  REQUIRE(ok.model.ipsec_sas.size() == 2);
+  CHECK(ok.model.ipsec_sas[0].plaintext_accepted);
+  CHECK_FALSE(ok.model.ipsec_sas[1].plaintext_accepted);
+  base.mutable_ipsec_sas(1)->set_plaintext_accepted(true);
+  Verdict bad = check(base);
+  REQUIRE(bad.problems.size() == 1);
+  CHECK(bad.problems[0].kind() == ObjectProblem::IPSEC_SA);
+  CHECK(bad.problems[0].name() == "node2/out/12345678");
+  CHECK_THAT(bad.problems[0].reason(), Catch::Contains("plaintext_accepted is for inbound SAs"));
+  CHECK(bad.model.ipsec_sas.size() == 1);
+}
+
 TEST_CASE("model: IPsec SA claims: one inbound per (peer, SPI), one outbound per remote node; incumbents keep them",
           "[model][ipsec]") {
   auto m = baseModel();

@@ -91,6 +91,11 @@ struct IpsecConfig {
   uint64_t esn_soft_limit = uint64_t{1} << 63;  // rotate when an SA has sent this many packets
   uint64_t byte_soft_limit = 0;             // rotate when an SA has carried this many bytes (0: no limit)
   uint32_t replay_window = 1024;            // inbound anti-replay window (packets)
+  // Rollout (docs/ipsec.md, "Rollout"): with mode on, plaintext from a peer
+  // that does not advertise mode on is still accepted, so a running cluster
+  // turns encryption on (and off) node by node. False: fail closed, every
+  // IPsec peer's plaintext refused.
+  bool rollout = false;
 
   bool enabled() const { return mode != IpsecMode::kOff; }
   bool encrypt() const { return mode == IpsecMode::kOn; }

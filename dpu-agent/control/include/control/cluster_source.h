@@ -19,7 +19,7 @@
 //  - stop() joins the threads; no callback runs after it returns.
 //  - publishSelf() makes this node's own entry visible to the others
 //    (Kubernetes: patch the Node's annotations dpu-cni.io/tunnel-ip,
-//    dpu-cni.io/ipsec-public-key, dpu-cni.io/ipsec-epoch and
+//    dpu-cni.io/ipsec-public-key, dpu-cni.io/ipsec-epoch, dpu-cni.io/ipsec-mode and
 //    dpu-cni.io/port-keys; file source: write the node's entry into the
 //    node's publish file, which the lab merges). The agent calls it again
 //    whenever its port keys or its IPsec key change.
@@ -50,6 +50,10 @@ struct NodeInfo {
   // The epoch of ipsec_public_key (annotation dpu-cni.io/ipsec-epoch / file
   // "ipsecEpoch"): it grows with every new key; 0 when not published.
   uint32_t ipsec_epoch = 0;
+  // Its IPsec mode next to the key (annotation dpu-cni.io/ipsec-mode / file
+  // "ipsecMode"): "on" (it sends ESP and refuses plaintext from peers that
+  // advertise "on"), "keys" (SAs installed, it sends plaintext), or empty.
+  std::string ipsec_mode = {};
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -293,6 +297,7 @@ struct SelfEntry {
   std::string ipsec_public_key;  // empty: none (IPsec off, or the key is not installed yet)
   std::map<std::string, uint32_t> port_keys = {};  // address → logical port key (Agent::portKeys)
   uint32_t ipsec_epoch = 0;                        // of ipsec_public_key; 0 with none
+  std::string ipsec_mode = {};                     // "keys" or "on", published with the key; empty with none
 };
 
 class ClusterSource {

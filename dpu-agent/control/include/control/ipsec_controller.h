@@ -9,6 +9,13 @@
 //    process is it) and every reply's SA states go back to the database.
 //  - The operator: log lines for every rotation step, /metrics with the
 //    epochs, the rotation phase and each peer's state, SIGUSR1 to rotate.
+//  - The rollout (docs/ipsec.md, "Rollout"): the node advertises its mode
+//    ("keys" or "on") with its key, "on" only once its dataplane was
+//    programmed to encrypt; each inbound SA says whether that peer's
+//    plaintext is still accepted (mode on: only with `rollout` and from a
+//    peer that does not advertise "on"); a node leaving mode on keeps
+//    encrypting until `gracePeriodSeconds` after it published "keys"
+//    (<ipsec.stateDir>/mode.json carries that across restarts).
 // Never a key: log lines and metrics name SAs by peer, direction, SPI and
 // epochs only, and the IpsecSa objects are handed to the model, which nothing
 // prints.
@@ -67,7 +74,11 @@ class IpsecController {
   // acknowledgement of a successful publication.
   std::optional<ipsec::Advertisement> advertisement() const;
   uint64_t advertisementVersion() const;
-  void published(uint32_t epoch);
+  static uint64_t versionOf(const ipsec::Advertisement& a);
+  // `mode`: the advertisement's mode as published ("" counts as "keys").
+  void published(uint32_t epoch, const std::string& mode = "");
+  // Whether the dataplane is told to encrypt (NodeSettings.ipsec).
+  bool encrypting() const;
 
   ipsec::SaDbStatus status() const;
   // The dpu_agent_ipsec_* families.
@@ -77,6 +88,12 @@ class IpsecController {
   // After every database call: the SAs into the model, the events into the log.
   void syncLocked();
   void pollPskLocked(int64_t now);
+  // The rollout: the mode file, the plaintext accepted per peer, leaving mode on.
+  std::string modeFilePath() const;
+  Result<void> loadModeLocked();
+  void saveModeLocked();
+  bool plaintextAcceptedLocked(const std::string& peer) const;
+  void leaveTickLocked(int64_t now);
 
   const AgentConfig& config_;
   ModelState& model_;
@@ -92,6 +109,12 @@ class IpsecController {
   bool warned_no_ipsec_ = false;
   uint64_t sa_reports_ = 0;
   std::map<std::string, dpv1::IpsecSaState> sa_states_;  // the dataplane's last report, by SA name
+  std::map<std::string, std::string> peer_modes_;  // node -> its advertised mode ("", "keys", "on")
+  bool encrypting_ = false;           // NodeSettings.ipsec as this controller set it
+  bool encrypt_confirmed_ = false;    // the dataplane replied since it was told to encrypt
+  int64_t plaintext_at_ms_ = 0;       // leaving mode on: when to stop encrypting (0: "keys" not published yet)
+  uint64_t rollout_version_ = 0;      // changes with any per-peer plaintext decision
+  uint64_t synced_rollout_version_ = ~uint64_t{0};
 };
 
 // Delivers every cluster change to two listeners (the Agent and the IPsec

@@ -38,6 +38,8 @@ inline constexpr const char* kTunnelIpAnnotation = "dpu-cni.io/tunnel-ip";
 inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-public-key";
 // The epoch of that key, a decimal number (1, 2, ...): it grows with every new key.
 inline constexpr const char* kIpsecEpochAnnotation = "dpu-cni.io/ipsec-epoch";
+// The IPsec mode the node runs, published with its key: "keys" or "on" (docs/ipsec.md, "Rollout").
+inline constexpr const char* kIpsecModeAnnotation = "dpu-cni.io/ipsec-mode";
 
 // The ipsec-epoch annotation's value: 1..4294967295 in decimal, nothing else.
 inline Result<uint32_t> parseIpsecEpochAnnotation(const std::string& text) {

@@ -59,6 +59,9 @@ class ModelState {
   };
 
   void setNode(const dpv1::NodeSettings& node);
+  // NodeSettings.ipsec alone (the IPsec controller: a node leaving mode on
+  // keeps encrypting for a grace period); nothing before setNode().
+  void setNodeIpsec(bool encrypt);
   void upsertPort(const dpv1::LogicalPort& port);
   // A port and its NetworkPolicy in one step (nullopt: the port has none), so
   // the Delta that brings a new pod's port brings its rules too: no window in

@@ -119,6 +119,7 @@ struct SaDbOptions {
 struct Advertisement {
   uint32_t epoch = 0;
   std::string public_key;  // base64
+  std::string mode = {};   // "keys" or "on": set by the agent, which knows what its dataplane does
   bool operator==(const Advertisement&) const = default;
 };
 

@@ -119,6 +119,7 @@ struct ModelIpsecSa {
   uint64_t initial_sequence = 1;
   uint64_t sequence_limit = 0;  // outbound
   uint32_t replay_window = kDefaultReplayWindow;  // inbound (0 requested: the default)
+  bool plaintext_accepted = false;  // inbound: the remote node's plaintext Geneve still accepted (a rollout)
   std::string content;
 };
 

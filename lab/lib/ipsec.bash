@@ -1,0 +1,146 @@
+# lab/lib/ipsec.bash — IPsec on a running lab (docs/ipsec.md, "Rollout"): each node's ipsec setting,
+# the rollout node by node, and key rotation. Sourced by lab/lib/lab.bash.
+#
+# Per node N, $DL_DIR/nN/ipsec.mode holds its mode (off | keys | on) and $DL_DIR/nN/ipsec.rollout
+# (present: rollout: true); without them the node runs $DL_IPSEC. $DL_DIR/ipsec.psk (made by
+# `up --ipsec`, DL_IPSEC_PSK=1) is the cluster PSK every node then uses.
+#
+# Functions (public):
+#   dl_ipsec_config N               the `ipsec:` value of node N's agent.yaml
+#   dl_ipsec_set N MODE [rollout]   rewrite node N's agent config and restart its agent (hitless)
+#   dl_ipsec_enable                 off|keys -> on on every node, node by node, without an outage
+#   dl_ipsec_disable                on -> keys -> off on every node, node by node, without an outage
+#   dl_ipsec_rotate N               start a key rotation on node N's agent (SIGUSR1: the agent's only
+#                                   control path for it; dpuctl talks to the dataplane, which has no keys)
+#   dl_ipsec_epochs N               "current next previous" of node N's agent
+#   dl_ipsec_encrypting N           0 or 1: node N's agent tells its dataplane to encrypt
+# Knobs: DL_IPSEC_GRACE (gracePeriodSeconds of the lab's agents, default 5).
+
+_dl_ipsec_initial_mode() {
+  case ${DL_IPSEC:-false} in
+    false) echo off ;;
+    true) echo on ;;
+    *) sed -E 's/^\{mode: (off|keys|on)\}$/\1/' <<< "$DL_IPSEC" ;;
+  esac
+}
+
+dl_ipsec_mode() {
+  local f=$DL_DIR/n$1/ipsec.mode
+  if [ -s "$f" ]; then cat "$f"; else _dl_ipsec_initial_mode; fi
+}
+
+dl_ipsec_config() {
+  local n=$1 mode psk="" rollout=""
+  mode=$(dl_ipsec_mode "$n")
+  [ -s "$DL_DIR/ipsec.psk" ] && psk=", pskFile: $DL_DIR/ipsec.psk"
+  [ -e "$DL_DIR/n$n/ipsec.rollout" ] && rollout=", rollout: true"
+  if [ "$mode" = off ] && [ -z "$psk" ] && [ -z "$rollout" ] && [ ! -s "$DL_DIR/n$n/ipsec.mode" ]; then
+    echo "${DL_IPSEC:-false}"
+    return
+  fi
+  echo "{mode: $mode, gracePeriodSeconds: ${DL_IPSEC_GRACE:-5}, rotationPeriodSeconds: 0$psk$rollout}"
+}
+
+# The PSK of `up --ipsec`: 32 random bytes, base64, readable by root only.
+dl_ipsec_make_psk() {
+  [ -s "$DL_DIR/ipsec.psk" ] && return 0
+  (umask 077 && head -c 32 /dev/urandom | base64 > "$DL_DIR/ipsec.psk")
+}
+
+_dl_ipsec_metric() {
+  dl_metrics "$1" agent 2>/dev/null | awk -v m="$2" '$1 == m { print $2; exit }'
+}
+dl_ipsec_encrypting() { _dl_ipsec_metric "$1" dpu_agent_ipsec_encrypting; }
+dl_ipsec_epochs() {
+  local t
+  t=$(dl_metrics "$1" agent 2>/dev/null) || return 1
+  for s in current next previous; do
+    awk -v m="dpu_agent_ipsec_epoch{state=\"$s\"}" '$1 == m { printf "%s ", $2 }' <<< "$t"
+  done
+  echo
+}
+# What node N publishes: its mode ("" when it publishes no key).
+dl_ipsec_published_mode() {
+  local f="$DL_DIR/cluster.yaml.d/$(dl_node_name "$1").json"
+  [ -s "$f" ] && jq -r '.ipsecMode // ""' "$f"
+}
+
+dl_ipsec_set() {
+  local n=$1 mode=$2 rollout=${3:-} vfs
+  [[ "$mode" =~ ^(off|keys|on)$ ]] || { dl_die "IPsec mode must be off, keys or on, not '$mode'"; return 1; }
+  vfs=$(sed -n 's/^DL_VFS=//p' "$DL_DIR/lab.env")
+  echo "$mode" > "$DL_DIR/n$n/ipsec.mode"
+  if [ "$rollout" = rollout ]; then : > "$DL_DIR/n$n/ipsec.rollout"; else rm -f "$DL_DIR/n$n/ipsec.rollout"; fi
+  dl_node_configs "$n" "$vfs" || return 1
+  dl_log "node $n: IPsec $mode${rollout:+ (rollout)}; restarting its agent"
+  dl_daemon_stop "$n" agent && dl_daemon_start "$n" agent
+}
+
+# Until node N publishes MODE with a key (bounded: 60 s).
+_dl_ipsec_published_is() { [ "$(dl_ipsec_published_mode "$1")" = "$2" ]; }
+dl_ipsec_wait_published() {
+  dl_wait 60 _dl_ipsec_published_is "$1" "$2" ||
+    { dl_die "node $1 did not publish IPsec mode $2 within 60 s (it publishes '$(dl_ipsec_published_mode "$1")')"; return 1; }
+}
+# Until node N holds an outbound SA to every other node.
+_dl_ipsec_outbound_all() {
+  local want=$(( $(dl_nodes | wc -l) - 1 ))
+  dl_dpuctl "$1" --json ipsec 2>/dev/null |
+    jq -e --argjson w "$want" '[.ipsec.sas[]? | select(.state.direction == "OUTBOUND")] | length == $w' >/dev/null
+}
+
+# The rollout reads what each node publishes from its publish file (file mode); a --kube lab publishes on
+# the Node objects instead, which it does not read yet.
+_dl_ipsec_file_mode() {
+  ! dl_kube_enabled || { dl_die "ipsec enable/disable work on a file-mode lab only (not up --kube) for now"; return 1; }
+}
+
+dl_ipsec_enable() {
+  local n
+  _dl_ipsec_file_mode || return 1
+  # 1. keys everywhere (rollout already set, so step 2 needs no second restart of the nodes turned on first).
+  for n in $(dl_nodes); do
+    [ "$(dl_ipsec_mode "$n")" = on ] && continue
+    dl_ipsec_set "$n" keys rollout || return 1
+  done
+  for n in $(dl_nodes); do
+    [ "$(dl_ipsec_mode "$n")" = on ] && continue
+    dl_ipsec_wait_published "$n" keys || return 1
+  done
+  for n in $(dl_nodes); do
+    dl_wait 60 _dl_ipsec_outbound_all "$n" || { dl_die "node $n has no outbound SA to every node after 60 s"; return 1; }
+  done
+  # 2. on, node by node, accepting the plaintext of the nodes not on yet.
+  for n in $(dl_nodes); do
+    dl_ipsec_set "$n" on rollout && dl_ipsec_wait_published "$n" on || return 1
+  done
+  # 3. fail closed: rollout off, node by node.
+  for n in $(dl_nodes); do dl_ipsec_set "$n" on || return 1; done
+}
+
+_dl_ipsec_plaintext() { [ "$(dl_ipsec_encrypting "$1")" = 0 ]; }
+dl_ipsec_disable() {
+  local n grace=${DL_IPSEC_GRACE:-5}
+  _dl_ipsec_file_mode || return 1
+  # 1. accept plaintext from nodes that leave, everywhere first.
+  for n in $(dl_nodes); do
+    [ "$(dl_ipsec_mode "$n")" = on ] && { dl_ipsec_set "$n" on rollout || return 1; }
+  done
+  # 2. keys, node by node: each encrypts until its peers have seen it advertise keys.
+  for n in $(dl_nodes); do
+    [ "$(dl_ipsec_mode "$n")" = on ] || continue
+    dl_ipsec_set "$n" keys && dl_ipsec_wait_published "$n" keys || return 1
+    dl_wait $(( grace * 3 + 30 )) _dl_ipsec_plaintext "$n" ||
+      { dl_die "node $n still encrypts $(( grace * 3 + 30 )) s after leaving mode on"; return 1; }
+  done
+  # 3. off, node by node (every node sends plaintext now).
+  for n in $(dl_nodes); do dl_ipsec_set "$n" off || return 1; done
+}
+
+dl_ipsec_rotate() {
+  local pid
+  pid=$(dl_daemon_pid "$1" agent)
+  [ -n "$pid" ] || { dl_die "node $1: its agent is not running"; return 1; }
+  [ "$(dl_ipsec_mode "$1")" != off ] || { dl_die "node $1 runs without IPsec (dpu-lab ipsec enable)"; return 1; }
+  kill -USR1 "$pid"
+}
