@@ -84,7 +84,7 @@ std::optional<Decision> EngineImpl::policyStage(WorkerContext& w, const Snapshot
   return std::nullopt;
 }
 
-bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
+bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, NatPlan& plan) {
   if (pc.parsed.fragment == overlay::Fragment::kLater) return true;  // no ports: nothing to track it by
   const conntrack::Tuple t = connectionTuple(pc.key, v6);
   bool loose = false;
@@ -96,6 +96,7 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
   w.ct_hit = *hit;
   w.ct_hit_valid = true;
   w.policy_tracked = true;
+  plan.once = inHandshake(*initial);
   return true;
 }
 
