@@ -264,6 +264,42 @@ TEST_CASE("policy: a connection tracked for policy only lives as a translated on
   CHECK(f.stat("ConntrackPunt") >= 3);
 }
 
+TEST_CASE("policy offload: a tracked connection's flows go to the NIC with their close punt rules",
+          "[engine][policy][offload]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c, false);
+  auto m = baseModel();
+  auto* a = addPolicy(m, "pod-a");
+  direction(a->mutable_ingress(), {"x/a-in"}, {});
+  direction(a->mutable_egress(), {"x/a-out"}, {{{"10.244.1.6/32"}, 6, 8080, 8080, "x/a-out"}});
+  program(f, m);
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kSyn));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kSynAck));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck));
+  Fixture::drainAll();
+  REQUIRE(f.stat("FlowInstalled") == 2);
+  f.engine->maintain();  // offers the two flows
+  REQUIRE(eswitch.installedCount() == 2);
+  CHECK(eswitch.ruleCount() == 8);  // each: its rule and punt rules for FIN, SYN, RST
+  for (const auto& fl : f.flows()) {
+    INFO(fl.match());
+    CHECK(fl.offload_status() == "offloaded+punt:fin,syn,rst");
+  }
+  // The client's RST, as its punt rule hands it over: the connection closes
+  // and its flow leaves the cache and the NIC.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, 0x04));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(conntrackStates(f) == std::vector<std::string>{"close"});
+  f.engine->maintain();
+  CHECK(eswitch.installedCount() == 1);
+  CHECK(eswitch.ruleCount() == 4);
+}
+
 TEST_CASE("policy: UDP and SCTP are judged by protocol and port", "[engine][policy]") {
   Fixture f(EngineConfig{}, false);
   auto m = baseModel();
