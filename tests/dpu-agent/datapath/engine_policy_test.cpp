@@ -327,6 +327,41 @@ TEST_CASE("policy: UDP and SCTP are judged by protocol and port", "[engine][poli
   CHECK(f.stat("PolicyTracked") == 1);
 }
 
+TEST_CASE("policy: a later IP fragment is judged by its peer alone: all ports of its protocol, else PolicyFragment",
+          "[engine][policy]") {
+  Fixture f(EngineConfig{}, false);
+  auto m = baseModel();
+  direction(addPolicy(m, "pod-b")->mutable_ingress(), {"x/b"},
+            {{{"10.244.1.5/32"}, 17, 53, 53, "x/b"}, {{"10.244.1.5/32"}, 6, 0, 65535, "x/b"}});
+  program(f, m);
+  auto later = [](uint8_t protocol, uint16_t id) {
+    return PacketBuilder()
+        .ethernet(kRouterMac, kMacA)
+        .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("10.244.1.6"), .id = id, .frag_field = 0x00b9,
+               .protocol = protocol})
+        .payload(Bytes(40, 0x33))
+        .build();
+  };
+  // The first fragment has the ports: judged as a whole packet, allowed.
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(kRouterMac, kMacA)
+                      .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("10.244.1.6"), .id = 7, .frag_field = 0x2000})
+                      .udp(5000, 53)
+                      .payload(Bytes(40, 0x33))
+                      .build());
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  // A later one of UDP: only port 53 is allowed, and it has no port.
+  f.inject(kRepA, later(17, 7));
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(f.stat("PolicyFragment") == 1);
+  CHECK(f.stat("PolicyDenied") == 0);
+  CHECK(policyDrops(f, "x/b") == 1);
+  // A later one of TCP: every TCP port is allowed from this peer.
+  f.inject(kRepA, later(6, 8));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("PolicyFragment") == 1);
+}
+
 TEST_CASE("policy: ICMP echo and an ICMP error about an allowed connection pass an isolated pod",
           "[engine][policy]") {
   Fixture f(EngineConfig{}, false);
