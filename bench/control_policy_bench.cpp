@@ -2,8 +2,9 @@
 // control_policy_cluster.h (by default 10,000 pods, 1,000 namespaces, 5,000
 // policies) given to one node's PolicyCompiler as the agent gives it at start
 // (namespaces, pods, policies), then changes one at a time, alternating a
-// policy change (p1 of one namespace changes its port) and a pod label change
-// (one pod's app label moves), each followed by the local pods it reports.
+// policy change (p0 of a namespace holding local pods gains or loses a rule)
+// and a local pod's label change (its app label moves), each answered with
+// the local pods whose rules changed.
 //
 // Measures: the time to compile everything (compile_s), this process's
 // resident memory once compiled (rss_mb: the objects as held plus the
@@ -94,8 +95,8 @@ int main(int argc, char** argv) {
     auto start = Clock::now();
     dpu::policy::Changes out;
     if (c % 2 == 0) {
-      variant[i] = static_cast<uint16_t>(variant[i] % 2 + 1);  // every change a real one
-      out = compiler.upsertPolicy(cluster.policyOf(i, 1, variant[i]));
+      ++variant[i];  // p0 gains or loses its rule
+      out = compiler.upsertPolicy(cluster.policyOf(i, 0, variant[i]));
       policy_lat.push_back(ms(Clock::now() - start));
     } else {
       // A local pod's label.

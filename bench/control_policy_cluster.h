@@ -7,7 +7,7 @@
 //     labels app=a(K%5), tier=front|back (K = J / N, the pod's index in its
 //     namespace), container port http 8080/TCP
 //   policies per namespace (p0..p4, the upstream shapes):
-//     p0 default deny ingress (podSelector {})
+//     p0 default deny ingress (podSelector {}); a change gives it a rule
 //     p1 app=a1 ← app=a0 of its namespace, TCP 8080
 //     p2 tier=front ← namespaceSelector team=<own team> AND app=a2, named port http
 //     p3 app=a3 → namespaceSelector env=prod on TCP and UDP 53; → ipBlock
@@ -56,7 +56,8 @@ struct PolicyCluster {
     return p;
   }
 
-  // `variant` changes p1's port (8080 + variant): a policy change.
+  // `variant` (odd) gives p0 an ingress rule (TCP 9000 from app=a0 of its
+  // namespace): a policy change that alters every pod of the namespace.
   control::NetworkPolicyInfo policyOf(uint32_t i, uint32_t which, uint16_t variant = 0) const {
     using namespace control;
     NetworkPolicyInfo p;
@@ -76,12 +77,18 @@ struct PolicyCluster {
     };
     switch (which) {
       case 0:
-        break;  // podSelector {}: every pod of the namespace, no rule
+        // podSelector {}: every pod of the namespace, no rule (but in a variant).
+        if (variant % 2 == 1) {
+          NetworkPolicyPeer peer;
+          peer.pod_selector = labels("app", "a0");
+          p.ingress.push_back({{peer}, {tcp(9000)}});
+        }
+        break;
       case 1: {
         p.pod_selector = labels("app", "a1");
         NetworkPolicyPeer peer;
         peer.pod_selector = labels("app", "a0");
-        p.ingress.push_back({{peer}, {tcp(static_cast<uint16_t>(8080 + variant))}});
+        p.ingress.push_back({{peer}, {tcp(8080)}});
         break;
       }
       case 2: {
