@@ -10,7 +10,7 @@ using namespace engine_test;
 
 namespace {
 
-constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08;
+constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08, kFin = 0x01, kRst = 0x04;
 
 // An SCTP INIT-sized packet: common header (ports, verification tag, CRC32c
 // left zero: the dataplane does not verify it) and one chunk header.
@@ -253,11 +253,11 @@ TEST_CASE("policy: a connection tracked for policy only lives as a translated on
   CHECK(conntrackStates(f) == std::vector<std::string>{"established"});
   // FIN both ways reach conntrack through the cached flows; then a reset
   // closes it and takes its flows.
-  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck | 0x01));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kFin | kAck));
   CHECK(conntrackStates(f) == std::vector<std::string>{"fin-wait"});
-  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck | 0x01));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kFin | kAck));
   CHECK(conntrackStates(f) == std::vector<std::string>{"time-wait"});
-  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, 0x04));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kRst));
   CHECK(conntrackStates(f) == std::vector<std::string>{"close"});
   CHECK(Fixture::drain(kRepB).size() == 2);
   CHECK(Fixture::drain(kRepA).size() == 1);
@@ -292,7 +292,7 @@ TEST_CASE("policy offload: a tracked connection's flows go to the NIC with their
   }
   // The client's RST, as its punt rule hands it over: the connection closes
   // and its flow leaves the cache and the NIC.
-  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, 0x04));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kRst));
   CHECK(Fixture::drain(kRepB).size() == 1);
   CHECK(conntrackStates(f) == std::vector<std::string>{"close"});
   f.engine->maintain();
