@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Control-plane scale, in two parts (DPU_BENCH_PARTS="kube dataplane", both by
-# default).
+# Control-plane scale, in three parts (DPU_BENCH_PARTS="kube dataplane policy",
+# all by default).
 #   bash bench/control.sh                 # as root on Debian 12
 #   DPU_BUILD_DIR=/path/to/build bash bench/control.sh   # use an existing build
 #   DPU_BENCH_PARTS=dataplane DPU_BENCH_CHANGES=100 bash bench/control.sh
+#   DPU_BENCH_PARTS=policy DPU_BUILD_DIR=build/release bash bench/control.sh
 #
 # kube: the Kubernetes ClusterSource syncing a large cluster from the fake API
 # server (tests/fakes/fake_kube_apiserver, its own process).
@@ -34,17 +35,30 @@
 # A run takes about 10 seconds on 2 shared cores, most of it the initial
 # program (a services-only Delta costs the dataplane that service: README).
 #
+# policy: NetworkPolicy at issue 18's scale — 10,000 pods, 1,000 namespaces,
+# 5,000 policies (bench/control_policy_cluster.h: five upstream shapes per
+# namespace, namespaceSelectors across the cluster, named ports, ipBlock with
+# except). bench/control_policy_bench gives them to one node's PolicyCompiler
+# (100 local pods): the compile time, the process's resident memory, and the
+# compiler's latency for one policy change and one label change of a local pod.
+# bench/control_policy_program_bench gives them to the Agent with 16 local pods
+# attached, into a real dpu-dataplane as above: the compile (every event through
+# the Agent), the agent's resident memory, and the p50/p99 latency from one
+# policy or label change handed to the Agent to the dataplane's acknowledgement
+# of the Delta with the changed PortPolicies. Targets: compile <= 1 s,
+# RSS <= 150 MB, change p99 <= 10 ms.
+#
 # The machine's load average is printed with the figures: on 2 shared cores,
 # other work shows up in the sync time and the p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${DPU_BENCH_RUNS:-3}
 changes=${DPU_BENCH_CHANGES:-500}
-parts=${DPU_BENCH_PARTS:-kube dataplane}
+parts=${DPU_BENCH_PARTS:-kube dataplane policy}
 build=${DPU_BUILD_DIR:-}
 for part in $parts; do
-  [[ $part == kube || $part == dataplane ]] ||
-    { echo "control.sh: DPU_BENCH_PARTS: \"$part\" is neither kube nor dataplane" >&2; exit 2; }
+  [[ $part == kube || $part == dataplane || $part == policy ]] ||
+    { echo "control.sh: DPU_BENCH_PARTS: \"$part\" is not kube, dataplane or policy" >&2; exit 2; }
 done
 if [[ -z "$build" ]]; then
   bash scripts/install-deps.sh >/dev/null
@@ -54,6 +68,7 @@ fi
 targets=()
 [[ " $parts " == *" kube "* ]] && targets+=(fake_kube_apiserver control_bench)
 [[ " $parts " == *" dataplane "* ]] && targets+=(service_program_bench dpu-dataplane dpuctl)
+[[ " $parts " == *" policy "* ]] && targets+=(control_policy_bench control_policy_program_bench dpu-dataplane)
 cmake --build "$build" --target "${targets[@]}" >/dev/null
 
 out=$(mktemp -d)
@@ -118,9 +133,8 @@ for key, label, target, unit in [
 PY
 }
 
-# One run: a fresh dpu-dataplane on net_null ports, programmed by the bench,
-# then asked (dpuctl services) what it balances.
-dataplane_run() {  # run
+# A fresh dpu-dataplane on net_null ports for run $1 (dp_pid; its sockets in $out/dp$1).
+start_dataplane() {  # run
   local dir=$out/dp$1
   mkdir -p "$dir"
   cat > "$dir/dp.yaml" <<YAML
@@ -142,6 +156,13 @@ YAML
     sleep 0.05
   done
   [[ -S $dir/program.sock ]] || { echo "control.sh: dpu-dataplane did not start:" >&2; cat "$dir/dp.log" >&2; exit 1; }
+}
+
+# One run: a fresh dpu-dataplane, programmed by the bench, then asked (dpuctl
+# services) what it balances.
+dataplane_run() {  # run
+  local dir=$out/dp$1
+  start_dataplane "$1"
   if ! "$build/bench/service_program_bench" --socket "$dir/program.sock" --dataplane-pid "$dp_pid" \
       --changes "$changes" > "$out/dprun$1"; then
     echo "control.sh: service_program_bench failed (dataplane log below)" >&2
@@ -198,6 +219,61 @@ for key, label, target in [
     t = f"{target:g}" if target else "-"
     flag = "" if target is None or v <= target else "  (over target)"
     print(f"{label:<44}{v:>10.3f}{t:>10}{flag}")
+PY
+}
+
+policy_part() {
+  echo "== NetworkPolicy: 10,000 pods, 1,000 namespaces, 5,000 policies, $changes changes; $runs run(s)" >&2
+  local load_before run dir
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  for run in $(seq "$runs"); do
+    "$build/bench/control_policy_bench" --changes "$changes" > "$out/polrun$run"
+    echo "== compiler run $run: $(tr '\n' ' ' < "$out/polrun$run")" >&2
+    start_dataplane "p$run"
+    dir=$out/dpp$run
+    if ! "$build/bench/control_policy_program_bench" --socket "$dir/program.sock" --dataplane-pid "$dp_pid" \
+        --changes "$changes" > "$out/polprog$run"; then
+      echo "control.sh: control_policy_program_bench failed (dataplane log below)" >&2
+      cat "$dir/dp.log" >&2
+      exit 1
+    fi
+    kill "$dp_pid" && wait "$dp_pid" 2>/dev/null || true
+    dp_pid=
+    echo "== dataplane run $run: $(tr '\n' ' ' < "$out/polprog$run")" >&2
+  done
+  echo "load average before the runs: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  /usr/bin/python3 - "$out" "$runs" <<'PY'
+import statistics, sys
+out, n = sys.argv[1], int(sys.argv[2])
+comp = [dict(line.split() for line in open(f"{out}/polrun{i}")) for i in range(1, n + 1)]
+prog = [dict(line.split() for line in open(f"{out}/polprog{i}")) for i in range(1, n + 1)]
+def med(runs, k): return statistics.median(float(r[k]) for r in runs if k in r)
+c0, p0 = comp[0], prog[0]
+print(f"NetworkPolicy: {c0['pods']} pods, {c0['namespaces']} namespaces, {c0['policies']} policies; median of {n} runs")
+print(f"{'figure':<58}{'median':>10}{'target':>10}")
+for runs, key, label, target in [
+    (comp, "compile_s", f"compiler: compile ({c0['local_pods']} local pods) (s)", 1.0),
+    (comp, "rss_mb", "compiler: resident memory compiled (MB)", 150.0),
+    (comp, "policy_change_p99_ms", "compiler: policy change p99 (ms)", None),
+    (comp, "label_change_p99_ms", "compiler: label change p99 (ms)", None),
+    (prog, "compile_s", "agent: every event handed to the Agent (s)", 1.0),
+    (prog, "agent_rss_mb", "agent: resident memory (MB)", 150.0),
+    (prog, "full_sync_s", f"agent: full sync ({p0['local_pods']} ports) acknowledged (s)", None),
+    (prog, "dp_rss_mb", "dataplane RSS programmed (MB)", None),
+    (prog, "policy_p50_ms", "policy change -> Delta acked p50 (ms)", None),
+    (prog, "policy_p99_ms", "policy change -> Delta acked p99 (ms)", 10.0),
+    (prog, "label_p50_ms", "label change -> Delta acked p50 (ms)", None),
+    (prog, "label_p99_ms", "label change -> Delta acked p99 (ms)", 10.0),
+]:
+    if key not in runs[0]:
+        continue
+    v = med(runs, key)
+    t = f"{target:g}" if target else "-"
+    flag = "" if target is None or v <= target else "  (over target)"
+    print(f"{label:<58}{v:>10.3f}{t:>10}{flag}")
+bad = [i + 1 for i, r in enumerate(prog) if r.get("refused") != "0" or r.get("problems") != "0"]
+if bad:
+    print(f"  runs {bad}: the dataplane refused a Delta or reported problems")
 PY
 }
 

@@ -13,6 +13,7 @@ namespace dpu::datapath {
 flow::FlowSpec EngineImpl::toFlowSpec(const Snapshot& snap, const FlowRecord& e) const {
   flow::FlowSpec spec;
   spec.match.key = e.key;
+  spec.tracked = e.tracked != 0 && !(e.ops & op::kDrop);
   spec.match.eth_src = e.key.eth_src;
   spec.match.eth_dst = e.key.eth_dst;
   if (e.tun_family != 0) {

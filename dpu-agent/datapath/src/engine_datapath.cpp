@@ -355,9 +355,10 @@ DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, 
 
   // Encap's MTU check comes before anything is changed or counted.
   if (has(op::kEncap) && shape.l3_len > a.mtu) [[unlikely]] return Applied::kTooBig;
-  // A translated connection's TCP SYN, FIN and RST go through conntrack, so
-  // that it sees the connection open, close and be reused (conntrack.h).
-  if (has(op::kNat) && punt) {
+  // A tracked connection's TCP SYN, FIN and RST go through conntrack, so
+  // that it sees the connection open, close and be reused (conntrack.h):
+  // a translated one's (kNat) and one tracked for NetworkPolicy only.
+  if ((has(op::kNat) || a.tracked) && punt) {
     const uint8_t* ip = frame + l3_offset;
     const uint8_t proto = l3 == overlay::L3Type::kIpv4 ? ip[9] : ip[6];
     if (proto == overlay::ipproto::kTcp &&
@@ -859,6 +860,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   w.policy_tracked = false;
   Decision d = slowPath(w, snap, pc, candidate);
   if (w.related && d.kind == Decision::kFlow) d.kind = Decision::kOnce;
+  candidate.tracked = w.policy_tracked && !(candidate.ops & op::kNat);
   if (d.kind == Decision::kSent) return;
   if (d.kind == Decision::kReplied) {
     rte_pktmbuf_free(pc.mbuf);

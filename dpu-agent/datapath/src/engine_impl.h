@@ -95,9 +95,21 @@ struct NatPlan {
   // A TCP connection still in its handshake: its packets are forwarded
   // uncached, so conntrack sees the handshake end (the flow it then installs
   // is the established connection's). Also a flushed connection's late
-  // answer: no flow may outlive its tombstone.
+  // answer: no flow may outlive its tombstone. The same for a connection
+  // tracked for NetworkPolicy only (untranslated, `active` false).
   bool once = false;
 };
+
+// A TCP connection in these states has not finished its handshake.
+inline bool inHandshake(conntrack::State s) {
+  return s == conntrack::State::kSynSent || s == conntrack::State::kSynReceived;
+}
+
+// A flow decided for a packet of plan's connection is applied to that
+// packet only while the plan says so (NatPlan::once).
+inline void onceWhilePlanned(const NatPlan& plan, Decision& d) {
+  if (plan.once && d.kind == Decision::kFlow) d.kind = Decision::kOnce;
+}
 
 // A packet's connection tuple: addresses and ports as conntrack keeps them.
 inline conntrack::Tuple connectionTuple(const overlay::FlowKey& k, bool v6) {
@@ -174,7 +186,7 @@ class EngineImpl final : public Engine {
   template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   // The general routine for a cached flow `index` (UINT32_MAX: uncached):
-  // its actions, the "too big" answer, or, for a translated connection's TCP
+  // its actions, the "too big" answer, or, for a tracked connection's TCP
   // control packet, conntrack first (punt); `tracked`: conntrack saw this
   // packet already (the slow path's own).
   void applyFlow(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowEntry& e, const FlowActions& a,
@@ -183,7 +195,7 @@ class EngineImpl final : public Engine {
   // (the record is of that kind and the packet of the lane's shape) or
   // kActionsGeneral (each action tested). kTooBig and kPunt: nothing was
   // done (applyFlow answers them); kDone: the mbuf was queued or dropped and
-  // counted. `punt`: a TCP control packet of a translated connection is
+  // counted. `punt`: a TCP control packet of a tracked connection is
   // handed back (kPunt) rather than forwarded.
   template <ActionKind kKind>
   Applied applyActions(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
@@ -195,7 +207,7 @@ class EngineImpl final : public Engine {
   template <bool kDecapped>
   Applied applyLane(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port,
                     bool ipv4_at_14, const PacketShape& shape);
-  // A translated connection's TCP SYN, FIN or RST that hit flow `index`:
+  // A tracked connection's TCP SYN, FIN or RST that hit flow `index`:
   // conntrack advances the connection, then the packet is forwarded as the
   // flow says; a connection that closed loses its flow, one that is reused
   // (a new SYN) or gone takes the slow path.
@@ -268,8 +280,10 @@ class EngineImpl final : public Engine {
   std::optional<Decision> policyStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const SnapPort* from,
                                       const uint8_t* dst, bool v6, uint16_t dst_port, FlowRecord& f, bool& track);
   // Tracks an allowed connection (untranslated) so its replies pass; false:
-  // the table is full (the connection is dropped: ConntrackFull).
-  bool trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6);
+  // the table is full (the connection is dropped: ConntrackFull). A TCP
+  // connection opened by its SYN sets plan.once: its handshake is forwarded
+  // uncached, as a translated connection's is.
+  bool trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, NatPlan& plan);
   // After a change of some ports' PortPolicy (control thread): every
   // tracked connection with an end on such a port is judged again; those
   // denied now are removed, so their next packet is judged as new.

@@ -67,7 +67,7 @@ uint32_t FlowTable::identityHash(const FlowActions& a) {
   h ^= (uint64_t{a.drop_reason} | uint64_t{a.encap_subnet} << 8 | uint64_t{a.decap_len} << 16 | m[1] << 24) *
        0x165667b19e3779f9ull;
   h ^= m[0] * 0x85ebca77c2b2ae63ull;
-  h ^= (uint64_t{a.encap_egress} | uint64_t{a.dep_nat} << 16) * 0x27d4eb2f165667c5ull;
+  h ^= (uint64_t{a.encap_egress} | uint64_t{a.dep_nat} << 16 | uint64_t{a.tracked} << 48) * 0x27d4eb2f165667c5ull;
   if (a.ops & op::kNat) {
     // Records that differ only in their rewrite (one per backend, or per
     // SNAT connection) spread over the index too.

@@ -235,6 +235,10 @@ struct FlowRecord {
   // PolicyNames indexes, kAllowedNone when the end is no local pod port).
   uint16_t allowed_egress;
   uint16_t allowed_ingress;
+  // The flow's connection is in conntrack without a translation (tracked
+  // for NetworkPolicy): its TCP SYN, FIN and RST are punted to conntrack as a
+  // translated connection's are (ops has kNat).
+  uint8_t tracked;
 };
 
 // A flow's actions and dependencies, shared by every flow that has the same
@@ -266,7 +270,8 @@ struct alignas(64) FlowActions {
   // the record had room: the OVN egress key (the destination port's key, or
   // the router's 0x8000 when the remote node published none for it).
   uint16_t encap_egress;
-  uint8_t reserved[2];
+  uint8_t tracked;                 // FlowRecord::tracked
+  uint8_t reserved;
   uint32_t dep_nat;                // the service it balances for (kDepNode: none)
   // The second line, read only by records with kNat.
   alignas(64) NatRewrite nat;
@@ -288,6 +293,7 @@ struct alignas(64) FlowActions {
     a.decap_len = r.decap_len;
     a.set_src = r.set_src;
     a.set_dst = r.set_dst;
+    a.tracked = r.tracked;
     if (r.ops & op::kNat) a.nat = r.nat;
     return a;
   }
@@ -307,13 +313,14 @@ struct alignas(64) FlowActions {
     r.decap_len = decap_len;
     r.set_src = set_src;
     r.set_dst = set_dst;
+    r.tracked = tracked;
     r.nat = nat;
   }
   // Everything but stamp, refs and the resolved pointers: what interning compares.
   bool sameAs(const FlowActions& o) const {
     return dep_in == o.dep_in && dep_out == o.dep_out && dep_nat == o.dep_nat && ops == o.ops && out_port == o.out_port &&
            mtu == o.mtu && encap_ingress == o.encap_ingress && encap_egress == o.encap_egress &&
-           drop_reason == o.drop_reason &&
+           drop_reason == o.drop_reason && tracked == o.tracked &&
            encap_subnet == o.encap_subnet && decap_len == o.decap_len && set_src == o.set_src &&
            set_dst == o.set_dst && (!(ops & op::kNat) || nat == o.nat);
   }

@@ -201,9 +201,11 @@ Decision EngineImpl::slowPathFromPort(WorkerContext& w, const Snapshot& snap, Pa
   Decision d = routeFromPort(w, snap, pc, lp->key, dst, v6, f, plan.active || w.related);
   if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
   // A translated connection is tracked already; its entry passes the replies.
-  if (track && !plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput) && !trackForPolicy(w, pc, v6)) {
+  if (track && !plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput) &&
+      !trackForPolicy(w, pc, v6, plan)) {
     return dropNow(DropReason::kConntrackFull);
   }
+  onceWhilePlanned(plan, d);
   return d;
 }
 
@@ -347,7 +349,7 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   } else if (auto d = policyStage(w, snap, pc, nullptr, dst, v6, pc.key.l4_dst, f, track)) {
     return *d;
   }
-  if (track && !plan.active && !trackForPolicy(w, pc, v6)) return dropNow(DropReason::kConntrackFull);
+  if (track && !plan.active && !trackForPolicy(w, pc, v6, plan)) return dropNow(DropReason::kConntrackFull);
   if (t.egress == kRouterEgressPortKey) bump(w.counters.events[static_cast<size_t>(Event::kTunnelRouterEgressKey)]);
   f.ops = op::kDecap | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
   f.set_src = snap.router_mac;
@@ -355,6 +357,7 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   f.out_port = static_cast<uint16_t>(dp->dpdk_port);
   Decision d{Decision::kFlow, DropReason::kOk};
   if (plan.active) addNat(pc, plan, f, d);
+  onceWhilePlanned(plan, d);
   return d;
 }
 

@@ -18,6 +18,13 @@
 //
 // Traffic from the host's management port (the node: kubelet probes) is not
 // judged at the destination's ingress, as OVN-Kubernetes allows it.
+//
+// A later IP fragment carries no ports, and the engine does not reassemble
+// (services drop fragments to a service address for the same reason): it is
+// judged by its peer alone, passing where a rule allows that peer every port
+// of its protocol (or every protocol), and otherwise dropped as
+// PolicyFragment, which names the cause rather than a policy's port. The
+// first fragment has the ports and is judged (and tracked) as a whole packet.
 #include <rte_mbuf.h>
 
 #include <cstring>
@@ -57,12 +64,15 @@ std::optional<Decision> EngineImpl::policyStage(WorkerContext& w, const Snapshot
   const SnapPort* to = snap.portByAddress(dst, v6);
   if (from == nullptr && to == nullptr) return std::nullopt;
   const uint8_t proto = pc.key.ip_proto;
-  const uint16_t port = hasPorts(proto) ? dst_port : 0;
+  const bool later_fragment = pc.parsed.fragment == overlay::Fragment::kLater;
+  // A rule for every port of a protocol spans 0..65535 (port 0 is no rule's
+  // own: the API refuses it), so port 0 asks exactly "all ports allowed".
+  const uint16_t port = hasPorts(proto) && !later_fragment ? dst_port : 0;
   const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
   const uint8_t* src = v6 ? overlay::ipv6::src(l3) : l3 + overlay::ipv4::kSrcOffset;
-  auto deny = [&w](const SnapPolicyDirection& d) {
+  auto deny = [&w, later_fragment](const SnapPolicyDirection& d) {
     for (uint16_t i : d.policies) bump(w.counters.policy_drops[i]);
-    return Decision{Decision::kDrop, DropReason::kPolicyDenied};
+    return Decision{Decision::kDrop, later_fragment ? DropReason::kPolicyFragment : DropReason::kPolicyDenied};
   };
   if (from != nullptr) {
     const SnapPolicyDirection* egress = from->policy ? &from->policy->egress : nullptr;
@@ -84,7 +94,7 @@ std::optional<Decision> EngineImpl::policyStage(WorkerContext& w, const Snapshot
   return std::nullopt;
 }
 
-bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
+bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, NatPlan& plan) {
   if (pc.parsed.fragment == overlay::Fragment::kLater) return true;  // no ports: nothing to track it by
   const conntrack::Tuple t = connectionTuple(pc.key, v6);
   bool loose = false;
@@ -96,6 +106,7 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6) {
   w.ct_hit = *hit;
   w.ct_hit_valid = true;
   w.policy_tracked = true;
+  plan.once = inHandshake(*initial);
   return true;
 }
 

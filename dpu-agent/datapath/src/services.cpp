@@ -87,7 +87,7 @@ Result<conntrack::Hit> insertAllocating(conntrack::Table& ct, const conntrack::T
 void planFromEntry(const conntrack::Entry& e, conntrack::Dir dir, NatPlan& plan) {
   plan.active = true;
   plan.v6 = e.original.family == 6;
-  plan.once = e.state == conntrack::State::kSynSent || e.state == conntrack::State::kSynReceived;
+  plan.once = inHandshake(e.state);
   if (dir == conntrack::Dir::kOriginal) {
     // Client → service: to the backend, from the client (or its masquerade).
     plan.src = e.reply.dst;
@@ -163,7 +163,9 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
         plan.established = true;
         if (e.nat == 0) {
           // Tracked for NetworkPolicy only (policy.cpp): routed as sent, its
-          // flow noted in the entry.
+          // flow noted in the entry; its handshake, like a translated
+          // connection's, is not cached.
+          plan.once = inHandshake(e.state);
           w.ct_hit = *hit;
           w.ct_hit_valid = true;
           w.policy_tracked = true;
@@ -297,7 +299,7 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
 }
 
 void EngineImpl::addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord& f, Decision& d) const {
-  if (plan.once) d.kind = Decision::kOnce;
+  onceWhilePlanned(plan, d);
   f.ops |= op::kNat;
   f.dep_nat = plan.dep;
   f.nat = makeNatRewrite(pc.key, plan.v6, pc.key.ip_proto, plan.src.data(), plan.dst.data(), plan.sport, plan.dport);

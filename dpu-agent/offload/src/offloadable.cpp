@@ -60,6 +60,7 @@ bool isNatRewrite(ActionType type) {
 
 uint8_t closePuntFlags(const flow::FlowSpec& flow) {
   if (flow.match.key.ip_proto != overlay::ipproto::kTcp) return 0;
+  if (flow.tracked) return overlay::tcp::kFlagFin | overlay::tcp::kFlagSyn | overlay::tcp::kFlagRst;
   for (const flow::FlowAction& a : flow.actions) {
     if (isNatRewrite(a.type)) return overlay::tcp::kFlagFin | overlay::tcp::kFlagSyn | overlay::tcp::kFlagRst;
   }

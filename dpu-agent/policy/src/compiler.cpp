@@ -48,13 +48,59 @@ bool hasNamedPort(const NetworkPolicyRule& rule) {
   return false;
 }
 
+// Whether pods of other namespaces than its own figure in the policy's rules:
+// a namespaceSelector peer, or an egress named port resolved at any pod (no
+// peers, or an ipBlock).
+bool crossesNamespaces(const NetworkPolicyInfo& policy) {
+  for (bool ingress : {true, false}) {
+    for (const auto& rule : rulesFor(policy, ingress)) {
+      const bool named = !ingress && hasNamedPort(rule);
+      if (named && rule.peers.empty()) return true;
+      for (const auto& peer : rule.peers)
+        if (peer.namespace_selector || (named && peer.ip_block)) return true;
+    }
+  }
+  return false;
+}
+
+void appendSelector(std::string& out, const std::optional<LabelSelector>& s) {
+  if (!s) {
+    out += "-;";
+    return;
+  }
+  for (const auto& [k, v] : s->match_labels) out += k + "=" + v + ",";
+  out += "|";
+  for (const auto& r : s->match_expressions) {
+    out += r.key + "#" + std::to_string(static_cast<int>(r.op)) + ":";
+    for (const auto& v : r.values) out += v + ",";
+    out += "&";
+  }
+  out += ";";
+}
+
+// A selector peer's identity: what decides the pods it picks.
+std::string pickedKey(const std::string& policy_ns, const NetworkPolicyPeer& peer) {
+  std::string key = peer.namespace_selector ? std::string("*") : policy_ns;
+  key += "\n";
+  appendSelector(key, peer.namespace_selector);
+  appendSelector(key, peer.pod_selector);
+  return key;
+}
+
 // Rules accumulated per (policy, protocol, first port, last port).
 using RuleKey = std::tuple<std::string, uint8_t, uint16_t, uint16_t>;
-using RuleMap = std::map<RuleKey, std::vector<IpPrefix>>;
+struct Accumulated {
+  std::vector<IpPrefix> prefixes;
+  unsigned sources = 0;
+  bool normalized = true;  // each source was (one kept peer's prefixes are)
+};
+using RuleMap = std::map<RuleKey, Accumulated>;
 
-void add(RuleMap& m, const RuleKey& key, const std::vector<IpPrefix>& peers) {
-  auto& v = m[key];
-  v.insert(v.end(), peers.begin(), peers.end());
+void add(RuleMap& m, const RuleKey& key, const std::vector<IpPrefix>& peers, bool normalized = false) {
+  auto& a = m[key];
+  a.prefixes.insert(a.prefixes.end(), peers.begin(), peers.end());
+  ++a.sources;
+  a.normalized = a.normalized && normalized;
 }
 
 }  // namespace
@@ -80,6 +126,50 @@ void PolicyCompiler::addSelected(const NetworkPolicyInfo& policy, std::set<std::
     if (isLocal(it->second) && policy.pod_selector.matches(it->second.labels)) out.insert(it->first);
 }
 
+const std::vector<IpPrefix>& PolicyCompiler::picked(const std::string& policy_ns, const NetworkPolicyPeer& peer) const {
+  const std::string key = pickedKey(policy_ns, peer);
+  auto it = picked_.find(key);
+  if (it != picked_.end()) return it->second.prefixes;
+  PickedPeer entry{peer.namespace_selector ? std::string() : policy_ns, peer.namespace_selector, peer.pod_selector, {}};
+  auto scan = [&](const std::string& ns) {
+    for (auto p = pods_.lower_bound(ns + "/"); p != pods_.end() && p->second.ns == ns; ++p) {
+      const PodInfo& other = p->second;
+      if (other.host_network || (peer.pod_selector && !peer.pod_selector->matches(other.labels))) continue;
+      for (const auto& ip : addressesOf(other)) entry.prefixes.push_back(hostPrefix(ip));
+    }
+  };
+  if (!peer.namespace_selector) {
+    scan(policy_ns);
+  } else {
+    for (const auto& [ns, count] : pod_namespaces_)
+      if (peer.namespace_selector->matches(namespaceLabels(namespaces_, ns))) scan(ns);
+  }
+  entry.prefixes = normalizePrefixes(std::move(entry.prefixes));
+  return picked_.emplace(key, std::move(entry)).first->second.prefixes;
+}
+
+void PolicyCompiler::forgetPickedOf(const PodInfo& pod) {
+  const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+  for (auto it = picked_.begin(); it != picked_.end();) {
+    const PickedPeer& p = it->second;
+    const bool ns_ok = p.namespace_selector ? p.namespace_selector->matches(ns_labels) : p.scope == pod.ns;
+    if (ns_ok && (!p.pod_selector || p.pod_selector->matches(pod.labels))) it = picked_.erase(it);
+    else ++it;
+  }
+}
+
+void PolicyCompiler::forgetPickedOfNamespace(const std::map<std::string, std::string>& before,
+                                             const std::map<std::string, std::string>& after) {
+  for (auto it = picked_.begin(); it != picked_.end();) {
+    const PickedPeer& p = it->second;
+    if (p.namespace_selector && (p.namespace_selector->matches(before) || p.namespace_selector->matches(after))) {
+      it = picked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress) const {
   DirectionRules out;
   auto by_ns = policies_by_ns_.find(pod.ns);
@@ -102,6 +192,8 @@ DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress
     for (const auto& rule : rulesFor(policy, ingress)) {
       // The other end's addresses, for every port but an egress named one.
       std::vector<IpPrefix> peers;
+      // Normalized as it is when it is one selector peer's kept prefixes.
+      bool normalized = rule.peers.size() == 1 && !rule.peers[0].ip_block;
       if (rule.peers.empty()) {
         peers = {*IpPrefix::parse("0.0.0.0/0"), *IpPrefix::parse("::/0")};
       }
@@ -111,21 +203,22 @@ DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress
           peers.insert(peers.end(), block.begin(), block.end());
           continue;
         }
-        for (const auto& [k, other] : pods_)
-          if (picks(policy, peer, other))
-            for (const auto& ip : addressesOf(other)) peers.push_back(hostPrefix(ip));
+        const auto& picked_peers = picked(policy.ns, peer);
+        peers.insert(peers.end(), picked_peers.begin(), picked_peers.end());
       }
-      if (rule.ports.empty()) add(acc, RuleKey(key, kIpProtoAny, 0, 65535), peers);
+      if (rule.ports.empty()) add(acc, RuleKey(key, kIpProtoAny, 0, 65535), peers, normalized);
       for (const auto& port : rule.ports) {
         const uint8_t proto = ipProtocol(port.protocol);
         if (port.port.empty()) {
-          add(acc, RuleKey(key, proto, 0, 65535), peers);
+          add(acc, RuleKey(key, proto, 0, 65535), peers, normalized);
         } else if (!port.port.isName()) {
-          add(acc, RuleKey(key, proto, port.port.number, port.end_port ? port.end_port : port.port.number), peers);
+          add(acc, RuleKey(key, proto, port.port.number, port.end_port ? port.end_port : port.port.number), peers,
+              normalized);
         } else if (ingress) {
           // The destination is this pod: its own container port of that name.
           for (const auto& cp : pod.ports)
-            if (cp.name == port.port.name && cp.protocol == port.protocol) add(acc, RuleKey(key, proto, cp.port, cp.port), peers);
+            if (cp.name == port.port.name && cp.protocol == port.protocol)
+              add(acc, RuleKey(key, proto, cp.port, cp.port), peers, normalized);
         } else {
           // The destination is the peer: per pod that has the port, its
           // addresses the rule's peers admit.
@@ -147,8 +240,8 @@ DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress
       }
     }
   }
-  for (auto& [k, prefixes] : acc) {
-    auto peers = normalizePrefixes(std::move(prefixes));
+  for (auto& [k, a] : acc) {
+    auto peers = a.sources == 1 && a.normalized ? std::move(a.prefixes) : normalizePrefixes(std::move(a.prefixes));
     if (peers.empty()) continue;
     out.rules.push_back(AllowRule{std::move(peers), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<0>(k)});
   }
@@ -184,6 +277,7 @@ Changes PolicyCompiler::upsertNamespace(const NamespaceInfo& ns) {
   namespaces_[ns.name] = ns;
   auto after = namespaceLabels(namespaces_, ns.name);
   if (before == after) return {};
+  forgetPickedOfNamespace(before, after);
   // Only namespaceSelectors read a namespace's labels: the pods selected by a
   // policy with one that matched before or matches now.
   std::set<std::string> candidates;
@@ -213,7 +307,10 @@ void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& ou
   // A pod figures in another's rules when a selector peer picks it, or as a
   // destination of an egress named port (no peers, or an ipBlock holding one
   // of its addresses): the pods such a policy selects are recompiled.
-  for (const auto& [k, policy] : policies_) {
+  // Only a policy of the pod's namespace or one that reaches across
+  // namespaces (crossing_) can: the others are not read.
+  const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+  auto consider = [&](const NetworkPolicyInfo& policy) {
     bool touched = false;
     for (bool ingress : {true, false}) {
       for (const auto& rule : rulesFor(policy, ingress)) {
@@ -226,14 +323,17 @@ void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& ou
               for (const auto& ip : addressesOf(pod)) touched = touched || blockHas(*peer.ip_block, ip);
             continue;
           }
-          bool ns_ok = peer.namespace_selector ? peer.namespace_selector->matches(namespaceLabels(namespaces_, pod.ns))
-                                               : pod.ns == policy.ns;
+          bool ns_ok = peer.namespace_selector ? peer.namespace_selector->matches(ns_labels) : pod.ns == policy.ns;
           touched = ns_ok && (!peer.pod_selector || peer.pod_selector->matches(pod.labels));
         }
       }
     }
     if (touched) addSelected(policy, out);
-  }
+  };
+  if (auto own = policies_by_ns_.find(pod.ns); own != policies_by_ns_.end())
+    for (const auto& key : own->second)
+      if (!crossing_.count(key)) consider(policies_.at(key));
+  for (const auto& [key, policy] : crossing_) consider(*policy);
 }
 
 Changes PolicyCompiler::upsertPod(const PodInfo& pod) {
@@ -242,8 +342,12 @@ Changes PolicyCompiler::upsertPod(const PodInfo& pod) {
   if (auto it = pods_.find(key); it != pods_.end()) {
     if (it->second == pod) return {};
     addDependents(it->second, candidates);
+    forgetPickedOf(it->second);
+  } else {
+    ++pod_namespaces_[pod.ns];
   }
   pods_[key] = pod;
+  forgetPickedOf(pod);
   addDependents(pod, candidates);
   return recompile(candidates);
 }
@@ -254,6 +358,8 @@ Changes PolicyCompiler::deletePod(const std::string& ns, const std::string& name
   if (it == pods_.end()) return {};
   std::set<std::string> candidates{key};
   addDependents(it->second, candidates);
+  forgetPickedOf(it->second);
+  if (--pod_namespaces_[ns] == 0) pod_namespaces_.erase(ns);
   pods_.erase(it);
   return recompile(candidates);
 }
@@ -266,6 +372,7 @@ Changes PolicyCompiler::upsertPolicy(const NetworkPolicyInfo& policy) {
     addSelected(it->second, candidates);
     policies_.erase(it);
     policies_by_ns_[policy.ns].erase(key);
+    crossing_.erase(key);
   }
   Changes out;
   if (auto valid = validatePolicy(policy); !valid) {
@@ -275,6 +382,7 @@ Changes PolicyCompiler::upsertPolicy(const NetworkPolicyInfo& policy) {
     refused_.erase(key);
     policies_[key] = policy;
     policies_by_ns_[policy.ns].insert(key);
+    if (crossesNamespaces(policy)) crossing_[key] = &policies_.at(key);
     addSelected(policy, candidates);
   }
   if (policies_by_ns_.count(policy.ns) && policies_by_ns_[policy.ns].empty()) policies_by_ns_.erase(policy.ns);
@@ -291,6 +399,7 @@ Changes PolicyCompiler::deletePolicy(const std::string& ns, const std::string& n
   addSelected(it->second, candidates);
   policies_.erase(it);
   policies_by_ns_[ns].erase(key);
+  crossing_.erase(key);
   if (policies_by_ns_[ns].empty()) policies_by_ns_.erase(ns);
   return recompile(candidates);
 }

@@ -68,11 +68,14 @@ std::vector<IpPrefix> subtractPrefixes(const IpPrefix& from, const std::vector<I
 }
 
 std::vector<IpPrefix> normalizePrefixes(std::vector<IpPrefix> prefixes) {
-  // Address order puts a prefix before everything inside it (same address, longer).
-  std::sort(prefixes.begin(), prefixes.end(), [](const IpPrefix& a, const IpPrefix& b) {
+  // Address order puts a prefix before everything inside it (same address,
+  // longer). The compiler's lists are often one peer's, normalized already:
+  // checking the order costs one pass, sorting it again many.
+  const auto before = [](const IpPrefix& a, const IpPrefix& b) {
     if (a.address != b.address) return a.address < b.address;
     return a.length < b.length;
-  });
+  };
+  if (!std::is_sorted(prefixes.begin(), prefixes.end(), before)) std::sort(prefixes.begin(), prefixes.end(), before);
   std::vector<IpPrefix> out;
   for (const auto& p : prefixes) {
     if (!out.empty() && inside(p, out.back())) continue;

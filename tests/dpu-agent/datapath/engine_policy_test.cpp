@@ -10,7 +10,7 @@ using namespace engine_test;
 
 namespace {
 
-constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08;
+constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08, kFin = 0x01, kRst = 0x04;
 
 // An SCTP INIT-sized packet: common header (ports, verification tag, CRC32c
 // left zero: the dataplane does not verify it) and one chunk header.
@@ -117,6 +117,16 @@ std::vector<std::string> flowPolicies(Fixture& f, const std::string& needle) {
   return out;
 }
 
+// The states of the connections conntrack holds.
+std::vector<std::string> conntrackStates(Fixture& f) {
+  dataplane::v1::OperatorRequest req;
+  req.mutable_conntrack();
+  const auto r = f.engine->operate(req);
+  std::vector<std::string> out;
+  for (const auto& c : r.conntrack()) out.push_back(c.state());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("policy: an ingress-isolated pod drops a new TCP SYN, counted per reason and per policy",
@@ -175,7 +185,10 @@ TEST_CASE("policy: an egress-allowed connection's replies pass into its ingress-
   CHECK(Fixture::drain(kRepB).size() == 3);
   CHECK(Fixture::drain(kRepA).size() == 3);
   CHECK(f.stat("PolicyDenied") == 0);
-  CHECK(flowPolicies(f, "nw_src=10.244.1.5") == std::vector<std::string>{"egress x/a-out, ingress not isolated"});
+  // The handshake was judged and forwarded uncached; the established
+  // connection's flows, both ways, pass as the connection's.
+  CHECK(flowPolicies(f, "nw_src=10.244.1.5") ==
+        std::vector<std::string>{"egress allowed connection, ingress allowed connection"});
   CHECK(flowPolicies(f, "nw_src=10.244.1.6") ==
         std::vector<std::string>{"egress allowed connection, ingress allowed connection"});
   // A new connection from B to A: A's ingress denies it.
@@ -187,6 +200,104 @@ TEST_CASE("policy: an egress-allowed connection's replies pass into its ingress-
   CHECK(Fixture::drain(kRepB).empty());
   CHECK(policyDrops(f, "x/a-out") == 1);
   CHECK(f.stat("PolicyDenied") == 2);
+}
+
+TEST_CASE("policy: a connection tracked for policy only lives as a translated one: established, refreshed, closed",
+          "[engine][policy]") {
+  // The handshake timeout is short and the flows age fast, so that the
+  // connection's life depends on conntrack's state, as with real timeouts
+  // a connection idle for more than a minute does.
+  EngineConfig c;
+  c.conntrack_timeouts.tcp_syn_sent = 2000;
+  c.conntrack_timeouts.tcp_syn_received = 2000;
+  c.flow_idle_timeout_ms = 1000;
+  Fixture f(c, false);
+  auto m = baseModel();
+  auto* a = addPolicy(m, "pod-a");
+  direction(a->mutable_ingress(), {"x/a-in"}, {});
+  direction(a->mutable_egress(), {"x/a-out"}, {{{"10.244.1.6/32"}, 6, 8080, 8080, "x/a-out"}});
+  program(f, m);
+  const Bytes request = tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck | kPsh);
+  const Bytes answer = tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck | kPsh);
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kSyn));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kSynAck));
+  // The handshake is not cached (conntrack sees it end), as a service's.
+  CHECK(f.stat("FlowInstalled") == 0);
+  CHECK(conntrackStates(f) == std::vector<std::string>{"syn-received"});
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck));
+  CHECK(conntrackStates(f) == std::vector<std::string>{"established"});
+  CHECK(Fixture::drain(kRepB).size() == 2);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  // Traffic both ways, past the handshake timeout many times over: the hits
+  // of the cached flows keep the connection.
+  for (int i = 0; i < 10; ++i) {
+    f.inject(kRepA, request);
+    f.inject(kRepB, answer);
+    g_clock += 900;
+    f.engine->maintain();
+  }
+  CHECK(Fixture::drain(kRepB).size() == 10);
+  CHECK(Fixture::drain(kRepA).size() == 10);
+  // Then idle longer than the handshake timeout (a keep-alive connection):
+  // the server's next answer still reaches its ingress-isolated client.
+  g_clock += 5000;
+  f.engine->quiescent(f.engine->worker(0));  // the idle flows age out
+  for (int i = 0; i < 60; ++i) f.engine->maintain();
+  f.inject(kRepB, answer);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  f.inject(kRepA, request);
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  // Never judged again as a new connection.
+  CHECK(f.stat("PolicyDenied") == 0);
+  CHECK(f.stat("PolicyTracked") == 1);
+  CHECK(conntrackStates(f) == std::vector<std::string>{"established"});
+  // FIN both ways reach conntrack through the cached flows; then a reset
+  // closes it and takes its flows.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kFin | kAck));
+  CHECK(conntrackStates(f) == std::vector<std::string>{"fin-wait"});
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kFin | kAck));
+  CHECK(conntrackStates(f) == std::vector<std::string>{"time-wait"});
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kRst));
+  CHECK(conntrackStates(f) == std::vector<std::string>{"close"});
+  CHECK(Fixture::drain(kRepB).size() == 2);
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("ConntrackPunt") >= 3);
+}
+
+TEST_CASE("policy offload: a tracked connection's flows go to the NIC with their close punt rules",
+          "[engine][policy][offload]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c, false);
+  auto m = baseModel();
+  auto* a = addPolicy(m, "pod-a");
+  direction(a->mutable_ingress(), {"x/a-in"}, {});
+  direction(a->mutable_egress(), {"x/a-out"}, {{{"10.244.1.6/32"}, 6, 8080, 8080, "x/a-out"}});
+  program(f, m);
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kSyn));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kSynAck));
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kAck));
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 40000, kAck));
+  Fixture::drainAll();
+  REQUIRE(f.stat("FlowInstalled") == 2);
+  f.engine->maintain();  // offers the two flows
+  REQUIRE(eswitch.installedCount() == 2);
+  CHECK(eswitch.ruleCount() == 8);  // each: its rule and punt rules for FIN, SYN, RST
+  for (const auto& fl : f.flows()) {
+    INFO(fl.match());
+    CHECK(fl.offload_status() == "offloaded+punt:fin,syn,rst");
+  }
+  // The client's RST, as its punt rule hands it over: the connection closes
+  // and its flow leaves the cache and the NIC.
+  f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 8080, kRst));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(conntrackStates(f) == std::vector<std::string>{"close"});
+  f.engine->maintain();
+  CHECK(eswitch.installedCount() == 1);
+  CHECK(eswitch.ruleCount() == 4);
 }
 
 TEST_CASE("policy: UDP and SCTP are judged by protocol and port", "[engine][policy]") {
@@ -214,6 +325,41 @@ TEST_CASE("policy: UDP and SCTP are judged by protocol and port", "[engine][poli
   f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 53, "10.244.1.5", 5000));
   CHECK(Fixture::drain(kRepA).size() == 1);
   CHECK(f.stat("PolicyTracked") == 1);
+}
+
+TEST_CASE("policy: a later IP fragment is judged by its peer alone: all ports of its protocol, else PolicyFragment",
+          "[engine][policy]") {
+  Fixture f(EngineConfig{}, false);
+  auto m = baseModel();
+  direction(addPolicy(m, "pod-b")->mutable_ingress(), {"x/b"},
+            {{{"10.244.1.5/32"}, 17, 53, 53, "x/b"}, {{"10.244.1.5/32"}, 6, 0, 65535, "x/b"}});
+  program(f, m);
+  auto later = [](uint8_t protocol, uint16_t id) {
+    return PacketBuilder()
+        .ethernet(kRouterMac, kMacA)
+        .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("10.244.1.6"), .id = id, .frag_field = 0x00b9,
+               .protocol = protocol})
+        .payload(Bytes(40, 0x33))
+        .build();
+  };
+  // The first fragment has the ports: judged as a whole packet, allowed.
+  f.inject(kRepA, PacketBuilder()
+                      .ethernet(kRouterMac, kMacA)
+                      .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("10.244.1.6"), .id = 7, .frag_field = 0x2000})
+                      .udp(5000, 53)
+                      .payload(Bytes(40, 0x33))
+                      .build());
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  // A later one of UDP: only port 53 is allowed, and it has no port.
+  f.inject(kRepA, later(17, 7));
+  CHECK(Fixture::drain(kRepB).empty());
+  CHECK(f.stat("PolicyFragment") == 1);
+  CHECK(f.stat("PolicyDenied") == 0);
+  CHECK(policyDrops(f, "x/b") == 1);
+  // A later one of TCP: every TCP port is allowed from this peer.
+  f.inject(kRepA, later(6, 8));
+  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("PolicyFragment") == 1);
 }
 
 TEST_CASE("policy: ICMP echo and an ICMP error about an allowed connection pass an isolated pod",

@@ -59,6 +59,12 @@ TEST_CASE("closePuntFlags: a TCP flow with a NAT rewrite keeps its SYN, FIN and 
     f.actions.insert(f.actions.begin(), act(type));
     CHECK(closePuntFlags(f) == kFinSynRst);
   }
+  // A connection tracked untranslated (NetworkPolicy's replies): the same.
+  auto tracked = localFlow(false, dpu::overlay::ipproto::kTcp);
+  tracked.tracked = true;
+  CHECK(closePuntFlags(tracked) == kFinSynRst);
+  tracked.match.key.ip_proto = dpu::overlay::ipproto::kUdp;
+  CHECK(closePuntFlags(tracked) == 0);
   // Not translated, or not TCP: nothing punted.
   CHECK(closePuntFlags(localFlow(false, dpu::overlay::ipproto::kTcp)) == 0);
   CHECK(closePuntFlags(bridgedFlow(kHostPf, kUplink)) == 0);

@@ -261,3 +261,47 @@ TEST_CASE("incremental: only the local pods whose rules change are returned") {
   CHECK(c.rulesOf("x/a") == nullptr);
   CHECK(c.deleteNamespace("y").pods.empty());
 }
+
+TEST_CASE("incremental: a peer many policies share is kept once and follows every change that alters it") {
+  // Two policies in different namespaces with the same namespaceSelector and
+  // podSelector peer, and a third with the same selectors scoped to its own
+  // namespace (no namespaceSelector): each change must reach exactly the
+  // pods whose peers it alters, and the rules must equal a fresh compile.
+  PolicyCompiler c("n1");
+  auto check = [&c] {
+    const ClusterState now = c.state();
+    for (const auto& [k, r] : c.rules()) CHECK(r == compilePod(now, k));
+  };
+  c.upsertNamespace(NamespaceInfo{"x", {{kNamespaceNameLabel, "x"}, {"env", "prod"}}});
+  c.upsertNamespace(NamespaceInfo{"y", {{kNamespaceNameLabel, "y"}, {"env", "dev"}}});
+  c.upsertPod(pod("x", "a", "n1", {"10.0.0.1"}, {{"app", "a"}}));
+  c.upsertPod(pod("y", "a", "n1", {"10.0.1.1"}, {{"app", "a"}}));
+  c.upsertPod(pod("x", "db", "n2", {"10.0.0.9"}, {{"app", "db"}}));
+  c.upsertPod(pod("y", "db", "n2", {"10.0.1.9"}, {{"app", "db"}}));
+  const auto shared = rule({bothPeer(sel({{"env", "prod"}}), sel({{"app", "db"}}))});
+  c.upsertPolicy(netpol("x", "p", sel({{"app", "a"}}), {shared}, {}));
+  c.upsertPolicy(netpol("y", "p", sel({{"app", "a"}}), {shared}, {}));
+  c.upsertPolicy(netpol("y", "own", sel({{"app", "a"}}), {rule({podPeer(sel({{"app", "db"}}))})}, {}));
+  CHECK(c.rulesOf("x/a")->ingress.rules[0].peers == prefixes({"10.0.0.9/32"}));
+  CHECK(c.rulesOf("y/a")->ingress.rules.size() == 2);
+  check();
+  // y becomes prod: its db joins the shared peer of both policies.
+  CHECK(c.upsertNamespace(NamespaceInfo{"y", {{kNamespaceNameLabel, "y"}, {"env", "prod"}}}).pods ==
+        std::vector<std::string>{"x/a", "y/a"});
+  CHECK(c.rulesOf("x/a")->ingress.rules[0].peers == prefixes({"10.0.0.9/32", "10.0.1.9/32"}));
+  check();
+  // y/db's label changes: it leaves the shared peer and y's own.
+  CHECK(c.upsertPod(pod("y", "db", "n2", {"10.0.1.9"}, {{"app", "web"}})).pods == std::vector<std::string>{"x/a", "y/a"});
+  CHECK(c.rulesOf("x/a")->ingress.rules[0].peers == prefixes({"10.0.0.9/32"}));
+  check();
+  // A db in a namespace never delivered (only its name label): picked by no env selector.
+  CHECK(c.upsertPod(pod("w", "db", "n2", {"10.0.3.9"}, {{"app", "db"}})).pods.empty());
+  check();
+  // x/db goes: both shared-peer policies lose it.
+  CHECK(c.deletePod("x", "db").pods == std::vector<std::string>{"x/a", "y/a"});
+  CHECK(c.rulesOf("x/a")->ingress.rules.empty());
+  check();
+  // The namespace goes: x/a's peer set stays empty, y/a's own peer is unchanged.
+  CHECK(c.deleteNamespace("x").pods.empty());
+  check();
+}

@@ -78,6 +78,10 @@ struct FlowAction {
 struct FlowSpec {
   FlowMatch match;
   std::vector<FlowAction> actions;
+  // The flow's connection is tracked without a translation (NetworkPolicy
+  // stateful replies): its TCP close must reach software as a translated
+  // connection's does (offload closePuntFlags).
+  bool tracked = false;
   bool operator==(const FlowSpec&) const = default;
 };
 

@@ -96,8 +96,9 @@ inline constexpr size_t kMaxOffloadActions = 16;
 Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow);
 
 // The TCP flags whose packets of `flow` must still reach software when the
-// flow is in hardware: SYN, FIN and RST of a TCP flow with a NAT rewrite, 0
-// for any other flow. The engine's fast path sends exactly these packets of a
+// flow is in hardware: SYN, FIN and RST of a TCP flow with a NAT rewrite or
+// of a connection tracked untranslated (FlowSpec::tracked), 0 for any other
+// flow. The engine's fast path sends exactly these packets of a
 // translated connection's cached flow to conntrack (its punt), so that the
 // connection's state follows its close and reuse; toFlowSpec gives address and
 // port rewrites to translated flows only. A backend offloads such a flow as its
