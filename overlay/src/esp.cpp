@@ -285,6 +285,19 @@ EspTunnelConfig EspTunnelConfig::v6(const std::array<uint8_t, 16>& src, const st
   return t;
 }
 
+void detail::SpinFlag::lock() {
+  while (flag_.test_and_set(std::memory_order_acquire)) {
+    // Wait with plain loads (the line stays shared until it is released).
+    while (flag_.test(std::memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    }
+  }
+}
+
 // ---------------------------------------------------------------- outbound
 
 namespace {
@@ -314,7 +327,7 @@ Result<EspOutboundSa> EspOutboundSa::create(const EspSaConfig& config) {
   if (!aead) return Error{aead.error()};
   EspOutboundSa sa;
   sa.aead_ = std::move(aead).value();
-  sa.last_seq_ = config.initial_sequence - 1;
+  sa.last_seq_.value.store(config.initial_sequence - 1, std::memory_order_relaxed);
   sa.soft_limit_ = soft;
   sa.hard_limit_ = hard;
   sa.spi_ = config.spi;
@@ -333,13 +346,38 @@ uint32_t EspOutboundSa::overhead(uint32_t payload_len) const {
 
 Status EspOutboundSa::encrypt(PacketBuffer& packet) {
   const uint32_t size = packet.size();
-  const Status s = encryptPacket(packet);
+  // One owner: a plain load and store.
+  const Status s = encryptPacket(packet, hard_limit_, [this]() -> uint64_t {
+    const uint64_t seq = last_seq_.load() + 1;
+    last_seq_.value.store(seq, std::memory_order_relaxed);
+    return seq;
+  });
   countResult(counters_, s, size);
   return s;
 }
 
-Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
-  if (last_seq_ >= hard_limit_) return Status::kEspSeqExhausted;
+Status EspOutboundSa::encryptShared(PacketBuffer& packet, uint64_t limit) {
+  limit = std::min(limit, hard_limit_);
+  return encryptPacket(packet, limit, [this, limit]() -> uint64_t {
+    // The compare-and-swap makes the number this thread's alone; it fails
+    // (0, never a valid number) only when another took the last one.
+    uint64_t last = last_seq_.load();
+    do {
+      if (last >= limit) return 0;
+    } while (!last_seq_.value.compare_exchange_weak(last, last + 1, std::memory_order_relaxed));
+    return last + 1;
+  });
+}
+
+void EspOutboundSa::advanceTo(uint64_t last) {
+  uint64_t cur = last_seq_.load();
+  while (cur < last && !last_seq_.value.compare_exchange_weak(cur, last, std::memory_order_relaxed)) {
+  }
+}
+
+template <class Reserve>
+Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserve&& reserve) {
+  if (last_seq_.load() >= limit) return Status::kEspSeqExhausted;
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
 
@@ -379,9 +417,10 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
   const uint32_t excess = size - ip_len;
   if (packet.headroom() < front || packet.tailroom() + excess < back) return Status::kNoRoom;
 
-  // From here on nothing fails before the sequence number is consumed, so a
-  // nonce is never used twice even if the backend failed.
-  const uint64_t seq = ++last_seq_;
+  // From here on nothing fails after the sequence number is consumed but
+  // the backend, and a nonce is never used twice even then.
+  const uint64_t seq = reserve();
+  if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;  // another thread took the last one
   packet.trim(excess);
   uint8_t* const start = packet.prepend(front);
   // Only the IP header moves (into the headroom); the payload stays put.
@@ -431,6 +470,7 @@ Result<EspInboundSa> EspInboundSa::create(const EspSaConfig& config) {
   sa.aead_ = std::move(aead).value();
   sa.window_ = ReplayWindow(config.replay_window);
   if (config.initial_sequence > 1) sa.window_.resumeAt(config.initial_sequence - 1);
+  sa.top_.value.store(sa.window_.top(), std::memory_order_relaxed);
   sa.spi_ = config.spi;
   sa.salt_ = config.salt;
   sa.mode_ = config.mode;
@@ -439,13 +479,24 @@ Result<EspInboundSa> EspInboundSa::create(const EspSaConfig& config) {
   return sa;
 }
 
+namespace {
+struct NoGuard {
+  void lock() {}
+  void unlock() {}
+};
+}  // namespace
+
 Status EspInboundSa::decrypt(PacketBuffer& packet) {
-  const Status s = decryptPacket(packet);
+  NoGuard one_owner;
+  const Status s = decryptPacket(packet, one_owner);
   countResult(counters_, s, packet.size());
   return s;
 }
 
-Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
+Status EspInboundSa::decryptShared(PacketBuffer& packet) { return decryptPacket(packet, window_lock_); }
+
+template <class Guard>
+Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
   IpLayout layout;
@@ -465,8 +516,11 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
 
   // 3. Replay pre-check, before spending any crypto on the packet.
   const uint32_t seq_low = load32(esp + 4);
+  guard.lock();
   const uint64_t seq = esn_ ? window_.inferEsn(seq_low) : seq_low;
-  if (Status s = window_.check(seq); s != Status::kOk) return s;
+  const Status fresh = window_.check(seq);
+  guard.unlock();
+  if (fresh != Status::kOk) return fresh;
 
   // 4. ICV and decryption. A wrong ESN guess shows up here as a failed ICV
   //    (RFC 4303 Appendix A2.2) and leaves the window alone.
@@ -493,20 +547,27 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
     if (pad_bytes[i] != i + 1) return restore(Status::kEspBadPadding);
   }
   const uint32_t inner_len = ct_len - kEspTrailerSize - pad;
-  if (next_header == ipproto::kNoNext) {
-    // RFC 4303 §2.6: a dummy packet authenticated and used its sequence number.
-    window_.update(seq);
-    return restore(Status::kEspDummy);
-  }
-  if (mode_ == EspMode::kTunnel) {
+  const bool dummy = next_header == ipproto::kNoNext;
+  if (!dummy && mode_ == EspMode::kTunnel) {
     const uint8_t version = inner_len > 0 ? ct[0] >> 4 : 0;
     if (!((next_header == ipproto::kIpv4 && version == 4) || (next_header == ipproto::kIpv6 && version == 6))) {
       return restore(Status::kEspBadNextHeader);
     }
   }
 
-  // 6. The packet is genuine and new: move the window, then strip ESP.
-  window_.update(seq);
+  // 6. The packet is genuine: move the window if it is still new (another
+  //    thread may have accepted the same number meanwhile; then this one is
+  //    the replay), then strip ESP. RFC 4303 §2.6: a dummy packet
+  //    authenticated and used its sequence number too.
+  guard.lock();
+  const Status still = window_.check(seq);
+  if (still == Status::kOk) {
+    window_.update(seq);
+    top_.value.store(window_.top(), std::memory_order_relaxed);
+  }
+  guard.unlock();
+  if (still != Status::kOk) [[unlikely]] return restore(still);
+  if (dummy) return restore(Status::kEspDummy);
   const uint32_t front = kEspHeaderSize + iv_size_;
   const uint32_t back = (size - layout.packet_len) + pad + kEspTrailerSize + kEspIcvSize;
   if (mode_ == EspMode::kTunnel) {

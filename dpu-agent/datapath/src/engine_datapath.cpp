@@ -266,7 +266,7 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
   std::memcpy(eth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  switch (sa->encrypt(buf, st)) {
+  switch (sa->encrypt(buf, st, w.index())) {
     case EspVerdict::kOk:
       break;
     case EspVerdict::kLimit:
@@ -319,7 +319,7 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   }
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  if (sa->decrypt(buf, st) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  if (sa->decrypt(buf, st, w.index()) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
   // The IP header moved forward; the Ethernet header follows it.
   std::memmove(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
