@@ -35,7 +35,7 @@ struct IpLayout {
 
 enum class Direction { kEncrypt, kDecrypt };
 
-Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
   if (size < ipv4::kMinHeaderLen) return Status::kTruncated;
   const auto header_len = static_cast<uint32_t>(ipv4::headerLen(p));
   if (header_len < ipv4::kMinHeaderLen || header_len > size) return Status::kBadIpv4HeaderLength;
@@ -103,7 +103,7 @@ Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) 
   return Status::kOk;
 }
 
-Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
   if (size == 0) return Status::kTruncated;
   Status s;
   switch (p[0] >> 4) {
@@ -182,9 +182,12 @@ void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
   uint16_t checksum = ipv4::checksum(ip);
   checksum = checksumUpdate16(checksum, ipv4::totalLength(ip), total);
   // The checksum covers 16-bit words: the protocol shares one with the TTL.
+  // The new word is computed, not read back after the byte store (a 16-bit
+  // load over a fresh 8-bit store stalls store forwarding on every packet).
   const uint16_t old_word = load16(ip + 8);
+  const uint16_t new_word = static_cast<uint16_t>((old_word & 0xff00) | protocol);
   ipv4::setProtocol(ip, protocol);
-  checksum = checksumUpdate16(checksum, old_word, load16(ip + 8));
+  checksum = checksumUpdate16(checksum, old_word, new_word);
   ipv4::setTotalLength(ip, total);
   ipv4::setChecksum(ip, checksum);
 }
@@ -424,7 +427,9 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserv
   packet.trim(excess);
   uint8_t* const start = packet.prepend(front);
   // Only the IP header moves (into the headroom); the payload stays put.
-  std::memmove(start, start + front, keep);
+  // The usual one, an IPv4 header without options, in a few fixed moves.
+  if (keep == ipv4::kMinHeaderLen) std::memmove(start, start + front, ipv4::kMinHeaderLen);
+  else std::memmove(start, start + front, keep);
   uint8_t* const esp = start + outer_size_ + keep;
   store32(esp, spi_);
   store32(esp + 4, static_cast<uint32_t>(seq));  // RFC 4303 §2.2.1: only the low half on the wire
@@ -583,7 +588,8 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
     p[layout.next_header_at] = next_header;
     ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
   }
-  std::memmove(p + front, p, esp_off);
+  if (esp_off == ipv4::kMinHeaderLen) std::memmove(p + front, p, ipv4::kMinHeaderLen);
+  else std::memmove(p + front, p, esp_off);
   packet.adj(front);
   packet.trim(back);
   return Status::kOk;
