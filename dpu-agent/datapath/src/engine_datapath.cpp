@@ -309,7 +309,18 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   uint32_t spi = 0;
   const overlay::Status peek = overlay::espPeekSpi({ip, m->data_len - kEth}, spi);
   if (peek != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(peek)), EspReceived::kDropped;
-  EspSlot* sa = snap.inboundSa(src, v6, spi);
+  const size_t peer_len = v6 ? 16 : 4;
+  WorkerContext::LastInboundSa& last = w.last_inbound_sa;
+  EspSlot* sa = nullptr;
+  if (last.snap == &snap && last.spi == spi && last.v6 == v6 && std::memcmp(last.peer.data(), src, peer_len) == 0) {
+    sa = last.slot;
+  } else if ((sa = snap.inboundSa(src, v6, spi)) != nullptr) {
+    last.snap = &snap;
+    std::memcpy(last.peer.data(), src, peer_len);
+    last.spi = spi;
+    last.v6 = v6;
+    last.slot = sa;
+  }
   if (sa == nullptr) {
     Ip16 peer{};
     std::memcpy(peer.data(), src, v6 ? 16 : 4);
@@ -929,6 +940,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
+  w.last_inbound_sa.snap = nullptr;  // the snapshot it points into may be retired after this
   // The end of a poll iteration: the slow-path budget's accounts (miss_budget.h).
   w.miss.endIteration(w.miss.needsTime() ? cycles() : MissBudget::kNoTime,
                       readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));
