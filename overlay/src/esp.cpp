@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
@@ -520,11 +521,25 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
   const uint32_t ct_len = esp_len - kEspHeaderSize - iv_size_ - kEspIcvSize;
 
   // 3. Replay pre-check, before spending any crypto on the packet.
+  //    Shared, a number above the top (every packet in order) needs no
+  //    lock: the top is read from its copy, and the check under the lock in
+  //    step 6 is the one that counts. A stale top only makes this pre-check
+  //    weaker (or, with ESN, the guess wrong: the ICV then fails, A2.2).
   const uint32_t seq_low = load32(esp + 4);
-  guard.lock();
-  const uint64_t seq = esn_ ? window_.inferEsn(seq_low) : seq_low;
-  const Status fresh = window_.check(seq);
-  guard.unlock();
+  uint64_t seq = 0;
+  Status fresh = Status::kOk;
+  if constexpr (std::is_same_v<Guard, detail::SpinFlag>) {
+    const uint64_t top = top_.load();
+    seq = esn_ ? ReplayWindow::inferEsn(top, window_.size(), seq_low) : seq_low;
+    if (seq <= top) {
+      guard.lock();
+      fresh = window_.check(seq);
+      guard.unlock();
+    }
+  } else {
+    seq = esn_ ? window_.inferEsn(seq_low) : seq_low;
+    fresh = window_.check(seq);
+  }
   if (fresh != Status::kOk) return fresh;
 
   // 4. ICV and decryption. A wrong ESN guess shows up here as a failed ICV

@@ -302,8 +302,9 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   const uint8_t* src = v6 ? ip + 8 : ip + 12;
   const uint8_t* dst = v6 ? ip + 24 : ip + 16;
   // ESP that is not for our tunnel IP is not ours (the host's, north–south).
+  // (Fixed-size compares: inlined, where a variable size calls libc.)
   if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family ||
-      std::memcmp(dst, snap.tunnel_ip.data(), v6 ? 16 : 4) != 0) {
+      (v6 ? std::memcmp(dst, snap.tunnel_ip.data(), 16) : std::memcmp(dst, snap.tunnel_ip.data(), 4)) != 0) {
     return EspReceived::kNotOurs;
   }
   uint32_t spi = 0;
@@ -312,7 +313,8 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   const size_t peer_len = v6 ? 16 : 4;
   WorkerContext::LastInboundSa& last = w.last_inbound_sa;
   EspSlot* sa = nullptr;
-  if (last.snap == &snap && last.spi == spi && last.v6 == v6 && std::memcmp(last.peer.data(), src, peer_len) == 0) {
+  if (last.snap == &snap && last.spi == spi && last.v6 == v6 &&
+      (v6 ? std::memcmp(last.peer.data(), src, 16) : std::memcmp(last.peer.data(), src, 4)) == 0) {
     sa = last.slot;
   } else if ((sa = snap.inboundSa(src, v6, spi)) != nullptr) {
     last.snap = &snap;
