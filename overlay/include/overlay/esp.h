@@ -44,7 +44,8 @@
 // ICV verification and decryption, padding check, window update. The window
 // moves only for packets that authenticated.
 //
-// Failures: encrypt()/decrypt() never throw, allocate, lock or log. Any status
+// Failures: encrypt()/decrypt() never throw, allocate, lock or log (the
+// shared variants take only the inbound SA's short window lock). Any status
 // other than kOk leaves the PacketBuffer exactly as it was (offset, length and
 // bytes; a failed decrypt re-encrypts what it decrypted), except
 // kEspCryptoError from encrypt (a backend failure no built-in backend has):
