@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
@@ -35,7 +36,7 @@ struct IpLayout {
 
 enum class Direction { kEncrypt, kDecrypt };
 
-Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
   if (size < ipv4::kMinHeaderLen) return Status::kTruncated;
   const auto header_len = static_cast<uint32_t>(ipv4::headerLen(p));
   if (header_len < ipv4::kMinHeaderLen || header_len > size) return Status::kBadIpv4HeaderLength;
@@ -103,7 +104,7 @@ Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) 
   return Status::kOk;
 }
 
-Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
   if (size == 0) return Status::kTruncated;
   Status s;
   switch (p[0] >> 4) {
@@ -182,9 +183,12 @@ void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
   uint16_t checksum = ipv4::checksum(ip);
   checksum = checksumUpdate16(checksum, ipv4::totalLength(ip), total);
   // The checksum covers 16-bit words: the protocol shares one with the TTL.
+  // The new word is computed, not read back after the byte store (a 16-bit
+  // load over a fresh 8-bit store stalls store forwarding on every packet).
   const uint16_t old_word = load16(ip + 8);
+  const uint16_t new_word = static_cast<uint16_t>((old_word & 0xff00) | protocol);
   ipv4::setProtocol(ip, protocol);
-  checksum = checksumUpdate16(checksum, old_word, load16(ip + 8));
+  checksum = checksumUpdate16(checksum, old_word, new_word);
   ipv4::setTotalLength(ip, total);
   ipv4::setChecksum(ip, checksum);
 }
@@ -285,6 +289,19 @@ EspTunnelConfig EspTunnelConfig::v6(const std::array<uint8_t, 16>& src, const st
   return t;
 }
 
+void detail::SpinFlag::lock() {
+  while (flag_.test_and_set(std::memory_order_acquire)) {
+    // Wait with plain loads (the line stays shared until it is released).
+    while (flag_.test(std::memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    }
+  }
+}
+
 // ---------------------------------------------------------------- outbound
 
 namespace {
@@ -314,7 +331,7 @@ Result<EspOutboundSa> EspOutboundSa::create(const EspSaConfig& config) {
   if (!aead) return Error{aead.error()};
   EspOutboundSa sa;
   sa.aead_ = std::move(aead).value();
-  sa.last_seq_ = config.initial_sequence - 1;
+  sa.last_seq_.value.store(config.initial_sequence - 1, std::memory_order_relaxed);
   sa.soft_limit_ = soft;
   sa.hard_limit_ = hard;
   sa.spi_ = config.spi;
@@ -333,13 +350,38 @@ uint32_t EspOutboundSa::overhead(uint32_t payload_len) const {
 
 Status EspOutboundSa::encrypt(PacketBuffer& packet) {
   const uint32_t size = packet.size();
-  const Status s = encryptPacket(packet);
+  // One owner: a plain load and store.
+  const Status s = encryptPacket(packet, hard_limit_, [this]() -> uint64_t {
+    const uint64_t seq = last_seq_.load() + 1;
+    last_seq_.value.store(seq, std::memory_order_relaxed);
+    return seq;
+  });
   countResult(counters_, s, size);
   return s;
 }
 
-Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
-  if (last_seq_ >= hard_limit_) return Status::kEspSeqExhausted;
+Status EspOutboundSa::encryptShared(PacketBuffer& packet, uint64_t limit) {
+  limit = std::min(limit, hard_limit_);
+  return encryptPacket(packet, limit, [this, limit]() -> uint64_t {
+    // The compare-and-swap makes the number this thread's alone; it fails
+    // (0, never a valid number) only when another took the last one.
+    uint64_t last = last_seq_.load();
+    do {
+      if (last >= limit) return 0;
+    } while (!last_seq_.value.compare_exchange_weak(last, last + 1, std::memory_order_relaxed));
+    return last + 1;
+  });
+}
+
+void EspOutboundSa::advanceTo(uint64_t last) {
+  uint64_t cur = last_seq_.load();
+  while (cur < last && !last_seq_.value.compare_exchange_weak(cur, last, std::memory_order_relaxed)) {
+  }
+}
+
+template <class Reserve>
+Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserve&& reserve) {
+  if (last_seq_.load() >= limit) return Status::kEspSeqExhausted;
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
 
@@ -379,13 +421,16 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet) {
   const uint32_t excess = size - ip_len;
   if (packet.headroom() < front || packet.tailroom() + excess < back) return Status::kNoRoom;
 
-  // From here on nothing fails before the sequence number is consumed, so a
-  // nonce is never used twice even if the backend failed.
-  const uint64_t seq = ++last_seq_;
+  // From here on nothing fails after the sequence number is consumed but
+  // the backend, and a nonce is never used twice even then.
+  const uint64_t seq = reserve();
+  if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;  // another thread took the last one
   packet.trim(excess);
   uint8_t* const start = packet.prepend(front);
   // Only the IP header moves (into the headroom); the payload stays put.
-  std::memmove(start, start + front, keep);
+  // The usual one, an IPv4 header without options, in a few fixed moves.
+  if (keep == ipv4::kMinHeaderLen) std::memmove(start, start + front, ipv4::kMinHeaderLen);
+  else std::memmove(start, start + front, keep);
   uint8_t* const esp = start + outer_size_ + keep;
   store32(esp, spi_);
   store32(esp + 4, static_cast<uint32_t>(seq));  // RFC 4303 §2.2.1: only the low half on the wire
@@ -431,6 +476,7 @@ Result<EspInboundSa> EspInboundSa::create(const EspSaConfig& config) {
   sa.aead_ = std::move(aead).value();
   sa.window_ = ReplayWindow(config.replay_window);
   if (config.initial_sequence > 1) sa.window_.resumeAt(config.initial_sequence - 1);
+  sa.top_.value.store(sa.window_.top(), std::memory_order_relaxed);
   sa.spi_ = config.spi;
   sa.salt_ = config.salt;
   sa.mode_ = config.mode;
@@ -439,13 +485,24 @@ Result<EspInboundSa> EspInboundSa::create(const EspSaConfig& config) {
   return sa;
 }
 
+namespace {
+struct NoGuard {
+  void lock() {}
+  void unlock() {}
+};
+}  // namespace
+
 Status EspInboundSa::decrypt(PacketBuffer& packet) {
-  const Status s = decryptPacket(packet);
+  NoGuard one_owner;
+  const Status s = decryptPacket(packet, one_owner);
   countResult(counters_, s, packet.size());
   return s;
 }
 
-Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
+Status EspInboundSa::decryptShared(PacketBuffer& packet) { return decryptPacket(packet, window_lock_); }
+
+template <class Guard>
+Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
   IpLayout layout;
@@ -464,9 +521,26 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
   const uint32_t ct_len = esp_len - kEspHeaderSize - iv_size_ - kEspIcvSize;
 
   // 3. Replay pre-check, before spending any crypto on the packet.
+  //    Shared, a number above the top (every packet in order) needs no
+  //    lock: the top is read from its copy, and the check under the lock in
+  //    step 6 is the one that counts. A stale top only makes this pre-check
+  //    weaker (or, with ESN, the guess wrong: the ICV then fails, A2.2).
   const uint32_t seq_low = load32(esp + 4);
-  const uint64_t seq = esn_ ? window_.inferEsn(seq_low) : seq_low;
-  if (Status s = window_.check(seq); s != Status::kOk) return s;
+  uint64_t seq = 0;
+  Status fresh = Status::kOk;
+  if constexpr (std::is_same_v<Guard, detail::SpinFlag>) {
+    const uint64_t top = top_.load();
+    seq = esn_ ? ReplayWindow::inferEsn(top, window_.size(), seq_low) : seq_low;
+    if (seq <= top) {
+      guard.lock();
+      fresh = window_.check(seq);
+      guard.unlock();
+    }
+  } else {
+    seq = esn_ ? window_.inferEsn(seq_low) : seq_low;
+    fresh = window_.check(seq);
+  }
+  if (fresh != Status::kOk) return fresh;
 
   // 4. ICV and decryption. A wrong ESN guess shows up here as a failed ICV
   //    (RFC 4303 Appendix A2.2) and leaves the window alone.
@@ -493,20 +567,27 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
     if (pad_bytes[i] != i + 1) return restore(Status::kEspBadPadding);
   }
   const uint32_t inner_len = ct_len - kEspTrailerSize - pad;
-  if (next_header == ipproto::kNoNext) {
-    // RFC 4303 §2.6: a dummy packet authenticated and used its sequence number.
-    window_.update(seq);
-    return restore(Status::kEspDummy);
-  }
-  if (mode_ == EspMode::kTunnel) {
+  const bool dummy = next_header == ipproto::kNoNext;
+  if (!dummy && mode_ == EspMode::kTunnel) {
     const uint8_t version = inner_len > 0 ? ct[0] >> 4 : 0;
     if (!((next_header == ipproto::kIpv4 && version == 4) || (next_header == ipproto::kIpv6 && version == 6))) {
       return restore(Status::kEspBadNextHeader);
     }
   }
 
-  // 6. The packet is genuine and new: move the window, then strip ESP.
-  window_.update(seq);
+  // 6. The packet is genuine: move the window if it is still new (another
+  //    thread may have accepted the same number meanwhile; then this one is
+  //    the replay), then strip ESP. RFC 4303 §2.6: a dummy packet
+  //    authenticated and used its sequence number too.
+  guard.lock();
+  const Status still = window_.check(seq);
+  if (still == Status::kOk) {
+    window_.update(seq);
+    top_.value.store(window_.top(), std::memory_order_relaxed);
+  }
+  guard.unlock();
+  if (still != Status::kOk) [[unlikely]] return restore(still);
+  if (dummy) return restore(Status::kEspDummy);
   const uint32_t front = kEspHeaderSize + iv_size_;
   const uint32_t back = (size - layout.packet_len) + pad + kEspTrailerSize + kEspIcvSize;
   if (mode_ == EspMode::kTunnel) {
@@ -522,7 +603,8 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet) {
     p[layout.next_header_at] = next_header;
     ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
   }
-  std::memmove(p + front, p, esp_off);
+  if (esp_off == ipv4::kMinHeaderLen) std::memmove(p + front, p, ipv4::kMinHeaderLen);
+  else std::memmove(p + front, p, esp_off);
   packet.adj(front);
   packet.trim(back);
   return Status::kOk;

@@ -30,10 +30,10 @@ void ReplayWindow::resumeAt(uint64_t last) {
   block(last) = bit == 63 ? ~uint64_t{0} : (uint64_t{1} << (bit + 1)) - 1;
 }
 
-uint64_t ReplayWindow::inferEsn(uint32_t seq_low) const {
-  const uint32_t tl = static_cast<uint32_t>(top_);
-  const uint32_t th = static_cast<uint32_t>(top_ >> 32);
-  const uint32_t w = size_;
+uint64_t ReplayWindow::inferEsn(uint64_t top, uint32_t size, uint32_t seq_low) {
+  const uint32_t tl = static_cast<uint32_t>(top);
+  const uint32_t th = static_cast<uint32_t>(top >> 32);
+  const uint32_t w = size;
   // The bottom of the window, as a low half (mod 2^32).
   const uint32_t bottom = tl - w + 1;
   uint32_t seqh;

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-EngineImpl::EngineImpl(const EngineConfig& config) : config_(config) {
+EngineImpl::EngineImpl(const EngineConfig& config) : config_(config), ipsec_(config.workers) {
   // The no-offload backend refuses every flow: skip the queue, the per-flow
   // bookkeeping and the refusals, and say so in dump-flows.
   if (config_.offload != nullptr && config_.offload->capabilities().backend == "none") config_.offload = nullptr;

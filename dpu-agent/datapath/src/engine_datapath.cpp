@@ -266,7 +266,7 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
   std::memcpy(eth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  switch (sa->encrypt(buf, st)) {
+  switch (sa->encrypt(buf, st, w.index())) {
     case EspVerdict::kOk:
       break;
     case EspVerdict::kLimit:
@@ -302,14 +302,27 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   const uint8_t* src = v6 ? ip + 8 : ip + 12;
   const uint8_t* dst = v6 ? ip + 24 : ip + 16;
   // ESP that is not for our tunnel IP is not ours (the host's, north–south).
+  // (Fixed-size compares: inlined, where a variable size calls libc.)
   if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family ||
-      std::memcmp(dst, snap.tunnel_ip.data(), v6 ? 16 : 4) != 0) {
+      (v6 ? std::memcmp(dst, snap.tunnel_ip.data(), 16) : std::memcmp(dst, snap.tunnel_ip.data(), 4)) != 0) {
     return EspReceived::kNotOurs;
   }
   uint32_t spi = 0;
   const overlay::Status peek = overlay::espPeekSpi({ip, m->data_len - kEth}, spi);
   if (peek != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(peek)), EspReceived::kDropped;
-  EspSlot* sa = snap.inboundSa(src, v6, spi);
+  const size_t peer_len = v6 ? 16 : 4;
+  WorkerContext::LastInboundSa& last = w.last_inbound_sa;
+  EspSlot* sa = nullptr;
+  if (last.snap == &snap && last.spi == spi && last.v6 == v6 &&
+      (v6 ? std::memcmp(last.peer.data(), src, 16) : std::memcmp(last.peer.data(), src, 4)) == 0) {
+    sa = last.slot;
+  } else if ((sa = snap.inboundSa(src, v6, spi)) != nullptr) {
+    last.snap = &snap;
+    std::memcpy(last.peer.data(), src, peer_len);
+    last.spi = spi;
+    last.v6 = v6;
+    last.slot = sa;
+  }
   if (sa == nullptr) {
     Ip16 peer{};
     std::memcpy(peer.data(), src, v6 ? 16 : 4);
@@ -319,7 +332,7 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   }
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  if (sa->decrypt(buf, st) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  if (sa->decrypt(buf, st, w.index()) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
   // The IP header moved forward; the Ethernet header follows it.
   std::memmove(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
@@ -932,6 +945,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
+  w.last_inbound_sa.snap = nullptr;  // the snapshot it points into may be retired after this
   // The end of a poll iteration: the slow-path budget's accounts (miss_budget.h).
   w.miss.endIteration(w.miss.needsTime() ? cycles() : MissBudget::kNoTime,
                       readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));

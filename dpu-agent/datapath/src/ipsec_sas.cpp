@@ -1,15 +1,12 @@
 // The dataplane's IPsec SAs (ipsec_sas.h): built from the model off the
-// lcores, kept across updates, transformed under a per-SA spinlock.
+// lcores, kept across updates, transformed by any number of workers at once
+// with the crypto outside any lock.
 #include "ipsec_sas.h"
 
 #include <chrono>
 #include <set>
 
 #include "counters.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace dpu::datapath {
 namespace {
@@ -34,81 +31,74 @@ uint64_t wallMs() {
 
 }  // namespace
 
-Result<std::shared_ptr<EspSlot>> EspSlot::create(const model::ModelIpsecSa& sa) {
+Result<std::shared_ptr<EspSlot>> EspSlot::create(const model::ModelIpsecSa& sa, unsigned workers) {
   std::shared_ptr<EspSlot> slot(new EspSlot());
   slot->sa_ = sa;
   slot->installed_ms_ = wallMs();
+  slot->lane_count_ = workers == 0 ? 1 : workers;
+  slot->lanes_ = std::make_unique<Lane[]>(slot->lane_count_);
   if (sa.direction == dataplane::v1::OUTBOUND) {
     auto out = overlay::EspOutboundSa::create(configOf(sa, sa.initial_sequence));
     if (!out) return Error{"ipsec sa " + sa.name + ": " + out.error()};
     slot->out_ = std::make_unique<overlay::EspOutboundSa>(std::move(*out));
     slot->backend_ = slot->out_->backend();
-    slot->limit_ = sa.sequence_limit;
+    slot->limit_.store(sa.sequence_limit, std::memory_order_relaxed);
   } else {
     auto in = overlay::EspInboundSa::create(configOf(sa, sa.initial_sequence));
     if (!in) return Error{"ipsec sa " + sa.name + ": " + in.error()};
     slot->in_ = std::make_unique<overlay::EspInboundSa>(std::move(*in));
     slot->backend_ = slot->in_->backend();
-    slot->highest_ = sa.initial_sequence - 1;
   }
   return slot;
 }
 
-void EspSlot::lock() {
-  while (lock_.test_and_set(std::memory_order_acquire)) {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-}
-
-EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& status) {
-  lock();
-  if (out_->lastSequence() >= limit_) [[unlikely]] {
-    bump(limit_drops_);
-    unlock();
-    return EspVerdict::kLimit;
-  }
+EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker) {
+  Lane& l = lane(worker);
   const uint32_t plain = packet.size();
-  status = out_->encrypt(packet);
+  const uint64_t limit = limit_.load(std::memory_order_relaxed);
+  status = out_->encryptShared(packet, limit);
   if (status != overlay::Status::kOk) [[unlikely]] {
-    bump(other_drops_);
-    unlock();
+    // No number left below sequence_limit (the hard limit is the overlay's
+    // own failure, counted as the other drops are).
+    if (status == overlay::Status::kEspSeqExhausted && limit <= out_->hardSequenceLimit()) {
+      bump(l.limit_drops);
+      return EspVerdict::kLimit;
+    }
+    bump(l.other_drops);
     return EspVerdict::kFailed;
   }
-  bump(packets_);
-  bump(bytes_, plain);
-  __atomic_store_n(&highest_, out_->lastSequence(), __ATOMIC_RELAXED);
-  unlock();
+  bump(l.packets);
+  bump(l.bytes, plain);
   return EspVerdict::kOk;
 }
 
-EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, overlay::Status& status) {
-  lock();
-  status = in_->decrypt(packet);
+EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker) {
+  Lane& l = lane(worker);
+  status = in_->decryptShared(packet);
   if (status != overlay::Status::kOk) [[unlikely]] {
     switch (status) {
       case overlay::Status::kEspReplay:
       case overlay::Status::kEspTooOld:
-        bump(replay_drops_);
+        bump(l.replay_drops);
         break;
       case overlay::Status::kEspAuthFailed:
-        bump(icv_failures_);
+        bump(l.icv_failures);
         break;
       default:
-        bump(other_drops_);
+        bump(l.other_drops);
         break;
     }
-    unlock();
     return EspVerdict::kFailed;
   }
-  bump(packets_);
-  bump(bytes_, packet.size());
-  __atomic_store_n(&highest_, in_->replayWindow().top(), __ATOMIC_RELAXED);
-  unlock();
+  bump(l.packets);
+  bump(l.bytes, packet.size());
   return EspVerdict::kOk;
+}
+
+uint64_t EspSlot::sum(uint64_t Lane::*field) const {
+  uint64_t total = 0;
+  for (unsigned i = 0; i < lane_count_; ++i) total += readCounter(lanes_[i].*field);
+  return total;
 }
 
 bool EspSlot::sameKey(const model::ModelIpsecSa& sa) const {
@@ -123,22 +113,11 @@ Result<void> EspSlot::update(const model::ModelIpsecSa& sa) {
     sa_ = sa;
     return {};
   }
-  lock();
-  const uint64_t next = out_->lastSequence() + 1;
-  unlock();
-  std::unique_ptr<overlay::EspOutboundSa> moved;
-  if (sa.initial_sequence > next) {
-    // The agent reserved sequence numbers up to a mark above ours (a
-    // dataplane restart it knows of, or a resync): start there. Built off
-    // the lock; swapped under it, where no packet is between two numbers.
-    auto out = overlay::EspOutboundSa::create(configOf(sa, sa.initial_sequence));
-    if (!out) return Error{"ipsec sa " + sa.name + ": " + out.error()};
-    moved = std::make_unique<overlay::EspOutboundSa>(std::move(*out));
-  }
-  lock();
-  if (moved && moved->lastSequence() > out_->lastSequence()) std::swap(out_, moved);
-  limit_ = sa.sequence_limit;
-  unlock();
+  // The agent may have reserved sequence numbers up to a mark above ours (a
+  // dataplane restart it knows of, or a resync): go on from there. Workers
+  // may be encrypting meanwhile; the counter only moves up.
+  if (sa.initial_sequence > 1) out_->advanceTo(sa.initial_sequence - 1);
+  limit_.store(sa.sequence_limit, std::memory_order_relaxed);
   sa_ = sa;
   return {};
 }
@@ -150,14 +129,14 @@ void EspSlot::report(dataplane::v1::IpsecSaState& out) const {
   out.set_direction(sa_.direction);
   out.set_spi(sa_.spi);
   out.set_remote_node(sa_.remote_node);
-  const uint64_t packets = readCounter(packets_);
+  const uint64_t packets = sum(&Lane::packets);
   out.set_packets(packets);
-  out.set_bytes(readCounter(bytes_));
-  out.set_replay_drops(readCounter(replay_drops_));
-  out.set_icv_failures(readCounter(icv_failures_));
-  out.set_highest_sequence(readCounter(highest_));
+  out.set_bytes(sum(&Lane::bytes));
+  out.set_replay_drops(sum(&Lane::replay_drops));
+  out.set_icv_failures(sum(&Lane::icv_failures));
+  out.set_highest_sequence(outbound() ? out_->lastSequence() : in_->highestSequence());
   out.set_first_packet_received(!outbound() && packets > 0);
-  out.set_limit_drops(readCounter(limit_drops_));
+  out.set_limit_drops(sum(&Lane::limit_drops));
 }
 
 void EspSlot::describe(dataplane::v1::IpsecSaInfo& out) const {
@@ -170,7 +149,7 @@ void EspSlot::describe(dataplane::v1::IpsecSaInfo& out) const {
   else out.set_replay_window(sa_.replay_window);
   const uint64_t now = wallMs();
   out.set_age_ms(now > installed_ms_ ? now - installed_ms_ : 0);
-  out.set_other_drops(readCounter(other_drops_));
+  out.set_other_drops(sum(&Lane::other_drops));
 }
 
 void IpsecSas::describe(bool encrypt, dataplane::v1::IpsecInfo& out) const {
@@ -194,7 +173,7 @@ void IpsecSas::sync(const std::vector<model::ModelIpsecSa>& sas, std::vector<dat
       next.emplace(sa.name, it->second);
       continue;
     }
-    auto slot = EspSlot::create(sa);
+    auto slot = EspSlot::create(sa, workers_);
     if (!slot) {
       auto* p = &problems.emplace_back();
       p->set_kind(dataplane::v1::ObjectProblem::IPSEC_SA);

@@ -10,12 +10,16 @@
 //    (RCU, engine.h).
 //  - An SA's state (the outbound sequence counter, the inbound replay
 //    window, the AEAD context) is one state however many workers carry its
-//    traffic: a slot is taken with its own spinlock around each packet's
-//    transform. One worker (the lab, and most DPUs, which pin one peer's
-//    traffic to one queue) never waits on it; with several, a peer's ESP
-//    traffic is serialized per SA, not per node.
-//  - The counters are written under the lock and read by the control thread
-//    without it (relaxed loads: a reply may be a packet behind).
+//    traffic, and the AES-GCM runs outside any lock, as in DPDK's
+//    librte_ipsec (overlay/esp.h, encryptShared/decryptShared): outbound,
+//    each packet's sequence number is reserved with one compare-and-swap
+//    (never twice, never above sequence_limit); inbound, only the replay
+//    window's check and its re-check and update after the ICV verified are
+//    under the SA's short spinlock. N workers sending to one peer encrypt in
+//    parallel.
+//  - The counters are per worker (a lane each, on its own cache line),
+//    written by that worker alone and summed by the control thread with
+//    relaxed loads (a reply may be a packet behind).
 // No key leaves this file except into the AEAD context: reports and dumps
 // name an SA, its peer, SPI, epochs and counters.
 #pragma once
@@ -40,16 +44,18 @@ enum class EspVerdict : uint8_t { kOk, kLimit, kFailed };
 
 class EspSlot {
  public:
-  // Builds the SA from the model (off the lcores: the AEAD key schedule).
-  static Result<std::shared_ptr<EspSlot>> create(const model::ModelIpsecSa& sa);
+  // Builds the SA from the model (off the lcores: the AEAD key schedule),
+  // with counters for `workers` workers.
+  static Result<std::shared_ptr<EspSlot>> create(const model::ModelIpsecSa& sa, unsigned workers = 1);
 
-  // --- lcore ---
+  // --- lcore (any number at once; `worker` is the caller's index, below
+  // the workers it was created for) ---
   // Encrypts the IP packet in `packet` (transport mode). kLimit: the next
   // sequence number is above sequence_limit, nothing done; kFailed:
   // `status` says why (the packet is as it was, or must be dropped).
-  EspVerdict encrypt(overlay::PacketBuffer& packet, overlay::Status& status);
+  EspVerdict encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
   // Authenticates, anti-replays and decrypts the ESP packet in `packet`.
-  EspVerdict decrypt(overlay::PacketBuffer& packet, overlay::Status& status);
+  EspVerdict decrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
 
   // --- control ---
   // The model object it was built from (its key compared, never shown).
@@ -67,30 +73,38 @@ class EspSlot {
   bool outbound() const { return sa_.direction == dataplane::v1::OUTBOUND; }
 
  private:
+  // One worker's counters (bump by that worker; readCounter by others).
+  struct alignas(64) Lane {
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+    uint64_t replay_drops = 0;
+    uint64_t icv_failures = 0;
+    uint64_t other_drops = 0;
+    uint64_t limit_drops = 0;
+  };
+
   EspSlot() = default;
-  void lock();
-  void unlock() { lock_.clear(std::memory_order_release); }
+  Lane& lane(unsigned worker) { return lanes_[worker < lane_count_ ? worker : worker % lane_count_]; }
+  uint64_t sum(uint64_t Lane::*field) const;
 
   model::ModelIpsecSa sa_;  // holds the key: never printed
-  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
   std::unique_ptr<overlay::EspOutboundSa> out_;
   std::unique_ptr<overlay::EspInboundSa> in_;
   overlay::AeadBackend backend_ = overlay::AeadBackend::kOpenSsl;
-  uint64_t limit_ = 0;  // outbound: the highest sequence number it may send (under the lock)
-  // Counters (written under the lock; read with readCounter).
-  uint64_t packets_ = 0;
-  uint64_t bytes_ = 0;
-  uint64_t replay_drops_ = 0;
-  uint64_t icv_failures_ = 0;
-  uint64_t other_drops_ = 0;
-  uint64_t limit_drops_ = 0;
-  uint64_t highest_ = 0;
+  // Outbound: the highest sequence number it may send (update() raises or
+  // lowers it while workers encrypt).
+  std::atomic<uint64_t> limit_{0};
+  std::unique_ptr<Lane[]> lanes_;
+  unsigned lane_count_ = 1;
   uint64_t installed_ms_ = 0;
 };
 
 // The SAs in force, by name (control thread).
 class IpsecSas {
  public:
+  // SAs with counters for `workers` workers (EngineConfig::workers).
+  explicit IpsecSas(unsigned workers = 1) : workers_(workers) {}
+
   // Makes the table the model's SAs: an SA already held under its name with
   // the same key keeps its state (update()), any other is built anew; SAs
   // no longer in the model are dropped (a snapshot that still names one
@@ -102,6 +116,7 @@ class IpsecSas {
   void describe(bool encrypt, dataplane::v1::IpsecInfo& out) const;
 
  private:
+  unsigned workers_;
   std::map<std::string, std::shared_ptr<EspSlot>> slots_;
 };
 

@@ -5,6 +5,7 @@
 // aging sweep) and `quiescent_epoch` (read by the control thread).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,8 @@
 struct rte_mbuf;
 
 namespace dpu::datapath {
+
+class EspSlot;  // ipsec_sas.h
 
 inline constexpr unsigned kBurst = 32;
 static_assert(MissBudget::kFullBurst == kBurst);
@@ -142,6 +145,17 @@ class alignas(64) WorkerContext {
   // The slow path tracks the connection for NetworkPolicy (policy.cpp): the
   // flow it installs is noted in the entry (ct_hit), as a translated one's.
   bool policy_tracked = false;
+  // The inbound SA the last ESP packet was looked up to (espReceive), with
+  // the snapshot it came from: the next packet of the burst from the same
+  // peer and SPI skips the hash lookup. Forgotten at every quiescent point,
+  // before which that snapshot cannot be retired.
+  struct LastInboundSa {
+    const void* snap = nullptr;
+    std::array<uint8_t, 16> peer{};
+    uint32_t spi = 0;
+    bool v6 = false;
+    EspSlot* slot = nullptr;
+  } last_inbound_sa;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

@@ -13,12 +13,12 @@
 //  - open() compares tags in constant time. On a mismatch it returns
 //    kEspAuthFailed and `data` holds its original ciphertext again: no
 //    unauthenticated plaintext is ever left in the caller's buffer.
-//  - Threading: a context is used by one thread at a time. The OpenSSL backend
-//    keeps per-operation state in its EVP_CIPHER_CTX; the intel-ipsec-mb one
-//    keeps it on the stack, but callers must not rely on that. The dataplane
-//    therefore creates one context per SA direction per lcore (an SA is owned by
-//    one lcore, so in practice one context per SA direction). Creating and
-//    destroying contexts from any thread is safe.
+//  - Threading: seal() and open() may be called on one context by several
+//    threads at once (an SA whose traffic several lcores carry): the
+//    intel-ipsec-mb backend keeps per-operation state on the stack, the
+//    OpenSSL one in a small set of EVP_CIPHER_CTX, one per operation in
+//    flight. Creating and destroying contexts from any thread is safe;
+//    destroying one while it is in use is not.
 //
 // Backends:
 //  - kIpsecMb: intel-ipsec-mb's direct GCM API (x86-64 only; present when built

@@ -44,19 +44,30 @@
 // ICV verification and decryption, padding check, window update. The window
 // moves only for packets that authenticated.
 //
-// Failures: encrypt()/decrypt() never throw, allocate, lock or log. Any status
+// Failures: encrypt()/decrypt() never throw, allocate, lock or log (the
+// shared variants take only the inbound SA's short window lock). Any status
 // other than kOk leaves the PacketBuffer exactly as it was (offset, length and
 // bytes; a failed decrypt re-encrypts what it decrypted), except
 // kEspCryptoError from encrypt (a backend failure no built-in backend has):
 // the packet must then be dropped. kEspDummy (a valid RFC 4303 §2.6 dummy
 // packet) counts as received in the window but carries nothing to deliver.
 //
-// Threading: an SA object belongs to one lcore (the sequence counter and the
-// replay window are plain fields). Create SAs off the datapath; create()
-// validates the whole configuration before anything is built.
+// Threading: encrypt() and decrypt() are for an SA that belongs to one
+// thread. encryptShared() and decryptShared() are for an SA several threads
+// use at once (the dataplane's workers sending to one peer), as DPDK's
+// librte_ipsec does it: the AEAD runs outside any lock (the context is safe
+// to share, aead.h). Outbound, the sequence number is reserved with one
+// atomic compare-and-swap, so no number is used twice or above the limit.
+// Inbound, the replay window is checked and then, after the ICV verified,
+// checked again and moved under a short spinlock of the SA that covers only
+// those two steps. The shared variants leave counters() alone (the caller
+// counts, per thread). The two kinds must not be mixed on one SA at the same
+// time. Create SAs off the datapath; create() validates the whole
+// configuration before anything is built.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -127,6 +138,37 @@ struct EspSaCounters {
   uint64_t dropped(Status s) const { return drops[static_cast<size_t>(s)]; }
 };
 
+namespace detail {
+
+// A 64-bit value other threads may read (and, where said, write) atomically;
+// movable so SAs can be returned by value before they are shared.
+struct RelaxedCounter {
+  std::atomic<uint64_t> value{0};
+  RelaxedCounter() = default;
+  RelaxedCounter(RelaxedCounter&& o) noexcept : value(o.load()) {}
+  RelaxedCounter& operator=(RelaxedCounter&& o) noexcept {
+    value.store(o.load(), std::memory_order_relaxed);
+    return *this;
+  }
+  uint64_t load() const { return value.load(std::memory_order_relaxed); }
+};
+
+// A test-and-set spinlock for a few instructions' worth of shared state.
+// Moving one makes a new, unlocked flag (SAs are moved only before use).
+class SpinFlag {
+ public:
+  SpinFlag() = default;
+  SpinFlag(SpinFlag&&) noexcept {}
+  SpinFlag& operator=(SpinFlag&&) noexcept { return *this; }
+  void lock();
+  void unlock() { flag_.clear(std::memory_order_release); }
+
+ private:
+  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
+}  // namespace detail
+
 class EspOutboundSa {
  public:
   static Result<EspOutboundSa> create(const EspSaConfig& config);
@@ -134,6 +176,14 @@ class EspOutboundSa {
   // Encrypts the IP packet in `packet` in place (see the file comment).
   // Needs headroom() bytes of headroom and tailroom() bytes of tailroom.
   Status encrypt(PacketBuffer& packet);
+  // The same for an SA shared by several threads (see the file comment):
+  // the sequence number is taken atomically, never above min(`limit`,
+  // hardSequenceLimit()) (kEspSeqExhausted when none is left, nothing
+  // done), and counters() are not touched.
+  Status encryptShared(PacketBuffer& packet, uint64_t limit);
+  // Moves the counter up so the next number sent is above `last` (never
+  // down: a nonce is never reused). Safe beside encryptShared().
+  void advanceTo(uint64_t last);
 
   uint32_t spi() const { return spi_; }
   EspMode mode() const { return mode_; }
@@ -141,12 +191,12 @@ class EspOutboundSa {
   AeadAlgorithm algorithm() const { return aead_->algorithm(); }
 
   // The last sequence number sent (initial_sequence - 1 before the first).
-  uint64_t lastSequence() const { return last_seq_; }
+  uint64_t lastSequence() const { return last_seq_.load(); }
   uint64_t softSequenceLimit() const { return soft_limit_; }
   uint64_t hardSequenceLimit() const { return hard_limit_; }
-  uint64_t sequencesLeft() const { return hard_limit_ - last_seq_; }
-  bool rekeyNeeded() const { return last_seq_ >= soft_limit_; }
-  bool exhausted() const { return last_seq_ >= hard_limit_; }
+  uint64_t sequencesLeft() const { return hard_limit_ - lastSequence(); }
+  bool rekeyNeeded() const { return lastSequence() >= soft_limit_; }
+  bool exhausted() const { return lastSequence() >= hard_limit_; }
 
   // Bytes encrypt() adds in front (outer header, ESP header, IV) and at most at
   // the end (padding, trailer, ICV), for buffer and MTU planning.
@@ -160,10 +210,11 @@ class EspOutboundSa {
 
  private:
   EspOutboundSa() = default;
-  Status encryptPacket(PacketBuffer& packet);
+  template <class Reserve>
+  Status encryptPacket(PacketBuffer& packet, uint64_t limit, Reserve&& reserve);
 
   std::unique_ptr<AeadContext> aead_;
-  uint64_t last_seq_ = 0;
+  detail::RelaxedCounter last_seq_;
   uint64_t soft_limit_ = 0;
   uint64_t hard_limit_ = 0;
   uint32_t spi_ = 0;
@@ -183,6 +234,12 @@ class EspInboundSa {
   // Verifies and decrypts the ESP packet in `packet` in place (see the file
   // comment for the order of checks and the state on failure).
   Status decrypt(PacketBuffer& packet);
+  // The same for an SA shared by several threads (see the file comment):
+  // replayWindow() must then not be read; highestSequence() may be, from
+  // any thread. counters() are not touched.
+  Status decryptShared(PacketBuffer& packet);
+  // The highest sequence number authenticated so far (0: none yet).
+  uint64_t highestSequence() const { return top_.load(); }
 
   uint32_t spi() const { return spi_; }
   EspMode mode() const { return mode_; }
@@ -193,10 +250,13 @@ class EspInboundSa {
 
  private:
   EspInboundSa() = default;
-  Status decryptPacket(PacketBuffer& packet);
+  template <class Guard>
+  Status decryptPacket(PacketBuffer& packet, Guard& guard);
 
   std::unique_ptr<AeadContext> aead_;
   ReplayWindow window_;
+  detail::SpinFlag window_lock_;  // decryptShared(): around the window's check and update only
+  detail::RelaxedCounter top_;    // window_.top(), readable from any thread
   uint32_t spi_ = 0;
   std::array<uint8_t, 4> salt_{};
   EspMode mode_ = EspMode::kTransport;

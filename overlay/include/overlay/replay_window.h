@@ -41,7 +41,10 @@ class ReplayWindow {
   // RFC 4303 Appendix A2.1: the full 64-bit sequence number a received low
   // half most plausibly stands for, given the window. Returns 0 (never a valid
   // sequence number) when the guess would fall before the first subspace.
-  uint64_t inferEsn(uint32_t seq_low) const;
+  uint64_t inferEsn(uint32_t seq_low) const { return inferEsn(top_, size_, seq_low); }
+  // The same for a window of `size` whose top is `top` (a copy of top() read
+  // elsewhere, by a thread that does not hold the window).
+  static uint64_t inferEsn(uint64_t top, uint32_t size, uint32_t seq_low);
 
   // kOk (new, or inside the window and not seen), kEspReplay (seen) or
   // kEspTooOld (left of the window, or 0).
