@@ -339,7 +339,7 @@ class EngineImpl final : public Engine {
   // A Delta that changes port policies only (model::changesPortPoliciesOnly):
   // the same outcome as install(applyDelta(...)), in the time of the port
   // policies it names — only they are parsed, only their ports' SnapPolicy
-  // is built (the others and everything else shared with the snapshot in
+  // is built (the other ports' and the services shared with the snapshot in
   // force), only their ports' connections revalidated.
   dataplane::v1::ProgramReply installPortPolicyDelta(const dataplane::v1::Delta& delta);
   // After a fast path: the problems of `kind` named in `settled` are
