@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "engine_impl.h"
 #include "offload/offload.h"
@@ -141,13 +142,15 @@ Result<void> EngineImpl::init() {
   return republish();
 }
 
-Result<void> EngineImpl::republish(const std::vector<std::string>* changed_services) {
+Result<void> EngineImpl::republish(const std::vector<std::string>* changed_services,
+                                   const std::vector<std::string>* changed_port_policies) {
   DepRegistry deps = deps_;
   SnapshotInputs in{&model_, generation_, &bindings_, &next_hops_, config_.lanes, &ns_,
                     current_.load(std::memory_order_relaxed)};
   in.policy_names = &policy_names_;
   in.ipsec = &ipsec_;
   in.changed_services = changed_services;
+  in.changed_port_policies = changed_port_policies;
   auto snap = buildSnapshot(in, deps);
   if (!snap) return std::move(snap).takeError();
   deps_ = std::move(deps);
@@ -273,6 +276,78 @@ void EngineImpl::countRefusals(const std::vector<dataplane::v1::ObjectProblem>& 
   }
 }
 
+namespace {
+
+// The Delta fast paths' plumbing, one kind of object at a time.
+
+// applyDelta's check that every name `deletes` lists is requested (once):
+// its message when one is not, "" when all are. `deleted` gets them.
+template <class Names>
+std::string missingDeletion(const Names& deletes, const std::unordered_map<std::string, int>& requested,
+                            const std::string& what, std::set<std::string>& deleted) {
+  for (const auto& name : deletes) {
+    if (!requested.count(name) || !deleted.insert(name).second) {
+      return "delta deletes " + what + " " + name + ", which the dataplane does not have: send a FullSync";
+    }
+  }
+  return "";
+}
+
+// Puts `next` in force for `key` in `in_force` (sorted by key): replaces,
+// adds or removes (nullopt) one object. Returns what was there, for an undo.
+template <class T, class KeyOf>
+std::optional<T> setInForce(std::vector<T>& in_force, const std::string& key, std::optional<T> next, KeyOf keyOf) {
+  auto it = std::lower_bound(in_force.begin(), in_force.end(), key,
+                             [&keyOf](const T& x, const std::string& k) { return keyOf(x) < k; });
+  const bool present = it != in_force.end() && keyOf(*it) == key;
+  std::optional<T> was;
+  if (present) was = std::move(*it);
+  if (present && next) {
+    *it = std::move(*next);
+  } else if (present) {
+    in_force.erase(it);
+  } else if (next) {
+    in_force.insert(it, std::move(*next));
+  }
+  return was;
+}
+
+// The requested objects of one kind, as applyDelta leaves them (their order
+// does not matter: validation goes by name); `index`: where each one is.
+template <class T, class KeyOf>
+void patchRequested(google::protobuf::RepeatedPtrField<T>* requested, std::unordered_map<std::string, int>& index,
+                    const std::set<std::string>& deleted, const google::protobuf::RepeatedPtrField<T>& upserts,
+                    KeyOf keyOf) {
+  for (const auto& name : deleted) {
+    const int i = index.at(name);
+    const int last = requested->size() - 1;
+    if (i != last) {
+      requested->SwapElements(i, last);
+      index[keyOf(requested->Get(i))] = i;
+    }
+    requested->RemoveLast();
+    index.erase(name);
+  }
+  for (const auto& v : upserts) {
+    if (auto it = index.find(keyOf(v)); it != index.end()) {
+      *requested->Mutable(it->second) = v;
+    } else {
+      index[keyOf(v)] = requested->size();
+      *requested->Add() = v;
+    }
+  }
+}
+
+template <class T, class KeyOf>
+std::unordered_map<std::string, int> indexRequested(const google::protobuf::RepeatedPtrField<T>& requested,
+                                                    KeyOf keyOf) {
+  std::unordered_map<std::string, int> out;
+  for (int i = 0; i < requested.size(); ++i) out[keyOf(requested.Get(i))] = i;
+  return out;
+}
+
+}  // namespace
+
 dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalModel& model, uint64_t generation) {
   auto verdict = model::validate(model, model_.programmed ? &model_ : nullptr);
   if (!verdict) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + verdict.error());
@@ -290,8 +365,10 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
   model_proto_ = model;
-  requested_services_.clear();
-  for (int i = 0; i < model_proto_.services_size(); ++i) requested_services_[model_proto_.services(i).name()] = i;
+  requested_services_ = indexRequested(model_proto_.services(),
+                                       [](const dataplane::v1::Service& v) -> const std::string& { return v.name(); });
+  requested_port_policies_ = indexRequested(
+      model_proto_.port_policies(), [](const dataplane::v1::PortPolicy& p) -> const std::string& { return p.port(); });
   service_claims_ = model::ServiceClaims(model_.services);
   if (!retired_.empty()) {
     flushChangedServices(*retired_.back().snapshot, *current_.load(std::memory_order_relaxed));
@@ -308,14 +385,27 @@ dataplane::v1::ProgramReply EngineImpl::install(const dataplane::v1::LogicalMode
   return out;
 }
 
+void EngineImpl::settleProblems(dataplane::v1::ObjectProblem::Kind kind, const std::vector<std::string>& settled,
+                                std::vector<dataplane::v1::ObjectProblem> fresh) {
+  std::set<std::string> names(settled.begin(), settled.end());
+  std::erase_if(model_problems_, [&](const dataplane::v1::ObjectProblem& p) {
+    return p.kind() == kind && names.count(p.name());
+  });
+  for (auto& p : fresh) model_problems_.push_back(std::move(p));
+  std::stable_sort(model_problems_.begin(), model_problems_.end(),
+                   [](const dataplane::v1::ObjectProblem& a, const dataplane::v1::ObjectProblem& b) {
+                     return a.kind() != b.kind() ? a.kind() < b.kind() : a.name() < b.name();
+                   });
+  std::vector<dataplane::v1::ObjectProblem> next = model_problems_;
+  next.insert(next.end(), sa_problems_.begin(), sa_problems_.end());
+  countRefusals(next);
+  problems_ = std::move(next);
+}
+
 dataplane::v1::ProgramReply EngineImpl::installServiceDelta(const dataplane::v1::Delta& d) {
-  // applyDelta's check: every deleted service is requested (once).
   std::set<std::string> deleted;
-  for (const auto& name : d.delete_services()) {
-    if (!requested_services_.count(name) || !deleted.insert(name).second) {
-      return reply(dataplane::v1::RESYNC_NEEDED,
-                   "delta deletes service " + name + ", which the dataplane does not have: send a FullSync");
-    }
+  if (auto why = missingDeletion(d.delete_services(), requested_services_, "service", deleted); !why.empty()) {
+    return reply(dataplane::v1::RESYNC_NEEDED, why);
   }
   std::set<std::string> upserted;
   for (const auto& v : d.upsert_services()) upserted.insert(v.name());
@@ -333,79 +423,64 @@ dataplane::v1::ProgramReply EngineImpl::installServiceDelta(const dataplane::v1:
   auto verdict = model::validateServiceDelta(d, model_.services, waiting, service_claims_);
   if (!verdict) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + verdict.error());
 
-  // The services in force, by name: each update replaces, adds or removes one.
-  auto& in_force = model_.services;
-  auto position = [&in_force](const std::string& name) {
-    return std::lower_bound(in_force.begin(), in_force.end(), name,
-                            [](const model::ModelService& s, const std::string& n) { return s.name < n; });
-  };
-  auto set = [&](const std::string& name, std::optional<model::ModelService> next) {
-    std::optional<model::ModelService> was;
-    auto it = position(name);
-    const bool present = it != in_force.end() && it->name == name;
-    if (present) was = std::move(*it);
-    if (present && next) {
-      *it = std::move(*next);
-    } else if (present) {
-      in_force.erase(it);
-    } else if (next) {
-      in_force.insert(it, std::move(*next));
-    }
-    return was;
-  };
+  auto name = [](const auto& s) -> const std::string& { return s.name; };
   std::vector<std::string> changed;
   std::vector<std::pair<std::string, std::optional<model::ModelService>>> undo;
   for (auto& u : verdict->updates) {
     changed.push_back(u.name);
-    undo.emplace_back(u.name, set(u.name, std::move(u.in_force)));
+    undo.emplace_back(u.name, setInForce(model_.services, u.name, std::move(u.in_force), name));
   }
   const uint64_t saved_generation = generation_;
   generation_ = d.generation();
   if (auto r = republish(&changed); !r) {
-    for (auto& [name, was] : undo) set(name, std::move(was));
+    for (auto& [n, was] : undo) setInForce(model_.services, n, std::move(was), name);
     generation_ = saved_generation;
     service_claims_ = model::ServiceClaims(model_.services);
     return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
   }
-
-  // The requested model, as applyDelta leaves it (the order of its services
-  // does not matter: validation goes by name).
-  auto* requested = model_proto_.mutable_services();
-  for (const auto& name : deleted) {
-    const int i = requested_services_.at(name);
-    const int last = requested->size() - 1;
-    if (i != last) {
-      requested->SwapElements(i, last);
-      requested_services_[requested->Get(i).name()] = i;
-    }
-    requested->RemoveLast();
-    requested_services_.erase(name);
-  }
-  for (const auto& v : d.upsert_services()) {
-    if (auto it = requested_services_.find(v.name()); it != requested_services_.end()) {
-      *requested->Mutable(it->second) = v;
-    } else {
-      requested_services_[v.name()] = requested->size();
-      *requested->Add() = v;
-    }
-  }
+  patchRequested(model_proto_.mutable_services(), requested_services_, deleted, d.upsert_services(),
+                 [](const dataplane::v1::Service& v) -> const std::string& { return v.name(); });
 
   const Snapshot& after = *current_.load(std::memory_order_relaxed);
   if (!retired_.empty()) flushChangedServices(*retired_.back().snapshot, after, &changed);
   // The SERVICE problems of the services the verdict settled are its own.
-  std::set<std::string> settled(changed.begin(), changed.end());
-  std::erase_if(model_problems_, [&settled](const dataplane::v1::ObjectProblem& p) {
-    return p.kind() == dataplane::v1::ObjectProblem::SERVICE && settled.count(p.name());
-  });
-  for (auto& p : verdict->problems) model_problems_.push_back(std::move(p));
-  std::stable_sort(model_problems_.begin(), model_problems_.end(),
-                   [](const dataplane::v1::ObjectProblem& a, const dataplane::v1::ObjectProblem& b) {
-                     return a.kind() != b.kind() ? a.kind() < b.kind() : a.name() < b.name();
-                   });
-  std::vector<dataplane::v1::ObjectProblem> next = model_problems_;
-  next.insert(next.end(), sa_problems_.begin(), sa_problems_.end());
-  countRefusals(next);
-  problems_ = std::move(next);
+  settleProblems(dataplane::v1::ObjectProblem::SERVICE, changed, std::move(verdict->problems));
+  auto out = reply(dataplane::v1::OK, "");
+  out.set_flows_removed(countStale(after));
+  return out;
+}
+
+dataplane::v1::ProgramReply EngineImpl::installPortPolicyDelta(const dataplane::v1::Delta& d) {
+  std::set<std::string> deleted;
+  if (auto why = missingDeletion(d.delete_port_policies(), requested_port_policies_, "the port policy of port",
+                                 deleted);
+      !why.empty()) {
+    return reply(dataplane::v1::RESYNC_NEEDED, why);
+  }
+  auto verdict = model::validatePortPolicyDelta(d, model_, model_problems_);
+  if (!verdict) return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + verdict.error());
+
+  auto port = [](const model::ModelPortPolicy& p) -> const std::string& { return p.port; };
+  std::vector<std::string> changed;
+  std::vector<std::pair<std::string, std::optional<model::ModelPortPolicy>>> undo;
+  for (auto& u : verdict->updates) {
+    changed.push_back(u.port);
+    undo.emplace_back(u.port, setInForce(model_.port_policies, u.port, std::move(u.in_force), port));
+  }
+  const uint64_t saved_generation = generation_;
+  generation_ = d.generation();
+  const std::vector<std::string> no_services;
+  if (auto r = republish(&no_services, &changed); !r) {
+    for (auto& [p, was] : undo) setInForce(model_.port_policies, p, std::move(was), port);
+    generation_ = saved_generation;
+    return reply(dataplane::v1::INVALID, "model refused, nothing changed: " + r.error());
+  }
+  patchRequested(model_proto_.mutable_port_policies(), requested_port_policies_, deleted, d.upsert_port_policies(),
+                 [](const dataplane::v1::PortPolicy& p) -> const std::string& { return p.port(); });
+
+  const Snapshot& after = *current_.load(std::memory_order_relaxed);
+  if (!retired_.empty()) revalidatePolicyConnections(*retired_.back().snapshot, after, &changed);
+  settleProblems(dataplane::v1::ObjectProblem::PORT_POLICY, changed, std::move(verdict->problems));
   auto out = reply(dataplane::v1::OK, "");
   out.set_flows_removed(countStale(after));
   return out;
@@ -444,6 +519,7 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
                                                  " must be above its base " + std::to_string(d.base_generation()));
       }
       if (model::changesServicesOnly(d)) return installServiceDelta(d);
+      if (model::changesPortPoliciesOnly(d)) return installPortPolicyDelta(d);
       auto next = model::applyDelta(model_proto_, d);
       if (!next) {
         return reply(next.code() == ErrorCode::kNotFound ? dataplane::v1::RESYNC_NEEDED : dataplane::v1::INVALID,

@@ -287,7 +287,10 @@ class EngineImpl final : public Engine {
   // After a change of some ports' PortPolicy (control thread): every
   // tracked connection with an end on such a port is judged again; those
   // denied now are removed, so their next packet is judged as new.
-  void revalidatePolicyConnections(const Snapshot& before, const Snapshot& after);
+  // `changed_ports`: the only ports whose policy may have changed (nullptr:
+  // compare every port's).
+  void revalidatePolicyConnections(const Snapshot& before, const Snapshot& after,
+                                   const std::vector<std::string>* changed_ports = nullptr);
   // The policy answer (dpuctl policy).
   void describePolicy(const dataplane::v1::PolicyRequest& request, dataplane::v1::OperatorReply& out) const;
   // The drops of every policy isolating a port in force (or of `only`), summed over the workers.
@@ -333,12 +336,24 @@ class EngineImpl final : public Engine {
   // names — validated against the claims in force, only their frontends and
   // Maglev tables rebuilt, everything else shared with the snapshot in force.
   dataplane::v1::ProgramReply installServiceDelta(const dataplane::v1::Delta& delta);
+  // A Delta that changes port policies only (model::changesPortPoliciesOnly):
+  // the same outcome as install(applyDelta(...)), in the time of the port
+  // policies it names — only they are parsed, only their ports' SnapPolicy
+  // is built (the other ports' and the services shared with the snapshot in
+  // force), only their ports' connections revalidated.
+  dataplane::v1::ProgramReply installPortPolicyDelta(const dataplane::v1::Delta& delta);
+  // After a fast path: the problems of `kind` named in `settled` are
+  // replaced by `fresh` (the verdict's), and problems_ follows.
+  void settleProblems(dataplane::v1::ObjectProblem::Kind kind, const std::vector<std::string>& settled,
+                      std::vector<dataplane::v1::ObjectProblem> fresh);
   // A reply with the current generation and problems.
   dataplane::v1::ProgramReply reply(dataplane::v1::ProgramStatus status, const std::string& message) const;
   void countRefusals(const std::vector<dataplane::v1::ObjectProblem>& next);
-  // `changed_services`: the only services whose state in force changed
-  // since the snapshot in force (nullptr: any object may have changed).
-  Result<void> republish(const std::vector<std::string>* changed_services = nullptr);
+  // `changed_services`, `changed_port_policies`: the only services, port
+  // policies (by port) whose state in force changed since the snapshot in
+  // force (nullptr: any of them may have changed).
+  Result<void> republish(const std::vector<std::string>* changed_services = nullptr,
+                         const std::vector<std::string>* changed_port_policies = nullptr);
   // Deletes the retired snapshots no lcore can still be reading.
   void reclaimSnapshots();
   uint32_t countStale(const Snapshot& snap) const;
@@ -372,6 +387,7 @@ class EngineImpl final : public Engine {
   // For services-only Deltas: where each requested service is in
   // model_proto_, and the claims of the services in force.
   std::unordered_map<std::string, int> requested_services_;
+  std::unordered_map<std::string, int> requested_port_policies_;  // the same for port policies, by port
   model::ServiceClaims service_claims_;
   uint64_t control_events_[kEventCount] = {};  // events counted on the control thread (ObjectRefused)
   std::map<std::string, Binding> bindings_;

@@ -110,11 +110,18 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, Na
   return true;
 }
 
-void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snapshot& after) {
+void EngineImpl::revalidatePolicyConnections(const Snapshot& before, const Snapshot& after,
+                                             const std::vector<std::string>* changed_ports) {
+  // No connection tracked: nothing to judge, and no walk of the table's
+  // every slot.
+  if (conntrack_->size() == 0) return;
   std::unordered_map<std::string, const SnapPolicy*> old_policy;
   for (const auto& p : before.ports) old_policy.emplace(p.name, p.policy.get());
+  std::unordered_set<std::string> named;
+  if (changed_ports != nullptr) named.insert(changed_ports->begin(), changed_ports->end());
   std::unordered_set<Ip16, Ip16Hash> changed;  // the addresses of the ports whose policy changed
   for (const auto& p : after.ports) {
+    if (changed_ports != nullptr && !named.count(p.name)) continue;
     auto it = old_policy.find(p.name);
     const SnapPolicy* was = it == old_policy.end() ? nullptr : it->second;
     if (was == p.policy.get() || (was != nullptr && p.policy && was->content == p.policy->content)) continue;

@@ -259,19 +259,22 @@ namespace {
 
 // The port's PortPolicy as the lcores match it: the previous snapshot's when
 // its content is unchanged (1,000 rules are not recompiled on every change).
-std::shared_ptr<const SnapPolicy> buildPolicy(const SnapshotInputs& in, const std::string& port) {
-  const model::ModelPortPolicy* pp = nullptr;
-  for (const auto& x : in.model->port_policies) {
-    if (x.port == port) pp = &x;
+// `was`: the port in the snapshot in force (nullptr: none).
+std::shared_ptr<const SnapPolicy> buildPolicy(const SnapshotInputs& in, const std::string& port, const SnapPort* was) {
+  if (was != nullptr && in.changed_port_policies != nullptr &&
+      std::find(in.changed_port_policies->begin(), in.changed_port_policies->end(), port) ==
+          in.changed_port_policies->end()) {
+    return was->policy;
   }
-  if (pp == nullptr) return nullptr;
-  if (in.previous != nullptr) {
-    for (const auto& old : in.previous->ports) {
-      if (old.name == port && old.policy && old.policy->content == pp->content) return old.policy;
-    }
-  }
+  const auto& policies = in.model->port_policies;  // by port
+  auto at = std::lower_bound(policies.begin(), policies.end(), port,
+                             [](const model::ModelPortPolicy& x, const std::string& n) { return x.port < n; });
+  if (at == policies.end() || at->port != port) return nullptr;
+  const model::ModelPortPolicy* pp = &*at;
+  if (was != nullptr && was->policy && was->policy->content == pp->content) return was->policy;
   auto out = std::make_shared<SnapPolicy>();
   out->content = pp->content;
+  out->content_hash = hashText(pp->content);
   auto name = [&in](const std::string& n) {
     return in.policy_names != nullptr ? in.policy_names->intern(n) : kPolicyNamesOverflow;
   };
@@ -347,6 +350,13 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
 
   // Logical ports.
   s.ports.reserve(m.ports.size());
+  auto previous_port = [&in](const std::string& name) -> const SnapPort* {
+    if (in.previous == nullptr) return nullptr;
+    const auto& ports = in.previous->ports;  // by name, as the model's
+    auto it = std::lower_bound(ports.begin(), ports.end(), name,
+                               [](const SnapPort& x, const std::string& n) { return x.name < n; });
+    return it != ports.end() && it->name == name ? &*it : nullptr;
+  };
   for (const auto& p : m.ports) {
     SnapPort sp;
     sp.name = p.name;
@@ -397,10 +407,10 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     }
     sp.dep = deps.idFor("port/" + p.name);
     const std::string content = p.content + "|bound=" + std::to_string(sp.dpdk_port);
-    sp.policy = buildPolicy(in, p.name);
+    sp.policy = buildPolicy(in, p.name, previous_port(p.name));
     // A change of the port's policy retires the port's flows (and only
     // theirs): the policy is part of the port's version, not of routing's.
-    deps.touch(sp.dep, sp.policy ? content + "|policy=" + sp.policy->content : content);
+    deps.touch(sp.dep, sp.policy ? content + "|policy=" + std::to_string(sp.policy->content_hash) : content);
     routing_content += content;
     s.ports.push_back(std::move(sp));
   }

@@ -105,6 +105,7 @@ struct SnapPolicyDirection {
 // snapshots that follow while it is unchanged.
 struct SnapPolicy {
   std::string content;
+  uint64_t content_hash = 0;  // hashText(content): the port's version takes this, not the content
   SnapPolicyDirection ingress;
   SnapPolicyDirection egress;
 };
@@ -454,6 +455,9 @@ struct SnapshotInputs {
   // With `previous`: the only services (by name) that can differ from it;
   // the others are taken from it as they are, without looking at them.
   const std::vector<std::string>* changed_services = nullptr;
+  // With `previous`: the only ports (by name) whose port policy can differ
+  // from it; the others keep its SnapPolicy (shared) without a look at it.
+  const std::vector<std::string>* changed_port_policies = nullptr;
   PolicyNames* policy_names = nullptr;  // the engine's (nullptr: every policy is kPolicyNamesOverflow)
   const IpsecSas* ipsec = nullptr;  // the SAs in force (nullptr: none)
 };

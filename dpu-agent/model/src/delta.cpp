@@ -1,5 +1,6 @@
 // The Delta arithmetic on a requested logical model, and the validation of
-// a Delta that changes services only against the services in force (model.h).
+// a Delta that changes services only, or port policies only, against the
+// model in force (model.h).
 #include <algorithm>
 #include <map>
 
@@ -75,6 +76,53 @@ bool changesServicesOnly(const dpv1::Delta& d) {
          d.upsert_local_subnets_size() == 0 && d.delete_local_subnets_size() == 0 && d.upsert_remote_nodes_size() == 0 &&
          d.delete_remote_nodes_size() == 0 && d.upsert_ipsec_sas_size() == 0 && d.delete_ipsec_sas_size() == 0 &&
          d.upsert_port_policies_size() == 0 && d.delete_port_policies_size() == 0;
+}
+
+bool changesPortPoliciesOnly(const dpv1::Delta& d) {
+  return !d.has_node() && d.upsert_ports_size() == 0 && d.delete_ports_size() == 0 &&
+         d.upsert_local_subnets_size() == 0 && d.delete_local_subnets_size() == 0 && d.upsert_remote_nodes_size() == 0 &&
+         d.delete_remote_nodes_size() == 0 && d.upsert_ipsec_sas_size() == 0 && d.delete_ipsec_sas_size() == 0 &&
+         d.upsert_services_size() == 0 && d.delete_services_size() == 0;
+}
+
+Result<PortPolicyDeltaVerdict> validatePortPolicyDelta(const dpv1::Delta& delta, const Model& in_force,
+                                                       const std::vector<dpv1::ObjectProblem>& problems) {
+  // applyDelta's order: deletes first, then upserts, the last of a port winning.
+  std::map<std::string, const dpv1::PortPolicy*> requested;
+  for (const auto& port : delta.delete_port_policies()) requested[port] = nullptr;
+  for (const auto& p : delta.upsert_port_policies()) {
+    if (p.port().empty()) {
+      return Error{"a port policy has an empty port: name the port (its attachment id) it is for", ErrorCode::kInvalid};
+    }
+    requested[p.port()] = &p;
+  }
+  const auto& policies = in_force.port_policies;
+  PortPolicyDeltaVerdict out;
+  for (const auto& [port, p] : requested) {
+    auto it = std::lower_bound(policies.begin(), policies.end(), port,
+                               [](const ModelPortPolicy& x, const std::string& n) { return x.port < n; });
+    const ModelPortPolicy* was = it != policies.end() && it->port == port ? &*it : nullptr;
+    if (p == nullptr) {
+      out.updates.push_back({port, std::nullopt});
+      continue;
+    }
+    // Its content in force: the same verdict (its port is as it was).
+    if (was != nullptr && was->content == p->SerializeAsString()) continue;
+    auto parsed = parsePortPolicy(*p);
+    std::string reason = parsed ? portPolicyPortProblem(port, in_force.ports, problems) : parsed.error();
+    if (reason.empty()) {
+      out.updates.push_back({port, std::move(*parsed)});
+      continue;
+    }
+    dpv1::ObjectProblem problem;
+    problem.set_kind(dpv1::ObjectProblem::PORT_POLICY);
+    problem.set_name(port);
+    problem.set_state(dpv1::ObjectProblem::REFUSED);
+    problem.set_reason(std::move(reason));
+    out.problems.push_back(std::move(problem));
+    out.updates.push_back({port, std::nullopt});
+  }
+  return out;
 }
 
 Result<ServiceDeltaVerdict> validateServiceDelta(const dpv1::Delta& delta, const std::vector<ModelService>& in_force,

@@ -568,19 +568,8 @@ class Validator {
         refuse(ObjectProblem::PORT_POLICY, pp->port(), parsed.error());
         continue;
       }
-      const bool in_force = std::any_of(out_.model.ports.begin(), out_.model.ports.end(),
-                                        [&](const ModelPort& p) { return p.name == pp->port(); });
-      if (!in_force) {
-        std::string why = "port " + pp->port() + " is not in force";
-        bool requested = false;
-        for (const auto& p : out_.problems) {
-          if (p.kind() == ObjectProblem::PORT && p.name() == pp->port()) {
-            why += " (refused: " + p.reason() + ")";
-            requested = true;
-          }
-        }
-        if (!requested) why += ": the model has no such port; send the port first or fix the name";
-        refuse(ObjectProblem::PORT_POLICY, pp->port(), why);
+      if (std::string why = portPolicyPortProblem(pp->port(), out_.model.ports, out_.problems); !why.empty()) {
+        refuse(ObjectProblem::PORT_POLICY, pp->port(), std::move(why));
         continue;
       }
       out_.model.port_policies.push_back(std::move(*parsed));
@@ -803,6 +792,23 @@ Result<ModelPolicyDirection> parseDirection(const dpv1::PolicyDirection& d, cons
 }
 
 }  // namespace
+
+std::string portPolicyPortProblem(const std::string& port, const std::vector<ModelPort>& ports,
+                                  const std::vector<ObjectProblem>& problems) {
+  const bool in_force =
+      std::any_of(ports.begin(), ports.end(), [&](const ModelPort& p) { return p.name == port; });
+  if (in_force) return "";
+  std::string why = "port " + port + " is not in force";
+  bool requested = false;
+  for (const auto& p : problems) {
+    if (p.kind() == ObjectProblem::PORT && p.name() == port) {
+      why += " (refused: " + p.reason() + ")";
+      requested = true;
+    }
+  }
+  if (!requested) why += ": the model has no such port; send the port first or fix the name";
+  return why;
+}
 
 Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p) {
   ModelPortPolicy out;

@@ -183,6 +183,12 @@ struct ModelPortPolicy {
 // validate()'s to say.
 Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p);
 
+// Why the port policy of `port` cannot be in force ("" when it can): its port
+// is not among `ports` (those in force); a PORT problem among `problems` says
+// why the port was refused. validate() and validatePortPolicyDelta give it.
+std::string portPolicyPortProblem(const std::string& port, const std::vector<ModelPort>& ports,
+                                  const std::vector<dpv1::ObjectProblem>& problems);
+
 // Sessions a client's affinity lasts at most (Kubernetes caps
 // sessionAffinityConfig.clientIP.timeoutSeconds at one day).
 inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
@@ -304,6 +310,33 @@ struct ServiceDeltaVerdict {
 Result<ServiceDeltaVerdict> validateServiceDelta(const dpv1::Delta& delta, const std::vector<ModelService>& in_force,
                                                  const std::vector<const dpv1::Service*>& waiting,
                                                  ServiceClaims& claims);
+
+// A Delta that changes port policies and nothing else. A port policy holds
+// only its port, which such a Delta leaves as it is: every other object's
+// verdict stays as it was, and so does that of a port policy it does not name.
+bool changesPortPoliciesOnly(const dpv1::Delta& delta);
+
+struct PortPolicyUpdate {
+  std::string port;
+  std::optional<ModelPortPolicy> in_force;  // nullopt: not in force (deleted, or refused)
+};
+
+struct PortPolicyDeltaVerdict {
+  // By port: every port policy the Delta deletes or changes. One upserted
+  // with its content in force is unchanged and not listed.
+  std::vector<PortPolicyUpdate> updates;
+  // The PORT_POLICY problems of those ports (the refused ones), by port.
+  std::vector<dpv1::ObjectProblem> problems;
+};
+
+// What validate() would decide for the port policies of applyDelta(requested,
+// delta), from the model in force (`in_force`: its ports and port policies,
+// by port) and the problems of the request in force (`problems`: why a port
+// was refused). Fails (kInvalid, nothing changed) for an upsert without a
+// port, with validate()'s message. Whether the deleted port policies exist
+// is the caller's (applyDelta's kNotFound).
+Result<PortPolicyDeltaVerdict> validatePortPolicyDelta(const dpv1::Delta& delta, const Model& in_force,
+                                                       const std::vector<dpv1::ObjectProblem>& problems);
 
 // Applies a Delta to a copy of the requested model (refused objects
 // included: the agent's view of the model is what Deltas refer to). Fails with
