@@ -26,6 +26,8 @@ packages=(
   golang-go golang-github-appc-cni-dev containernetworking-plugins podman runc busybox-static
   # peers and traffic for the datapath, the lab and the benchmarks
   openvswitch-switch openvswitch-switch-dpdk iperf3
+  # DPDK's example sources: bench/esp.sh builds ipsec-secgw from them
+  dpdk-doc
   # instructions per packet on the hit path (bench/datapath_callgrind.sh)
   valgrind
   # lab and system tests; a DNS server and client behind a Service (lab_services_dns:
