@@ -51,7 +51,7 @@ out=$(mktemp -d /tmp/dpu-esp-bench.XXXXXX)
 cleanup() {
   set +e
   [ -f "$out/secgw.pid" ] && kill -TERM "$(cat "$out/secgw.pid")" 2> /dev/null
-  rm -rf "$out"
+  rm -rf "$out" "/var/run/dpdk/dpu-esp-bench-$$" "/var/run/dpdk/dpu-esp-secgw-$$"  # the EAL's run directories
 }
 trap cleanup EXIT
 source bench/measure.bash
