@@ -149,15 +149,14 @@ std::unique_ptr<PoolArea> PoolArea::prepare(const DataplaneConfig& config) {
 
 void PoolArea::fault() {
   began_ = std::chrono::steady_clock::now();
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Every page faulted in by the kernel in one call (MAP_POPULATE), which the
+  // pool's population would do later and on the way to forwarding; a write
+  // per page costs a fault each, 19,487 of them for the lab's pool.
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) {
     error_ = errno;
   } else {
     memory_ = static_cast<char*>(p);
-    // One write per page is what the pool's population would do, later and
-    // on the way to forwarding.
-    const size_t page = static_cast<size_t>(getpagesize());
-    for (size_t off = 0; off < bytes_; off += page) memory_[off] = 0;
   }
   ended_ = std::chrono::steady_clock::now();
 }

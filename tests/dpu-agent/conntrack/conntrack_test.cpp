@@ -3,6 +3,10 @@
 // two-tuple index, the bound, expiry against the caller's last use, and
 // concurrent use from several threads.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -157,6 +161,32 @@ TEST_CASE("conntrack: a full table refuses new connections and evicts none", "[c
   Entry e;
   CHECK_FALSE(t.get(hits[5], e));
   CHECK(t.get(*reused, e));
+}
+
+// Resident memory of this process, from /proc/self/statm (pages).
+size_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A dataplane (re)start builds its table before it forwards: a large table
+// costs its pages only as connections use them, and its untouched entries are
+// free ones (every insert up to the bound succeeds, as above).
+TEST_CASE("conntrack: a new table's entries are not written until used", "[conntrack]") {
+  const size_t before = residentBytes();
+  Table t(1u << 20);  // 128 MB of entries, 8 MB of chain heads
+  const size_t grown = residentBytes() - std::min(before, residentBytes());
+  INFO("resident memory grew by " << (grown >> 20) << " MB");
+  CHECK(grown < (size_t{32} << 20));  // the free list's 4 MB and a little
+  for (uint16_t i = 0; i < 1000; ++i) {
+    REQUIRE(t.insert(v4(kClient, 1000 + i, kVip, 80), v4(kBackend, 8080, kClient, 1000 + i), kNatDst,
+                     State::kEstablished, 0)
+                .ok());
+  }
+  CHECK(t.stats().inserted == 1000);
+  for (uint16_t i = 0; i < 1000; ++i) CHECK(t.find(v4(kBackend, 8080, kClient, 1000 + i)));
 }
 
 TEST_CASE("conntrack: entries expire by their state's timeout after the last use anyone saw", "[conntrack]") {

@@ -203,8 +203,17 @@ class Table {
   uint32_t capacity_;
   Timeouts timeouts_;
   uint32_t bucket_mask_;
-  std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<uint32_t[]> buckets_;  // chain heads: node = (id << 1 | dir) + 1, 0 = empty
+  // The entries and the chain heads are zero pages from the kernel, each
+  // faulted in on its first use: a large table costs nothing at start (a
+  // dataplane restart waits for it) and only the pages in use are resident.
+  struct Unmap {
+    size_t bytes;
+    void operator()(void* p) const;
+  };
+  static void* zeroedPages(size_t bytes, std::unique_ptr<void, Unmap>& owner);
+  std::unique_ptr<void, Unmap> slots_mem_, buckets_mem_;
+  Slot* slots_ = nullptr;
+  uint32_t* buckets_ = nullptr;  // chain heads: node = (id << 1 | dir) + 1, 0 = empty
   std::unique_ptr<Stripe[]> stripes_;
   mutable std::atomic_flag free_lock_ = ATOMIC_FLAG_INIT;
   std::vector<uint32_t> free_;  // free entry ids (a stack, reserved once)
