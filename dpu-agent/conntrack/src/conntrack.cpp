@@ -3,7 +3,6 @@
 #include "conntrack/conntrack.h"
 
 #include <arpa/inet.h>
-#include <sys/mman.h>
 
 #include <bit>
 #include <cstring>
@@ -76,16 +75,6 @@ struct Table::Slot {
   uint64_t last_ms;
   uint64_t user[2];
 };
-
-// Anonymous pages, zero until written (as the flow cache's tables,
-// datapath/flow_cache.cpp); huge pages asked for where the table is large.
-void* Table::zeroedPages(size_t bytes, std::unique_ptr<void, Unmap>& owner) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  if (bytes >= (size_t{2} << 20)) (void)::madvise(p, bytes, MADV_HUGEPAGE);
-  owner = std::unique_ptr<void, Unmap>(p, Unmap{bytes});
-  return p;
-}
 
 Tuple Tuple::reversed() const {
   Tuple r = *this;
@@ -175,14 +164,15 @@ Table::Table(uint32_t capacity, Timeouts timeouts) : capacity_(capacity), timeou
   const uint32_t buckets = std::bit_ceil(std::max<uint32_t>(2 * capacity, 64));
   bucket_mask_ = buckets - 1;
   // Zeroed memory is a free entry (flags 0, generation 0) and an empty chain.
-  slots_ = static_cast<Slot*>(zeroedPages(sizeof(Slot) * size_t{capacity}, slots_mem_));
-  buckets_ = static_cast<uint32_t*>(zeroedPages(sizeof(uint32_t) * size_t{buckets}, buckets_mem_));
+  slots_mem_ = zeroedArray<Slot>(capacity);
+  buckets_mem_ = zeroedArray<uint32_t>(buckets);
+  slots_ = slots_mem_.get();
+  buckets_ = buckets_mem_.get();
   stripes_ = std::make_unique<Stripe[]>(kStripes);
   free_.reserve(capacity);
   for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
 }
 
-void Table::Unmap::operator()(void* p) const { ::munmap(p, bytes); }
 
 Table::~Table() = default;
 

@@ -2,34 +2,23 @@
 // records, and the control thread's consistent read (flow_cache.h).
 #include "flow_cache.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <new>
 
+#include "common/zeroed_pages.h"
+
 namespace dpu::datapath {
 
 namespace {
-// Zeroed memory from mmap, with huge pages requested for large tables.
-void* mapTable(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  if (bytes >= (size_t{2} << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE);
-  return p;
-}
-
+// The table's arrays: zero pages, faulted in on first use (common/zeroed_pages.h).
 template <typename T>
-T* mapArray(size_t count, std::unique_ptr<T, FlowTableUnmap>& owner) {
-  const size_t bytes = sizeof(T) * count;
-  auto* p = static_cast<T*>(mapTable(bytes));
-  owner = std::unique_ptr<T, FlowTableUnmap>(p, FlowTableUnmap{bytes});
-  return p;
+T* mapArray(size_t count, ZeroedArray<T>& owner) {
+  owner = zeroedArray<T>(count);
+  return owner.get();
 }
 }  // namespace
-
-void FlowTableUnmap::operator()(void* p) const { munmap(p, bytes); }
 
 FlowTable::FlowTable(uint32_t entries) {
   const uint32_t n = std::bit_ceil(std::max<uint32_t>(entries, FlowBucket::kWays));

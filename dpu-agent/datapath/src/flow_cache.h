@@ -50,6 +50,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/zeroed_pages.h"
 #include "overlay/flow_key.h"
 
 #if defined(__SSE2__)
@@ -396,12 +397,6 @@ struct alignas(16) FlowBucket {
 };
 static_assert(sizeof(FlowBucket) == 16, "four buckets per cache line");
 
-// Frees a table's mmap'd memory.
-struct FlowTableUnmap {
-  size_t bytes;
-  void operator()(void* p) const;
-};
-
 class FlowTable {
  public:
   // `entries` rounded up to a power of two, at least one bucket; room for
@@ -611,12 +606,12 @@ class FlowTable {
   std::vector<uint32_t> free_actions_;  // reserved once: never grows on the lcore
   // Allocated with transparent huge pages where the kernel allows (madvise):
   // a large table is otherwise a TLB miss per lookup.
-  std::unique_ptr<FlowBucket, FlowTableUnmap> buckets_mem_;
-  std::unique_ptr<FlowEntry, FlowTableUnmap> entries_mem_;
-  std::unique_ptr<FlowExtra, FlowTableUnmap> extras_mem_;
-  std::unique_ptr<overlay::FlowKey, FlowTableUnmap> keys_mem_;
-  std::unique_ptr<FlowActions, FlowTableUnmap> actions_mem_;
-  std::unique_ptr<uint32_t, FlowTableUnmap> action_slots_mem_;
+  ZeroedArray<FlowBucket> buckets_mem_;
+  ZeroedArray<FlowEntry> entries_mem_;
+  ZeroedArray<FlowExtra> extras_mem_;
+  ZeroedArray<overlay::FlowKey> keys_mem_;
+  ZeroedArray<FlowActions> actions_mem_;
+  ZeroedArray<uint32_t> action_slots_mem_;
   FlowBucket* buckets_ = nullptr;
   FlowEntry* entries_ = nullptr;
   FlowExtra* extras_ = nullptr;

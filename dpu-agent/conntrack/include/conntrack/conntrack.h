@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/zeroed_pages.h"
 
 namespace dpu::conntrack {
 
@@ -204,14 +205,11 @@ class Table {
   Timeouts timeouts_;
   uint32_t bucket_mask_;
   // The entries and the chain heads are zero pages from the kernel, each
-  // faulted in on its first use: a large table costs nothing at start (a
-  // dataplane restart waits for it) and only the pages in use are resident.
-  struct Unmap {
-    size_t bytes;
-    void operator()(void* p) const;
-  };
-  static void* zeroedPages(size_t bytes, std::unique_ptr<void, Unmap>& owner);
-  std::unique_ptr<void, Unmap> slots_mem_, buckets_mem_;
+  // faulted in on its first use (common/zeroed_pages.h): a large table costs
+  // nothing at start (a dataplane restart waits for it) and only the pages in
+  // use are resident.
+  ZeroedArray<Slot> slots_mem_;
+  ZeroedArray<uint32_t> buckets_mem_;
   Slot* slots_ = nullptr;
   uint32_t* buckets_ = nullptr;  // chain heads: node = (id << 1 | dir) + 1, 0 = empty
   std::unique_ptr<Stripe[]> stripes_;
