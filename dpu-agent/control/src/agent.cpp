@@ -77,6 +77,7 @@ dpv1::NodeSettings Agent::nodeSettings() const {
   for (const auto& c : config_.cluster_cidrs) n.add_cluster_cidrs(c.str());
   for (const auto& c : config_.service_cidrs) n.add_service_cidrs(c.str());
   n.set_ipsec(config_.ipsec.encrypt());
+  n.set_ipsec_nat_traversal(config_.ipsec.nat_traversal);
   for (const auto& ip : config_.node_ips) n.add_node_ips(ip.str());
   for (const auto& gw : config_.node_gateways) n.add_node_gateways(gw.str());
   return n;

@@ -112,11 +112,12 @@ std::string parseListen(const std::string& text, MetricsListen& out) {
 
 }  // namespace
 
-uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec) {
+uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec, bool nat_t) {
   overlay::OverlayEncap e;
   e.family = ipv6_underlay ? overlay::UnderlayFamily::kIpv6 : overlay::UnderlayFamily::kIpv4;
   e.geneve_options_len = 8;  // the OVN option carries the logical ports
   e.esp = ipsec;
+  e.esp_nat_t = ipsec && nat_t;
   return overlay::podMtuFor(underlay_mtu, e);
 }
 
@@ -240,16 +241,25 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
     c.ipsec.replay_window = static_cast<uint32_t>(ip.uint("replayWindow", 64, 65536, 1024));
     if (ip.ok() && c.ipsec.replay_window % 64 != 0) ip.fail("replayWindow", "must be a multiple of 64");
     c.ipsec.rollout = ip.boolean("rollout", false);
+    c.ipsec.nat_traversal = ip.boolean("natTraversal", false);
+    if (ip.ok() && c.ipsec.nat_traversal && !c.ipsec.enabled()) {
+      ip.fail("natTraversal", "is set with mode off, where nothing is encrypted: set mode to keys or on, or unset it");
+    }
+    if (ip.ok() && r.ok() && c.ipsec.nat_traversal && !c.tunnel_ip.isV4()) {
+      ip.fail("natTraversal", "is for IPv4 underlays (ESP in UDP 4500, RFC 3948) and tunnelIP " + c.tunnel_ip.str() +
+                                  " is IPv6: unset it");
+    }
     if (auto done = ip.finish(); !done) return std::move(done).takeError();
   } else if (r.boolean("ipsec", false) && r.ok()) {
     // `ipsec: true`: encryption on with every setting at its default.
     c.ipsec.mode = IpsecMode::kOn;
   }
   if (r.ok()) {
-    c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec.enabled());
+    c.pod_mtu = podMtu(c.underlay_mtu, !c.tunnel_ip.isV4(), c.ipsec.enabled(), c.ipsec.nat_traversal);
     if (c.pod_mtu < 576) {
       r.fail("underlayMTU", std::to_string(c.underlay_mtu) + " leaves a pod MTU of only " + std::to_string(c.pod_mtu) +
-                                " after Geneve" + (c.ipsec.enabled() ? "+ESP" : "") + "; use at least 1500");
+                                " after Geneve" + (c.ipsec.enabled() ? (c.ipsec.nat_traversal ? "+ESP in UDP" : "+ESP") : "") +
+                                "; use at least 1500");
     }
   }
 

@@ -25,6 +25,9 @@
 namespace dpu::datapath {
 namespace {
 
+// ESP in UDP (RFC 3948 §2.1): source and destination port both.
+constexpr uint16_t kNatTPort = 4500;
+
 // 64x64->128 multiply, halves folded (wyhash's mum): every output bit
 // depends on every input bit of both operands.
 inline uint64_t mum(uint64_t a, uint64_t b) {
@@ -257,7 +260,9 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
 // The Esp action: the outer IP packet (after the Ethernet header) encrypted
 // in place under the remote node's outbound SA in force (transport mode:
 // outer IP | ESP | UDP 6081 | Geneve | inner), the Ethernet header moved in
-// front of the IP header's new place. False: dropped and counted.
+// front of the IP header's new place. With NAT traversal the ESP then goes
+// inside UDP 4500 -> 4500, checksum 0 (RFC 3948 §2.1; IPv4 only, the model
+// refuses it on an IPv6 underlay). False: dropped and counted.
 bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port) {
   EspSlot* sa = a.encap != nullptr ? a.encap->esp : nullptr;
   if (sa == nullptr) [[unlikely]] return drop(w, m, rx_port, DropReason::kIpsecNoSa), false;
@@ -274,22 +279,52 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
     default:
       return drop(w, m, rx_port, toDropReason(st)), false;
   }
+  uint32_t ip_at = buf.headroom();
+  if (a.encap->esp_nat_t) {
+    if (ip_at < overlay::overhead::kNatT + kEth) [[unlikely]] {
+      return drop(w, m, rx_port, DropReason::kNoRoom), false;
+    }
+    uint8_t* base = static_cast<uint8_t*>(m->buf_addr);
+    const uint32_t ihl = overlay::ipv4::headerLen(base + ip_at);
+    const uint32_t esp_len = buf.size() - ihl;
+    std::memmove(base + ip_at - overlay::overhead::kNatT, base + ip_at, ihl);
+    ip_at -= overlay::overhead::kNatT;
+    uint8_t* ip = base + ip_at;
+    uint8_t* udp = ip + ihl;
+    overlay::store16(udp, kNatTPort);
+    overlay::store16(udp + 2, kNatTPort);
+    overlay::store16(udp + 4, static_cast<uint16_t>(overlay::udp::kHeaderLen + esp_len));
+    overlay::store16(udp + 6, 0);  // RFC 3948 §2.1: zero over IPv4
+    ip[9] = overlay::ipproto::kUdp;
+    overlay::store16(ip + 2, static_cast<uint16_t>(ihl + overlay::udp::kHeaderLen + esp_len));
+    overlay::store16(ip + 10, 0);
+    overlay::store16(ip + 10, overlay::ipv4HeaderChecksum(ip, ihl));
+  }
+  const uint32_t ip_len = buf.size() + (ip_at != buf.headroom() ? overlay::overhead::kNatT : 0);
   // The IP header moved into the headroom over where the Ethernet header was.
-  std::memcpy(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, eth, kEth);
-  m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
-  m->data_len = static_cast<uint16_t>(buf.size() + kEth);
+  std::memcpy(static_cast<uint8_t*>(m->buf_addr) + ip_at - kEth, eth, kEth);
+  m->data_off = static_cast<uint16_t>(ip_at - kEth);
+  m->data_len = static_cast<uint16_t>(ip_len + kEth);
   m->pkt_len = m->data_len;
   return true;
 }
 
 // ESP on the uplink (before the Geneve decap): an untagged IPv4 or IPv6
-// frame whose IP protocol (next header) is 50.
+// frame whose IP protocol (next header) is 50, or an IPv4 UDP datagram to
+// port 4500 (ESP in UDP, RFC 3948; accepted whether or not this node sends
+// NAT-T itself, so the setting can change node by node).
 namespace {
 inline bool isEsp(const rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   if (m->data_len < overlay::eth::kHeaderLen + 40) return false;
   const uint16_t type = overlay::load16(f + 12);
-  if (type == overlay::eth::kTypeIpv4) return f[14 + 9] == overlay::ipproto::kEsp;
+  if (type == overlay::eth::kTypeIpv4) {
+    const uint8_t proto = f[14 + 9];
+    if (proto == overlay::ipproto::kEsp) return true;
+    // 40 bytes: room for a 20-byte header and the UDP ports.
+    return proto == overlay::ipproto::kUdp && overlay::ipv4::headerLen(f + 14) == overlay::ipv4::kMinHeaderLen &&
+           overlay::load16(f + 14 + 20 + 2) == kNatTPort;
+  }
   return type == overlay::eth::kTypeIpv6 && f[14 + 6] == overlay::ipproto::kEsp;
 }
 }  // namespace
@@ -306,6 +341,31 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family ||
       (v6 ? std::memcmp(dst, snap.tunnel_ip.data(), 16) : std::memcmp(dst, snap.tunnel_ip.data(), 4)) != 0) {
     return EspReceived::kNotOurs;
+  }
+  if (!v6 && ip[9] == overlay::ipproto::kUdp) {
+    // ESP in UDP 4500: a non-ESP marker (four zero bytes: IKE) or a NAT
+    // keepalive (one 0xff byte) is not for us; otherwise the UDP header
+    // goes and the IP header says ESP (RFC 3948 §3.1), then as any ESP.
+    constexpr uint32_t kIp = overlay::ipv4::kMinHeaderLen;
+    constexpr uint32_t kUdp = overlay::udp::kHeaderLen;
+    const uint32_t udp_len = overlay::load16(ip + kIp + 4);
+    if (udp_len < kUdp + overlay::overhead::kEspHeader || kEth + kIp + udp_len > m->data_len ||
+        overlay::load32(ip + kIp + kUdp) == 0) {
+      return drop(w, m, rx_port, DropReason::kIpsecNatTNonEsp), EspReceived::kDropped;
+    }
+    uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+    std::memmove(frame + kUdp, frame, kEth + kIp);
+    m->data_off = static_cast<uint16_t>(m->data_off + kUdp);
+    m->data_len = static_cast<uint16_t>(m->data_len - kUdp);
+    m->pkt_len = m->data_len;
+    uint8_t* h = frame + kUdp + kEth;
+    h[9] = overlay::ipproto::kEsp;
+    overlay::store16(h + 2, static_cast<uint16_t>(overlay::load16(h + 2) - kUdp));
+    overlay::store16(h + 10, 0);
+    overlay::store16(h + 10, overlay::ipv4HeaderChecksum(h, kIp));
+    f = rte_pktmbuf_mtod(m, const uint8_t*);
+    ip = f + kEth;
+    src = ip + 12;
   }
   uint32_t spi = 0;
   const overlay::Status peek = overlay::espPeekSpi({ip, m->data_len - kEth}, spi);

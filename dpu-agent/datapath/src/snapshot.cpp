@@ -319,6 +319,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   // it already, docs/ipsec.md "Rollout").
   overlay::OverlayEncap esp_encap = encap;
   esp_encap.esp = true;
+  esp_encap.esp_nat_t = m.ipsec_nat_t;  // the UDP 4500 header in front of ESP
   uint32_t esp4 = m.pod_mtu, esp6 = m.pod_mtu;
   if (m.underlay_mtu != 0) {
     esp4 = std::min(esp4, overlay::innerPathMtu(m.underlay_mtu, esp_encap, false));
@@ -327,6 +328,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   s.esp_mtu_v4 = static_cast<uint16_t>(std::min<uint32_t>(esp4, 65535));
   s.esp_mtu_v6 = static_cast<uint16_t>(std::min<uint32_t>(std::max<uint32_t>(esp6, 1280), 65535));
   s.ipsec = m.ipsec;
+  s.ipsec_nat_t = m.ipsec_nat_t;
 
   // Port bindings.
   MacAddress uplink_mac;
@@ -495,7 +497,10 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
           s.inbound_sas.emplace(k, slot);
         }
       }
-      for (auto& sub : rn.subnets) sub.encap.esp = rn.outbound.get();
+      for (auto& sub : rn.subnets) {
+        sub.encap.esp = rn.outbound.get();
+        sub.encap.esp_nat_t = s.ipsec_nat_t;
+      }
     }
     rn.dep = deps.idFor("node/" + r.name);
     const std::string content = r.content + "|next_hop=" + (rn.next_hop_known ? next_hop.str() : "unknown") +

@@ -173,6 +173,7 @@ struct SnapEncap {
   // by the node (SnapRemoteNode::outbound). A flow re-resolves it with every
   // snapshot, so an outbound switch moves every flow at once.
   EspSlot* esp = nullptr;
+  bool esp_nat_t = false;  // ESP goes inside UDP 4500 (NodeSettings.ipsec_nat_traversal)
 };
 
 struct SnapRemoteSubnet {
@@ -332,6 +333,7 @@ struct Snapshot {
   // Inbound SAs by (peer tunnel IP, SPI); `esp_mtu_*`: the tunnel MTUs with
   // the ESP overhead taken off.
   bool ipsec = false;
+  bool ipsec_nat_t = false;  // ESP leaves inside UDP 4500 (RFC 3948)
   bool any_inbound_sa = false;
   struct EspKey {
     Ip16 peer{};

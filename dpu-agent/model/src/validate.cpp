@@ -180,6 +180,7 @@ class Validator {
     m.router_mac = *MacAddress::parse(node.router_mac());
     m.pod_mtu = node.pod_mtu();
     m.ipsec = node.ipsec();
+    m.ipsec_nat_t = node.ipsec_nat_traversal();
     m.underlay_mtu = node.underlay_mtu();
     auto addresses = nodeAddressesOf(node);  // validateNodeSettings checked them
     m.node_ips = std::move(addresses->ips);
@@ -719,6 +720,10 @@ Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
   if (!rmac) return invalid("node.router_mac \"" + node.router_mac() + "\": " + rmac.error());
   if (rmac->isZero() || rmac->isMulticast()) {
     return invalid("node.router_mac " + node.router_mac() + " must be a unicast, non-zero MAC");
+  }
+  if (node.ipsec_nat_traversal() && !tip->isV4()) {
+    return invalid("node.ipsec_nat_traversal is set with the IPv6 tunnel_ip " + node.tunnel_ip() +
+                   ": NAT traversal (ESP in UDP 4500, RFC 3948) is for IPv4 underlays; unset it");
   }
   if (node.pod_mtu() < 576 || node.pod_mtu() > 65535) {
     return invalid("node.pod_mtu " + std::to_string(node.pod_mtu()) + " must be 576..65535");

@@ -242,6 +242,42 @@ TEST_CASE("ipsec: false, an object with its mode and settings, and encryption re
   }
 }
 
+TEST_CASE("ipsec.natTraversal: ESP in UDP 4500, 8 bytes off the pod MTU, told to the dataplane; IPv4 only") {
+  auto with = [](nlohmann::json ipsec, const char* tunnel_ip = nullptr) {
+    auto j = baseConfig("/tmp/x");
+    j["ipsec"] = std::move(ipsec);
+    if (tunnel_ip != nullptr) j["tunnelIP"] = tunnel_ip;
+    return j;
+  };
+  CHECK(podMtu(1500, false, true, true) == 1400);
+  CHECK(podMtu(1500, false, false, true) == 1442);  // no ESP, no NAT-T header
+  CHECK(podMtu(9000, false, true, true) == podMtu(9000, false, true) - 8);
+
+  auto plain = parseAgentConfig(with({{"mode", "on"}}));
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->ipsec.nat_traversal);  // off unless asked
+  for (const char* mode : {"keys", "on"}) {
+    INFO(mode);
+    auto c = parseAgentConfig(with({{"mode", mode}, {"natTraversal", true}}));
+    INFO((c ? std::string() : c.error()));
+    REQUIRE(c.ok());
+    CHECK(c->ipsec.nat_traversal);
+    CHECK(c->pod_mtu == 1400);
+    dpu::control::ModelState model;
+    Agent agent(*c, model, false);
+    const auto node = model.snapshot().node();
+    CHECK(node.ipsec_nat_traversal());
+    CHECK(node.pod_mtu() == 1400);
+    CHECK(dpu::model::validateNodeSettings(node).ok());
+  }
+  CHECK_THAT(errorOf(with({{"mode", "off"}, {"natTraversal", true}})),
+             Catch::Contains("config.ipsec.natTraversal: is set with mode off"));
+  CHECK_THAT(errorOf(with({{"mode", "on"}, {"natTraversal", "yes"}})),
+             Catch::Contains("config.ipsec.natTraversal: must be true or false"));
+  CHECK_THAT(errorOf(with({{"mode", "on"}, {"natTraversal", true}}, "fd00:50::1")),
+             Catch::Contains("config.ipsec.natTraversal: is for IPv4 underlays"));
+}
+
 TEST_CASE("northSouth: the node's addresses and gateways reach the dataplane's node settings") {
   auto j = baseConfig("/tmp/x");
   j["northSouth"] = {{"nodeIPs", {"172.18.0.1/24", "2001:db8:18::1/64"}}, {"gateways", {"172.18.0.254"}}};

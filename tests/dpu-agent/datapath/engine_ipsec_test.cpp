@@ -91,6 +91,35 @@ Bytes peerOpens(overlay::EspInboundSa& sa, const Bytes& frame, overlay::Status& 
   return onIp(frame, [&](overlay::PacketBuffer& pb) { return sa.decrypt(pb); }, st);
 }
 
+// ESP in UDP 4500 (RFC 3948 §2.1) from a plain ESP frame and back: the UDP
+// header after the 20-byte IPv4 header, protocol, lengths and checksum set.
+Bytes natTWrap(const Bytes& esp, uint16_t sport = 4500) {
+  REQUIRE(esp.size() >= 34);
+  Bytes out(esp.size() + 8, 0);
+  std::copy(esp.begin(), esp.begin() + 34, out.begin());
+  std::copy(esp.begin() + 34, esp.end(), out.begin() + 42);
+  uint8_t* udp = out.data() + 34;
+  overlay::store16(udp, sport);
+  overlay::store16(udp + 2, 4500);
+  overlay::store16(udp + 4, static_cast<uint16_t>(out.size() - 34));
+  out[14 + 9] = overlay::ipproto::kUdp;
+  overlay::store16(out.data() + 14 + 2, static_cast<uint16_t>(out.size() - 14));
+  overlay::store16(out.data() + 14 + 10, 0);
+  overlay::store16(out.data() + 14 + 10, overlay::ipv4HeaderChecksum(out.data() + 14, 20));
+  return out;
+}
+Bytes natTUnwrap(const Bytes& natt) {
+  REQUIRE(natt.size() >= 42);
+  Bytes out(natt.size() - 8, 0);
+  std::copy(natt.begin(), natt.begin() + 34, out.begin());
+  std::copy(natt.begin() + 42, natt.end(), out.begin() + 34);
+  out[14 + 9] = overlay::ipproto::kEsp;
+  overlay::store16(out.data() + 14 + 2, static_cast<uint16_t>(out.size() - 14));
+  overlay::store16(out.data() + 14 + 10, 0);
+  overlay::store16(out.data() + 14 + 10, overlay::ipv4HeaderChecksum(out.data() + 14, 20));
+  return out;
+}
+
 uint32_t spiOf(const Bytes& frame) {
   uint32_t spi = 0;
   REQUIRE(overlay::espPeekSpi({frame.data() + 14, frame.size() - 14}, spi) == overlay::Status::kOk);
@@ -441,6 +470,125 @@ TEST_CASE("engine ipsec: an outbound switch in one Delta moves the cached flow t
   CHECK(opened == expectedGeneve());
   // The flow was kept (the node still has an outbound SA), only re-resolved.
   CHECK(f.stat("FlowMiss") == 1);
+}
+
+TEST_CASE("engine ipsec: with NAT traversal, ESP leaves inside UDP 4500 and the peer opens it to the Geneve packet",
+          "[engine][ipsec][natt]") {
+  Fixture f;
+  auto m = ipsecModel(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+  auto peer = overlay::EspInboundSa::create(peerConfig(kSpiOut, kKeyOut));
+  REQUIRE(peer.ok());
+  const Bytes expected = expectedGeneve();
+  for (uint64_t seq = 1; seq <= 2; ++seq) {
+    f.inject(kRepA, kToRemote);
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    const Bytes& natt = out[0];
+    REQUIRE(natt.size() > 14 + 20 + 8 + 8);
+    const uint8_t* ip = natt.data() + 14;
+    const uint8_t* udp = ip + 20;
+    // Outer IPv4 | UDP 4500 -> 4500, checksum 0 | ESP (RFC 3948 §2.1).
+    CHECK(overlay::load16(natt.data() + 12) == overlay::eth::kTypeIpv4);
+    CHECK(ip[9] == overlay::ipproto::kUdp);
+    CHECK(overlay::load16(ip + 2) == natt.size() - 14);
+    CHECK(overlay::checksumFinish(overlay::checksumAdd(ip, 20)) == 0);
+    CHECK(overlay::load16(udp) == 4500);
+    CHECK(overlay::load16(udp + 2) == 4500);
+    CHECK(overlay::load16(udp + 4) == natt.size() - 14 - 20);
+    CHECK(overlay::load16(udp + 6) == 0);
+    CHECK(overlay::load32(udp + 8) == kSpiOut);  // the SPI, never the zero non-ESP marker
+    CHECK(overlay::load32(udp + 12) == seq);
+    overlay::Status st;
+    const Bytes opened = peerOpens(*peer, natTUnwrap(natt), st);
+    REQUIRE(st == overlay::Status::kOk);
+    CHECK(dpu::test::toHex(opened.data(), opened.size()) == dpu::test::toHex(expected.data(), expected.size()));
+  }
+}
+
+TEST_CASE("engine ipsec: ESP in UDP 4500 is decrypted and decapped; a zero non-ESP marker is dropped and counted",
+          "[engine][ipsec][natt]") {
+  // Accepted whether or not this node sends NAT-T itself (docs/ipsec.md).
+  const bool nat_t = GENERATE(false, true);
+  CAPTURE(nat_t);
+  Fixture f;
+  auto m = ipsecModel(true);
+  m.mutable_node()->set_ipsec_nat_traversal(nat_t);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  const Bytes expected = udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63);
+
+  SECTION("from port 4500, and from the port a NAT mapped it to") {
+    f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote)));
+    f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote), 61234));
+    auto out = Fixture::drain(kRepA);
+    REQUIRE(out.size() == 2);
+    CHECK(out[0] == expected);
+    CHECK(out[1] == expected);
+    const auto in = stateOf(status(*f.engine), kSpiIn);
+    REQUIRE(in != nullptr);
+    CHECK(in->packets() == 2);
+    CHECK(in->highest_sequence() == 2);
+  }
+  SECTION("a replay inside UDP is still a replay, a bad ICV still fails") {
+    const Bytes first = natTWrap(espFromRemote(*sender, kFromRemote));
+    f.inject(kUplink, first);
+    f.inject(kUplink, first);
+    Bytes bad = natTWrap(espFromRemote(*sender, kFromRemote));
+    bad[bad.size() - 20] ^= 0x01;
+    f.inject(kUplink, bad);
+    CHECK(Fixture::drain(kRepA).size() == 1);
+    CHECK(f.stat("EspReplay") == 1);
+    CHECK(f.stat("EspAuthFailed") == 1);
+  }
+  SECTION("four zero bytes (IKE's non-ESP marker) and a NAT keepalive are not ESP") {
+    Bytes ike = natTWrap(espFromRemote(*sender, kFromRemote));
+    overlay::store32(ike.data() + 14 + 20 + 8, 0);
+    f.inject(kUplink, ike);
+    // A NAT keepalive: one 0xff byte (RFC 3948 §2.3), padded to the Ethernet minimum.
+    Bytes keepalive(60, 0);
+    std::copy(ike.begin(), ike.begin() + 42, keepalive.begin());
+    keepalive[42] = 0xff;
+    overlay::store16(keepalive.data() + 14 + 20 + 4, 9);
+    overlay::store16(keepalive.data() + 14 + 2, 29);
+    overlay::store16(keepalive.data() + 14 + 10, 0);
+    overlay::store16(keepalive.data() + 14 + 10, overlay::ipv4HeaderChecksum(keepalive.data() + 14, 20));
+    f.inject(kUplink, keepalive);
+    CHECK(Fixture::drain(kRepA).empty());
+    CHECK(f.stat("IpsecNatTNonEsp") == 2);
+    CHECK(stateOf(status(*f.engine), kSpiIn)->packets() == 0);
+    // The SA's window did not move: the next real packet is accepted.
+    f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote)));
+    CHECK(Fixture::drain(kRepA).size() == 1);
+  }
+}
+
+
+TEST_CASE("engine ipsec: the tunnel MTU with NAT traversal is 8 bytes under ESP's, and its largest packet fills the underlay",
+          "[engine][ipsec][natt]") {
+  const bool nat_t = GENERATE(false, true);
+  CAPTURE(nat_t);
+  const uint32_t mtu = nat_t ? 1400 : 1408;  // overlay/mtu.h on a 1500 underlay with the OVN option
+  Fixture f;
+  auto m = ipsecModel(true);
+  m.mutable_node()->set_ipsec_nat_traversal(nat_t);
+  m.mutable_node()->set_pod_mtu(1500);  // larger than the tunnel carries: the underlay decides
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1234, mtu + 1 - 28, true));
+  CHECK(Fixture::drain(kUplink).empty());
+  auto icmp = Fixture::drain(kRepA);
+  REQUIRE(icmp.size() == 1);
+  overlay::ParsedPacket p;
+  REQUIRE(overlay::parsePacket(icmp[0], p) == overlay::Status::kOk);
+  CHECK(icmp[0][p.l4_offset + 1] == overlay::icmp::kCodeFragNeeded);
+  CHECK(overlay::load16(icmp[0].data() + p.l4_offset + 6) == mtu);
+  f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1234, mtu - 28, true));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].size() == 14 + 1500);
+  CHECK(out[0][14 + 9] == (nat_t ? overlay::ipproto::kUdp : overlay::ipproto::kEsp));
 }
 
 }  // namespace engine_test

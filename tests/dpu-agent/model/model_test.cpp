@@ -614,6 +614,20 @@ TEST_CASE("model: bad node addresses refuse the request whole, naming the field"
   }
 }
 
+TEST_CASE("model: NAT traversal needs an IPv4 tunnel IP", "[model]") {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  CHECK(check(m).model.ipsec_nat_t);
+  m.mutable_node()->set_tunnel_ip("2001:db8:100::1");
+  auto v = validate(m, nullptr);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.code() == ErrorCode::kInvalid);
+  CHECK_THAT(v.error(), Catch::Matchers::Contains("node.ipsec_nat_traversal"));
+  CHECK_THAT(v.error(), Catch::Matchers::Contains("IPv6 tunnel_ip 2001:db8:100::1"));
+  CHECK_FALSE(validateNodeSettings(m.node()).ok());
+}
+
 // Services ------------------------------------------------------------------
 
 namespace {

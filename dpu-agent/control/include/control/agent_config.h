@@ -96,6 +96,10 @@ struct IpsecConfig {
   // turns encryption on (and off) node by node. False: fail closed, every
   // IPsec peer's plaintext refused.
   bool rollout = false;
+  // NAT traversal (docs/ipsec.md, "NAT traversal"): ESP sent inside UDP
+  // 4500 (RFC 3948) for underlays behind NAT; IPv4 only. The pod MTU is
+  // 8 bytes smaller (1400 on a 1500 underlay).
+  bool nat_traversal = false;
 
   bool enabled() const { return mode != IpsecMode::kOff; }
   bool encrypt() const { return mode == IpsecMode::kOn; }
@@ -147,6 +151,6 @@ Result<AgentConfig> loadAgentConfig(const std::string& path);
 
 // The pod MTU for an underlay MTU: Geneve with the OVN option (8 bytes), ESP
 // when ipsec (any mode but off: keys prepares for encryption).
-uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec);
+uint32_t podMtu(uint32_t underlay_mtu, bool ipv6_underlay, bool ipsec, bool nat_t = false);
 
 }  // namespace dpu::control

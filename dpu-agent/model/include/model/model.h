@@ -209,6 +209,7 @@ struct Model {
   uint32_t underlay_mtu = 0;
   uint32_t pod_mtu = 1500;
   bool ipsec = false;  // NodeSettings.ipsec: encrypt to every remote node, refuse plaintext from IPsec peers
+  bool ipsec_nat_t = false;  // NodeSettings.ipsec_nat_traversal: ESP sent inside UDP 4500 (RFC 3948)
   MacAddress router_mac;
   std::vector<ModelSubnet> local_subnets;  // by CIDR
   std::vector<ModelPort> ports;            // by name
