@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "datapath/engine.h"
+#include "delta_property.h"
 #include "engine_impl.h"
 #include "fake_dataplane_model.h"
 #include "model/policy_match.h"
@@ -64,17 +65,9 @@ v1::LogicalModel baseModel() {
   return m;
 }
 
-class Run {
+class Run : public delta_property::Harness {
  public:
-  explicit Run(uint32_t seed) : rng_(seed) {
-    for (auto* e : {&incremental_, &whole_}) {
-      datapath::EngineConfig config;
-      config.flow_cache_entries = 1024;  // no packets here: small tables, quick requests
-      config.conntrack_entries = 1024;
-      auto created = datapath::Engine::create(config);
-      REQUIRE(created.ok());
-      *e = std::move(*created);
-    }
+  explicit Run(uint32_t seed) : Harness(seed) {
     v1::ProgramRequest req;
     req.mutable_full_sync()->set_generation(++generation_);
     *req.mutable_full_sync()->mutable_model() = baseModel();
@@ -125,13 +118,9 @@ class Run {
     send(req, whole);
   }
 
-  uint64_t refusals() const { return fake_.refusedCount(); }
-  unsigned accepted() const { return accepted_; }
   unsigned isolatedVerdicts() const { return isolated_verdicts_; }
 
  private:
-  unsigned pick(unsigned n) { return std::uniform_int_distribution<unsigned>(0, n - 1)(rng_); }
-
   // Rules over a few overlapping peers, protocols and ports, so that
   // verdicts differ from port to port; now and then with a defect.
   v1::PolicyDirection direction() {
@@ -167,22 +156,6 @@ class Run {
     *p.mutable_ingress() = direction();
     *p.mutable_egress() = direction();
     return p;
-  }
-
-  static std::vector<std::string> problems(const v1::ProgramReply& r) {
-    std::vector<std::string> out;
-    for (const auto& p : r.problems()) out.push_back(std::to_string(p.kind()) + " " + p.name() + ": " + p.reason());
-    return out;
-  }
-
-  static uint64_t refusedCounter(datapath::Engine& e) {
-    v1::OperatorRequest req;
-    req.mutable_stats();
-    const auto reply = e.operate(req);
-    for (const auto& c : reply.counters()) {
-      if (c.name() == "ObjectRefused") return c.value();
-    }
-    return 0;
   }
 
   // Every port's verdict for each probe, ingress then egress: the rule
@@ -239,30 +212,12 @@ class Run {
 
   void send(const v1::ProgramRequest& req, const v1::ProgramRequest& whole) {
     INFO(req.ShortDebugString());
-    const auto a = incremental_->program(req);
-    const auto b = whole_->program(whole);
-    const auto c = fake_.apply(req);
-    REQUIRE(a.status() == b.status());
-    REQUIRE(a.status() == c.status());
-    REQUIRE(a.message() == b.message());
-    REQUIRE(a.generation() == b.generation());
-    REQUIRE(a.generation() == c.generation());
-    REQUIRE(problems(a) == problems(b));
-    REQUIRE(problems(a) == problems(c));
-    REQUIRE(refusedCounter(*incremental_) == refusedCounter(*whole_));
-    REQUIRE(refusedCounter(*incremental_) == fake_.refusedCount());
+    program(req, whole);
     const auto view = verdicts(*incremental_);
     REQUIRE(view == verdicts(*whole_));
     REQUIRE(view == fakeVerdicts());
-    if (a.status() == v1::OK) ++accepted_;
-    generation_ = a.generation();
   }
 
-  std::mt19937 rng_;
-  std::unique_ptr<datapath::Engine> incremental_, whole_;
-  fakes::FakeDataplaneModel fake_;
-  uint64_t generation_ = 0;
-  unsigned accepted_ = 0;
   unsigned isolated_verdicts_ = 0;
 };
 

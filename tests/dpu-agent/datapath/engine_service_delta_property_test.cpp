@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "datapath/engine.h"
+#include "delta_property.h"
 #include "fake_dataplane_model.h"
 
 using namespace dpu;
@@ -42,17 +43,9 @@ v1::NodeSettings node() {
   return n;
 }
 
-class Run {
+class Run : public delta_property::Harness {
  public:
-  explicit Run(uint32_t seed) : rng_(seed) {
-    for (auto* e : {&incremental_, &whole_}) {
-      datapath::EngineConfig config;
-      config.flow_cache_entries = 1024;  // no packets here: small tables, quick requests
-      config.conntrack_entries = 1024;
-      auto created = datapath::Engine::create(config);
-      REQUIRE(created.ok());
-      *e = std::move(*created);
-    }
+  explicit Run(uint32_t seed) : Harness(seed) {
     v1::ProgramRequest req;
     req.mutable_full_sync()->set_generation(++generation_);
     *req.mutable_full_sync()->mutable_model()->mutable_node() = node();
@@ -99,12 +92,7 @@ class Run {
     send(req, whole);
   }
 
-  uint64_t refusals() const { return fake_.refusedCount(); }
-  unsigned accepted() const { return accepted_; }
-
  private:
-  unsigned pick(unsigned n) { return std::uniform_int_distribution<unsigned>(0, n - 1)(rng_); }
-
   std::vector<std::string> requestedNames() const {
     std::vector<std::string> out;
     const auto m = fake_.model();
@@ -144,12 +132,6 @@ class Run {
     return s;
   }
 
-  static std::vector<std::string> problems(const v1::ProgramReply& r) {
-    std::vector<std::string> out;
-    for (const auto& p : r.problems()) out.push_back(std::to_string(p.kind()) + " " + p.name() + ": " + p.reason());
-    return out;
-  }
-
   static std::vector<std::string> balancing(datapath::Engine& e) {
     v1::OperatorRequest req;
     req.mutable_services();
@@ -159,30 +141,9 @@ class Run {
     return out;
   }
 
-  static uint64_t refusedCounter(datapath::Engine& e) {
-    v1::OperatorRequest req;
-    req.mutable_stats();
-    const auto reply = e.operate(req);
-    for (const auto& c : reply.counters()) {
-      if (c.name() == "ObjectRefused") return c.value();
-    }
-    return 0;
-  }
-
   void send(const v1::ProgramRequest& req, const v1::ProgramRequest& whole) {
     INFO(req.ShortDebugString());
-    const auto a = incremental_->program(req);
-    const auto b = whole_->program(whole);
-    const auto c = fake_.apply(req);
-    REQUIRE(a.status() == b.status());
-    REQUIRE(a.status() == c.status());
-    REQUIRE(a.message() == b.message());
-    REQUIRE(a.generation() == b.generation());
-    REQUIRE(a.generation() == c.generation());
-    REQUIRE(problems(a) == problems(b));
-    REQUIRE(problems(a) == problems(c));
-    REQUIRE(refusedCounter(*incremental_) == refusedCounter(*whole_));
-    REQUIRE(refusedCounter(*incremental_) == fake_.refusedCount());
+    program(req, whole);
     const auto view = balancing(*incremental_);
     REQUIRE(view == balancing(*whole_));
     std::set<std::string> balanced, in_force;
@@ -197,15 +158,8 @@ class Run {
     }
     for (const auto& name : balanced) REQUIRE(in_force.count(name));
     for (const auto& name : addressed) REQUIRE(balanced.count(name));
-    if (a.status() == v1::OK) ++accepted_;
-    generation_ = a.generation();
   }
 
-  std::mt19937 rng_;
-  std::unique_ptr<datapath::Engine> incremental_, whole_;
-  fakes::FakeDataplaneModel fake_;
-  uint64_t generation_ = 0;
-  unsigned accepted_ = 0;
 };
 
 }  // namespace
