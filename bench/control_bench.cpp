@@ -33,19 +33,13 @@
 
 #include "common/log.h"
 #include "control/kube_source.h"
+#include "proc_status.h"
 
 namespace {
 
+using dpu::bench::procStatusKb;
 using namespace dpu::control;
 using Clock = std::chrono::steady_clock;
-
-long statusKb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(strlen(field)));
-  return -1;
-}
 
 // The agent keeps what it hears in maps keyed by namespace/name.
 class StoringListener : public ClusterListener {
@@ -142,7 +136,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   dpu::log::setLevel(dpu::log::Level::kWarn);
-  long rss_before = statusKb("VmRSS:");
+  long rss_before = procStatusKb("self", "VmRSS:");
 
   KubeSourceConfig cfg;
   cfg.page_size = page;
@@ -172,8 +166,8 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);
   double cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                  static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  long rss = statusKb("VmRSS:");
-  long hwm = statusKb("VmHWM:");
+  long rss = procStatusKb("self", "VmRSS:");
+  long hwm = procStatusKb("self", "VmHWM:");
   printf("nodes %zu\npods %zu\nservices %zu\nendpointslices %zu\nendpoints %zu\nnamespaces %zu\n",
          listener.nodes_.size(), listener.pods_.size(), listener.services_.size(), listener.slices_.size(),
          listener.endpoints(), listener.namespaces_.size());

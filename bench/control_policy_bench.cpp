@@ -25,18 +25,12 @@
 
 #include "control_policy_cluster.h"
 #include "policy/compiler.h"
+#include "proc_status.h"
 
 namespace {
 
+using dpu::bench::procStatusKb;
 using Clock = std::chrono::steady_clock;
-
-long selfKb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(strlen(field)));
-  return -1;
-}
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -60,7 +54,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "control_policy_bench: --namespaces and --nodes >= 1, --pods >= --namespaces\n");
     return 2;
   }
-  const long rss_start = selfKb("VmRSS:");
+  const long rss_start = procStatusKb("self", "VmRSS:");
   dpu::policy::PolicyCompiler compiler("node-0");
   const auto t0 = Clock::now();
   size_t refused = 0;
@@ -80,7 +74,8 @@ int main(int argc, char** argv) {
   printf("namespaces %u\npods %u\npolicies %u\nrefused %zu\n", cluster.namespaces, cluster.pods,
          cluster.namespaces * dpu::bench::PolicyCluster::kPoliciesPerNamespace, refused);
   printf("local_pods %zu\nrules %zu\nprefixes %zu\n", compiler.rules().size(), rules, prefixes);
-  printf("compile_s %.3f\nrss_mb %.1f\nrss_start_mb %.1f\n", ms(t1 - t0) / 1000, selfKb("VmRSS:") / 1024.0,
+  printf("compile_s %.3f\nrss_mb %.1f\nrss_start_mb %.1f\n", ms(t1 - t0) / 1000,
+         procStatusKb("self", "VmRSS:") / 1024.0,
          rss_start / 1024.0);
 
   std::vector<double> policy_lat, label_lat;

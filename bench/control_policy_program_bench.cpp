@@ -37,20 +37,15 @@
 #include "control/agent.h"
 #include "control/agent_config.h"
 #include "control/dataplane_client.h"
+#include "dataplane_acks.h"
+#include "proc_status.h"
 #include "control_policy_cluster.h"
 
 namespace {
 
+using dpu::bench::procStatusKb;
 using namespace dpu::control;
 using Clock = std::chrono::steady_clock;
-
-long statusKb(const std::string& pid, const char* field) {
-  std::ifstream in("/proc/" + pid + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(strlen(field)));
-  return -1;
-}
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -151,33 +146,17 @@ int main(int argc, char** argv) {
             agent.refusedPolicies().begin()->second.c_str());
     return 1;
   }
-  const long agent_rss = statusKb("self", "VmRSS:");
-  const long rss_before = dataplane_pid.empty() ? -1 : statusKb(dataplane_pid, "VmRSS:");
+  const long agent_rss = procStatusKb("self", "VmRSS:");
+  const long rss_before = dataplane_pid.empty() ? -1 : procStatusKb(dataplane_pid, "VmRSS:");
 
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t acked = 0;
-  Clock::time_point acked_at;
   Histogram programming(Histogram::latencyBounds());
   DataplaneClient client(socket, "control_policy_program_bench", model, programming);
-  client.onGeneration([&](uint64_t g) {
-    auto now = Clock::now();
-    std::lock_guard lock(mu);
-    acked = g;
-    acked_at = now;
-    cv.notify_all();
-  });
-  auto waitAcked = [&](uint64_t above, std::chrono::milliseconds limit, Clock::time_point& at) {
-    std::unique_lock lock(mu);
-    bool ok = cv.wait_for(lock, limit, [&] { return acked > above; });
-    at = acked_at;
-    return ok;
-  };
+  dpu::bench::DataplaneAcks acks(client);
 
   const auto started = Clock::now();
   client.start();
   Clock::time_point synced_at;
-  if (!waitAcked(0, std::chrono::seconds(60), synced_at)) {
+  if (!acks.waitAbove(0, std::chrono::seconds(60), synced_at)) {
     fprintf(stderr, "control_policy_program_bench: no full sync acknowledged within 60 s (%s)\n",
             client.status().last_error.c_str());
     client.stop();
@@ -190,7 +169,8 @@ int main(int argc, char** argv) {
          ms(synced_at - started) / 1000);
   printf("agent_rss_mb %.1f\nproblems %zu\n", agent_rss / 1024.0, st.problems.size());
   if (!dataplane_pid.empty()) {
-    printf("dp_rss_before_mb %.1f\ndp_rss_mb %.1f\n", rss_before / 1024.0, statusKb(dataplane_pid, "VmRSS:") / 1024.0);
+    printf("dp_rss_before_mb %.1f\ndp_rss_mb %.1f\n", rss_before / 1024.0,
+           procStatusKb(dataplane_pid, "VmRSS:") / 1024.0);
   }
   fflush(stdout);
 
@@ -212,13 +192,12 @@ int main(int argc, char** argv) {
     }
     Clock::time_point at;
     // A change that alters no local pod's rules sends no Delta.
-    if (!waitAcked(gen, std::chrono::milliseconds(500), at)) {
+    if (!acks.waitAbove(gen, std::chrono::milliseconds(500), at)) {
       ++silent;
       continue;
     }
     (c % 2 == 0 ? policy_lat : label_lat).push_back(ms(at - start));
-    std::lock_guard lock(mu);
-    gen = acked;
+    gen = acks.last();
   }
   st = client.status();
   client.stop();
@@ -237,6 +216,6 @@ int main(int argc, char** argv) {
   printf("silent_changes %d\ndeltas %llu\nfull_syncs %llu\nrefused %llu\n", silent,
          static_cast<unsigned long long>(st.deltas), static_cast<unsigned long long>(st.full_syncs),
          static_cast<unsigned long long>(st.refused));
-  if (!dataplane_pid.empty()) printf("dp_rss_after_changes_mb %.1f\n", statusKb(dataplane_pid, "VmRSS:") / 1024.0);
+  if (!dataplane_pid.empty()) printf("dp_rss_after_changes_mb %.1f\n", procStatusKb(dataplane_pid, "VmRSS:") / 1024.0);
   return st.refused == 0 && st.full_syncs == 1 ? 0 : 1;
 }

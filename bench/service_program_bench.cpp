@@ -36,22 +36,17 @@
 #include "control/agent.h"
 #include "control/agent_config.h"
 #include "control/dataplane_client.h"
+#include "dataplane_acks.h"
+#include "proc_status.h"
 
 namespace {
 
+using dpu::bench::procStatusKb;
 using namespace dpu::control;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kNamespaces = 100;
 constexpr uint32_t kNodes = 100;  // endpoints spread over them; node-000 is this one
-
-long statusKb(const std::string& pid, const char* field) {
-  std::ifstream in("/proc/" + pid + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(strlen(field)));
-  return -1;
-}
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -169,32 +164,16 @@ int main(int argc, char** argv) {
             agent.refusedServices().empty() ? "" : agent.refusedServices().begin()->second.c_str());
     return 1;
   }
-  const long rss_before = dataplane_pid.empty() ? -1 : statusKb(dataplane_pid, "VmRSS:");
+  const long rss_before = dataplane_pid.empty() ? -1 : procStatusKb(dataplane_pid, "VmRSS:");
 
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t acked = 0;
-  Clock::time_point acked_at;
   Histogram programming(Histogram::latencyBounds());
   DataplaneClient client(socket, "service_program_bench", model, programming);
-  client.onGeneration([&](uint64_t g) {
-    auto now = Clock::now();
-    std::lock_guard lock(mu);
-    acked = g;
-    acked_at = now;
-    cv.notify_all();
-  });
-  auto waitAcked = [&](uint64_t above, std::chrono::milliseconds limit, Clock::time_point& at) {
-    std::unique_lock lock(mu);
-    bool ok = cv.wait_for(lock, limit, [&] { return acked > above; });
-    at = acked_at;
-    return ok;
-  };
+  dpu::bench::DataplaneAcks acks(client);
 
   auto started = Clock::now();
   client.start();
   Clock::time_point synced_at;
-  if (!waitAcked(0, std::chrono::seconds(60), synced_at)) {
+  if (!acks.waitAbove(0, std::chrono::seconds(60), synced_at)) {
     fprintf(stderr, "service_program_bench: no full sync acknowledged within 60 s (%s)\n",
             client.status().last_error.c_str());
     client.stop();
@@ -208,7 +187,7 @@ int main(int argc, char** argv) {
   printf("problems %zu\n", st.problems.size());
   if (!dataplane_pid.empty()) {
     printf("dp_rss_before_mb %.1f\ndp_rss_mb %.1f\n", rss_before / 1024.0,
-           statusKb(dataplane_pid, "VmRSS:") / 1024.0);
+           procStatusKb(dataplane_pid, "VmRSS:") / 1024.0);
   }
   fflush(stdout);
 
@@ -225,15 +204,14 @@ int main(int argc, char** argv) {
     auto start = Clock::now();
     agent.endpointSliceUpserted(slice);
     Clock::time_point at;
-    if (!waitAcked(gen, std::chrono::seconds(5), at)) {
+    if (!acks.waitAbove(gen, std::chrono::seconds(5), at)) {
       fprintf(stderr, "service_program_bench: change %d was not acknowledged within 5 s (%s)\n", i,
               client.status().last_error.c_str());
       client.stop();
       return 1;
     }
     lat.push_back(ms(at - start));
-    std::lock_guard lock(mu);
-    gen = acked;
+    gen = acks.last();
   }
   st = client.status();
   client.stop();
@@ -247,6 +225,6 @@ int main(int argc, char** argv) {
          static_cast<unsigned long long>(st.full_syncs), static_cast<unsigned long long>(st.refused));
   // For the caller to check in `dpuctl services` that the dataplane balances to it.
   if (!last_service.empty()) printf("last_service %s\nlast_backend %s\n", last_service.c_str(), last_backend.c_str());
-  if (!dataplane_pid.empty()) printf("dp_rss_after_changes_mb %.1f\n", statusKb(dataplane_pid, "VmRSS:") / 1024.0);
+  if (!dataplane_pid.empty()) printf("dp_rss_after_changes_mb %.1f\n", procStatusKb(dataplane_pid, "VmRSS:") / 1024.0);
   return st.refused == 0 && st.full_syncs == 1 ? 0 : 1;
 }
