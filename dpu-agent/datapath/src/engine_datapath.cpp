@@ -312,7 +312,8 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
 // ESP on the uplink (before the Geneve decap): an untagged IPv4 or IPv6
 // frame whose IP protocol (next header) is 50, or an IPv4 UDP datagram to
 // port 4500 (ESP in UDP, RFC 3948; accepted whether or not this node sends
-// NAT-T itself, so the setting can change node by node).
+// NAT-T itself, so the setting can change node by node, while it has
+// inbound SAs).
 namespace {
 inline bool isEsp(const rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -343,6 +344,8 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
     return EspReceived::kNotOurs;
   }
   if (!v6 && ip[9] == overlay::ipproto::kUdp) {
+    // A node without inbound SAs (IPsec off) leaves UDP 4500 as any UDP.
+    if (!snap.any_inbound_sa) return EspReceived::kNotOurs;
     // ESP in UDP 4500: a non-ESP marker (four zero bytes: IKE) or a NAT
     // keepalive (one 0xff byte) is not for us; otherwise the UDP header
     // goes and the IP header says ESP (RFC 3948 §3.1), then as any ESP.
