@@ -5,7 +5,7 @@
 # in the host image, the installer writing a plugin and a conflist into
 # mounted host directories (and refusing a broken conflist); in the DPU image
 # (amd64, and arm64 under qemu when the arm64 tree is built) dpu-agent
-# --check-config, dpu-dataplane --check on the shipped configs, dpuctl, and
+# --check-config, dpu-dataplane --check-config on the shipped configs, dpuctl, and
 # the EAL with its PMDs coming up (dpu-offload-hw-check on net_null/net_ring);
 # every binary's libraries resolve, labels carry version and revision, and
 # the images' default user is not root.
