@@ -24,6 +24,8 @@ const mutations = [
   ["a field Kubernetes 1.29 does not know (securityContext.appArmorProfile, 1.30)", DPU,
    /( {12}capabilities: \{drop: \[ALL\]\}\n)/, "$1            appArmorProfile: {type: RuntimeDefault}\n",
    "is not in Kubernetes 1.29's API"],
+  ["the node-guard policy forgets an annotation the agent publishes", "manifests/components/node-guard/policy.yaml",
+   "'dpu-cni.io/port-keys', ", "", "does not let dpu-agent write dpu-cni.io/port-keys"],
   ["the host side gets a service-account token", HOST, "automountServiceAccountToken: false",
    "automountServiceAccountToken: true", "the host side holds cluster credentials"],
   ["the host side's ServiceAccount is bound to a role", "manifests/base/agent-rbac/clusterrolebinding.yaml",
@@ -71,7 +73,11 @@ const mutations = [
 ];
 
 function copyTree(to) {
-  for (const p of ["manifests", "CMakeLists.txt", "docs", "host-shim/tools"]) fs.cpSync(path.join(src, p), path.join(to, p), { recursive: true });
+  for (const p of ["manifests", "CMakeLists.txt", "docs", "host-shim/tools",
+    "dpu-agent/control/include/control/kube_objects.h", "dpu-agent/control/src/kube_node_publisher.cpp"]) {
+    fs.mkdirSync(path.dirname(path.join(to, p)), { recursive: true });
+    fs.cpSync(path.join(src, p), path.join(to, p), { recursive: true });
+  }
   fs.mkdirSync(path.join(to, "tests"));
   fs.symlinkSync(__dirname, path.join(to, "tests", "deploy"));
 }

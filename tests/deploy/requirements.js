@@ -328,6 +328,39 @@ module.exports = function checkRequirements({ objects, src, build, fail, runDaem
     }
   }
 
+  // --- node-guard: the admission policy lets the agent write what it publishes --
+  // The annotations kube_node_publisher.cpp writes (its k...Annotation
+  // constants, spelled in kube_objects.h) must be the policy's `ours` list, its
+  // refusal message and the install guide's paragraph: a new annotation the
+  // policy does not know makes every Node update of the agent fail on a real
+  // cluster, and the fake API server does not evaluate admission policies.
+  {
+    const control = path.join(src, "dpu-agent", "control");
+    const constants = fs.readFileSync(path.join(control, "include", "control", "kube_objects.h"), "utf8");
+    const publisher = fs.readFileSync(path.join(control, "src", "kube_node_publisher.cpp"), "utf8");
+    const published = new Set();
+    for (const m of publisher.matchAll(/\b(k\w+Annotation)\b/g)) {
+      const c = new RegExp(`${m[1]} = "([^"]+)"`).exec(constants);
+      if (!c) fail("dpu-agent/control/src/kube_node_publisher.cpp", `${m[1]} is not spelled in kube_objects.h`);
+      else published.add(c[1]);
+    }
+    if (!published.size) fail("dpu-agent/control/src/kube_node_publisher.cpp", "names no k...Annotation constant");
+    const guards = objects.filter((y) => y.o.kind === "ValidatingAdmissionPolicy" &&
+      y.o.metadata.name === "dpu-cni-node-annotations");
+    for (const g of guards) {
+      const ours = ((g.o.spec.variables || []).find((v) => v.name === "ours") || {}).expression || "";
+      const allowed = new Set([...ours.matchAll(/'([^']+)'/g)].map((m) => m[1]));
+      for (const a of published) if (!allowed.has(a)) fail(g.where, `does not let dpu-agent write ${a}, which it publishes`);
+      for (const a of allowed) if (!published.has(a)) fail(g.where, `lets dpu-agent write ${a}, which it never publishes`);
+      for (const v of g.o.spec.validations || [])
+        if (/may change only the annotations/.test(v.message || ""))
+          for (const a of published) if (!v.message.includes(a)) fail(g.where, `its refusal message omits ${a}`);
+    }
+    const guide = /a node update by the agent may change only\s+([\s\S]*?)\(not spec/.exec(installDoc);
+    if (!guide) fail("docs/install-kubernetes.md", "does not say which annotations the node-guard policy allows");
+    else for (const a of published) if (!guide[1].includes(a)) fail("docs/install-kubernetes.md", `node-guard paragraph omits ${a}`);
+  }
+
   // --- systemd units: the containers' capability sets ------------------------
   const unit = (name) => fs.readFileSync(path.join(src, "manifests", "systemd", name), "utf8");
   const bound = (text, key) => {
