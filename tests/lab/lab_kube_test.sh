@@ -12,9 +12,10 @@
 #     `kubectl get pod` shows) and reach each other across nodes;
 #   - the agent refuses a CNI ADD for a pod the API schedules elsewhere;
 #   - a Service and a NetworkPolicy applied with kubectl reach both agents
-#     without error (counted per kind; the datapath does not use the policy
-#     yet); the Service, with the EndpointSlice the API server made for it,
-#     takes a pod on the other node to pod a through its cluster IP;
+#     without error (counted per kind); the Service, with the EndpointSlice
+#     the API server made for it, takes a pod on the other node to pod a
+#     through its cluster IP; the policy is enforced (the allowed port only),
+#     follows `kubectl label pod` of the client and `kubectl delete`;
 #   - `kubectl delete pod` runs the CNI DEL: the agent drops the attachment and
 #     releases the address, the pod's netns goes and its VF returns;
 #   - the agents needed no grant the manifests lack (the fake's RBAC denials).
@@ -70,7 +71,7 @@ else
     fail "the refusal does not say where the pod is scheduled: $out"
 fi
 
-# A Service and a NetworkPolicy: the agents receive them (the datapath does not use NetworkPolicies yet).
+# A Service and a NetworkPolicy: the agents receive them.
 svc1=$(metric 1 dpu_agent_cluster_events_total 'kind="service"'); np1=$(metric 1 dpu_agent_cluster_events_total 'kind="networkpolicy"')
 svc2=$(metric 2 dpu_agent_cluster_events_total 'kind="service"'); np2=$(metric 2 dpu_agent_cluster_events_total 'kind="networkpolicy"')
 out=$(k apply -f - 2>&1 <<EOF
@@ -110,10 +111,31 @@ mkdir -p "$DL_DIR/www-a" && echo a > "$DL_DIR/www-a/index.html"
 dl_spawn "$DL_DIR/www-a.pid" "$(dl_pod_ns 1 default.a)" "$DL_DIR/www-a.log" \
   /usr/bin/python3 -m http.server 8080 --directory "$DL_DIR/www-a" || fail "could not start a web server in pod a"
 through_vip() { [ "$(dl_exec node2/default.b curl -s --max-time 2 "http://$vip/")" = a ]; }
+denied_vip() { ! through_vip; }
 check "b (node2) reaches pod a through Service web's cluster IP $vip:80" dl_wait 20 through_vip
 n1=$(metric 1 dpu_agent_services dpu_agent_services) n2=$(metric 2 dpu_agent_services dpu_agent_services)
 [ "$n1" -ge 1 ] && [ "$n2" -ge 1 ] && pass "both agents hold services in their model ($n1, $n2)" ||
   fail "services in the agents' models: node1 $n1, node2 $n2"
+
+# The NetworkPolicy through the datapath, driven with kubectl: web-from-client
+# lets b (app=client) reach a (app=web) on 8080 only; a label change of b and
+# the policy's deletion take effect on the next connections.
+dl_spawn "$DL_DIR/www-a81.pid" "$(dl_pod_ns 1 default.a)" "$DL_DIR/www-a81.log" \
+  /usr/bin/python3 -m http.server 8081 --directory "$DL_DIR/www-a" || fail "could not start a second web server in pod a"
+serves() { [ "$(dl_exec node1/default.a curl -s --max-time 2 "http://127.0.0.1:$1/")" = a ]; }
+check "pod a serves on 8081 (asked from inside the pod)" dl_wait 20 serves 8081
+direct() { [ "$(dl_exec node2/default.b curl -s --max-time 2 "http://$ip_a:$1/")" = a ]; }
+denied() { ! direct "$1"; }
+check "b reaches a directly on 8080, which web-from-client allows" dl_wait 20 direct 8080
+check "b cannot reach a on 8081, which no policy allows" denied 8081
+out=$(k label pod b app=other --overwrite 2>&1) || fail "kubectl label pod b app=other: $out"
+check "after kubectl label pod b app=other, b cannot reach a on 8080" dl_wait 10 denied 8080
+check "and not through the cluster IP either" denied_vip
+out=$(k label pod b app=client --overwrite 2>&1) || fail "kubectl label pod b app=client: $out"
+check "labelled app=client again, b reaches a on 8080" dl_wait 10 direct 8080
+out=$(k delete networkpolicy web-from-client 2>&1) && pass "kubectl delete networkpolicy: $out" ||
+  fail "kubectl delete networkpolicy web-from-client: $out"
+check "with the policy deleted, b reaches a on 8081" dl_wait 10 direct 8081
 
 # kubectl delete pod: the kubelet stand-in runs the CNI DEL, then the pod goes.
 used2_with_b=$(metric 2 dpu_agent_ipam_addresses_used "10.244.2.0/24")
