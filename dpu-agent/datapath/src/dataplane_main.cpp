@@ -9,11 +9,14 @@
 //
 // One dataplane is active for a node (it holds `<programming socket>.lock`,
 // takeover.h). Without --standby a second one is refused at once. With
-// --standby the process starts EAL and creates its mbuf pool, then waits for
-// that lock, which the kernel releases the instant the active one exits
-// (crash, SIGKILL, SIGTERM): only then does it detach stale XDP programs,
-// open the ports, bind the sockets and take the agent's resync. Its EAL
-// --file-prefix is eal.file_prefix plus "-a" or "-b" (the slot it holds).
+// --standby a process that finds another active starts EAL and creates its
+// mbuf pool, then waits for that lock, which the kernel releases the instant
+// the active one exits (crash, SIGKILL, SIGTERM): only then does it detach
+// stale XDP programs, open the ports, bind the sockets and take the agent's
+// resync (one that finds nobody active is active at once). Its EAL
+// --file-prefix is eal.file_prefix plus "-a" or "-b" (the slot it holds). A
+// config whose EAL probes devices at start (eal.allow, preprobed ports) cannot
+// wait: standbyProblem() says so and the standby exits.
 //
 // SIGTERM/SIGINT: stop the lcores, close the ports, remove the sockets, exit 0
 // (a standby that is still waiting just exits).
@@ -92,6 +95,16 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
     if (!claimed) return fail(claimed.error());
     slot = std::move(*claimed);
     eal_config.eal.file_prefix += "-" + slot.name;
+    // Nobody active: this one is, from the start (a cold start, as without --standby).
+    if (auto acquired = acquireActive(socket); acquired) {
+      active = std::move(*acquired);
+      standby = false;
+      (void)slot.lock.publish(std::to_string(::getpid()) + " active\n");
+    } else if (acquired.code() != ErrorCode::kConflict) {
+      return fail(acquired.error());
+    } else if (std::string problem = standbyProblem(config); !problem.empty()) {
+      return fail(problem);
+    }
   } else {
     auto acquired = acquireActive(socket);
     if (!acquired) return fail(acquired.error());
