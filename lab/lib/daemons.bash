@@ -6,6 +6,7 @@
 #
 # Per node N, in $DL_DIR/nN/:
 #   dataplane.yaml dataplane.log dataplane.pid dataplane.sock (programming) dpuctl.sock (operator)
+#   dataplane-standby.pid, dataplane.sock.lock and .slot-a/.slot-b (with DL_DP_STANDBY=1, below)
 #   agent.yaml agent.log agent.pid agent-state/
 #   tls/ (scripts/make-tls.sh: ca.pem, the agent's server.pem, the host's NODE.pem;
 #         host-shim and the agent speak mutual TLS, as a real node does)
@@ -25,6 +26,15 @@
 #   dl_metrics N dataplane|agent     node N's Prometheus text (dataplane: its own endpoint)
 #   dl_wipe_dpu_state N              remove the agent's state (a DPU "reboot" wipes it)
 # Binaries come from $DPU_BUILD_DIR (see dl_bin).
+#
+# DL_DP_STANDBY=1: each node runs a warm standby dataplane beside the active
+# one (dpu-dataplane --standby, takeover.h: EAL and the mbuf pool ready, it
+# takes over by itself the instant the active one exits). The lab supervises
+# the pair as systemd or the DaemonSet would: dl_daemon_start N dataplane
+# after the active one died adopts the standby that took over (its pid file
+# becomes dataplane.pid) and starts the next standby; a planned stop
+# (dl_daemon_stop N dataplane) stops the standby first, a crash
+# (dl_daemon_stop N dataplane -9) kills only the active one.
 
 dl_bin() {
   case $1 in
@@ -132,7 +142,35 @@ dl_daemon_pid() {
   return 0
 }
 
-_dl_ready_dataplane() { test -S "$DL_DIR/n$1/dataplane.sock"; }
+# Ready: the process in dataplane.pid is the active one (it wrote its pid into
+# the active lock once its sockets were open; a takeover's stale socket file
+# from the dead process does not count). Bash builtins only: polled every 10 ms.
+_dl_ready_dataplane() {
+  local d=$DL_DIR/n$1 pid owner
+  { read -r pid < "$d/dataplane.pid" && read -r owner < "$d/dataplane.sock.lock"; } 2>/dev/null || return 1
+  [ -n "$pid" ] && [ "$owner" = "$pid" ] && test -S "$d/dataplane.sock"
+}
+# Warm: the standby in dataplane-standby.pid holds a slot and waits (it wrote "PID standby" into its slot file).
+_dl_warm_standby() {
+  local d=$DL_DIR/n$1 pid slot line
+  { read -r pid < "$d/dataplane-standby.pid"; } 2>/dev/null || return 1
+  for slot in a b; do
+    { read -r line < "$d/dataplane.sock.slot-$slot"; } 2>/dev/null || continue
+    [ "$line" = "$pid standby" ] && return 0
+  done
+  return 1
+}
+
+# Starts node N's standby dataplane; with "wait", until it is warm.
+dl_dataplane_standby() {
+  local n=$1 d=$DL_DIR/n$1
+  dl_spawn "$d/dataplane-standby.pid" "$(dl_node_ns "$n" dpu)" "$d/dataplane.log" "$(dl_bin dataplane)" \
+    --config "$d/dataplane.yaml" --standby || return 1
+  [ "${2:-}" = wait ] || return 0
+  dl_wait 30 _dl_warm_standby "$n" && return 0
+  dl_die "node $n: the standby dataplane is not warm after 30 s; its log:"
+  tail -n 20 "$d/dataplane.log" >&2; return 1
+}
 # Ready: the cluster file is synced and the dataplane programmed.
 _dl_ready_agent() {
   dl_agent_curl "$1" /readyz -sf --max-time 1
@@ -150,9 +188,14 @@ dl_daemon_start() {
   case $which in
     dataplane)
       ns=$(dl_node_ns "$n" dpu); log=$d/dataplane.log
-      dl_record dpdk "$DL_NAME-dp$n"
-      rm -f "$d/dataplane.sock" "$d/dpuctl.sock"
-      dl_spawn "$d/dataplane.pid" "$ns" "$log" "$(dl_bin dataplane)" --config "$d/dataplane.yaml" || return 1 ;;
+      if dl_proc_alive "$d/dataplane-standby.pid"; then
+        # The standby took over (or does so now) by itself: it is the active one.
+        mv "$d/dataplane-standby.pid" "$d/dataplane.pid"
+      else
+        dl_record dpdk "$DL_NAME-dp$n"
+        rm -f "$d/dataplane.sock" "$d/dpuctl.sock"
+        dl_spawn "$d/dataplane.pid" "$ns" "$log" "$(dl_bin dataplane)" --config "$d/dataplane.yaml" || return 1
+      fi ;;
     agent)
       ns=$(dl_node_ns "$n" dpu); log=$d/agent.stderr
       dl_spawn "$d/agent.pid" "$ns" "$log" "$(dl_bin agent)" --config "$d/agent.yaml" || return 1 ;;
@@ -166,7 +209,12 @@ dl_daemon_start() {
   local i
   # Every 10 ms: a restart (faults_dataplane_test.sh) measures when the daemon is ready.
   for (( i = 0; i < 1500; i++ )); do
-    "_dl_ready_${which//-/_}" "$n" >/dev/null 2>&1 && return 0
+    if "_dl_ready_${which//-/_}" "$n" >/dev/null 2>&1; then
+      # The next standby (not waited for: its EAL start would only delay the caller).
+      [ "$which" = dataplane ] && [ "${DL_DP_STANDBY:-0}" = 1 ] && ! dl_proc_alive "$d/dataplane-standby.pid" &&
+        { dl_dataplane_standby "$n" || return 1; }
+      return 0
+    fi
     if (( i % 10 == 9 )) && ! dl_proc_alive "$d/$which.pid"; then
       dl_die "node $n: $which exited during start; its log:"
       tail -n 20 "$log" "$d/$which.log" >&2 2>/dev/null; return 1
@@ -178,7 +226,12 @@ dl_daemon_start() {
   return 1
 }
 
-dl_daemon_stop() { dl_proc_stop "$DL_DIR/n$1/$2.pid" "${3:-}"; }
+dl_daemon_stop() {
+  # A planned stop of the dataplane stops its standby first (or it would take
+  # over); SIGKILL is a crash of the active one alone.
+  [ "$2" = dataplane ] && [ "${3:-}" != -9 ] && dl_proc_stop "$DL_DIR/n$1/dataplane-standby.pid"
+  dl_proc_stop "$DL_DIR/n$1/$2.pid" "${3:-}"
+}
 
 dl_node_start() {
   dl_daemon_start "$1" dataplane && dl_daemon_start "$1" agent && dl_daemon_start "$1" host-shim

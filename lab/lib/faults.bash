@@ -108,6 +108,7 @@ dl_cluster_remove_node() {
 dl_dpu_reboot() {
   local n=$1
   dl_daemon_stop "$n" agent -9
+  dl_daemon_stop "$n" dataplane-standby -9
   dl_daemon_stop "$n" dataplane -9
   dl_wipe_dpu_state "$n"
   dl_daemon_start "$n" dataplane && dl_daemon_start "$n" agent

@@ -367,7 +367,8 @@ module.exports = function checkRequirements({ objects, src, build, fail, runDaem
     const m = new RegExp(`^${key}=(.*)$`, "m").exec(text);
     return m ? m[1].trim().split(/\s+/).filter(Boolean).map((c) => c.replace(/^CAP_/, "")) : null;
   };
-  for (const [file, container] of [["dpu-dataplane.service", "dpu-dataplane"], ["dpu-agent.service", "dpu-agent"]]) {
+  for (const [file, container] of [["dpu-dataplane.service", "dpu-dataplane"],
+    ["dpu-dataplane-standby.service", "dpu-dataplane"], ["dpu-agent.service", "dpu-agent"]]) {
     const text = unit(file), want = documented[container] || [];
     const b = bound(text, "CapabilityBoundingSet");
     if (!b || !same(b, want)) fail(`manifests/systemd/${file}`, `CapabilityBoundingSet [${b}] must be the container's [${want}]`);

@@ -124,4 +124,31 @@ class FakeEswitch final : public OffloadBackend {
   Observer observer_;
 };
 
+// One dataplane process's view of a FakeEswitch: it forwards to the eswitch
+// until kill(), after which every call fails as a dead process's would (its
+// clean-up on the way out removes nothing). A restart test kills the old
+// process, restart()s the eswitch and gives a new process a new view.
+class EswitchProcess final : public OffloadBackend {
+ public:
+  explicit EswitchProcess(FakeEswitch& sw) : sw_(sw) {}
+  void kill() { dead_ = true; }
+  Capabilities capabilities() const override { return sw_.capabilities(); }
+  Result<void> validate(const flow::FlowSpec& flow) override { return dead_ ? gone() : sw_.validate(flow); }
+  Result<OffloadHandle> install(const flow::FlowSpec& flow) override {
+    if (dead_) return Error{"the process is gone"};
+    return sw_.install(flow);
+  }
+  Result<void> remove(OffloadHandle h) override { return dead_ ? gone() : sw_.remove(h); }
+  Result<HwCounters> query(OffloadHandle h) override {
+    if (dead_) return Error{"the process is gone"};
+    return sw_.query(h);
+  }
+  std::vector<InheritedRule> inherited() override { return dead_ ? std::vector<InheritedRule>{} : sw_.inherited(); }
+
+ private:
+  static Result<void> gone() { return Error{"the process is gone"}; }
+  FakeEswitch& sw_;
+  bool dead_ = false;
+};
+
 }  // namespace dpu::offload::testing

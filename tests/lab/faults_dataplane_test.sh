@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Lab e2e, faults: dpu-dataplane of node1 is killed with SIGKILL while pings
 # run every 10 ms (node2/b -> node1/a across the fabric, node1's host ->
-# node1/a locally) and is started again by the lab. Proves and measures:
+# node1/a locally). By default node1 runs a warm standby dataplane
+# (DL_DP_STANDBY, lab/lib/daemons.bash: dpu-dataplane --standby), which takes
+# over by itself; FAULT_DP_STANDBY=0 measures the cold start of a new process
+# instead (the lab starts it after the kill). Proves and measures:
 #  - forwarding comes back by itself (the agent reconnects and pushes its
 #    whole model into the new dataplane) within a bound: the outage (kill to
 #    the first reply after the gap) and the lost pings are printed as
@@ -14,8 +17,12 @@
 #    unchanged, the new dataplane has flows for both), TCP works again both
 #    ways, and a new pod attaches and forwards;
 #  - every port comes back on the backend it had (af_xdp), although the killed
-#    process left its XDP programs attached (detachStaleXdpProgram, xdp.h).
+#    process left its XDP programs attached (detachStaleXdpProgram, xdp.h);
+#  - with the standby: the standby is the process that forwards afterwards, and
+#    the lab starts the next standby, which gets warm.
 source "$(dirname "$0")/common.bash" fdp
+standby=${FAULT_DP_STANDBY:-1}
+DL_DP_STANDBY=$standby
 DL_VFS=4 lab_test_up 2 0
 bound=${FAULT_DP_BOUND_MS:-5000}
 
@@ -40,6 +47,12 @@ flowing_since() { [ "$(replies_after "$pr" "$1")" -ge 20 ] && [ "$(replies_after
 # Both pings are answered before the kill, so a gap in them is the restart's.
 dl_wait 10 flowing_since 0 || fail "the pings got no replies before the kill"
 old_pid=$(dl_daemon_pid 1 dataplane)
+mode="cold start"
+if [ "$standby" = 1 ]; then
+  mode="warm standby"
+  dl_wait 30 _dl_warm_standby 1 && pass "node1's standby dataplane is warm" || fail "node1's standby dataplane is not warm"
+  standby_pid=$(dl_daemon_pid 1 dataplane-standby)
+fi
 # EPOCHREALTIME (bash): no fork between the time stamp and the kill.
 t_kill=$EPOCHREALTIME
 dl_daemon_stop 1 dataplane -9
@@ -78,11 +91,18 @@ for p in remote host; do
     fail "$what: no reply after the new dataplane was up ($res transmitted/received): forwarding did not come back"
     continue
   fi
-  echo "FIGURE: dataplane restart outage $out ms ($what, $lost of ${res% *} pings at 10 ms lost; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN{printf "%d", (b-a)*1000}') ms after the kill; $startup)"
+  echo "FIGURE: dataplane restart outage $out ms ($mode; $what, $lost of ${res% *} pings at 10 ms lost; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN{printf "%d", (b-a)*1000}') ms after the kill; $startup)"
   [ "$out" -le "$bound" ] && pass "$what: forwarding back $out ms after the kill (bound $bound ms)" ||
     fail "$what: forwarding back only $out ms after the kill (bound $bound ms)"
 done
 
+if [ "$standby" = 1 ]; then
+  new_pid=$(dl_daemon_pid 1 dataplane)
+  [ -n "$standby_pid" ] && [ "$new_pid" = "$standby_pid" ] && pass "the warm standby (pid $standby_pid) took over" ||
+    fail "the dataplane after the kill is pid ${new_pid:-none}, not the standby (pid ${standby_pid:-none})"
+  dl_wait 30 _dl_warm_standby 1 && pass "the next standby (pid $(dl_daemon_pid 1 dataplane-standby)) is warm" ||
+    fail "no warm standby after the takeover"
+fi
 same_pod() { [ "$(dl_pod_ip 1 a)" = "$ip_a" ] && [ "$(ip -n "$(dl_pod_ns 1 a)" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*')" = "$mac_a" ]; }
 check "node1/a keeps its address $ip_a and MAC on the same eth0" same_pod
 # A SIGKILLed dataplane leaves its XDP programs attached; the new one must not fall back to af_packet for them.

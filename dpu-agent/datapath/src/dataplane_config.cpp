@@ -341,6 +341,21 @@ std::string afPacketDevargs(const std::string& vdev_suffix, const std::string& i
          ",qdisc_bypass=1";
 }
 
+std::string standbyProblem(const DataplaneConfig& config) {
+  std::string probed;
+  if (!config.eal.allow.empty()) probed = "eal.allow";
+  else if (!config.eal.vdevs.empty()) probed = "eal.vdevs";
+  else if (config.uplink.kind == PortKind::kPreprobed) probed = "uplink.kind preprobed";
+  else if (config.management.configured && config.management.kind == PortKind::kPreprobed)
+    probed = "management.kind preprobed";
+  else if (config.host_pf.configured && config.host_pf.kind == PortKind::kPreprobed) probed = "host_pf.kind preprobed";
+  else if (config.representors.mode == RepresentorMode::kPreprobed) probed = "representors.mode preprobed";
+  if (probed.empty()) return "";
+  return "a standby cannot wait beside the active dataplane with this config: " + probed +
+         " makes EAL probe the devices the active one owns at start; use ports opened after EAL (uplink and "
+         "host_pf af_xdp or af_packet, representors hotplug) or run one dataplane without --standby";
+}
+
 std::string expandTemplate(const std::string& templ, const std::string& name) {
   std::string out;
   size_t pos = 0;

@@ -4,9 +4,22 @@
 // forwarding with its last model while no agent is connected.
 //
 //   dpu-dataplane --config /etc/dpu/dataplane.yaml
+//   dpu-dataplane --config FILE --standby        # warm standby: takes over when the active one exits
 //   dpu-dataplane --config FILE --check-config   # validate the config and exit
 //
-// SIGTERM/SIGINT: stop the lcores, close the ports, remove the sockets, exit 0.
+// One dataplane is active for a node (it holds `<programming socket>.lock`,
+// takeover.h). Without --standby a second one is refused at once. With
+// --standby a process that finds another active starts EAL and creates its
+// mbuf pool, then waits for that lock, which the kernel releases the instant
+// the active one exits (crash, SIGKILL, SIGTERM): only then does it detach
+// stale XDP programs, open the ports, bind the sockets and take the agent's
+// resync (one that finds nobody active is active at once). Its EAL
+// --file-prefix is eal.file_prefix plus "-a" or "-b" (the slot it holds). A
+// config whose EAL probes devices at start (eal.allow, preprobed ports) cannot
+// wait: standbyProblem() says so and the standby exits.
+//
+// SIGTERM/SIGINT: stop the lcores, close the ports, remove the sockets, exit 0
+// (a standby that is still waiting just exits).
 // Exit codes: 0 clean stop, 1 start-up failure (the message names what to fix),
 // 2 bad command line or configuration.
 #include <rte_eal.h>
@@ -24,6 +37,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "common/log.h"
 #include "common/version.h"
 #include "datapath/api_server.h"
@@ -38,6 +53,7 @@
 #include "datapath/metrics.h"
 #include "datapath/port.h"
 #include "datapath/startup_timeline.h"
+#include "datapath/takeover.h"
 #include "datapath/xdp.h"
 #include "offload/none_backend.h"
 #include "offload/rte_flow_backend.h"
@@ -53,8 +69,9 @@ void onSignal(int) { g_stop.store(true); }
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: dpu-dataplane --config FILE [--check-config]\n"
+               "usage: dpu-dataplane --config FILE [--standby | --check-config]\n"
                "  --config FILE    the dataplane configuration (JSON or YAML)\n"
+               "  --standby        start warm (EAL, mbuf pool), take over when the active dataplane exits\n"
                "  --check-config   validate the configuration and exit\n"
                "  --version        print the version and exit\n");
 }
@@ -64,34 +81,56 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int run(const DataplaneConfig& config, const char* program, StartupTimeline& timeline) {
+int run(const DataplaneConfig& config, const char* program, StartupTimeline& timeline, bool standby) {
   using Clock = StartupTimeline::Clock;
+  // Which process owns the node's ports (takeover.h). A standby holds a slot
+  // (its EAL prefix) and waits for the active lock after its warm-up below;
+  // an active one takes the lock now or refuses to start.
+  const std::string& socket = config.sockets.programming;
+  HeldLock active;
+  Slot slot;
+  DataplaneConfig eal_config = config;
+  if (standby) {
+    auto claimed = claimSlot(socket);
+    if (!claimed) return fail(claimed.error());
+    slot = std::move(*claimed);
+    eal_config.eal.file_prefix += "-" + slot.name;
+    // Nobody active: this one is, from the start (a cold start, as without --standby).
+    if (auto acquired = acquireActive(socket); acquired) {
+      active = std::move(*acquired);
+      standby = false;
+      (void)slot.lock.publish(std::to_string(::getpid()) + " active\n");
+    } else if (acquired.code() != ErrorCode::kConflict) {
+      return fail(acquired.error());
+    } else if (std::string problem = standbyProblem(config); !problem.empty()) {
+      return fail(problem);
+    }
+  } else {
+    auto acquired = acquireActive(socket);
+    if (!acquired) return fail(acquired.error());
+    active = std::move(*acquired);
+  }
   // Beside EAL's start, which is mostly waiting (it loads every PMD and, on
   // x86 without an Intel TSC leaf, sleeps 100 ms to measure the TSC): the pool's
   // memory is faulted in without hugepages (mbuf_pool.h), and the XDP
-  // programs a killed predecessor left are detached (xdp.h).
+  // programs a killed predecessor left are detached (xdp.h), by an active
+  // process only: a standby's predecessor still runs them.
   std::unique_ptr<PoolArea> area = PoolArea::prepare(config);
   StaleXdpSweep stale;
   Clock::time_point sweep_began{}, sweep_ended{};
   std::thread sweeper;
-  if (mayUseAfXdp(config)) {
-    sweeper = std::thread([&] {
-      sweep_began = Clock::now();
-      stale = detachStaleXdpPrograms();
-      sweep_ended = Clock::now();
-    });
-  }
+  auto sweep = [&] {
+    sweep_began = Clock::now();
+    stale = detachStaleXdpPrograms();
+    sweep_ended = Clock::now();
+  };
+  if (mayUseAfXdp(config) && !standby) sweeper = std::thread(sweep);
   auto began = Clock::now();
-  auto init = initEal(config, program);
+  auto init = initEal(eal_config, program);
   if (sweeper.joinable()) sweeper.join();
   if (!init) return fail(init.error());
   timeline.add("eal", began);
-  if (sweep_ended != Clock::time_point{}) {
-    timeline.add("stale xdp detach (beside eal)", sweep_began, sweep_ended);
-    for (const auto& iface : stale.detached)
-      DPU_LOG(kInfo, "dataplane") << "detached the XDP program a previous dataplane left on " << iface;
-    for (const auto& error : stale.errors) DPU_LOG(kWarn, "dataplane") << error;
-  }
+  if (sweep_ended != Clock::time_point{}) timeline.add("stale xdp detach (beside eal)", sweep_began, sweep_ended);
 
   began = Clock::now();
   auto created_pool = createMbufPool(config, area.get());
@@ -106,6 +145,43 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
   }
   rte_mempool* pool = *created_pool;
   timeline.add("mbuf pool", began);
+
+  if (standby) {
+    // Warm: wait for the active dataplane to exit. What follows is the
+    // takeover, timed from the moment the lock is ours (the part of the
+    // outage this process still costs).
+    DPU_LOG(kInfo, "dataplane") << "standby (slot " << slot.name << ", EAL prefix " << eal_config.eal.file_prefix
+                                << "): warm after " << timeline.line() << "; waiting for " << activeLockPath(socket);
+    // "PID standby" in the slot file: warm (a supervisor may wait for it).
+    if (auto published = slot.lock.publish(std::to_string(::getpid()) + " standby\n"); !published) {
+      DPU_LOG(kWarn, "dataplane") << published.error();
+    }
+    const int predecessor = activeLockOwner(socket);
+    auto acquired = waitForActive(socket, g_stop);
+    if (!acquired) {
+      rte_mempool_free(pool);
+      cleanupEal();
+      if (acquired.code() == ErrorCode::kClosed) {
+        DPU_LOG(kInfo, "dataplane") << "standby stopped before a takeover";
+        return 0;
+      }
+      return fail(acquired.error());
+    }
+    active = std::move(*acquired);
+    (void)slot.lock.publish(std::to_string(::getpid()) + " active\n");
+    timeline = StartupTimeline();
+    timeline.mark("takeover", Clock::now());
+    DPU_LOG(kInfo, "dataplane") << "taking over: the active dataplane"
+                                << (predecessor > 0 ? " (pid " + std::to_string(predecessor) + ")" : std::string())
+                                << " exited";
+    if (mayUseAfXdp(config)) {
+      sweep();
+      timeline.add("stale xdp detach", sweep_began, sweep_ended);
+    }
+  }
+  for (const auto& iface : stale.detached)
+    DPU_LOG(kInfo, "dataplane") << "detached the XDP program a previous dataplane left on " << iface;
+  for (const auto& error : stale.errors) DPU_LOG(kWarn, "dataplane") << error;
 
   int status = 0;
   {
@@ -223,6 +299,10 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
                  !listening) {
         status = fail(listening.error());
       } else {
+        // Who is active, for operators and supervisors (the lab waits for its pid here).
+        if (auto published = active.publish(std::to_string(::getpid()) + "\n"); !published) {
+          DPU_LOG(kWarn, "dataplane") << published.error();
+        }
         // The worker lcores start with the first model (DataplanePorts::activate).
         DPU_LOG(kInfo, "dataplane") << "running: " << config.workers << " worker lcore(s), flow cache "
                                     << config.flow_cache_entries << " entries per worker ("
@@ -255,6 +335,7 @@ int main(int argc, char** argv) {
   StartupTimeline timeline;
   std::string config_path;
   bool check = false;
+  bool standby = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--config" && i + 1 < argc) {
@@ -263,6 +344,8 @@ int main(int argc, char** argv) {
       config_path = arg.substr(9);
     } else if (arg == "--check-config") {
       check = true;
+    } else if (arg == "--standby") {
+      standby = true;
     } else if (arg == "--version") {
       std::printf("dpu-dataplane %s\n", DPU_VERSION);
       return 0;
@@ -303,5 +386,5 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  return run(*config, argv[0], timeline);
+  return run(*config, argv[0], timeline, standby);
 }

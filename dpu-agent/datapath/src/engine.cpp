@@ -17,6 +17,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/log.h"
 #include "engine_impl.h"
 #include "offload/offload.h"
 #include "offload/offloadable.h"
@@ -88,6 +89,7 @@ EngineImpl::EngineImpl(const EngineConfig& config) : config_(config), ipsec_(con
   // The no-offload backend refuses every flow: skip the queue, the per-flow
   // bookkeeping and the refusals, and say so in dump-flows.
   if (config_.offload != nullptr && config_.offload->capabilities().backend == "none") config_.offload = nullptr;
+  if (config_.offload != nullptr) inherited_ = std::make_unique<offload::InheritedRules>(*config_.offload);
 }
 
 EngineImpl::~EngineImpl() {
@@ -126,6 +128,13 @@ Result<void> EngineImpl::init() {
   }
   start_ms_ = now();
   if (auto ns = initNorthSouth(); !ns) return ns;
+  // A restart: the previous process's rules stay until the new model has been offered.
+  if (inherited_ != nullptr) {
+    if (const size_t n = inherited_->begin(); n != 0) {
+      DPU_LOG(kInfo, "engine") << "offload: " << n
+                               << " rules of a previous dataplane kept until the first full sync is offered";
+    }
+  }
   try {
     conntrack_ = std::make_unique<conntrack::Table>(config_.conntrack_entries, config_.conntrack_timeouts);
     affinity_ = std::make_unique<conntrack::Affinity>(config_.affinity_entries);
@@ -552,7 +561,14 @@ void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowRecord& e
   next.flow_id = e.flow_id;
   next.hw_used_ms = now32;
   const flow::FlowSpec spec = toFlowSpec(snap, e);
-  if (auto ok = config_.offload->validate(spec); !ok) {
+  // A previous process's rule for this match (a restart): taken over when it
+  // does exactly this, else removed once the replacement below is in place.
+  offload::InheritedRule* old = inherited_ != nullptr ? inherited_->find(spec) : nullptr;
+  if (old != nullptr && old->flow == spec) {
+    next.state = OffloadSlot::kInHw;
+    next.handle = inherited_->adopt(*old).id;
+    old = nullptr;
+  } else if (auto ok = config_.offload->validate(spec); !ok) {
     next.state = OffloadSlot::kSoftware;
     next.reason = internReason(ok.error());
   } else if (auto h = config_.offload->install(spec); !h) {
@@ -561,6 +577,9 @@ void EngineImpl::offerFlow(WorkerContext& w, uint32_t index, const FlowRecord& e
   } else {
     next.state = OffloadSlot::kInHw;
     next.handle = h->id;
+  }
+  if (old != nullptr && !inherited_->replaced(*old)) {
+    DPU_LOG(kWarn, "engine") << "offload: removing a previous dataplane's rule failed (retried)";
   }
   // The lcore's sweep reads flow_id, state and hw_used_ms: stored atomically,
   // state last (kNone while the others change).
@@ -636,7 +655,22 @@ void EngineImpl::maintain() {
   if (config_.offload != nullptr) {
     drainOffload();
     scanOffload(maintain_calls_ % 10 == 0);
+    if (inherited_->active()) {
+      if (generation_ != 0 || now() - start_ms_ >= config_.offload_resync_timeout_ms) endOffloadResync();
+    } else if (maintain_calls_ % 10 == 0 && inherited_->retryStale() != 0) {
+      DPU_LOG(kWarn, "engine") << "offload: a previous dataplane's rules still cannot be removed (retried)";
+    }
   }
+}
+
+void EngineImpl::endOffloadResync() {
+  const offload::ResyncResult r = inherited_->end();
+  if (r.adopted + r.replaced + r.removed + r.remove_errors == 0) return;
+  DPU_LOG(kInfo, "engine") << "offload resync " << (generation_ != 0 ? "after the first full sync" : "timed out without one")
+                           << ": " << r.adopted << " rules of the previous dataplane taken over, " << r.replaced
+                           << " replaced, " << r.removed << " removed"
+                           << (r.remove_errors != 0 ? ", " + std::to_string(r.remove_errors) + " removals failed (retried)"
+                                                    : std::string());
 }
 
 dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRequest& request) {

@@ -22,6 +22,7 @@
 #include "conntrack/conntrack.h"
 #include "flow/flow.h"
 #include "flow_cache.h"
+#include "offload/inherited_rules.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
 #include "snapshot.h"
@@ -358,6 +359,9 @@ class EngineImpl final : public Engine {
   void reclaimSnapshots();
   uint32_t countStale(const Snapshot& snap) const;
   void drainOffload();
+  // The first full sync is programmed (or none came in time): the previous
+  // process's rules not taken over by now go (inherited_rules.h).
+  void endOffloadResync();
   // Every call: removes rules whose flow left the cache. `full` (about once a
   // second): also offers flows never offered and reads hardware counters.
   void scanOffload(bool full);
@@ -418,6 +422,7 @@ class EngineImpl final : public Engine {
   std::unordered_map<std::string, uint16_t> reason_index_;
   IpsecSas ipsec_;  // the SAs in force (ipsec_sas.h)
   uint64_t maintain_calls_ = 0;
+  std::unique_ptr<offload::InheritedRules> inherited_;  // with an offload backend
   uint64_t start_ms_ = 0;
   // now(): ms = ms_base_ + (TSC - tsc_base_) * tsc_ms_per_tick_ / 2^64.
   uint64_t tsc_ms_per_tick_ = 0;

@@ -25,7 +25,7 @@ const char* offloadStateName(OffloadState state) {
 }
 
 OffloadManager::OffloadManager(OffloadBackend& backend, OffloadManagerConfig config)
-    : backend_(backend), config_(config), caps_(backend.capabilities()) {
+    : backend_(backend), config_(config), inherited_(backend), caps_(backend.capabilities()) {
   reasons_.emplace_back();  // index 0: no reason
   intern(kTooManyReasons);  // index 1: what every reason past the table's size becomes
   stats_.capacity = capacity();
@@ -37,58 +37,21 @@ OffloadManager::~OffloadManager() {
       (void)backend_.remove(OffloadHandle{r.handle});
     }
   }
-  // A clean stop leaves nothing behind, a predecessor's rules included.
-  for (const InheritedRule& rule : inherited_) {
-    if (rule.handle.id != 0) (void)backend_.remove(rule.handle);
-  }
-  for (const OffloadHandle& h : stale_) (void)backend_.remove(h);
+  // A clean stop leaves nothing behind, a predecessor's rules included (~InheritedRules).
 }
 
-size_t OffloadManager::beginResync() {
-  inherited_ = backend_.inherited();
-  inherited_by_match_.clear();
-  for (size_t i = 0; i < inherited_.size(); ++i)
-    inherited_by_match_.emplace(overlay::flowHash64(inherited_[i].flow.match.key), i);
-  inherited_left_ = static_cast<uint32_t>(inherited_.size());
-  resync_ = {};
-  resyncing_ = true;
-  return inherited_.size();
-}
-
-InheritedRule* OffloadManager::inheritedFor(const flow::FlowSpec& flow) {
-  auto [first, last] = inherited_by_match_.equal_range(overlay::flowHash64(flow.match.key));
-  for (auto it = first; it != last; ++it) {
-    InheritedRule& rule = inherited_[it->second];
-    if (rule.handle.id != 0 && rule.flow.match == flow.match) return &rule;
-  }
-  return nullptr;
-}
-
-bool OffloadManager::dropInherited(InheritedRule& rule) {
-  const auto removed = backend_.remove(rule.handle);
-  if (!removed) {
-    DPU_LOG(kWarn, "offload") << "removing a previous dataplane's rule from hardware failed (retried): "
-                              << removed.error();
-    ++resync_.remove_errors;
-    ++stats_.remove_errors;
-    stale_.push_back(rule.handle);
-  }
-  rule.handle = {};
-  --inherited_left_;
-  return removed.ok();
-}
+size_t OffloadManager::beginResync() { return inherited_.begin(); }
 
 OffloadManager::ResyncResult OffloadManager::endResync() {
-  // The new model has been offered: what it did not re-create goes now, and
-  // only now, after every replacement is in place.
-  for (InheritedRule& rule : inherited_) {
-    if (rule.handle.id != 0 && dropInherited(rule)) ++resync_.removed;
+  const uint32_t errors_before = stats_.remove_errors;
+  ResyncResult result = inherited_.end();
+  stats_.remove_errors = errors_before + (result.remove_errors - resync_remove_errors_);
+  resync_remove_errors_ = 0;
+  if (result.remove_errors != 0) {
+    DPU_LOG(kWarn, "offload") << result.remove_errors
+                              << " of a previous dataplane's rules could not be removed from hardware (retried)";
   }
-  inherited_.clear();
-  inherited_by_match_.clear();
-  inherited_left_ = 0;
-  resyncing_ = false;
-  return resync_;
+  return result;
 }
 
 uint32_t OffloadManager::capacity() const {
@@ -146,35 +109,34 @@ Result<OffloadState> OffloadManager::offer(FlowId id, const flow::FlowSpec& flow
   r.state = OffloadState::kPending;
 
   // A previous dataplane's rule for this match (restart: see the header).
-  InheritedRule* old = resyncing_ ? inheritedFor(flow) : nullptr;
+  InheritedRule* old = inherited_.find(flow);
   if (old != nullptr && old->flow == flow) {
     // Unchanged: this flow's rule already forwards; take it over as it is.
-    r.handle = old->handle.id;
+    const OffloadHandle handle = inherited_.adopt(*old);
+    r.handle = handle.id;
     r.state = OffloadState::kInHw;
     r.punt_flags = closePuntFlags(flow);
     // What it counted so far was the previous process's traffic, not news for this flow.
-    if (auto hw = backend_.query(old->handle); hw) {
+    if (auto hw = backend_.query(handle); hw) {
       r.seen_packets = hw->packets;
       r.seen_bytes = hw->bytes;
     }
-    old->handle = {};
-    --inherited_left_;
-    ++resync_.adopted;
     ++stats_.in_hw;
     return r.state;
   }
   install(r, flow);
-  if (old != nullptr) {
-    // Its replacement (a rule, or the software path) is in place: the old rule goes.
-    dropInherited(*old);
-    ++resync_.replaced;
+  if (old != nullptr && !inherited_.replaced(*old)) {
+    // Its replacement (a rule, or the software path) is in place; the old rule's removal failed: retried.
+    DPU_LOG(kWarn, "offload") << "removing a previous dataplane's rule from hardware failed (retried)";
+    ++stats_.remove_errors;
+    ++resync_remove_errors_;
   }
   return r.state;
 }
 
 void OffloadManager::install(Record& r, const flow::FlowSpec& flow) {
   const uint32_t cap = capacity();
-  if (cap != 0 && stats_.in_hw + stats_.removing + inherited_left_ >= cap) {
+  if (cap != 0 && stats_.in_hw + stats_.removing + inherited_.left() >= cap) {
     toSoftware(r, "offload table full (" + std::to_string(cap) + " flows in hardware)");
     return;
   }
@@ -259,11 +221,7 @@ Result<CounterDelta> OffloadManager::withdraw(FlowId id) {
 std::vector<CounterDelta> OffloadManager::pollCounters(size_t budget) {
   std::vector<CounterDelta> out;
   // A previous dataplane's rules whose removal failed.
-  std::erase_if(stale_, [&](const OffloadHandle& h) {
-    if (backend_.remove(h)) return true;
-    ++stats_.remove_errors;
-    return false;
-  });
+  stats_.remove_errors += inherited_.retryStale();
   // Removals that failed before: the rule may still be forwarding.
   for (size_t i = 0; i < removing_.size();) {
     const FlowId id = removing_[i];

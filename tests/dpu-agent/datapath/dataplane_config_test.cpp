@@ -54,6 +54,8 @@ log: {level: debug}
   CHECK(c->sockets.programming == "/tmp/p.sock");
   CHECK(c->idle_sleep_us == 50);
   CHECK(c->log_level == "debug");
+  // Every port is opened after EAL: it may wait as a warm standby.
+  CHECK(standbyProblem(*c) == "");
 }
 
 TEST_CASE("dataplane config: a BlueField configuration in JSON", "[dataplane]") {
@@ -73,6 +75,11 @@ TEST_CASE("dataplane config: a BlueField configuration in JSON", "[dataplane]") 
   CHECK_FALSE(c->management.configured);
   CHECK(c->miss_budget == kDefaultMissBudget);
   CHECK(c->miss_cycle_share == kDefaultMissCycleShare);
+  // EAL probes the PF and its representors at start: a standby would touch
+  // the active dataplane's ports, and is refused naming the key.
+  CHECK_THAT(standbyProblem(*c), Catch::Contains("eal.allow") && Catch::Contains("--standby"));
+  c->eal.allow.clear();
+  CHECK_THAT(standbyProblem(*c), Catch::Contains("uplink.kind preprobed"));
 }
 
 TEST_CASE("dataplane config: the miss budget is refused at 0 and above its limit, naming the key", "[dataplane]") {

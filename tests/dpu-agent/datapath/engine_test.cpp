@@ -2197,3 +2197,118 @@ TEST_CASE("miss budget: bursts follow a port's ratio of misses; mostly hits mean
   CHECK(full <= 3);  // until three polls have shown what it sends
   CHECK(m->missRatio(1) > 65536 / 2);
 }
+
+// A dataplane restart on an eswitch that kept the old process's rules: the
+// new engine removes none of them before the first full sync is in and its
+// flows have been offered; a flow offered unchanged takes its rule over, a
+// changed one gets its new rule before the old one goes, and only then do
+// the rules the new model did not offer again go (offload/inherited_rules.h).
+TEST_CASE("engine: a restart keeps the old rules until the new model's flows replace them", "[engine][restart]") {
+  using dpu::offload::testing::EswitchProcess;
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  const Bytes local = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6");      // pod a -> pod b
+  const Bytes encap = udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7");      // pod a -> node2
+  const Bytes decap = fromRemote(udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63));
+  const Bytes back = udp4(kRouterMac, kMacB, "10.244.1.6", "10.244.1.5");       // pod b -> pod a
+  std::map<std::string, dpu::flow::FlowSpec> old_rules;  // by what the flow is
+  {
+    EswitchProcess old_process(sw);
+    EngineConfig c;
+    c.offload = &old_process;
+    Fixture f(c);
+    f.inject(kRepA, local);
+    f.inject(kRepA, encap);
+    f.inject(kUplink, decap);
+    f.inject(kRepB, back);
+    Fixture::drainAll();
+    f.engine->maintain();
+    REQUIRE(sw.installedCount() == 4);
+    old_process.kill();  // SIGKILL: the engine's clean-up below removes nothing
+  }
+  sw.restart(true);  // the eswitch kept them (unproven on mlx5: offload/README.md)
+  for (const auto& rule : sw.inherited()) {
+    const std::string m = dpu::flow::describeMatch(rule.flow.match);
+    const char* what = m.find("nw_dst=10.244.2.7") != std::string::npos   ? "encap"
+                       : m.find("nw_src=10.244.2.7") != std::string::npos ? "decap"
+                       : m.find("nw_src=10.244.1.6") != std::string::npos ? "back"
+                                                                          : "local";
+    old_rules[what] = rule.flow;
+  }
+  REQUIRE(old_rules.size() == 4);
+
+  // From here on, every change to the eswitch is checked: each flow the new
+  // model keeps has a rule its packets hit at every step.
+  std::vector<std::string> events;
+  sw.setObserver([&](const std::string& op, dpu::offload::OffloadHandle, const dpu::flow::FlowSpec& flow) {
+    std::string what = "new";
+    for (const auto& [name, spec] : old_rules) {
+      if (spec == flow) what = "old " + name;
+    }
+    events.push_back(op + " " + what);
+    for (const char* kept : {"local", "encap", "decap"}) CHECK(sw.forwarder(old_rules[kept].match).has_value());
+  });
+  EswitchProcess new_process(sw);
+  EngineConfig c;
+  c.offload = &new_process;
+  Fixture f(c, /*program=*/false);
+  const uint64_t installs = sw.installCalls();
+  // No model yet: nothing is removed, however often maintain() runs.
+  for (int i = 0; i < 12; ++i) f.engine->maintain();
+  CHECK(events.empty());
+  CHECK(sw.installedCount() == 4);
+
+  // The new model: node2 is now reached through another next hop, so the
+  // encap flow has the same match and other actions; pod b sends nothing.
+  REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse("192.168.100.2").value(), MacAddress{kRemotePodMac}).ok());
+  auto r = fullSync(*f.engine, baseModel(), 1);
+  REQUIRE(r.status() == dataplane::v1::OK);
+  f.inject(kRepA, local);
+  f.inject(kRepA, encap);
+  f.inject(kUplink, decap);
+  Fixture::drainAll();
+  f.engine->maintain();  // offers the three flows, then ends the resync
+  // Taken over: local and decap (never reinstalled). Replaced: encap, its new
+  // rule first. Removed last: pod b's flow, which the new model did not offer.
+  CHECK(events == std::vector<std::string>{"install new", "remove old encap", "remove old back"});
+  CHECK(sw.installCalls() - installs == 1);
+  CHECK(sw.installedCount() == 3);
+  CHECK(sw.find(old_rules["local"]).has_value());
+  CHECK(sw.find(old_rules["decap"]).has_value());
+  CHECK_FALSE(sw.find(old_rules["back"]).has_value());
+  unsigned in_hw = 0;
+  for (const auto& fl : f.flows()) in_hw += fl.in_hw() ? 1 : 0;
+  CHECK(in_hw == 3);
+  sw.setObserver(nullptr);
+}
+
+TEST_CASE("engine: a restart without an agent removes the old rules after the resync timeout", "[engine][restart]") {
+  using dpu::offload::testing::EswitchProcess;
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch sw(EswitchProfile::mlx5Like());
+  {
+    EswitchProcess old_process(sw);
+    EngineConfig c;
+    c.offload = &old_process;
+    Fixture f(c);
+    f.inject(kRepA, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.1.6"));
+    Fixture::drainAll();
+    f.engine->maintain();
+    REQUIRE(sw.installedCount() == 1);
+    old_process.kill();
+  }
+  sw.restart(true);
+  EswitchProcess new_process(sw);
+  EngineConfig c;
+  c.offload = &new_process;
+  c.offload_resync_timeout_ms = 5000;
+  Fixture f(c, /*program=*/false);
+  g_clock += 4999;
+  f.engine->maintain();
+  CHECK(sw.installedCount() == 1);  // still forwarding the old way while the agent may come
+  g_clock += 1;
+  f.engine->maintain();
+  CHECK(sw.installedCount() == 0);
+}

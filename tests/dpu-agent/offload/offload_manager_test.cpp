@@ -250,29 +250,7 @@ namespace {
 // The dataplane process that drives an OffloadBackend, which can be killed:
 // once dead it touches the eswitch no more (a SIGKILLed process removes
 // nothing), whatever its manager's destructor asks.
-class Process final : public OffloadBackend {
- public:
-  explicit Process(FakeEswitch& sw) : sw_(sw) {}
-  void kill() { dead_ = true; }
-  Capabilities capabilities() const override { return sw_.capabilities(); }
-  Result<void> validate(const dpu::flow::FlowSpec& flow) override { return alive() ? sw_.validate(flow) : gone(); }
-  Result<OffloadHandle> install(const dpu::flow::FlowSpec& flow) override {
-    if (!alive()) return dpu::Error{"the process is gone"};
-    return sw_.install(flow);
-  }
-  Result<void> remove(OffloadHandle h) override { return alive() ? sw_.remove(h) : gone(); }
-  Result<HwCounters> query(OffloadHandle h) override {
-    if (!alive()) return dpu::Error{"the process is gone"};
-    return sw_.query(h);
-  }
-  std::vector<InheritedRule> inherited() override { return alive() ? sw_.inherited() : std::vector<InheritedRule>{}; }
-
- private:
-  bool alive() const { return !dead_; }
-  static Result<void> gone() { return dpu::Error{"the process is gone"}; }
-  FakeEswitch& sw_;
-  bool dead_ = false;
-};
+using Process = dpu::offload::testing::EswitchProcess;
 
 // Another pod's flow of the old model, which the new one no longer has.
 FlowSpec droppedFlow() { return localFlow(true); }

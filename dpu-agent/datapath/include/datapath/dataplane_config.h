@@ -191,6 +191,12 @@ struct DataplaneConfig {
 Result<DataplaneConfig> parseDataplaneConfig(std::string_view text, std::string_view origin);
 Result<DataplaneConfig> loadDataplaneConfig(const std::string& path);
 
+// Why this config cannot wait as a warm standby beside an active dataplane
+// ("" when it can): its EAL would probe devices at start (eal.allow, eal.vdevs,
+// preprobed ports such as an mlx5 PF with its representors), which the active
+// process owns. A standby opens its ports only once it is active (takeover.h).
+std::string standbyProblem(const DataplaneConfig& config);
+
 // The devargs a port role is created from (kAfXdp/kAfPacket build them; `vdev_name`
 // is the unique vdev name, e.g. "net_af_xdp_uplink"). kPreprobed has none.
 std::string afXdpDevargs(const std::string& vdev_suffix, const std::string& iface, const std::string& xdp_program);

@@ -27,7 +27,12 @@
 //  - Offload (EngineConfig::offload set): lcores queue each new flow on a
 //    per-worker single-producer ring; maintain() drains it on the control
 //    thread and calls validate/install, and removes rules whose flow left the
-//    cache.
+//    cache. A restart never flushes the eswitch: the rules a previous process
+//    left there (OffloadBackend::inherited(), where the backend can list them)
+//    are kept from the engine's creation until the first full sync has been
+//    programmed and the flows offered by then have taken them over or
+//    replaced them; maintain() then removes the rest (offload/inherited_rules.h).
+//    Without a full sync, that happens after offload_resync_timeout_ms.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +81,9 @@ struct EngineConfig {
   // (per worker, rounded up to a power of two); beyond it a flow stays in
   // software until a periodic scan offers it (counted as `OffloadQueueFull`).
   uint32_t offload_queue = 4096;
+  // A previous process's rules are removed this long after the engine's
+  // creation when no full sync has come by then (the agent never connected).
+  uint32_t offload_resync_timeout_ms = 30000;
   // The slow-path budget (src/miss_budget.h), so that one pod sending new
   // 5-tuples at line rate cannot stall the established flows on its lcore
   // (Open vSwitch bounds its upcalls the same way). A miss over it is dropped

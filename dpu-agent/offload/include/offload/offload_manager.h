@@ -18,8 +18,9 @@
 // kPending lasts only inside offer() with a synchronous backend; an async
 // (template) backend would leave flows pending until its completion arrives.
 //
-// Restart, make before break (offload.h, Restart): beginResync() takes over
-// the rules a previous dataplane left in the eswitch (backend.inherited()).
+// Restart, make before break (offload.h, Restart; inherited_rules.h, which
+// the engine shares): beginResync() takes over the rules a previous dataplane
+// left in the eswitch (backend.inherited()).
 // Until endResync(), a flow offered that equals one of them adopts that rule
 // — nothing is installed or removed, so its traffic never leaves the eswitch;
 // one with the same match and other actions gets its new rule installed first
@@ -41,6 +42,7 @@
 
 #include "common/result.h"
 #include "flow/flow.h"
+#include "offload/inherited_rules.h"
 #include "offload/offload.h"
 
 namespace dpu::offload {
@@ -115,16 +117,11 @@ class OffloadManager {
 
   // Restart (above): takes the backend's inherited rules; returns how many.
   size_t beginResync();
-  struct ResyncResult {
-    uint32_t adopted = 0;        // offered again unchanged: kept, never reinstalled
-    uint32_t replaced = 0;       // offered with other actions: new rule (or software) first, then removed
-    uint32_t removed = 0;        // not offered again: removed by endResync
-    uint32_t remove_errors = 0;  // removals that failed (retried by pollCounters; the rule may still forward)
-  };
+  using ResyncResult = offload::ResyncResult;
   // The new model has been offered: removes the inherited rules it did not
   // re-create. Returns what the resync did.
   ResyncResult endResync();
-  bool resyncing() const { return resyncing_; }
+  bool resyncing() const { return inherited_.active(); }
 
   FlowOffloadStatus status(FlowId id) const;
   // For dump-flows (proto FlowEntry.offload_status): "offloaded" (with close
@@ -160,19 +157,10 @@ class OffloadManager {
   bool readDelta(FlowId id, const Record& r, CounterDelta& delta, HwCounters& absolute);
   uint32_t capacity() const;
 
-  // The inherited rule with `flow`'s match that is not taken yet (nullptr: none).
-  InheritedRule* inheritedFor(const flow::FlowSpec& flow);
-  // Removes it from the eswitch (or queues the removal's retry) and forgets it; false when the removal failed.
-  bool dropInherited(InheritedRule& rule);
-
   OffloadBackend& backend_;
   OffloadManagerConfig config_;
-  bool resyncing_ = false;
-  std::vector<InheritedRule> inherited_;                  // during a resync; taken ones have handle 0
-  std::unordered_multimap<uint64_t, size_t> inherited_by_match_;  // match hash → index in inherited_
-  uint32_t inherited_left_ = 0;                           // not taken yet (they hold table places)
-  ResyncResult resync_;
-  std::vector<OffloadHandle> stale_;                      // inherited rules whose removal failed, retried
+  InheritedRules inherited_;                              // a restart's rules (beginResync .. endResync)
+  uint32_t resync_remove_errors_ = 0;                     // of them, counted in stats_ already (offer)
   Capabilities caps_;
   std::vector<Record> records_;
   std::vector<std::string> reasons_;
