@@ -3,15 +3,21 @@
 # registry:
 #   dpu-cni-host  amd64          host-shim, dpu-cni, install-cni   (Containerfile.host)
 #   dpu-cni-dpu   amd64, arm64   dpu-dataplane, dpu-agent, dpuctl, dpu-offload-hw-check (Containerfile.dpu)
-# Each is FROM a Debian 12 minbase made with debootstrap for its architecture
-# and cached under the output directory (the rootfs tarball and its image in
-# buildah's own vfs store there), so a rebuild only copies the binaries in;
-# the package layer is cached too (buildah build --layers). arm64 runs its
-# RUN steps under qemu-aarch64-static through binfmt_misc, registered here
-# when the kernel has none for aarch64.
+# The host image and the amd64 DPU runtime are FROM a Debian 12 minbase made
+# with debootstrap, their packages installed with apt (Containerfile.host,
+# Containerfile.dpu-runtime). The arm64 DPU runtime runs nothing under
+# emulation: mmdebstrap extracts the packages images/dpu-packages.txt lists
+# (with their dependencies, no maintainer scripts) and build.sh writes what
+# those scripts would have (passwd and group with the image's user, the CA
+# bundle, dpkg's status). Each rootfs is a tarball cached under the output
+# directory with its image in buildah's own vfs store there, so a rebuild only
+# copies the binaries in (buildah build --layers caches the apt layers too).
+# Running an arm64 image on x86 takes qemu-aarch64-static through
+# binfmt_misc, registered here when the kernel has none for aarch64.
 #
 #   images/build.sh [--image host|dpu]... [--arch amd64|arm64]... [--out DIR]
 #                   [--release-dir DIR] [--arm64-dir DIR]
+#   images/build.sh --dpu-packages amd64|arm64    (the DPU image's packages for it)
 # Defaults: both images, amd64, plus arm64 for the DPU image when the arm64
 # tree (build/arm64, `cmake --preset arm64`) holds its binaries; binaries from
 # build/release; archives in build/images:
@@ -32,6 +38,13 @@ mirror=${DPU_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${DPU_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 
 die() { echo "images/build.sh: $*" >&2; exit 1; }
+# The packages images/dpu-packages.txt lists for ARCH, one a line.
+dpu_packages() {
+  awk -v arch="$1" '!/^[[:space:]]*(#|$)/ {
+    ok = NF == 1; for (i = 2; i <= NF; i++) if ($i == arch) ok = 1
+    if (ok) print $1 }' images/dpu-packages.txt
+}
+
 while [ $# -gt 0 ]; do
   case $1 in
     --image) [ $# -ge 2 ] || die "--image needs host or dpu"; images+=("$2"); shift 2 ;;
@@ -39,11 +52,14 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || die "--out needs a directory"; out=$2; shift 2 ;;
     --release-dir) [ $# -ge 2 ] || die "--release-dir needs a directory"; release_dir=$2; shift 2 ;;
     --arm64-dir) [ $# -ge 2 ] || die "--arm64-dir needs a directory"; arm64_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --dpu-packages)
+      [[ ${2:-} = amd64 || ${2:-} = arm64 ]] || die "--dpu-packages needs amd64 or arm64"
+      dpu_packages "$2"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || die "run as root (debootstrap and buildah's chroot isolation need it)"
+[ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, mmdebstrap and buildah's chroot isolation need it)"
 for i in "${images[@]}"; do [[ $i = host || $i = dpu ]] || die "--image $i: use host or dpu"; done
 for a in "${archs[@]}"; do [[ $a = amd64 || $a = arm64 ]] || die "--arch $a: use amd64 or arm64"; done
 [ ${#images[@]} -gt 0 ] || images=(host dpu)
@@ -80,7 +96,8 @@ ensure_binfmt_arm64() {
 
 # The Debian 12 minbase of ARCH as an image in our store; prints its name.
 base_image() {
-  local arch=$1 tar=$cache/debian-bookworm-$arch.tar
+  local arch=$1
+  local tar=$cache/debian-bookworm-$arch.tar
   if [ ! -s "$tar" ]; then
     local dir
     dir=$(mktemp -d "$cache/rootfs-$arch.XXXXXX")
@@ -96,8 +113,14 @@ EOF
     tar --numeric-owner --xattrs -C "$dir" -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
     rm -rf "$dir"
   fi
-  local name
-  name=localhost/dpu-cni-base:bookworm-$arch-$(sha256sum "$tar" | cut -c1-12)
+  import_rootfs "$arch" "$tar" dpu-cni-base
+}
+
+# import_rootfs ARCH TAR NAME: the rootfs tarball as an image of our store,
+# named after its content; prints the name.
+import_rootfs() {
+  local arch=$1 tar=$2 name
+  name=localhost/$3:bookworm-$arch-$(sha256sum "$tar" | cut -c1-12)
   if ! "${buildah[@]}" inspect --type image "$name" >/dev/null 2>&1; then
     local ctr
     ctr=$("${buildah[@]}" from --arch "$arch" scratch)
@@ -107,6 +130,67 @@ EOF
     "${buildah[@]}" rm "$ctr" >/dev/null
   fi
   echo "$name"
+}
+
+# The DPU image's runtime for ARCH (its packages and its user) as an image of
+# our store; prints its name.
+dpu_runtime() {
+  local arch=$1
+  if [ "$arch" = amd64 ]; then
+    local ctx=$out/context-dpu-runtime-$arch base name
+    rm -rf "$ctx"; mkdir -p "$ctx"
+    dpu_packages "$arch" > "$ctx/packages"
+    base=$(base_image "$arch")
+    name=localhost/dpu-cni-dpu-runtime:bookworm-$arch
+    "${buildah[@]}" build --quiet --isolation chroot --layers --arch "$arch" --os linux \
+      -f images/Containerfile.dpu-runtime --build-arg "BASE=$base" -t "$name" "$ctx" >/dev/null
+    echo "$name"
+  else
+    dpu_runtime_extract "$arch"
+  fi
+}
+
+# The arm64 runtime without emulation: mmdebstrap --variant=extract unpacks
+# the packages and their dependencies, no maintainer script runs; what theirs
+# would have written is written here. The tarball is cached under a key of the
+# package list, the mirrors and this function's own text.
+dpu_runtime_extract() {
+  local arch=$1 pkgs key tar
+  command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed: run scripts/install-arm64-deps.sh"
+  # What the image needs to run besides the binaries' libraries: a shell,
+  # coreutils, ldd (a bash script in libc-bin), the base layout and users.
+  pkgs=$( (printf '%s\n' base-files base-passwd bash coreutils dash libc-bin; dpu_packages "$arch") | paste -sd, -)
+  key=$( (echo "$pkgs $mirror $security"; declare -f dpu_runtime_extract) | sha256sum | cut -c1-16)
+  tar=$cache/dpu-runtime-bookworm-$arch-$key.tar
+  if [ ! -s "$tar" ]; then
+    local dir log=$cache/mmdebstrap-$arch.log
+    rm -f "$cache/dpu-runtime-bookworm-$arch-"*.tar   # those of another package list
+    dir=$(mktemp -d "$cache/runtime-$arch.XXXXXX")
+    echo "images: mmdebstrap --variant=extract bookworm $arch (cached in $tar)" >&2
+    # dpkg's status from the unpacked .debs (scanners and dpkg -l read it);
+    # merged /usr as debootstrap makes it. Debian's arm64 ld.so searches
+    # /usr/lib/aarch64-linux-gnu without an ld.so.cache, so none is made.
+    mmdebstrap --variant=extract --architectures="$arch" --include="$pkgs" \
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+      --extract-hook='for d in "$1"/var/cache/apt/archives/*.deb; do
+          dpkg-deb -f "$d"; echo "Status: install ok installed"; echo; done > "$1/var/lib/dpkg/status"' \
+      bookworm "$dir" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
+      "deb $security bookworm-security main" >"$log" 2>&1 || {
+        tail -20 "$log" >&2; rm -rf "$dir"; die "mmdebstrap $arch failed (log: $log)"; }
+    # base-passwd's postinst copies its master files; the image's user as
+    # Containerfile.dpu-runtime's useradd makes it.
+    cp "$dir/usr/share/base-passwd/passwd.master" "$dir/etc/passwd"
+    cp "$dir/usr/share/base-passwd/group.master" "$dir/etc/group"
+    echo "dpu-cni:x:65532:65532::/nonexistent:/usr/sbin/nologin" >> "$dir/etc/passwd"
+    echo "dpu-cni:x:65532:" >> "$dir/etc/group"
+    # ca-certificates' postinst (update-ca-certificates) writes the bundle
+    # OpenSSL's default paths read.
+    cat "$dir"/usr/share/ca-certificates/mozilla/*.crt > "$dir/etc/ssl/certs/ca-certificates.crt"
+    rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/*.log
+    tar --numeric-owner --xattrs -C "$dir" -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
+    rm -rf "$dir"
+  fi
+  import_rootfs "$arch" "$tar" dpu-cni-dpu-runtime
 }
 
 machine_of() {  # ELF machine of a binary: amd64, arm64 or other
@@ -152,14 +236,20 @@ build_one() {
   [ "$arch" = amd64 ] || ensure_binfmt_arm64
   local ctx=$out/context-$image-$arch base tag archive
   stage "$image" "$arch" "$tree" "$ctx"
-  base=$(base_image "$arch")
+  local base_name="debian:bookworm (debootstrap minbase)"
+  if [ "$image" = dpu ]; then
+    base=$(dpu_runtime "$arch")
+    [ "$arch" = amd64 ] || base_name="debian:bookworm (mmdebstrap extract of images/dpu-packages.txt)"
+  else
+    base=$(base_image "$arch")
+  fi
   tag=localhost/dpu-cni-$image:$version-$arch
   archive=$out/dpu-cni-$image-$version-$arch.oci.tar
   echo "images: building dpu-cni-$image:$version for $arch (revision $revision)"
   "${buildah[@]}" build --quiet --isolation chroot --layers --arch "$arch" --os linux \
     -f "images/Containerfile.$image" --build-arg "BASE=$base" \
     --label "org.opencontainers.image.version=$version" --label "org.opencontainers.image.revision=$revision" \
-    -t "$tag" "$ctx" >/dev/null
+    --label "org.opencontainers.image.base.name=$base_name" -t "$tag" "$ctx" >/dev/null
   rm -f "$archive"
   "${buildah[@]}" push --quiet "$tag" "oci-archive:$archive:dpu-cni-$image:$version"
   echo "images: $archive ($(du -h "$archive" | cut -f1))"

@@ -6,7 +6,9 @@
 #   4. clang libFuzzer build, each fuzz target for a bounded time;
 #   5. arm64 cross build of the DPU side, its unit tests under qemu-aarch64-static;
 #   6. the container images built with buildah and run with podman (ctest -L images),
-#      in the background from the end of stage 2 (they wait on the mirror and the disk).
+#      in the background: the host and amd64 DPU images from the end of stage 2 (they
+#      wait on the mirror and the disk), the arm64 DPU image (images_run_arm64, run
+#      under qemu) once stage 5 has cross-built its binaries, beside its unit tests.
 # It ends with one line "N passed, N failed" over all stages (", N skipped"
 # is added when tests skipped) and exits non-zero if any test failed. The line
 # before it lists the tests that passed only on a rerun ("none" if none).
@@ -25,7 +27,8 @@
 # without a "SKIP:" line did not mean to skip: it counts as failed.
 #
 # DPU_FUZZ_SECONDS (default 20) bounds each fuzz target; DPU_SKIP_STAGES="asan
-# fuzz arm64 images" leaves stages out for a quick local run.
+# fuzz arm64 images" leaves stages out for a quick local run (without arm64 the
+# arm64 DPU image is not built either).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -62,7 +65,7 @@ unbuilt=()          # STAGE/TEST whose executable the stage did not build (ctest
 work=$(mktemp -d)
 # (Under set -e a failing kill in the trap, of a run already waited for,
 # would become the script's exit status: it must not.)
-trap 'if [ -n "${images_pid:-}" ]; then kill "$images_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+trap 'for pid in ${images_pid:-} ${images_arm64_pid:-}; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 # junit_results FILE: one line "passed|failed|skipped|silent NAME" per test of
 # ctest's JUnit report; "silent" is a skip without a "SKIP:" line in its output,
@@ -166,12 +169,12 @@ run_ctest release build/release -LE images
 images_pid=""
 if [[ "$skip" != *" images "* ]]; then
   step "container images (buildah, podman), in the background"
-  # amd64 images; DPU_IMAGES_ARM64=1 also builds and runs the arm64 DPU image
-  # (cold, about 25 minutes of debootstrap and apt under qemu).
-  ctest --test-dir build/release -L images -j 1 --timeout 2400 --output-on-failure \
+  # The amd64 images; the arm64 DPU image waits for the arm64 stage's binaries.
+  ctest --test-dir build/release -L images -E '^images_run_arm64$' -j 1 --timeout 2400 --output-on-failure \
     --output-junit "$work/images-background.xml" > "$work/images.log" 2>&1 &
   images_pid=$!
 fi
+images_arm64_pid=""
 
 if [[ "$skip" != *" asan "* ]]; then
   step "ASan+UBSan build"
@@ -198,6 +201,14 @@ if [[ "$skip" != *" arm64 "* ]]; then
   cmake --preset arm64
   # The daemons the DPU image ships and what the unit tests run.
   cmake --build --preset arm64 -j "$jobs" --target dpu-dataplane dpu-agent dpuctl dpu-offload-hw-check unit_test_targets
+  if [[ "$skip" != *" images "* ]]; then
+    # The arm64 DPU image of these binaries, built without emulation (its
+    # rootfs is extracted) and run under qemu, beside the unit tests; it has a
+    # directory of its own, so it may overlap the amd64 images' run.
+    ctest --test-dir build/release -R '^images_run_arm64$' -j 1 --timeout 2400 --output-on-failure \
+      --output-junit "$work/images-arm64-background.xml" > "$work/images-arm64.log" 2>&1 &
+    images_arm64_pid=$!
+  fi
   step "arm64 unit tests under qemu-aarch64-static"
   # The arm64 test preset's set: every unit test but the two that start Arm
   # daemons from bash and kill them by pid (a shell test runs a single Arm
@@ -211,6 +222,13 @@ if [ -n "$images_pid" ]; then
   images_pid=""
   cat "$work/images.log"
   run_ctest images build/release --from-report "$work/images-background.xml"
+fi
+if [ -n "$images_arm64_pid" ]; then
+  step "the arm64 DPU image: the background run's output"
+  wait "$images_arm64_pid" || true
+  images_arm64_pid=""
+  cat "$work/images-arm64.log"
+  run_ctest images-arm64 build/release --from-report "$work/images-arm64-background.xml"
 fi
 
 end_step

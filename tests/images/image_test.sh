@@ -4,31 +4,45 @@
 # and runs the binaries inside — dpu-cni VERSION and host-shim --check-config
 # in the host image, the installer writing a plugin and a conflist into
 # mounted host directories (and refusing a broken conflist); in the DPU image
-# (amd64, and arm64 under qemu when the arm64 tree is built) dpu-agent
-# --check-config, dpu-dataplane --check-config on the shipped configs, dpuctl, and
-# the EAL with its PMDs coming up (dpu-offload-hw-check on net_null/net_ring);
-# every binary's libraries resolve, labels carry version and revision, and
-# the images' default user is not root.
-#   image_test.sh SOURCE_DIR IMAGES_DIR
+# dpu-agent --check-config, dpu-dataplane --check-config on the shipped configs,
+# dpuctl, and the EAL with its PMDs coming up (dpu-offload-hw-check on
+# net_null/net_ring); every binary's libraries resolve, labels carry version
+# and revision, the images' default user is not root, and every path
+# images/contents.txt lists is there.
+#   image_test.sh SOURCE_DIR IMAGES_DIR              the host and DPU images, amd64
+#   image_test.sh SOURCE_DIR IMAGES_DIR ARM64_TREE   the arm64 DPU image of the arm64
+#                                                    build tree, run under qemu
 set -uo pipefail
 src=$1
 images_dir=$2
+arm64_tree=${3:-}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: $(basename "$0") needs root (buildah, podman)"; exit 77; fi
-for t in buildah podman debootstrap jq openssl; do
-  command -v "$t" >/dev/null || { echo "SKIP: $t is not installed (scripts/install-deps.sh)"; exit 77; }
+tools=(buildah podman jq openssl)
+if [ -n "$arm64_tree" ]; then tools+=(mmdebstrap qemu-aarch64-static); else tools+=(debootstrap); fi
+for t in "${tools[@]}"; do
+  command -v "$t" >/dev/null ||
+    { echo "SKIP: $t is not installed (scripts/install-deps.sh, scripts/install-arm64-deps.sh)"; exit 77; }
 done
+if [ -n "$arm64_tree" ] && [ ! -x "$arm64_tree/dpu-agent/datapath/dpu-dataplane" ]; then
+  echo "SKIP: $arm64_tree holds no arm64 build (cmake --preset arm64 && cmake --build --preset arm64" \
+       "--target dpu-dataplane dpu-agent dpuctl dpu-offload-hw-check)"
+  exit 77
+fi
 FAILURES=0
 fail() { echo "FAIL: $*" >&2; FAILURES=$(( FAILURES + 1 )); }
 pass() { echo "ok: $*"; }
 
-# The arm64 DPU image only on request: cold, its debootstrap and apt run under
-# qemu for about 25 minutes (the arm64 binaries' unit tests run in the arm64 stage).
 rm -f "$images_dir"/*.oci.tar
-bash "$src/images/build.sh" --out "$images_dir" --image host --image dpu --arch amd64 ||
-  { echo "FAIL: images/build.sh failed" >&2; exit 1; }
-if [ "${DPU_IMAGES_ARM64:-0}" = 1 ]; then
-  bash "$src/images/build.sh" --out "$images_dir" --image dpu --arch arm64 ||
+if [ -n "$arm64_tree" ]; then
+  # The arm64 runtime is extracted, not installed: nothing runs under qemu
+  # until the checks below.
+  host_archs=() dpu_archs=(arm64)
+  bash "$src/images/build.sh" --out "$images_dir" --image dpu --arch arm64 --arm64-dir "$arm64_tree" ||
     { echo "FAIL: images/build.sh --arch arm64 failed" >&2; exit 1; }
+else
+  host_archs=(amd64) dpu_archs=(amd64)
+  bash "$src/images/build.sh" --out "$images_dir" --image host --image dpu --arch amd64 ||
+    { echo "FAIL: images/build.sh failed" >&2; exit 1; }
 fi
 version=$(sed -nE 's/^project\(dpu-cni VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.txt")
 revision=$(git -C "$src" rev-parse HEAD)
@@ -54,7 +68,7 @@ run() {
     "${opts[@]}" "$image" "$@" 2>&1
 }
 
-declare -A amd64_image
+declare -A loaded  # image name -> "ARCH ID" of the one this run tested
 load() {  # load ARCHIVE: the loaded image's id (both DPU archives carry the same tag)
   local name
   name=$("${podman[@]}" load --quiet -i "$1" | sed -nE 's/^Loaded image(\(s\))?: *//p' | tail -1)
@@ -72,8 +86,10 @@ check_common() {  # check_common ARCH IMAGE NAME BINARY...
   local got
   got=$("${podman[@]}" image inspect --format '{{.Architecture}}' "$image")
   [ "$got" = "$arch" ] && pass "$name: architecture $arch" || fail "$name: architecture is $got, not $arch"
-  got=$(run "$arch" "$image" -- id -u)
-  [ "$got" = 65532 ] && pass "$name ($arch): default user 65532, not root" || fail "$name ($arch): default user '$got'"
+  # The uid has its passwd entry (the arm64 runtime writes it without useradd).
+  got=$(run "$arch" "$image" -- sh -c 'echo "$(id -u) $(id -un)"')
+  [ "$got" = "65532 dpu-cni" ] && pass "$name ($arch): default user 65532 (dpu-cni), not root" ||
+    fail "$name ($arch): default user '$got'"
   # One container for every binary's ldd: each must list libc and nothing "not found".
   local out
   out=$(run "$arch" "$image" -- sh -c 'for b; do echo "== $b"; ldd "$b" 2>&1; done' sh "$@")
@@ -86,10 +102,12 @@ check_common() {  # check_common ARCH IMAGE NAME BINARY...
 
 # ---- host image ----
 archive=$images_dir/dpu-cni-host-$version-amd64.oci.tar
-if [ -s "$archive" ]; then
+if [ ${#host_archs[@]} -eq 0 ]; then
+  :
+elif [ -s "$archive" ]; then
   img=$(load "$archive")
   [ -n "$img" ] || fail "podman could not load $archive"
-  amd64_image[dpu-cni-host]=$img
+  loaded[dpu-cni-host]="amd64 $img"
   check_common amd64 "$img" dpu-cni-host /usr/bin/host-shim /usr/bin/dpu-cni
   out=$(run amd64 "$img" -i -e CNI_COMMAND=VERSION -- /usr/bin/dpu-cni < /dev/null)
   jq -e '.cniVersion and (.supportedVersions | index("1.1.0")) and (.supportedVersions | index("0.4.0"))' \
@@ -147,16 +165,12 @@ else
 fi
 
 # ---- DPU image(s) ----
-for arch in amd64 arm64; do
+for arch in "${dpu_archs[@]}"; do
   archive=$images_dir/dpu-cni-dpu-$version-$arch.oci.tar
-  if [ ! -s "$archive" ]; then
-    [ "$arch" = amd64 ] && fail "no DPU image archive $archive"
-    [ "$arch" = arm64 ] && echo "note: arm64 DPU image not built (DPU_IMAGES_ARM64=1 builds and runs it)"
-    continue
-  fi
+  [ -s "$archive" ] || { fail "no DPU image archive $archive"; continue; }
   img=$(load "$archive")
   [ -n "$img" ] || { fail "podman could not load $archive"; continue; }
-  [ "$arch" = amd64 ] && amd64_image[dpu-cni-dpu]=$img
+  loaded[dpu-cni-dpu]="$arch $img"
   check_common "$arch" "$img" "dpu-cni-dpu" /usr/bin/dpu-dataplane /usr/bin/dpu-agent /usr/bin/dpuctl \
     /usr/bin/dpu-offload-hw-check
   out=$(run "$arch" "$img" -- /usr/bin/dpu-agent --config /usr/share/dpu-cni/examples/agent.yaml --check-config)
@@ -170,6 +184,15 @@ for arch in amd64 arm64; do
     out=$(run "$arch" "$img" -- /usr/bin/$b --version)
     [ "$out" = "$b $version" ] && pass "$b --version ($arch): $out" || fail "$b --version ($arch): $out"
   done
+  # The runtime's packages as dpkg knows them (what an image scanner reads; the
+  # arm64 status is written from the extracted .debs) and the CA bundle.
+  mapfile -t pkgs < <(bash "$src/images/build.sh" --dpu-packages "$arch")
+  out=$(run "$arch" "$img" -- sh -c 'dpkg-query -W -f "\${Status} \${Package}\n" "$@"
+          [ -s /etc/ssl/certs/ca-certificates.crt ] || echo "no CA bundle"' sh "${pkgs[@]}" |
+        grep -v '^install ok installed ')
+  [ ${#pkgs[@]} -gt 0 ] && [ -z "$out" ] &&
+    pass "dpkg lists the ${#pkgs[@]} packages of images/dpu-packages.txt installed, CA bundle there ($arch)" ||
+    fail "the DPU runtime ($arch): $out"
   out=$(run "$arch" "$img" -- ls /usr/lib/dpu-cni)
   [[ "$out" == *overlay_steer.bpf.o* && "$out" == *representor_redirect.bpf.o* ]] &&
     pass "the XDP programs are in /usr/lib/dpu-cni ($arch)" || fail "XDP programs ($arch): $out"
@@ -183,14 +206,17 @@ for arch in amd64 arm64; do
 done
 
 contents=$src/images/contents.txt
-for image in dpu-cni-host dpu-cni-dpu; do
+tested=(dpu-cni-dpu)
+[ ${#host_archs[@]} -eq 0 ] || tested=(dpu-cni-host dpu-cni-dpu)
+for image in "${tested[@]}"; do
   paths=$(awk -v i="$image" '$1 == i {print $2}' "$contents")
   [ -n "$paths" ] || { fail "images/contents.txt lists nothing for $image"; continue; }
+  [ -n "${loaded[$image]:-}" ] || { fail "$image was not loaded"; continue; }
+  read -r arch img <<< "${loaded[$image]}"
   # shellcheck disable=SC2086
-  [ -n "${amd64_image[$image]:-}" ] || { fail "$image (amd64) was not loaded"; continue; }
-  out=$(run amd64 "${amd64_image[$image]}" -- sh -c 'for p; do [ -e "$p" ] || echo "missing $p"; done' sh $paths)
-  [ -z "$out" ] && pass "every path images/contents.txt lists for $image is in it" ||
-    fail "images/contents.txt vs $image: $out"
+  out=$(run "$arch" "$img" -- sh -c 'for p; do [ -e "$p" ] || echo "missing $p"; done' sh $paths)
+  [ -z "$out" ] && pass "every path images/contents.txt lists for $image ($arch) is in it" ||
+    fail "images/contents.txt vs $image ($arch): $out"
 done
 
 [ "$FAILURES" -eq 0 ] || { echo "$FAILURES failure(s)" >&2; exit 1; }
