@@ -237,6 +237,15 @@ std::string formatIpsec(const dataplane::v1::OperatorReply& reply) {
   }
   out += table(rows);
   out += "\nEPOCHS: ours/the peer's; SEQUENCE: outbound the highest sent/the limit, inbound the highest authenticated\n";
+  // NAT traversal: where each peer's ESP in UDP goes (its NAT address, the port learned from it or 4500).
+  std::map<std::string, std::string> nat;
+  for (const auto& sa : info.sas()) {
+    if (!sa.nat_peer().empty()) nat.emplace(sa.state().remote_node(), sa.nat_peer());
+  }
+  if (!nat.empty()) {
+    out += "\nESP in UDP (NAT traversal) is sent to:\n";
+    for (const auto& [node, where] : nat) out += "  " + node + " at " + where + "\n";
+  }
   return out;
 }
 

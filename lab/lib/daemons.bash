@@ -83,8 +83,8 @@ dl_node_configs() {
       bash "$DL_SOURCE_DIR/scripts/make-tls.sh" "$d/tls" --server-ip "$DL_LINK_DPU_IP" --days 2 "$(dl_node_name "$n")" ||
       return 1
   fi
-  lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" 1 pf0hpf \
-    > "$d/dataplane.yaml" || return 1
+  lab_dataplane_config "$n" "${DL_BACKEND:-af_xdp}" "$DL_NAME-dp$n" "$d/dataplane.sock" "$d/dpuctl.sock" 1 pf0hpf |
+    sed "s/^tunnel_ip: .*/tunnel_ip: $(dl_tunnel_ip "$n")/" > "$d/dataplane.yaml" || return 1
   echo "metrics: {listen: \"$DL_LINK_DPU_IP:$DL_METRICS_PORT\"}" >> "$d/dataplane.yaml"
   # The cluster: the shared file, or (Kubernetes mode) the API with the
   # ServiceAccount's token, the pod CIDR coming from the Node.

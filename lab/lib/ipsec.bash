@@ -14,6 +14,7 @@
 #                                   control path for it; dpuctl talks to the dataplane, which has no keys)
 #   dl_ipsec_epochs N               "current next previous" of node N's agent
 #   dl_ipsec_encrypting N           0 or 1: node N's agent tells its dataplane to encrypt
+# What each node publishes is read from its publish file, or (a --kube lab) from its Node's annotations.
 # Knobs: DL_IPSEC_GRACE (gracePeriodSeconds of the lab's agents, default 5).
 
 _dl_ipsec_initial_mode() {
@@ -30,15 +31,20 @@ dl_ipsec_mode() {
 }
 
 dl_ipsec_config() {
-  local n=$1 mode psk="" rollout=""
+  local n=$1 mode psk="" rollout="" nat=""
   mode=$(dl_ipsec_mode "$n")
   [ -s "$DL_DIR/ipsec.psk" ] && psk=", pskFile: $DL_DIR/ipsec.psk"
   [ -e "$DL_DIR/n$n/ipsec.rollout" ] && rollout=", rollout: true"
+  # A lab with a NAT (nat.bash): ESP in UDP on every node; the NATed node says where it is reached.
+  if [ "$mode" != off ] && compgen -G "$DL_DIR/n*/nat" >/dev/null; then
+    nat=", natTraversal: true, natKeepaliveSeconds: ${DL_NAT_KEEPALIVE:-20}"
+    dl_nat_node "$n" && nat+=", natAddress: $(dl_nat_address "$n")"
+  fi
   if [ "$mode" = off ] && [ -z "$psk" ] && [ -z "$rollout" ] && [ ! -s "$DL_DIR/n$n/ipsec.mode" ]; then
     echo "${DL_IPSEC:-false}"
     return
   fi
-  echo "{mode: $mode, gracePeriodSeconds: ${DL_IPSEC_GRACE:-5}, rotationPeriodSeconds: 0$psk$rollout}"
+  echo "{mode: $mode, gracePeriodSeconds: ${DL_IPSEC_GRACE:-5}, rotationPeriodSeconds: 0$psk$rollout$nat}"
 }
 
 # The PSK of `up --ipsec`: 32 random bytes, base64, readable by root only.
@@ -59,8 +65,14 @@ dl_ipsec_epochs() {
   done
   echo
 }
-# What node N publishes: its mode ("" when it publishes no key).
+# What node N publishes: its mode ("" when it publishes no key). A --kube lab's agents publish on their
+# Node objects (the dpu-cni.io/ipsec-mode annotation), read from the API server as the agents read them.
 dl_ipsec_published_mode() {
+  if dl_kube_enabled; then
+    dl_kube_api GET "/api/v1/nodes/$(dl_node_name "$1")" 2>/dev/null |
+      jq -r '.metadata.annotations["dpu-cni.io/ipsec-mode"] // ""'
+    return
+  fi
   local f="$DL_DIR/cluster.yaml.d/$(dl_node_name "$1").json"
   [ -s "$f" ] && jq -r '.ipsecMode // ""' "$f"
 }
@@ -89,15 +101,8 @@ _dl_ipsec_outbound_all() {
     jq -e --argjson w "$want" '[.ipsec.sas[]? | select(.state.direction == "OUTBOUND")] | length == $w' >/dev/null
 }
 
-# The rollout reads what each node publishes from its publish file (file mode); a --kube lab publishes on
-# the Node objects instead, which it does not read yet.
-_dl_ipsec_file_mode() {
-  ! dl_kube_enabled || { dl_die "ipsec enable/disable work on a file-mode lab only (not up --kube) for now"; return 1; }
-}
-
 dl_ipsec_enable() {
   local n
-  _dl_ipsec_file_mode || return 1
   # 1. keys everywhere (rollout already set, so step 2 needs no second restart of the nodes turned on first).
   for n in $(dl_nodes); do
     [ "$(dl_ipsec_mode "$n")" = on ] && continue
@@ -121,7 +126,6 @@ dl_ipsec_enable() {
 _dl_ipsec_plaintext() { [ "$(dl_ipsec_encrypting "$1")" = 0 ]; }
 dl_ipsec_disable() {
   local n grace=${DL_IPSEC_GRACE:-5}
-  _dl_ipsec_file_mode || return 1
   # 1. accept plaintext from nodes that leave, everywhere first.
   for n in $(dl_nodes); do
     [ "$(dl_ipsec_mode "$n")" = on ] && { dl_ipsec_set "$n" on rollout || return 1; }

@@ -24,6 +24,7 @@
 #   policy.bash    namespaces, pod labels and ports, NetworkPolicies in the cluster file (ns add, label, pod add --ns)
 #   kube.bash      Kubernetes mode (DL_KUBE=1): fake API server, kubectl, agents' Kubernetes source, kubelet stand-in
 #   ipsec.bash     IPsec on a running lab: per-node mode, rollout on and off node by node, key rotation
+#   nat.bash       a NAT (nftables in a netns of its own) in front of a node: NAT traversal
 # Functions here:
 #   dl_up NODES PODS_PER_NODE   build the topology, start everything, add pods pod1..podM per node
 #   dl_down                     stop and remove everything the lab made (idempotent)
@@ -37,7 +38,8 @@
 # IPsec, a cluster PSK made for the lab), DL_IPSEC_GRACE (the agents' gracePeriodSeconds when the lab sets
 # IPsec per node, default 5),
 # DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
-# DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
+# DL_NAT="N..." / DL_NAT_MODE (static | masquerade) / DL_NAT_KEEPALIVE (seconds, default 20): nodes behind
+# a NAT (nat.bash; needs IPsec), DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
 # (a DPU "reboot"), dl_write_cluster_file N... (rewrite the cluster file) — see daemons.bash; a node's own
 # publish file keeps it in the cluster: dl_cluster_remove_node N removes both; dl_dpu_reboot N (faults.bash).
@@ -61,6 +63,7 @@ source "$DL_LIB_DIR/kube.bash"
 source "$DL_LIB_DIR/services.bash"
 source "$DL_LIB_DIR/policy.bash"
 source "$DL_LIB_DIR/ipsec.bash"
+source "$DL_LIB_DIR/nat.bash"
 
 dl_nodes() {
   local d
@@ -81,6 +84,7 @@ dl_up() {
     [ "${DL_UNDERLAY_MTU:-1500}" -le 1500 ] || { dl_die "DL_UNDERLAY_MTU must be 1280..1500"; return 1; }
   [[ "${DL_IPSEC:-false}" =~ ^(false|true|\{mode:\ (off|keys|on)\})$ ]] ||
     { dl_die "DL_IPSEC must be false, true, or \"{mode: off|keys|on}\", not '${DL_IPSEC}'"; return 1; }
+  dl_nat_check "$nodes" || return 1
   local kube=${DL_KUBE:-0}
   [ "$kube" = 0 ] || [ "$kube" = 1 ] || { dl_die "DL_KUBE must be 0 or 1"; return 1; }
   [ "$kube" = 0 ] || [ "$pods" = 0 ] ||
@@ -96,9 +100,10 @@ dl_up() {
   mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
   mkdir -p "$DL_DIR" || return 1
   : > "$DL_DIR/created"
-  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\nDL_IPSEC=%s\nDL_IPSEC_GRACE=%s\n' \
+  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\nDL_IPSEC=%s\nDL_IPSEC_GRACE=%s\nDL_NAT_KEEPALIVE=%s\n' \
     "$nodes" "$vfs" "${DL_POD_CIDR_LEN:-24}" "$kube" "$DPU_BUILD_DIR" "${DL_IPSEC:-false}" "${DL_IPSEC_GRACE:-5}" \
-    > "$DL_DIR/lab.env"
+    "${DL_NAT_KEEPALIVE:-20}" > "$DL_DIR/lab.env"
+  dl_nat_record || return 1
   if [ "${DL_IPSEC_PSK:-0}" = 1 ]; then dl_ipsec_make_psk || return 1; fi
   dl_log "wires: fabric bridge, $nodes node(s) with $vfs VFs each"
   dl_fabric_up || return 1
@@ -181,6 +186,10 @@ dl_status() {
     printf 'node%s: host netns %s, dpu netns %s, node IP %s/24 (host PF %s, representor pf0hpf), tunnel %s, pod CIDR %s, management port %s\n' "$n" \
       "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_node_ip "$n")" "$DL_HOST_PF" "$(dl_tunnel_ip "$n")" \
       "$(dl_pod_cidr "$n")" "$(dl_mgmt_ip "$n")"
+    if dl_nat_node "$n"; then
+      printf '  behind a NAT: netns %s, public address %s (its natAddress), mode %s\n' "$(dl_nat_ns "$n")" \
+        "$(dl_nat_address "$n")" "$(dl_nat_mode "$n")"
+    fi
     for w in dataplane agent host-shim; do
       pid=$(dl_daemon_pid "$n" "$w")
       if [ -n "$pid" ]; then printf '  %-10s running, pid %s\n' "$w" "$pid"; else printf '  %-10s NOT RUNNING\n' "$w"; fi

@@ -11,7 +11,8 @@
 #   host<->DPU link   host end "dpulink" 169.254.0.1/30, DPU end "hostlink" 169.254.0.2/30
 #                     (dpu-agent's REST API listens on 169.254.0.2:9443, only there)
 #   uplink            "uplink0" in the DPU netns, tunnel IP 192.168.100.N/24; its peer
-#                     "nN" is a port of bridge "fabric" in the fabric netns
+#                     "nN" is a port of bridge "fabric" in the fabric netns (behind a NAT:
+#                     10.200.N.2/24, its peer in the NAT's netns, see nat.bash)
 #   VFs               host netns: p0v<i> (PCI $(fake_sysfs_vf_pci i)); DPU netns: pf0vf<i>
 #                     the last VF is the host management port (host-shim renames it dpu-mgmt)
 #   pod CIDR          10.244.N.0/24 (gateway .1 on the DPU, management port .2); DL_POD_CIDR_LEN=27
@@ -45,7 +46,8 @@ DL_NODE_NET=172.18.0      # the node network (/24): node N is .N, the gateway .2
 DL_NODE_GATEWAY=$DL_NODE_NET.254
 DL_EXTERNAL_IP=203.0.113.1
 
-dl_tunnel_ip() { echo "192.168.100.$1"; }
+# Behind a NAT (nat.bash) a node's tunnel IP is a private one.
+dl_tunnel_ip() { if dl_nat_node "$1"; then echo "10.200.$1.2"; else echo "192.168.100.$1"; fi; }
 dl_node_ip() { echo "$DL_NODE_NET.$1"; }
 dl_external_ns() { echo "$DL_NAME-external"; }
 dl_external_ip() { echo "$DL_EXTERNAL_IP"; }
@@ -107,13 +109,25 @@ dl_node_wires_up() {
   ip -n "$dpu" link set hostlink up
   # uplink on the fabric
   local mtu=${DL_UNDERLAY_MTU:-1500}  # the physical network's MTU, which the agent's pod MTU derives from
-  ip link add uplink0 netns "$dpu" mtu "$mtu" type veth peer name "n$n" netns "$fab" mtu "$mtu" || return 1
-  ip -n "$dpu" addr add "$(dl_tunnel_ip "$n")/24" dev uplink0
-  _dl_no_offload "$dpu" uplink0
-  _dl_no_offload "$fab" "n$n"
-  ip -n "$fab" link set "n$n" master fabric
-  ip -n "$fab" link set "n$n" up
-  ip -n "$dpu" link set uplink0 up
+  if dl_nat_node "$n"; then
+    # Behind a NAT (nat.bash): the uplink's peer is the NAT's private side, the default route goes there.
+    _dl_netns_add "$(dl_nat_ns "$n")" || return 1
+    ip link add uplink0 netns "$dpu" mtu "$mtu" type veth peer name priv0 netns "$(dl_nat_ns "$n")" mtu "$mtu" ||
+      return 1
+    ip -n "$dpu" addr add "$(dl_tunnel_ip "$n")/24" dev uplink0
+    _dl_no_offload "$dpu" uplink0
+    dl_nat_up "$n" || return 1
+    ip -n "$dpu" link set uplink0 up
+    ip -n "$dpu" route add default via "10.200.$n.1" dev uplink0 || return 1
+  else
+    ip link add uplink0 netns "$dpu" mtu "$mtu" type veth peer name "n$n" netns "$fab" mtu "$mtu" || return 1
+    ip -n "$dpu" addr add "$(dl_tunnel_ip "$n")/24" dev uplink0
+    _dl_no_offload "$dpu" uplink0
+    _dl_no_offload "$fab" "n$n"
+    ip -n "$fab" link set "n$n" master fabric
+    ip -n "$fab" link set "n$n" up
+    ip -n "$dpu" link set uplink0 up
+  fi
   # The host PF: the node IP on the host's end; the DPU bridges its
   # representor with the uplink. The representor has no address and sends
   # nothing of its own (no IPv6 link-local chatter towards the host).

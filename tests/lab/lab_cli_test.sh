@@ -298,6 +298,11 @@ if [ "$(id -u)" = 0 ]; then
   expect 1 "not built: .*/nonexistent" env DPU_BUILD_DIR=/nonexistent bash "$lab" --name "zz$$" up
   expect 2 "unknown argument '--frob'" bash "$lab" --name "zz$$" up --frob
   expect 1 "is not up" bash "$lab" --name "zz$$" ipsec enable
+  expect 2 "nat takes nodeN, not 'n2'" bash "$lab" --name "zz$$" up --ipsec --nat n2
+  expect 1 "nat needs IPsec" bash "$lab" --name "zz$$" up --nat node2
+  expect 1 "nat names node '3': give nodeN with N in 1[.][.]2" bash "$lab" --name "zz$$" up --ipsec --nat node3
+  expect 1 "every node behind a NAT leaves none outside" bash "$lab" --name "zz$$" up --ipsec --nat node1 --nat node2
+  expect 1 "DL_NAT_MODE [(]--nat-mode[)] must be static or masquerade" bash "$lab" --name "zz$$" up --ipsec --nat node2 --nat-mode full-cone
   if [ -e "$DL_RUN_DIR/zz$$" ] || [ -n "$(ip netns list | grep "^zz$$-")" ]; then fail "a refused up left state behind"
   else pass "refused ups left nothing behind"; fi
 fi

@@ -16,12 +16,15 @@
 #     the API server made for it, takes a pod on the other node to pod a
 #     through its cluster IP; the policy is enforced (the allowed port only),
 #     follows `kubectl label pod` of the client and `kubectl delete`;
+#   - `dpu-lab ipsec enable` works in Kubernetes mode: the rollout reads each node's published mode from its
+#     Node's annotations; both Nodes end up advertising mode on, b still reaches pod a through the Service,
+#     and node2 sends it under its outbound SA;
 #   - `kubectl delete pod` runs the CNI DEL: the agent drops the attachment and
 #     releases the address, the pod's netns goes and its VF returns;
 #   - the agents needed no grant the manifests lack (the fake's RBAC denials).
 source "$(dirname "$0")/common.bash" kube
 for _tool in kubectl openssl; do command -v "$_tool" >/dev/null || skip_test "$_tool is not installed"; done
-export DL_KUBE=1
+export DL_KUBE=1 DL_IPSEC_GRACE=2
 lab_test_up 2 0
 k() { dl_kubectl "$@"; }
 metric() {  # N NAME LABEL-SUBSTRING: the value of the agent's series (0 when absent)
@@ -136,6 +139,21 @@ check "labelled app=client again, b reaches a on 8080" dl_wait 10 direct 8080
 out=$(k delete networkpolicy web-from-client 2>&1) && pass "kubectl delete networkpolicy: $out" ||
   fail "kubectl delete networkpolicy web-from-client: $out"
 check "with the policy deleted, b reaches a on 8081" dl_wait 10 direct 8081
+
+# IPsec turned on node by node (docs/ipsec.md "Rollout"), the published modes read from the Nodes.
+out=$(dl_ipsec_enable 2>&1) && pass "dpu-lab ipsec enable in Kubernetes mode" ||
+  fail "dpu-lab ipsec enable in Kubernetes mode: $(tail -n 3 <<< "$out" | tr '\n' ' ')"
+for n in node1 node2; do
+  mode=$(k get node $n -o jsonpath='{.metadata.annotations.dpu-cni\.io/ipsec-mode}')
+  [ "$mode" = on ] && pass "Node $n advertises ipsec-mode on" || fail "Node $n advertises ipsec-mode '$mode'"
+done
+esp_sent() { dl_dpuctl 2 --json ipsec | jq '[.ipsec.sas[] | select(.state.direction == "OUTBOUND") | .state.packets | tonumber] | add // 0'; }
+sent0=$(esp_sent)
+check "b (node2) still reaches pod a through the Service with IPsec on" dl_wait 20 through_vip
+sent1=$(esp_sent)
+[ "$sent1" -gt "$sent0" ] && dl_dpuctl 2 ipsec | grep -q 'encryption: on' &&
+  pass "node2 encrypts: its outbound SA carried the request ($sent0 -> $sent1 packets)" ||
+  fail "node2's outbound SA: $sent0 -> $sent1 packets; $(dl_dpuctl 2 ipsec | head -n 1)"
 
 # kubectl delete pod: the kubelet stand-in runs the CNI DEL, then the pod goes.
 used2_with_b=$(metric 2 dpu_agent_ipam_addresses_used "10.244.2.0/24")

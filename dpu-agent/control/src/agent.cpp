@@ -78,6 +78,7 @@ dpv1::NodeSettings Agent::nodeSettings() const {
   for (const auto& c : config_.service_cidrs) n.add_service_cidrs(c.str());
   n.set_ipsec(config_.ipsec.encrypt());
   n.set_ipsec_nat_traversal(config_.ipsec.nat_traversal);
+  n.set_ipsec_nat_keepalive_seconds(config_.ipsec.nat_keepalive_s);
   for (const auto& ip : config_.node_ips) n.add_node_ips(ip.str());
   for (const auto& gw : config_.node_gateways) n.add_node_gateways(gw.str());
   return n;
@@ -110,6 +111,16 @@ std::optional<dpv1::RemoteNode> Agent::remoteNodeOf(const NodeInfo& node) const 
   rn.set_name(node.name);
   rn.set_tunnel_ip(tip->str());
   rn.set_ipsec_public_key(node.ipsec_public_key);
+  // Behind a NAT it is reached at the NAT's address, unless it is behind ours
+  // (the same site: its tunnel IP is reachable from here, and a NAT does not
+  // always send its own public address back inside). A bad address goes to
+  // the model, which refuses the node and says why.
+  if (!node.ipsec_nat_address.empty()) {
+    auto nat = IpAddress::parse(node.ipsec_nat_address);
+    if (!nat || !config_.ipsec.nat_address || *nat != *config_.ipsec.nat_address) {
+      rn.set_nat_address(nat ? nat->str() : node.ipsec_nat_address);
+    }
+  }
   uint32_t key = 0;
   for (const auto& text : node.pod_cidrs) {
     auto p = IpPrefix::parse(text, true);

@@ -249,6 +249,34 @@ Result<AgentConfig> parseAgentConfig(const nlohmann::json& doc) {
       ip.fail("natTraversal", "is for IPv4 underlays (ESP in UDP 4500, RFC 3948) and tunnelIP " + c.tunnel_ip.str() +
                                   " is IPv6: unset it");
     }
+    // Behind a NAT: where peers reach this node (the NAT's public address).
+    const std::string nat_address = ip.str("natAddress", "");
+    if (ip.ok() && !nat_address.empty()) {
+      auto a = IpAddress::parse(nat_address);
+      if (!a) {
+        ip.fail("natAddress", "\"" + nat_address + "\": " + a.error());
+      } else if (!a->isV4()) {
+        ip.fail("natAddress", a->str() + " is IPv6: NAT traversal (ESP in UDP 4500) is for IPv4 underlays");
+      } else if (const uint32_t h = a->v4HostOrder(); h == 0 || a->isLoopback() || h >= 0xe0000000u) {
+        ip.fail("natAddress", a->str() + " is not a unicast address: give the NAT's public address peers send to");
+      } else if (!c.ipsec.nat_traversal) {
+        ip.fail("natAddress", "is set without natTraversal: a NAT passes only ESP in UDP 4500, so set natTraversal: "
+                              "true on every node (or unset natAddress)");
+      } else if (r.ok() && *a == c.tunnel_ip) {
+        ip.fail("natAddress", a->str() + " is the tunnelIP: give the NAT's public address, or unset it without a NAT");
+      } else {
+        c.ipsec.nat_address = *a;
+      }
+    }
+    const bool keepalive_given = v->contains("natKeepaliveSeconds");
+    c.ipsec.nat_keepalive_s = static_cast<uint32_t>(ip.uint("natKeepaliveSeconds", 0, 3600, 20));
+    if (ip.ok() && !c.ipsec.nat_traversal) {
+      if (keepalive_given && c.ipsec.nat_keepalive_s != 0) {
+        ip.fail("natKeepaliveSeconds", "is set without natTraversal: keepalives are UDP 4500 for NATs on the path; set "
+                                       "natTraversal: true, or unset it");
+      }
+      c.ipsec.nat_keepalive_s = 0;
+    }
     if (auto done = ip.finish(); !done) return std::move(done).takeError();
   } else if (r.boolean("ipsec", false) && r.ok()) {
     // `ipsec: true`: encryption on with every setting at its default.

@@ -92,6 +92,12 @@ NodeInfo readNode(FieldReader& n) {
   node.ipsec_public_key = n.str("ipsecPublicKey", "");
   node.ipsec_epoch = static_cast<uint32_t>(n.uint("ipsecEpoch", 0, 0xffffffffu, 0));
   node.ipsec_mode = n.str("ipsecMode", "");
+  node.ipsec_nat_address = n.str("ipsecNatAddress", "");
+  if (n.ok() && !node.ipsec_nat_address.empty()) {
+    auto a = IpAddress::parse(node.ipsec_nat_address);
+    if (!a) n.fail("ipsecNatAddress", a.error());
+    else node.ipsec_nat_address = a->str();
+  }
   node.labels = labelsOf(n);
   node.port_keys = readPortKeys(n);
   return node;
@@ -206,6 +212,8 @@ void mergePublished(ClusterSnapshot& snap, const std::vector<NodeInfo>& publishe
       n.ipsec_mode = p.ipsec_mode;
     }
     if (n.pod_cidrs.empty()) n.pod_cidrs = p.pod_cidrs;
+    // The node's own agent knows whether a NAT is in front of it.
+    if (!p.ipsec_nat_address.empty()) n.ipsec_nat_address = p.ipsec_nat_address;
     // The node's own agent knows its ports: its publish file has the keys.
     n.port_keys = p.port_keys;
     for (const auto& [k, v] : p.labels) n.labels.try_emplace(k, v);
@@ -395,6 +403,7 @@ Result<void> FileClusterSource::publishSelf(const SelfEntry& self) {
     j["ipsecEpoch"] = self.ipsec_epoch;
     if (!self.ipsec_mode.empty()) j["ipsecMode"] = self.ipsec_mode;
   }
+  if (!self.ipsec_nat_address.empty()) j["ipsecNatAddress"] = self.ipsec_nat_address;
   if (!published_pod_cidrs_.empty()) j["podCIDRs"] = published_pod_cidrs_;
   j["portKeys"] = nlohmann::json::object();
   for (const auto& [ip, key] : self.port_keys) j["portKeys"][ip] = key;

@@ -26,6 +26,9 @@ Result<void> NodePublisher::publish(const SelfEntry& self) {
   annotations[kIpsecEpochAnnotation] = keyed ? nlohmann::json(std::to_string(self.ipsec_epoch)) : nlohmann::json();
   annotations[kIpsecModeAnnotation] =
       keyed && !self.ipsec_mode.empty() ? nlohmann::json(self.ipsec_mode) : nlohmann::json();
+  // Where peers reach this node behind a NAT (null deletes it: no NAT any more).
+  annotations[kIpsecNatAddressAnnotation] =
+      self.ipsec_nat_address.empty() ? nlohmann::json() : nlohmann::json(self.ipsec_nat_address);
   annotations[kPortKeysAnnotation] = formatPortKeysAnnotation(self.port_keys);
   nlohmann::json patch = {{"metadata", {{"annotations", annotations}}}};
   std::string path = std::string("/api/v1/nodes/") + web::uri::encode_data_string(node);

@@ -394,7 +394,7 @@ class Decoder {
         return S::kSkip;
       case S::kAnnotations:
         if (key == kTunnelIpAnnotation || key == kIpsecPublicKeyAnnotation || key == kIpsecEpochAnnotation ||
-            key == kPortKeysAnnotation)
+            key == kIpsecNatAddressAnnotation || key == kPortKeysAnnotation)
           fail("metadata.annotations[" + std::string(key) + "]: expected a string");
         return S::kSkip;
       case S::kNodeSpec:
@@ -622,6 +622,8 @@ class Decoder {
           }
         } else if (key == kIpsecModeAnnotation) {
           str(v, node_->ipsec_mode, "metadata.annotations[dpu-cni.io/ipsec-mode]");
+        } else if (key == kIpsecNatAddressAnnotation) {
+          str(v, node_->ipsec_nat_address, "metadata.annotations[dpu-cni.io/ipsec-nat-address]");
         } else if (key == kPortKeysAnnotation) {
           str(v, port_keys_text_, "metadata.annotations[dpu-cni.io/port-keys]");
         }
@@ -1484,7 +1486,8 @@ struct Fnv {
   void add(const NetworkPolicyPort& p) { all(p.protocol, p.port, p.end_port); }
   void add(const NetworkPolicyRule& r) { all(r.peers, r.ports); }
 
-  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.ipsec_epoch, n.ipsec_mode, n.labels, n.port_keys); }
+  void add(const NodeInfo& n) { all(n.tunnel_ip, n.pod_cidrs, n.ipsec_public_key, n.ipsec_epoch, n.ipsec_mode, n.ipsec_nat_address, n.labels,
+                                   n.port_keys); }
   void add(const PodInfo& p) { all(p.uid, p.node_name, p.ips, p.labels, p.host_network, p.ports); }
   void add(const NamespaceInfo& n) { all(n.labels); }
   void add(const ServiceInfo& s) {

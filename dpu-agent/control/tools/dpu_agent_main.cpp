@@ -379,6 +379,7 @@ int main(int argc, char** argv) {
   auto publish = [&] {
     const uint64_t version = agent.portKeysVersion();
     SelfEntry self{config.node_name, config.tunnel_ip.str(), "", agent.portKeys()};
+    if (config.ipsec.nat_address) self.ipsec_nat_address = config.ipsec.nat_address->str();
     std::optional<dpu::ipsec::Advertisement> adv;
     if (ipsec) adv = ipsec->advertisement();
     if (adv) {

@@ -11,6 +11,7 @@
 #include "datapath/dataplane_neighbours.h"
 #include "datapath/dataplane_ports.h"
 #include "datapath/engine.h"
+#include "datapath/nat_keepalive.h"
 #include "datapath/startup_timeline.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
@@ -144,6 +145,7 @@ void ApiServer::serveOperator() {
     if (timeline_ != nullptr) timeline_->describe(reply);
     ports_.addCounters(reply);
     neighbours_.addCounters(reply);
+    if (keepalives_ != nullptr) keepalives_->addCounters(reply);
     auto* c = reply.add_counters();
     c->set_name("flow_bytes");
     c->set_value(engine_.bytesPerFlow());
@@ -185,6 +187,7 @@ void ApiServer::run(const std::atomic<bool>& stop) {
     if (now >= next_maintain) {
       engine_.maintain();
       ports_.steerHost(engine_.hostSteering());
+      if (keepalives_ != nullptr) keepalives_->tick(now);
       next_maintain = now + kMaintainPeriod;
     }
     // A representor that could not be opened is tried again when its backoff says so.

@@ -51,6 +51,7 @@
 #include "datapath/mbuf_budget.h"
 #include "datapath/mbuf_pool.h"
 #include "datapath/metrics.h"
+#include "datapath/nat_keepalive.h"
 #include "datapath/port.h"
 #include "datapath/startup_timeline.h"
 #include "datapath/takeover.h"
@@ -282,6 +283,8 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
       TunnelNeighbours neighbours(**engine, uplink_iface, std::move(static_hops));
       ApiServer server(**engine, ports, neighbours, config.sockets);
       server.setTimeline(&timeline);
+      NatKeepalives keepalives(**engine, config.resolve_next_hops ? uplink_iface : "");
+      server.setNatKeepalives(&keepalives);
       MetricsEndpoint metrics(config.metrics, config.sockets.operator_api);
       // Each step, when it succeeds, is a start-up phase.
       auto timed = [&](const char* phase, const auto& step) -> Result<void> {

@@ -158,6 +158,7 @@ Result<void> EngineImpl::republish(const std::vector<std::string>* changed_servi
                     current_.load(std::memory_order_relaxed)};
   in.policy_names = &policy_names_;
   in.ipsec = &ipsec_;
+  in.nat_peers = &nat_peers_;
   in.changed_services = changed_services;
   in.changed_port_policies = changed_port_policies;
   auto snap = buildSnapshot(in, deps);
@@ -237,8 +238,21 @@ Result<void> EngineImpl::setTunnelNextHop(const IpAddress& peer, MacAddress next
 
 std::vector<IpAddress> EngineImpl::wantedTunnelPeers() const {
   std::vector<IpAddress> out;
-  for (const auto& r : model_.remote_nodes) out.push_back(r.tunnel_ip);
+  for (const auto& r : model_.remote_nodes) out.push_back(r.reach());  // behind a NAT: its NAT address
   return out;
+}
+
+NatKeepaliveTargets EngineImpl::natKeepaliveTargets() const {
+  NatKeepaliveTargets t;
+  if (!model_.ipsec_nat_t || model_.ipsec_nat_keepalive_s == 0 || !model_.has_tunnel_ip) return t;
+  t.interval_s = model_.ipsec_nat_keepalive_s;
+  t.local = model_.tunnel_ip;
+  for (const auto& r : model_.remote_nodes) {
+    auto nat = nat_peers_.find(r.name);
+    t.peers.emplace_back(r.reach(), nat != nat_peers_.end() ? nat->second->port.load(std::memory_order_relaxed)
+                                                            : kNatTPort);
+  }
+  return t;
 }
 
 size_t EngineImpl::bytesPerFlow() const {
@@ -852,6 +866,15 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
       break;
     case dataplane::v1::OperatorRequest::kIpsec:
       ipsec_.describe(model_.ipsec, *out.mutable_ipsec());
+      // With NAT traversal: where each SA's peer is sent to (address:port learned or 4500).
+      if (model_.ipsec_nat_t) {
+        for (auto& sa : *out.mutable_ipsec()->mutable_sas()) {
+          auto nat = nat_peers_.find(sa.state().remote_node());
+          if (nat == nat_peers_.end()) continue;
+          sa.set_nat_peer(nat->second->address.str() + ":" +
+                          std::to_string(nat->second->port.load(std::memory_order_relaxed)));
+        }
+      }
       break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
       out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services, conntrack or ipsec");

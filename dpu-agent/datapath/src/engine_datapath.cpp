@@ -25,9 +25,6 @@
 namespace dpu::datapath {
 namespace {
 
-// ESP in UDP (RFC 3948 §2.1): source and destination port both.
-constexpr uint16_t kNatTPort = 4500;
-
 // 64x64->128 multiply, halves folded (wyhash's mum): every output bit
 // depends on every input bit of both operands.
 inline uint64_t mum(uint64_t a, uint64_t b) {
@@ -261,8 +258,9 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
 // in place under the remote node's outbound SA in force (transport mode:
 // outer IP | ESP | UDP 6081 | Geneve | inner), the Ethernet header moved in
 // front of the IP header's new place. With NAT traversal the ESP then goes
-// inside UDP 4500 -> 4500, checksum 0 (RFC 3948 §2.1; IPv4 only, the model
-// refuses it on an IPv6 underlay). False: dropped and counted.
+// inside UDP 4500 -> 4500 (or the port the peer's NAT chose, NatPeer),
+// checksum 0 (RFC 3948 §2.1; IPv4 only, the model refuses it on an IPv6
+// underlay). False: dropped and counted.
 bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port) {
   EspSlot* sa = a.encap != nullptr ? a.encap->esp : nullptr;
   if (sa == nullptr) [[unlikely]] return drop(w, m, rx_port, DropReason::kIpsecNoSa), false;
@@ -292,7 +290,9 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
     uint8_t* ip = base + ip_at;
     uint8_t* udp = ip + ihl;
     overlay::store16(udp, kNatTPort);
-    overlay::store16(udp + 2, kNatTPort);
+    // To the port its NAT chose, once an authenticated packet said so.
+    const NatPeer* nat = a.encap->nat;
+    overlay::store16(udp + 2, nat != nullptr ? nat->port.load(std::memory_order_relaxed) : kNatTPort);
     overlay::store16(udp + 4, static_cast<uint16_t>(overlay::udp::kHeaderLen + esp_len));
     overlay::store16(udp + 6, 0);  // RFC 3948 §2.1: zero over IPv4
     ip[9] = overlay::ipproto::kUdp;
@@ -317,16 +317,18 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
 namespace {
 inline bool isEsp(const rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-  if (m->data_len < overlay::eth::kHeaderLen + 40) return false;
+  // IPv4: room for a 20-byte header and a UDP header (a NAT keepalive is 43
+  // bytes unpadded, as a veth or af_xdp hands it over); IPv6: its header.
+  if (m->data_len < overlay::eth::kHeaderLen + 28) return false;
   const uint16_t type = overlay::load16(f + 12);
   if (type == overlay::eth::kTypeIpv4) {
     const uint8_t proto = f[14 + 9];
     if (proto == overlay::ipproto::kEsp) return true;
-    // 40 bytes: room for a 20-byte header and the UDP ports.
     return proto == overlay::ipproto::kUdp && overlay::ipv4::headerLen(f + 14) == overlay::ipv4::kMinHeaderLen &&
            overlay::load16(f + 14 + 20 + 2) == kNatTPort;
   }
-  return type == overlay::eth::kTypeIpv6 && f[14 + 6] == overlay::ipproto::kEsp;
+  return type == overlay::eth::kTypeIpv6 && m->data_len >= overlay::eth::kHeaderLen + 40 &&
+         f[14 + 6] == overlay::ipproto::kEsp;
 }
 }  // namespace
 
@@ -343,19 +345,24 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
       (v6 ? std::memcmp(dst, snap.tunnel_ip.data(), 16) : std::memcmp(dst, snap.tunnel_ip.data(), 4)) != 0) {
     return EspReceived::kNotOurs;
   }
+  uint16_t nat_sport = 0;  // ESP in UDP: its UDP source port
   if (!v6 && ip[9] == overlay::ipproto::kUdp) {
     // A node without inbound SAs (IPsec off) leaves UDP 4500 as any UDP.
     if (!snap.any_inbound_sa) return EspReceived::kNotOurs;
-    // ESP in UDP 4500: a non-ESP marker (four zero bytes: IKE) or a NAT
-    // keepalive (one 0xff byte) is not for us; otherwise the UDP header
+    // ESP in UDP 4500: a NAT keepalive (one 0xff byte) is counted apart; a
+    // non-ESP marker (four zero bytes: IKE) is not for us; otherwise the UDP header
     // goes and the IP header says ESP (RFC 3948 §3.1), then as any ESP.
     constexpr uint32_t kIp = overlay::ipv4::kMinHeaderLen;
     constexpr uint32_t kUdp = overlay::udp::kHeaderLen;
     const uint32_t udp_len = overlay::load16(ip + kIp + 4);
+    if (udp_len == kUdp + 1 && kEth + kIp + udp_len <= m->data_len && ip[kIp + kUdp] == 0xff) {
+      return drop(w, m, rx_port, DropReason::kIpsecNatKeepalive), EspReceived::kDropped;
+    }
     if (udp_len < kUdp + overlay::overhead::kEspHeader || kEth + kIp + udp_len > m->data_len ||
         overlay::load32(ip + kIp + kUdp) == 0) {
       return drop(w, m, rx_port, DropReason::kIpsecNatTNonEsp), EspReceived::kDropped;
     }
+    nat_sport = overlay::load16(ip + kIp);
     uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
     std::memmove(frame + kUdp, frame, kEth + kIp);
     m->data_off = static_cast<uint16_t>(m->data_off + kUdp);
@@ -376,15 +383,20 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   const size_t peer_len = v6 ? 16 : 4;
   WorkerContext::LastInboundSa& last = w.last_inbound_sa;
   EspSlot* sa = nullptr;
+  NatPeer* nat = nullptr;
   if (last.snap == &snap && last.spi == spi && last.v6 == v6 &&
       (v6 ? std::memcmp(last.peer.data(), src, 16) : std::memcmp(last.peer.data(), src, 4)) == 0) {
     sa = last.slot;
-  } else if ((sa = snap.inboundSa(src, v6, spi)) != nullptr) {
+    nat = last.nat;
+  } else if (const Snapshot::InboundSa* in = snap.inboundSa(src, v6, spi); in != nullptr) {
+    sa = in->slot.get();
+    nat = in->nat;
     last.snap = &snap;
     std::memcpy(last.peer.data(), src, peer_len);
     last.spi = spi;
     last.v6 = v6;
     last.slot = sa;
+    last.nat = nat;
   }
   if (sa == nullptr) {
     Ip16 peer{};
@@ -396,6 +408,11 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
   if (sa->decrypt(buf, st, w.index()) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  // Authenticated: the port its NAT sends from is where replies go
+  // (RFC 3948 §3.1: never learned from a packet that did not authenticate).
+  if (nat != nullptr && nat_sport != 0 && nat->port.load(std::memory_order_relaxed) != nat_sport) [[unlikely]] {
+    nat->port.store(nat_sport, std::memory_order_relaxed);
+  }
   // The IP header moved forward; the Ethernet header follows it.
   std::memmove(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);

@@ -149,6 +149,7 @@ class EngineImpl final : public Engine {
   void maintain() override;
   Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) override;
   std::vector<IpAddress> wantedTunnelPeers() const override;
+  NatKeepaliveTargets natKeepaliveTargets() const override;
   size_t bytesPerFlow() const override;
   int northSouthEventFd() const override { return ns_event_fd_; }
   void northSouthUpdate() override;
@@ -421,6 +422,9 @@ class EngineImpl final : public Engine {
   std::vector<std::string> reasons_;
   std::unordered_map<std::string, uint16_t> reason_index_;
   IpsecSas ipsec_;  // the SAs in force (ipsec_sas.h)
+  // ESP in UDP per remote node name (snapshot.h NatPeer): added, never removed, so a pointer an
+  // lcore holds stays valid; a node that comes back gets its entry again.
+  std::map<std::string, std::unique_ptr<NatPeer>> nat_peers_;
   uint64_t maintain_calls_ = 0;
   std::unique_ptr<offload::InheritedRules> inherited_;  // with an offload backend
   uint64_t start_ms_ = 0;

@@ -433,8 +433,19 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
     SnapRemoteNode rn;
     rn.name = r.name;
     rn.tunnel_ip = r.tunnel_ip;
+    rn.reach = r.reach();
+    if (m.ipsec_nat_t && in.nat_peers != nullptr) {
+      auto& nat = (*in.nat_peers)[r.name];
+      if (!nat) nat = std::make_unique<NatPeer>();
+      if (nat->address != rn.reach) {
+        nat->address = rn.reach;
+        nat->port.store(kNatTPort, std::memory_order_relaxed);
+      }
+      rn.nat = nat.get();
+    }
     for (const auto& k : r.port_keys) rn.port_keys.emplace(toIp16(k.ip), k.key);
-    auto hop = in.next_hops->find(r.tunnel_ip);
+    // Behind a NAT its underlay next hop is the one towards its NAT address.
+    auto hop = in.next_hops->find(rn.reach);
     MacAddress next_hop;
     if (hop != in.next_hops->end()) {
       next_hop = hop->second;
@@ -456,7 +467,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
       t.dst_mac = next_hop.bytes;
       t.family = m.tunnel_ip.isV4() ? overlay::UnderlayFamily::kIpv4 : overlay::UnderlayFamily::kIpv6;
       t.src_ip = toIp16(m.tunnel_ip);
-      t.dst_ip = toIp16(r.tunnel_ip);
+      t.dst_ip = toIp16(rn.reach);
       t.vni = sub.datapath_key;
       t.options = std::span<const overlay::GeneveOption>(&ovn, 1);
       overlay::GeneveEncapTemplate tmpl;
@@ -492,14 +503,15 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
           rn.plaintext_accepted = rn.plaintext_accepted || slot->sa().plaintext_accepted;
           s.any_inbound_sa = true;
           Snapshot::EspKey k;
-          k.peer = toIp16(r.tunnel_ip);
+          k.peer = toIp16(rn.reach);  // what it sends comes from its NAT address, when behind one
           k.spi = slot->spi();
-          s.inbound_sas.emplace(k, slot);
+          s.inbound_sas.emplace(k, Snapshot::InboundSa{slot, rn.nat});
         }
       }
       for (auto& sub : rn.subnets) {
         sub.encap.esp = rn.outbound.get();
         sub.encap.esp_nat_t = s.ipsec_nat_t;
+        sub.encap.nat = rn.nat;
       }
     }
     rn.dep = deps.idFor("node/" + r.name);
@@ -511,7 +523,7 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   }
   std::map<uint8_t, Snapshot::RouteLength, std::greater<>> v4, v6;
   for (const auto& rn : s.remotes) {
-    s.peer_by_ip.emplace(toIp16(rn.tunnel_ip), &rn);
+    s.peer_by_ip.emplace(toIp16(rn.reach), &rn);
     for (size_t i = 0; i < rn.subnets.size(); ++i) {
       const auto& p = rn.subnets[i].prefix;
       auto& level = (p.address.isV4() ? v4 : v6)[p.length];

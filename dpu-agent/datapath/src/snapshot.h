@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -158,6 +159,25 @@ struct SnapPort {
   }
 };
 
+// ESP in UDP (RFC 3948 §2.1): the port both ends use, and where a peer is
+// sent to until it says otherwise.
+inline constexpr uint16_t kNatTPort = 4500;
+
+// ESP in UDP to one remote node (docs/ipsec.md "NAT traversal"): the UDP
+// port it is sent to, 4500 until an ESP in UDP packet from it authenticated
+// with another source port (a NAT that maps ports: its replies must go to the
+// port it chose). Any worker stores it, only when it differs, after the
+// packet's ICV checked (relaxed: a port is a whole value and a packet sent to
+// the old one for a moment is what the NAT had until then); every encrypting
+// worker loads it. One per remote node name, owned by the engine and never
+// freed while it lives (snapshots and lcores hold the pointer); `address`
+// (control thread only) is the address it was learned for: a new one starts
+// again at 4500.
+struct NatPeer {
+  std::atomic<uint16_t> port{kNatTPort};
+  IpAddress address;
+};
+
 // The outer headers towards one remote subnet (VNI = its datapath key), OVN
 // option with ingress key 0 and the router egress key (both patched per
 // packet with the flow's keys); per-packet fields zero, as
@@ -174,6 +194,7 @@ struct SnapEncap {
   // snapshot, so an outbound switch moves every flow at once.
   EspSlot* esp = nullptr;
   bool esp_nat_t = false;  // ESP goes inside UDP 4500 (NodeSettings.ipsec_nat_traversal)
+  NatPeer* nat = nullptr;  // with esp_nat_t: the remote node's (its port)
 };
 
 struct SnapRemoteSubnet {
@@ -186,6 +207,9 @@ struct SnapRemoteNode {
   std::string name;
   uint32_t dep = 0;
   IpAddress tunnel_ip;
+  // Where its packets go and come from: its NAT address (RemoteNode.nat_address), or tunnel_ip.
+  IpAddress reach;
+  NatPeer* nat = nullptr;  // with NAT traversal
   std::vector<SnapRemoteSubnet> subnets;
   bool next_hop_known = false;
   // Its published port keys (RemoteNode.ports), by address.
@@ -343,15 +367,20 @@ struct Snapshot {
   struct EspKeyHash {
     size_t operator()(const EspKey& k) const { return Ip16Hash{}(k.peer) ^ (size_t{k.spi} * 0x9e3779b97f4a7c15ull); }
   };
-  std::unordered_map<EspKey, std::shared_ptr<EspSlot>, EspKeyHash> inbound_sas;
+  // `nat`: the remote node's ESP in UDP port, learned from what authenticates (with NAT traversal).
+  struct InboundSa {
+    std::shared_ptr<EspSlot> slot;
+    NatPeer* nat = nullptr;
+  };
+  std::unordered_map<EspKey, InboundSa, EspKeyHash> inbound_sas;
   uint16_t esp_mtu_v4 = 0;
   uint16_t esp_mtu_v6 = 0;
-  EspSlot* inboundSa(const uint8_t* peer, bool v6, uint32_t spi) const {
+  const InboundSa* inboundSa(const uint8_t* peer, bool v6, uint32_t spi) const {
     EspKey k;
     std::memcpy(k.peer.data(), peer, v6 ? 16 : 4);
     k.spi = spi;
     auto it = inbound_sas.find(k);
-    return it == inbound_sas.end() ? nullptr : it->second.get();
+    return it == inbound_sas.end() ? nullptr : &it->second;
   }
   struct RouteTarget {
     const SnapRemoteNode* node = nullptr;
@@ -462,6 +491,8 @@ struct SnapshotInputs {
   const std::vector<std::string>* changed_port_policies = nullptr;
   PolicyNames* policy_names = nullptr;  // the engine's (nullptr: every policy is kPolicyNamesOverflow)
   const IpsecSas* ipsec = nullptr;  // the SAs in force (nullptr: none)
+  // The engine's ESP in UDP state per remote node name; entries are added, never removed.
+  std::map<std::string, std::unique_ptr<NatPeer>>* nat_peers = nullptr;
 };
 
 Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepRegistry& deps);

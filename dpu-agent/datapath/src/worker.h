@@ -23,7 +23,8 @@ struct rte_mbuf;
 
 namespace dpu::datapath {
 
-class EspSlot;  // ipsec_sas.h
+class EspSlot;   // ipsec_sas.h
+struct NatPeer;  // snapshot.h
 
 inline constexpr unsigned kBurst = 32;
 static_assert(MissBudget::kFullBurst == kBurst);
@@ -155,6 +156,7 @@ class alignas(64) WorkerContext {
     uint32_t spi = 0;
     bool v6 = false;
     EspSlot* slot = nullptr;
+    NatPeer* nat = nullptr;
   } last_inbound_sa;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;

@@ -181,6 +181,7 @@ class Validator {
     m.pod_mtu = node.pod_mtu();
     m.ipsec = node.ipsec();
     m.ipsec_nat_t = node.ipsec_nat_traversal();
+    m.ipsec_nat_keepalive_s = node.ipsec_nat_keepalive_seconds();
     m.underlay_mtu = node.underlay_mtu();
     auto addresses = nodeAddressesOf(node);  // validateNodeSettings checked them
     m.node_ips = std::move(addresses->ips);
@@ -360,6 +361,20 @@ class Validator {
     }
     if (*ip == ours) return Error{"tunnel_ip " + ip->str() + " is our own tunnel IP"};
     node.tunnel_ip = *ip;
+    if (!r.nat_address().empty()) {
+      auto nat = IpAddress::parse(r.nat_address());
+      if (!nat) return Error{"nat_address \"" + r.nat_address() + "\": " + nat.error()};
+      if (!nat->isV4() || !ip->isV4()) {
+        return Error{"nat_address " + nat->str() + ": NAT traversal (ESP in UDP 4500) is for IPv4 underlays"};
+      }
+      if (*nat == ours) return Error{"nat_address " + nat->str() + " is our own tunnel IP"};
+      if (!out_.model.ipsec_nat_t) {
+        return Error{"nat_address " + nat->str() +
+                     " is set (the node is behind a NAT) and this node does not send ESP in UDP 4500, which is "
+                     "all that crosses a NAT: set node.ipsec_nat_traversal (ipsec.natTraversal)"};
+      }
+      node.nat_address = *nat;
+    }
     if (static_cast<size_t>(r.subnets_size()) > kMaxRemoteSubnets) {
       return Error{std::to_string(r.subnets_size()) + " subnets; at most " + std::to_string(kMaxRemoteSubnets)};
     }
@@ -406,8 +421,14 @@ class Validator {
         continue;
       }
       std::string clash;
+      // A node is told apart by the address its packets come from: its tunnel
+      // IP, or its NAT address; neither may be another's.
       if (auto it = tunnel_ips.find(node->tunnel_ip); it != tunnel_ips.end()) {
         clash = "tunnel_ip " + node->tunnel_ip.str() + " is used by remote node " + it->second;
+      } else if (auto nat = node->nat_address ? tunnel_ips.find(*node->nat_address) : tunnel_ips.end();
+                 nat != tunnel_ips.end()) {
+        clash = "nat_address " + node->nat_address->str() + " is used by remote node " + nat->second +
+                " (one node per NAT address)";
       } else {
         for (const auto& s : node->subnets) {
           if (auto holder = prefixes_.holderOf(s.prefix)) {
@@ -421,6 +442,7 @@ class Validator {
         continue;
       }
       tunnel_ips.emplace(node->tunnel_ip, node->name);
+      if (node->nat_address) tunnel_ips.emplace(*node->nat_address, node->name);
       for (const auto& s : node->subnets) prefixes_.grant(s.prefix, "remote node " + node->name);
       out_.model.remote_nodes.push_back(std::move(*node));
     }
@@ -724,6 +746,14 @@ Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
   if (node.ipsec_nat_traversal() && !tip->isV4()) {
     return invalid("node.ipsec_nat_traversal is set with the IPv6 tunnel_ip " + node.tunnel_ip() +
                    ": NAT traversal (ESP in UDP 4500, RFC 3948) is for IPv4 underlays; unset it");
+  }
+  if (node.ipsec_nat_keepalive_seconds() != 0 && !node.ipsec_nat_traversal()) {
+    return invalid("node.ipsec_nat_keepalive_seconds is " + std::to_string(node.ipsec_nat_keepalive_seconds()) +
+                   " without ipsec_nat_traversal: NAT keepalives (RFC 3948 §2.2) go with ESP in UDP; set it to 0");
+  }
+  if (node.ipsec_nat_keepalive_seconds() > 3600) {
+    return invalid("node.ipsec_nat_keepalive_seconds " + std::to_string(node.ipsec_nat_keepalive_seconds()) +
+                   " must be 0 (none) or 1..3600");
   }
   if (node.pod_mtu() < 576 || node.pod_mtu() > 65535) {
     return invalid("node.pod_mtu " + std::to_string(node.pod_mtu()) + " must be 576..65535");

@@ -278,6 +278,55 @@ TEST_CASE("ipsec.natTraversal: ESP in UDP 4500, 8 bytes off the pod MTU, told to
              Catch::Contains("config.ipsec.natTraversal: is for IPv4 underlays"));
 }
 
+TEST_CASE("ipsec.natAddress and natKeepaliveSeconds: a node behind a NAT says where it is reached; validated") {
+  auto with = [](nlohmann::json ipsec) {
+    auto j = baseConfig("/tmp/x");
+    j["ipsec"] = std::move(ipsec);
+    return j;
+  };
+  auto c = parseAgentConfig(with({{"mode", "on"}, {"natTraversal", true}, {"natAddress", "198.51.100.7"}}));
+  INFO((c ? std::string() : c.error()));
+  REQUIRE(c.ok());
+  REQUIRE(c->ipsec.nat_address);
+  CHECK(c->ipsec.nat_address->str() == "198.51.100.7");
+  CHECK(c->ipsec.nat_keepalive_s == 20);  // the default with NAT traversal
+  {
+    dpu::control::ModelState model;
+    Agent agent(*c, model, false);
+    const auto node = model.snapshot().node();
+    CHECK(node.ipsec_nat_keepalive_seconds() == 20);
+    CHECK(dpu::model::validateNodeSettings(node).ok());
+  }
+  auto quiet = parseAgentConfig(with({{"mode", "keys"}, {"natTraversal", true}, {"natKeepaliveSeconds", 0}}));
+  REQUIRE(quiet.ok());
+  CHECK(quiet->ipsec.nat_keepalive_s == 0);
+  CHECK_FALSE(quiet->ipsec.nat_address);
+  auto plain = parseAgentConfig(with({{"mode", "on"}}));
+  REQUIRE(plain.ok());
+  CHECK(plain->ipsec.nat_keepalive_s == 0);  // nothing to keep alive without NAT traversal
+
+  const std::vector<std::pair<nlohmann::json, const char*>> bad = {
+      {{{"mode", "on"}, {"natAddress", "198.51.100.7"}},
+       "config.ipsec.natAddress: is set without natTraversal: a NAT passes only ESP in UDP 4500"},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natAddress", "198.51.100"}}, "config.ipsec.natAddress: \"198.51.100\""},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natAddress", "2001:db8::7"}},
+       "config.ipsec.natAddress: 2001:db8::7 is IPv6"},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natAddress", "224.0.0.7"}},
+       "config.ipsec.natAddress: 224.0.0.7 is not a unicast address"},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natAddress", "0.0.0.0"}},
+       "config.ipsec.natAddress: 0.0.0.0 is not a unicast address"},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natAddress", "192.168.50.1"}},
+       "config.ipsec.natAddress: 192.168.50.1 is the tunnelIP"},
+      {{{"mode", "on"}, {"natTraversal", true}, {"natKeepaliveSeconds", 3601}}, "config.ipsec.natKeepaliveSeconds"},
+      {{{"mode", "on"}, {"natKeepaliveSeconds", 20}},
+       "config.ipsec.natKeepaliveSeconds: is set without natTraversal"},
+  };
+  for (const auto& [ipsec, want] : bad) {
+    INFO(ipsec.dump());
+    CHECK_THAT(errorOf(with(ipsec)), Catch::Contains(want));
+  }
+}
+
 TEST_CASE("northSouth: the node's addresses and gateways reach the dataplane's node settings") {
   auto j = baseConfig("/tmp/x");
   j["northSouth"] = {{"nodeIPs", {"172.18.0.1/24", "2001:db8:18::1/64"}}, {"gateways", {"172.18.0.254"}}};

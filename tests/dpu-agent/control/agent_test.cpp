@@ -520,6 +520,28 @@ TEST_CASE("the pod CIDR can come from this node's Node; remote nodes become tunn
   CHECK(model.snapshot().remote_nodes_size() == 0);
 }
 
+TEST_CASE("a node behind a NAT is given to the dataplane at its NAT address, unless it is behind ours") {
+  TempDir dir;
+  ModelState model;
+  Agent agent(config(dir, {{"ipsec", {{"mode", "on"}, {"natTraversal", true}, {"natAddress", "198.51.100.1"}}}}), model,
+              false);
+  REQUIRE(agent.restore().ok());
+  NodeInfo b{"node-b", "10.200.2.2", {"10.244.2.0/24"}, "key", {}};
+  b.ipsec_nat_address = "198.51.100.2";  // its own NAT
+  NodeInfo c{"node-c", "10.200.1.3", {"10.244.3.0/24"}, "key", {}};
+  c.ipsec_nat_address = "198.51.100.1";  // our NAT: the same site
+  NodeInfo d{"node-d", "192.168.50.4", {"10.244.4.0/24"}, "key", {}};  // no NAT
+  for (const auto& n : {b, c, d}) agent.nodeUpserted(n);
+  const auto m = model.snapshot();
+  REQUIRE(m.remote_nodes_size() == 3);
+  CHECK(m.remote_nodes(0).nat_address() == "198.51.100.2");
+  CHECK(m.remote_nodes(0).tunnel_ip() == "10.200.2.2");
+  CHECK(m.remote_nodes(1).nat_address().empty());
+  CHECK(m.remote_nodes(2).nat_address().empty());
+  CHECK(m.node().ipsec_nat_traversal());
+  CHECK(m.node().ipsec_nat_keepalive_seconds() == 20);
+}
+
 TEST_CASE("with a Kubernetes source a pod deleted after the sync releases its attachment") {
   TempDir dir;
   ModelState model;

@@ -134,7 +134,10 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
   SelfEntry keyed{"node-a", "192.168.50.1", "KA"};
   keyed.ipsec_epoch = 2;
   keyed.ipsec_mode = "keys";
+  keyed.ipsec_nat_address = "198.51.100.7";  // behind a NAT
   REQUIRE(a.publishSelf(keyed).ok());
+  CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecNatAddress\": \"198.51.100.7\"") !=
+        std::string::npos);
   CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecEpoch\": 2") != std::string::npos);
   CHECK(dpu::readFile(dir / "cluster.yaml.d/node-a.json")->find("\"ipsecMode\": \"keys\"") != std::string::npos);
   REQUIRE(b.publishSelf(SelfEntry{"node-b", "192.168.50.2", ""}).ok());
@@ -153,9 +156,11 @@ TEST_CASE("publishSelf writes a per-node file the other agents read") {
       CHECK(n.ipsec_public_key == "KA");
       CHECK(n.ipsec_epoch == 2);
       CHECK(n.ipsec_mode == "keys");
+      CHECK(n.ipsec_nat_address == "198.51.100.7");
       CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.1.0/24"});
     } else {
       CHECK(n.name == "node-b");
+      CHECK(n.ipsec_nat_address.empty());
       CHECK(n.pod_cidrs == std::vector<std::string>{"10.244.2.0/24"});
     }
   }

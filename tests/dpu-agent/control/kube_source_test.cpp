@@ -674,6 +674,7 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   SelfEntry keyed{"", "100.64.0.7", "cHVibGljLWtleQ=="};
   keyed.ipsec_epoch = 3;
   keyed.ipsec_mode = "on";
+  keyed.ipsec_nat_address = "198.51.100.7";
   auto r = source->publishSelf(keyed);
   REQUIRE(r.ok());
   auto n = fake.get(KubeResource::kNodes, "", "node-a");
@@ -682,6 +683,7 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-public-key"] == "cHVibGljLWtleQ==");
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-epoch"] == "3");
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-mode"] == "on");
+  CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/ipsec-nat-address"] == "198.51.100.7");
   CHECK((*n)["spec"]["podCIDR"] == "10.244.1.0/24");  // a merge patch leaves the rest alone
   CHECK(fake.stats().last_patch_content_type.rfind("application/merge-patch+json", 0) == 0);
   // The others see it through their watch.
@@ -689,6 +691,7 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   CHECK(l.nodes["node-a"].ipsec_public_key == "cHVibGljLWtleQ==");
   CHECK(l.nodes["node-a"].ipsec_epoch == 3);
   CHECK(l.nodes["node-a"].ipsec_mode == "on");
+  CHECK(l.nodes["node-a"].ipsec_nat_address == "198.51.100.7");
   CHECK(l.nodes["node-a"].port_keys.empty());
   CHECK((*n)["metadata"]["annotations"]["dpu-cni.io/port-keys"] == "{}");
 
@@ -703,6 +706,8 @@ TEST_CASE("kube source: publishSelf patches the Node's annotations", "[kube]") {
   CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-public-key"));
   CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-epoch"));
   CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-mode"));
+  CHECK_FALSE((*n)["metadata"]["annotations"].contains("dpu-cni.io/ipsec-nat-address"));  // no NAT any more
+  CHECK(l.nodes["node-a"].ipsec_nat_address.empty());
   CHECK(l.nodes["node-a"].port_keys == self.port_keys);
   self.port_keys.erase("10.244.1.6");
   REQUIRE(source->publishSelf(self).ok());

@@ -120,6 +120,24 @@ Bytes natTUnwrap(const Bytes& natt) {
   return out;
 }
 
+// A NAT keepalive (RFC 3948 §2.2): one 0xff byte in UDP from `sport` to 4500,
+// with `like`'s Ethernet and IP addresses; 43 bytes, unpadded, as a veth
+// hands it to af_xdp (`padded`: to the Ethernet minimum, as a NIC does).
+Bytes natKeepalive(const Bytes& like, uint16_t sport = 4500, bool padded = false) {
+  REQUIRE(like.size() >= 42);
+  Bytes k(padded ? 60 : 43, 0);
+  std::copy(like.begin(), like.begin() + 34, k.begin());
+  k[14 + 9] = overlay::ipproto::kUdp;
+  overlay::store16(k.data() + 34, sport);
+  overlay::store16(k.data() + 36, 4500);
+  overlay::store16(k.data() + 38, 9);
+  k[42] = 0xff;
+  overlay::store16(k.data() + 14 + 2, 29);
+  overlay::store16(k.data() + 14 + 10, 0);
+  overlay::store16(k.data() + 14 + 10, overlay::ipv4HeaderChecksum(k.data() + 14, 20));
+  return k;
+}
+
 uint32_t spiOf(const Bytes& frame) {
   uint32_t spi = 0;
   REQUIRE(overlay::espPeekSpi({frame.data() + 14, frame.size() - 14}, spi) == overlay::Status::kOk);
@@ -543,7 +561,7 @@ TEST_CASE("engine ipsec: ESP in UDP 4500 is decrypted and decapped; a zero non-E
     CHECK(f.stat("EspReplay") == 1);
     CHECK(f.stat("EspAuthFailed") == 1);
   }
-  SECTION("four zero bytes (IKE's non-ESP marker) and a NAT keepalive are not ESP") {
+  SECTION("four zero bytes (IKE's non-ESP marker) and a NAT keepalive are not ESP, each counted") {
     Bytes ike = natTWrap(espFromRemote(*sender, kFromRemote));
     overlay::store32(ike.data() + 14 + 20 + 8, 0);
     f.inject(kUplink, ike);
@@ -557,12 +575,98 @@ TEST_CASE("engine ipsec: ESP in UDP 4500 is decrypted and decapped; a zero non-E
     overlay::store16(keepalive.data() + 14 + 10, overlay::ipv4HeaderChecksum(keepalive.data() + 14, 20));
     f.inject(kUplink, keepalive);
     CHECK(Fixture::drain(kRepA).empty());
-    CHECK(f.stat("IpsecNatTNonEsp") == 2);
+    CHECK(f.stat("IpsecNatTNonEsp") == 1);
+    CHECK(f.stat("IpsecNatKeepalive") == 1);  // counted apart: it is what a NATed peer is expected to send
     CHECK(stateOf(status(*f.engine), kSpiIn)->packets() == 0);
     // The SA's window did not move: the next real packet is accepted.
     f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote)));
     CHECK(Fixture::drain(kRepA).size() == 1);
   }
+}
+
+
+TEST_CASE("engine ipsec: a node behind a NAT is sent to at its NAT address, on the port its authenticated packets came from",
+          "[engine][ipsec][natt]") {
+  Fixture f;
+  const char* kNat = "198.51.100.7";
+  const auto kNatMac = mac("02:00:00:00:00:77");
+  REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse(kNat).value(), MacAddress{kNatMac}).ok());
+  auto m = ipsecModel(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  m.mutable_remote_nodes(0)->set_nat_address(kNat);
+  REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+  // Its next hop is resolved for the NAT address, not its (private) tunnel IP.
+  const auto wanted = f.engine->wantedTunnelPeers();
+  REQUIRE(wanted.size() == 1);
+  CHECK(wanted[0].str() == kNat);
+  auto peer = overlay::EspInboundSa::create(peerConfig(kSpiOut, kKeyOut));
+  REQUIRE(peer.ok());
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  const Bytes expected = geneve(udp4(kRouterMac, kRouterMac, "10.244.1.5", "10.244.2.7", 63), kUplinkMac, kNatMac,
+                                "192.168.100.1", kNat, 20, 1, 0x8000, innerHash(kToRemote, env().port[kRepA]));
+  auto sent = [&](uint16_t dport) {
+    f.inject(kRepA, kToRemote);
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    const uint8_t* ip = out[0].data() + 14;
+    CHECK(Bytes(out[0].begin(), out[0].begin() + 6) == Bytes(kNatMac.begin(), kNatMac.end()));
+    CHECK(IpAddress::v4(overlay::load32(ip + 16)).str() == kNat);
+    CHECK(overlay::load16(ip + 20) == 4500);
+    CHECK(overlay::load16(ip + 22) == dport);
+    overlay::Status st;
+    const Bytes opened = peerOpens(*peer, natTUnwrap(out[0]), st);
+    REQUIRE(st == overlay::Status::kOk);
+    CHECK(dpu::test::toHex(opened.data(), opened.size()) == dpu::test::toHex(expected.data(), expected.size()));
+  };
+  auto natPeer = [&] {
+    dpv1::OperatorRequest op;
+    op.mutable_ipsec();
+    const auto view = f.engine->operate(op);
+    std::string out;
+    for (const auto& sa : view.ipsec().sas()) {
+      CHECK((out.empty() || out == sa.nat_peer()));
+      out = sa.nat_peer();
+    }
+    return out;
+  };
+  // Nothing arrived yet: its NAT address, port 4500.
+  sent(4500);
+  CHECK(natPeer() == std::string(kNat) + ":4500");
+
+  // What it sends arrives from the NAT address, from the port the NAT chose.
+  f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote, kNat), 61234));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(natPeer() == std::string(kNat) + ":61234");
+  sent(61234);
+
+  // Neither a packet that does not authenticate nor a keepalive moves it.
+  Bytes forged = natTWrap(espFromRemote(*sender, kFromRemote, kNat), 40000);
+  forged[forged.size() - 20] ^= 0x01;
+  f.inject(kUplink, forged);
+  f.inject(kUplink, natKeepalive(forged, 50000));
+  f.inject(kUplink, natKeepalive(forged, 50001, true));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("EspAuthFailed") == 1);
+  CHECK(f.stat("IpsecNatKeepalive") == 2);
+  sent(61234);
+  // Its tunnel IP is not where it is: ESP from there is from no known node.
+  f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote), 61234));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(f.stat("IpsecUnknownPeer") == 1);
+
+  // The NAT mapped it again: the next authenticated packet says so.
+  f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote, kNat), 61300));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  sent(61300);
+  // A new model (an agent resync) keeps what was learned; a new NAT address starts again at 4500.
+  REQUIRE(fullSync(*f.engine, m, 3).status() == dpv1::OK);
+  sent(61300);
+  const char* kNat2 = "198.51.100.8";
+  REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse(kNat2).value(), MacAddress{kNatMac}).ok());
+  m.mutable_remote_nodes(0)->set_nat_address(kNat2);
+  REQUIRE(fullSync(*f.engine, m, 4).status() == dpv1::OK);
+  CHECK(natPeer() == std::string(kNat2) + ":4500");
 }
 
 

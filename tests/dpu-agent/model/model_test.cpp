@@ -628,6 +628,82 @@ TEST_CASE("model: NAT traversal needs an IPv4 tunnel IP", "[model]") {
   CHECK_FALSE(validateNodeSettings(m.node()).ok());
 }
 
+TEST_CASE("model: a remote node's NAT address is in force with NAT traversal; refused without it or when bad",
+          "[model][natt]") {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  m.mutable_remote_nodes(0)->set_nat_address("198.51.100.7");
+  {
+    Verdict v = check(m);
+    REQUIRE(v.model.remote_nodes.size() == 1);
+    REQUIRE(v.model.remote_nodes[0].nat_address);
+    CHECK(v.model.remote_nodes[0].nat_address->str() == "198.51.100.7");
+    CHECK(v.model.remote_nodes[0].reach().str() == "198.51.100.7");
+    CHECK(v.model.remote_nodes[0].tunnel_ip.str() == "192.168.100.2");
+    CHECK(v.problems.empty());
+  }
+  struct Case {
+    const char* reason;
+    std::function<void(dpv1::LogicalModel&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"nat_address \"198.51.100\"", [](auto& x) { x.mutable_remote_nodes(0)->set_nat_address("198.51.100"); }},
+      {"nat_address 2001:db8::7: NAT traversal (ESP in UDP 4500) is for IPv4 underlays",
+       [](auto& x) { x.mutable_remote_nodes(0)->set_nat_address("2001:db8::7"); }},
+      {"nat_address 192.168.100.1 is our own tunnel IP",
+       [](auto& x) { x.mutable_remote_nodes(0)->set_nat_address("192.168.100.1"); }},
+      {"this node does not send ESP in UDP 4500, which is all that crosses a NAT: set node.ipsec_nat_traversal",
+       [](auto& x) { x.mutable_node()->set_ipsec_nat_traversal(false); }},
+  };
+  for (const auto& c : cases) {
+    dpv1::LogicalModel bad = m;
+    c.mutate(bad);
+    Verdict v = check(bad);
+    INFO(c.reason);
+    CHECK(v.model.remote_nodes.empty());
+    REQUIRE(problems(v).size() == 1);
+    CHECK_THAT(problems(v)[0], Catch::Matchers::StartsWith("remote node node2: "));
+    CHECK_THAT(problems(v)[0], Catch::Matchers::Contains(c.reason));
+  }
+}
+
+TEST_CASE("model: one remote node per NAT address, and none at another's tunnel IP", "[model][natt]") {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  m.mutable_node()->set_ipsec(true);
+  m.mutable_remote_nodes(0)->set_nat_address("198.51.100.7");
+  addRemote(m, "node3", "192.168.100.3", "10.244.3.0/24", 30)->set_nat_address("198.51.100.7");
+  addRemote(m, "node4", "192.168.100.4", "10.244.4.0/24", 40)->set_nat_address("192.168.100.2");
+  addRemote(m, "node5", "198.51.100.7", "10.244.5.0/24", 50);
+  Verdict v = check(m);
+  REQUIRE(v.model.remote_nodes.size() == 1);
+  CHECK(v.model.remote_nodes[0].name == "node2");
+  const auto p = problems(v);
+  REQUIRE(p.size() == 3);
+  CHECK_THAT(p[0], Catch::Matchers::Contains("node3: nat_address 198.51.100.7 is used by remote node node2"));
+  CHECK_THAT(p[1], Catch::Matchers::Contains("node4: nat_address 192.168.100.2 is used by remote node node2"));
+  CHECK_THAT(p[2], Catch::Matchers::Contains("node5: tunnel_ip 198.51.100.7 is used by remote node node2"));
+}
+
+TEST_CASE("model: NAT keepalives need NAT traversal and at most an hour", "[model][natt]") {
+  dpv1::LogicalModel m = baseModel();
+  m.mutable_node()->set_ipsec(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  m.mutable_node()->set_ipsec_nat_keepalive_seconds(20);
+  CHECK(check(m).model.ipsec_nat_keepalive_s == 20);
+  m.mutable_node()->set_ipsec_nat_keepalive_seconds(3601);
+  auto v = validate(m, nullptr);
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(v.error(), Catch::Matchers::Contains("node.ipsec_nat_keepalive_seconds 3601 must be 0 (none) or 1..3600"));
+  m.mutable_node()->set_ipsec_nat_keepalive_seconds(20);
+  m.mutable_node()->set_ipsec_nat_traversal(false);
+  v = validate(m, nullptr);
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(v.error(), Catch::Matchers::Contains("node.ipsec_nat_keepalive_seconds is 20 without ipsec_nat_traversal"));
+  CHECK_FALSE(validateNodeSettings(m.node()).ok());
+}
+
 // Services ------------------------------------------------------------------
 
 namespace {

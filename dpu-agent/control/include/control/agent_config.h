@@ -100,6 +100,14 @@ struct IpsecConfig {
   // 4500 (RFC 3948) for underlays behind NAT; IPv4 only. The pod MTU is
   // 8 bytes smaller (1400 on a 1500 underlay).
   bool nat_traversal = false;
+  // Behind a NAT (docs/ipsec.md, "NAT traversal"): the NAT's public IPv4
+  // address, where peers send this node's ESP in UDP. Published next to the
+  // key (annotation dpu-cni.io/ipsec-nat-address, file "ipsecNatAddress").
+  // Needs nat_traversal.
+  std::optional<IpAddress> nat_address;
+  // NAT keepalives (RFC 3948 §2.2) to every peer this often; 0: none. Only
+  // with nat_traversal (0 without it). 0..3600, default 20.
+  uint32_t nat_keepalive_s = 0;
 
   bool enabled() const { return mode != IpsecMode::kOff; }
   bool encrypt() const { return mode == IpsecMode::kOn; }

@@ -19,8 +19,8 @@
 //  - stop() joins the threads; no callback runs after it returns.
 //  - publishSelf() makes this node's own entry visible to the others
 //    (Kubernetes: patch the Node's annotations dpu-cni.io/tunnel-ip,
-//    dpu-cni.io/ipsec-public-key, dpu-cni.io/ipsec-epoch, dpu-cni.io/ipsec-mode and
-//    dpu-cni.io/port-keys; file source: write the node's entry into the
+//    dpu-cni.io/ipsec-public-key, dpu-cni.io/ipsec-epoch, dpu-cni.io/ipsec-mode,
+//    dpu-cni.io/ipsec-nat-address and dpu-cni.io/port-keys; file source: write the node's entry into the
 //    node's publish file, which the lab merges). The agent calls it again
 //    whenever its port keys or its IPsec key change.
 #pragma once
@@ -54,6 +54,10 @@ struct NodeInfo {
   // "ipsecMode"): "on" (it sends ESP and refuses plaintext from peers that
   // advertise "on"), "keys" (SAs installed, it sends plaintext), or empty.
   std::string ipsec_mode = {};
+  // Where peers reach it when a NAT is in front of it (annotation
+  // dpu-cni.io/ipsec-nat-address / file "ipsecNatAddress"): the NAT's public
+  // IPv4 address (docs/ipsec.md "NAT traversal"); empty: its tunnel IP.
+  std::string ipsec_nat_address = {};
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -298,6 +302,7 @@ struct SelfEntry {
   std::map<std::string, uint32_t> port_keys = {};  // address → logical port key (Agent::portKeys)
   uint32_t ipsec_epoch = 0;                        // of ipsec_public_key; 0 with none
   std::string ipsec_mode = {};                     // "keys" or "on", published with the key; empty with none
+  std::string ipsec_nat_address = {};              // ipsec.natAddress; empty: not behind a NAT
 };
 
 class ClusterSource {

@@ -28,7 +28,7 @@
 //
 // Next to it, the directory "<file>.d/" holds one publish file per node
 // ("<node>.json", written by that node's agent through publishSelf, atomically):
-// {"name", "tunnelIP", "ipsecPublicKey", "ipsecEpoch", "ipsecMode", "podCIDRs", "portKeys"}. A published
+// {"name", "tunnelIP", "ipsecPublicKey", "ipsecEpoch", "ipsecMode", "ipsecNatAddress", "podCIDRs", "portKeys"}. A published
 // entry fills in or overrides those fields of the node of that name (its
 // portKeys replace the main file's: the node's agent knows its ports), and
 // adds the node when the main file does not list it, so agents sharing a

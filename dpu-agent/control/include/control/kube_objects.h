@@ -40,6 +40,8 @@ inline constexpr const char* kIpsecPublicKeyAnnotation = "dpu-cni.io/ipsec-publi
 inline constexpr const char* kIpsecEpochAnnotation = "dpu-cni.io/ipsec-epoch";
 // The IPsec mode the node runs, published with its key: "keys" or "on" (docs/ipsec.md, "Rollout").
 inline constexpr const char* kIpsecModeAnnotation = "dpu-cni.io/ipsec-mode";
+// Behind a NAT: the NAT's public IPv4 address, where peers send (docs/ipsec.md "NAT traversal").
+inline constexpr const char* kIpsecNatAddressAnnotation = "dpu-cni.io/ipsec-nat-address";
 
 // The ipsec-epoch annotation's value: 1..4294967295 in decimal, nothing else.
 inline Result<uint32_t> parseIpsecEpochAnnotation(const std::string& text) {

@@ -11,7 +11,8 @@
 //    process's own knowledge (devargs, DPDK counters, XDP counters) added.
 // The loop runs on the control thread (the main lcore), sleeps in poll(2) on
 // the sockets and the netlink events of the underlay next hops
-// (dataplane_neighbours.h), calls Engine::maintain about every 100 ms, gives
+// (dataplane_neighbours.h), calls Engine::maintain (and sends the NAT
+// keepalives that are due, nat_keepalive.h) about every 100 ms, gives
 // the next hops the engine's peers after each change and every second (when a
 // peer that did not answer is asked again), and retries representors that
 // could not be opened when their backoff is due. The engine's north–south
@@ -33,6 +34,7 @@ class Engine;
 class DataplanePorts;
 class TunnelNeighbours;
 class StartupTimeline;
+class NatKeepalives;
 
 class ApiServer {
  public:
@@ -44,6 +46,9 @@ class ApiServer {
   // representors it wants, forwarding (then logged); the stats answer carries
   // them. nullptr: none. It must outlive this.
   void setTimeline(StartupTimeline* timeline) { timeline_ = timeline; }
+  // NAT keepalives, sent from the maintenance loop and counted in the stats
+  // answer. nullptr: none. It must outlive this.
+  void setNatKeepalives(NatKeepalives* keepalives) { keepalives_ = keepalives; }
   // Serves until `stop` is set, or until the dataplane cannot forward at all
   // (its worker lcores would not start): then failure() says why.
   void run(const std::atomic<bool>& stop);
@@ -66,6 +71,7 @@ class ApiServer {
   std::chrono::steady_clock::time_point next_reconcile_{};  // tunnel next hops
   int agent_pid_ = -1;
   StartupTimeline* timeline_ = nullptr;
+  NatKeepalives* keepalives_ = nullptr;
   std::string failure_;
 };
 

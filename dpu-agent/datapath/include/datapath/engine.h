@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/net_address.h"
@@ -139,6 +140,14 @@ inline constexpr uint16_t kRxBurst = 32;
 
 class WorkerContext;
 
+// Where NAT keepalives go (nat_keepalive.h): every remote node's ESP in UDP
+// address and port, our tunnel IP, and the interval (0: none).
+struct NatKeepaliveTargets {
+  uint32_t interval_s = 0;
+  IpAddress local;
+  std::vector<std::pair<IpAddress, uint16_t>> peers;
+};
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
@@ -175,8 +184,11 @@ class Engine {
   // Ethernet broadcast address (a bridge delivers them; counted as
   // `TunnelNextHopUnresolved`). A change revalidates that peer's flows.
   virtual Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) = 0;
-  // Tunnel IPs of the model's remote nodes, so the process can resolve them.
+  // Where the model's remote nodes are reached (their tunnel IPs, or NAT addresses:
+  // RemoteNode.nat_address), so the process can resolve them.
   virtual std::vector<IpAddress> wantedTunnelPeers() const = 0;
+  // With NAT traversal and keepalives on: whom to send them to (learned ports included).
+  virtual NatKeepaliveTargets natKeepaliveTargets() const { return {}; }
   // Bytes each cached flow costs: the flow entry, its share of the bucket
   // header and (with an offload backend) the offload bookkeeping.
   virtual size_t bytesPerFlow() const = 0;

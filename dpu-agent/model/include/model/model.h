@@ -93,9 +93,13 @@ struct RemotePortKey {
 struct ModelRemoteNode {
   std::string name;
   IpAddress tunnel_ip;
+  // RemoteNode.nat_address: the node is behind a NAT and reached there.
+  std::optional<IpAddress> nat_address;
   std::vector<ModelSubnet> subnets;
   std::vector<RemotePortKey> port_keys;  // sorted by address
   std::string content;
+  // The address its packets go to and come from.
+  const IpAddress& reach() const { return nat_address ? *nat_address : tunnel_ip; }
 };
 
 // RFC 4303 §2.1: SPIs 1..255 are reserved, 0 is never sent.
@@ -210,6 +214,7 @@ struct Model {
   uint32_t pod_mtu = 1500;
   bool ipsec = false;  // NodeSettings.ipsec: encrypt to every remote node, refuse plaintext from IPsec peers
   bool ipsec_nat_t = false;  // NodeSettings.ipsec_nat_traversal: ESP sent inside UDP 4500 (RFC 3948)
+  uint32_t ipsec_nat_keepalive_s = 0;  // NodeSettings.ipsec_nat_keepalive_seconds (0: none)
   MacAddress router_mac;
   std::vector<ModelSubnet> local_subnets;  // by CIDR
   std::vector<ModelPort> ports;            // by name
