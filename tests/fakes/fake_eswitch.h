@@ -45,7 +45,7 @@ struct EswitchProfile {
   // Datapath ports on the eswitch; empty = every port.
   std::vector<uint32_t> ports;
 
-  // What HARDWARE.md says a BlueField (mlx5, dv_flow_en=1) takes.
+  // What docs/hardware.md says a BlueField (mlx5, dv_flow_en=1) takes.
   static EswitchProfile mlx5Like(uint32_t capacity = 0);
   // A NIC without tunnel offload or header rewrites: plain forwarding only.
   static EswitchProfile restrictive(uint32_t capacity = 0);

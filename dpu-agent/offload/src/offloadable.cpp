@@ -167,7 +167,7 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
   if (key.flags & FlowKey::kFlagOuterQinq) return Error{"an 802.1ad (S-tag) VLAN is not offloaded"};
   if (key.flags & FlowKey::kFlagOuterVlan) f.add(Feature::kItemVlan);
   if (key.flags & (FlowKey::kFlagFragment | FlowKey::kFlagLaterFragment)) {
-    return Error{"IP fragments stay in software (HARDWARE.md: no ports to match)"};
+    return Error{"IP fragments stay in software (docs/hardware.md: no ports to match)"};
   }
 
   const bool v4 = key.ethertype == overlay::eth::kTypeIpv4;
@@ -223,7 +223,7 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
         if (a.encap_family == 6) {
           // Over IPv6 the outer UDP checksum is mandatory (RFC 8200 §8.1) and
           // our receivers drop a zero one; the NIC cannot compute it.
-          return Error{"Geneve over IPv6 needs an outer UDP checksum the NIC cannot compute (HARDWARE.md)"};
+          return Error{"Geneve over IPv6 needs an outer UDP checksum the NIC cannot compute (docs/hardware.md)"};
         }
         encapped = true;
         f.add(Feature::kActionRawEncap);
@@ -248,14 +248,14 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
       case ActionType::kSetL4Dst:
         if (encapped) return Error{"a NAT rewrite after Geneve encap is not offloaded"};
         if (icmp || icmp6) {
-          return Error{"ICMP identifier rewrite has no rte_flow action (HARDWARE.md); it stays in software"};
+          return Error{"ICMP identifier rewrite has no rte_flow action (docs/hardware.md); it stays in software"};
         }
         if (!tcp && !udp) return Error{"a port rewrite on a flow that is not TCP or UDP is not offloaded"};
         f.add(Feature::kActionSetTp);
         break;
       case ActionType::kEspEncrypt:
       case ActionType::kEspDecrypt:
-        return Error{"inline IPsec is not available through DPDK on mlx5 (HARDWARE.md); ESP stays in software"};
+        return Error{"inline IPsec is not available through DPDK on mlx5 (docs/hardware.md); ESP stays in software"};
       case ActionType::kSetIpv6Src:
       case ActionType::kSetIpv6Dst:
         return Error{"an IPv6 address rewrite is not translated to rte_flow (SET_IPV6_*); it stays in software"};

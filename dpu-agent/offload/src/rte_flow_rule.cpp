@@ -185,7 +185,7 @@ void tunnelItems(RuleBuilder& b, const flow::TunnelMatch& t) {
   rte_flow_item_geneve gspec{}, gmask{};
   // Opt Len = exactly the OVN option and O = 0: packets with more options
   // (maybe critical ones software would drop) or OAM packets miss and go to
-  // software. HARDWARE.md: the item matches VNI, OAM, protocol and options length.
+  // software. docs/hardware.md: the item matches VNI, OAM, protocol and options length.
   gspec.ver_opt_len_o_c_rsvd0 = rte_cpu_to_be_16(static_cast<uint16_t>(kOvnOptionWords << 8));
   gmask.ver_opt_len_o_c_rsvd0 = rte_cpu_to_be_16(0x3f80);
   gspec.protocol = rte_cpu_to_be_16(overlay::kGeneveProtocolEthernet);
@@ -196,7 +196,7 @@ void tunnelItems(RuleBuilder& b, const flow::TunnelMatch& t) {
   gmask.vni[0] = gmask.vni[1] = gmask.vni[2] = 0xff;
   b.item(RTE_FLOW_ITEM_TYPE_GENEVE, gspec, gmask);
 
-  // HARDWARE.md: one option class/type/length per device, full masks, data
+  // docs/hardware.md: one option class/type/length per device, full masks, data
   // mandatory. The data is the option's 4 wire bytes (big-endian word).
   uint8_t data[4];
   ovnOptionData(t, data);

@@ -35,7 +35,7 @@ inline constexpr uint32_t kGeneveMaxOptionsLen = 252;     // 6-bit Opt Len in 4-
 inline constexpr uint32_t kGeneveMaxVni = 0xffffff;
 // Options a received packet may carry before it is dropped with
 // kGeneveTooManyOptions. They are recorded in a fixed array, and we send at
-// most one (HARDWARE.md: mlx5 matches a single option), so 16 is generous.
+// most one (docs/hardware.md: mlx5 matches a single option), so 16 is generous.
 inline constexpr uint32_t kGeneveMaxOptions = 16;
 // RFC 8926 §3.3: the source port comes from a hash of the inner headers and
 // lies in the ephemeral range, so ECMP in the underlay and RSS at the receiver
@@ -125,7 +125,7 @@ struct GeneveTunnel {
   uint32_t vni = 0;  // 24 bits: the logical datapath key
   bool oam = false;  // O bit: a control message, never forwarded by the receiver (RFC 8926 §3.4)
   // Over IPv4 the UDP checksum is zero by default, as RFC 8926 §3.3 allows:
-  // the mlx5 encap offload cannot compute it (HARDWARE.md), and software and
+  // the mlx5 encap offload cannot compute it (docs/hardware.md), and software and
   // hardware must produce the same packets. Over IPv6 it is always computed
   // (RFC 8200 §8.1), whatever this says.
   bool udp_checksum = false;

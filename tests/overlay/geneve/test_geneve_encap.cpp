@@ -52,7 +52,7 @@ TEST_CASE("outer IPv4 headers") {
   const uint8_t* udp = ip + 20;
   CHECK(load16(udp + 2) == 6081);
   CHECK(load16(udp + 4) == out.size() - 34);
-  CHECK(load16(udp + 6) == 0);  // zero by default over IPv4 (HARDWARE.md: mlx5 cannot compute it)
+  CHECK(load16(udp + 6) == 0);  // zero by default over IPv4 (docs/hardware.md: mlx5 cannot compute it)
   const uint8_t* g = udp + 8;
   CHECK(g[0] == 0);  // version 0, no options
   CHECK(g[1] == 0);

@@ -1,7 +1,7 @@
 // What an eswitch needs to offload one datapath flow, decided without a device:
 // the rte_flow item and action kinds the flow translates into (FeatureSet), or
 // the reason it can never run in hardware whatever the device (ESP, fragments,
-// ICMP identifier rewrite, outer-IPv6 encap, ...; HARDWARE.md lists them).
+// ICMP identifier rewrite, outer-IPv6 encap, ...; docs/hardware.md lists them).
 //
 // Every backend starts here, so that the rte_flow translation, the fake eswitch
 // and `dpuctl dump-flows` agree on which flows stay in software and why. A

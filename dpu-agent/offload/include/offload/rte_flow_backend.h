@@ -10,7 +10,7 @@
 // A device refusal is a per-flow answer, never a failure of the backend: ports
 // without rte_flow (af_xdp, af_packet, net_ring, net_null) refuse every rule,
 // and each flow keeps running in software with the PMD's reason. This backend
-// is synchronous (dv_flow_en=1); HARDWARE.md's template/async API (dv_flow_en=2)
+// is synchronous (dv_flow_en=1); docs/hardware.md's template/async API (dv_flow_en=2)
 // would be another backend behind the same interface.
 //
 // At start it flushes nothing (no rte_flow_flush, no port restart of its

@@ -4,7 +4,7 @@
 // device; the rte_flow backend hands the arrays to rte_flow_validate and
 // rte_flow_create, and the unit tests read them back field by field.
 //
-// Layout (HARDWARE.md decides each choice):
+// Layout (docs/hardware.md decides each choice):
 //   attr      transfer=1, group 1 (group 0 is the firmware-managed root table:
 //             it holds only each port's buildRootJumpRule), priority 1 (the
 //             TTL guards of buildTtlGuardRules and the close punt rules of
@@ -40,7 +40,7 @@
 namespace dpu::offload {
 
 struct RteFlowRuleOptions {
-  uint32_t group = 1;           // where flow rules live (never 0, HARDWARE.md)
+  uint32_t group = 1;           // where flow rules live (never 0, docs/hardware.md)
   uint32_t priority = 1;        // flow rules; the TTL guards use guard_priority
   // The rules that send packets to software (TTL guards, close punts): must be
   // a higher precedence (lower value) than `priority`.
@@ -113,7 +113,7 @@ Result<std::vector<RteFlowRule>> buildClosePuntRules(const flow::FlowSpec& flow,
                                                      const RteFlowRuleOptions& options = {});
 
 // Group 0, priority 0, everything from one port, JUMP to
-// options.group: the root table holds only these (HARDWARE.md: keep rules out
+// options.group: the root table holds only these (docs/hardware.md: keep rules out
 // of group 0). One per port: mlx5 gives a transfer rule without a port item
 // the source port of the port it is created on, so a single catch-all would
 // only catch the proxy's own traffic.
