@@ -149,6 +149,7 @@ class EngineImpl final : public Engine {
   Result<void> setTunnelNextHop(const IpAddress& peer_tunnel_ip, MacAddress next_hop) override;
   std::vector<IpAddress> wantedTunnelPeers() const override;
   size_t bytesPerFlow() const override;
+  size_t bytesPerCompactFlow() const override;
   int northSouthEventFd() const override { return ns_event_fd_; }
   void northSouthUpdate() override;
   HostSteering hostSteering() const override;
