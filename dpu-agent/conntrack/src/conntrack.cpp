@@ -87,6 +87,23 @@ struct Table::Slot {
   uint64_t user[2];
 };
 
+namespace {
+// The walks over the whole table (expiry, flushes, dumps) look at an
+// entry's flags before taking its lock: taking it writes the entry, and a
+// write to a page the table never used costs a zeroed page, so every walk
+// would make the whole table resident (expiry walks it every few seconds).
+// The flags are written under the lock, atomically, so that this unlocked
+// look is a hint the locked check confirms.
+template <typename S>
+bool inUse(const S& s) {
+  return (__atomic_load_n(&s.flags, __ATOMIC_RELAXED) & kUsed) != 0;
+}
+template <typename S>
+void setFlags(S& s, uint8_t flags) {
+  __atomic_store_n(&s.flags, flags, __ATOMIC_RELAXED);
+}
+}  // namespace
+
 // The rest (bytes 4..15) of an IPv6 connection's four addresses, in the
 // order of Slot::addr.
 struct Table::Ipv6Rest {
@@ -377,7 +394,7 @@ Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat
     store(id, original, reply);
     s.state = initial;
     s.nat = nat;
-    s.flags = kUsed | (loose ? kLoose : 0);
+    setFlags(s, kUsed | (loose ? kLoose : 0));
     ++s.gen;
     s.service = service;
     s.backend = backend;
@@ -428,7 +445,7 @@ bool Table::removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_si
     std::lock_guard entry(s.lock);
     // Reused meanwhile, or (expiry) used again since it was judged idle.
     if (!(s.flags & kUsed) || s.gen != gen || (expiry && s.last_ms != idle_since)) return false;
-    s.flags = 0;
+    setFlags(s, 0);
   }
   unlink(id, Dir::kOriginal, bo);
   unlink(id, Dir::kReply, br);
@@ -450,6 +467,7 @@ size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
     uint32_t gen;
     {
       Slot& s = slots_[id];
+      if (!inUse(s)) continue;  // before the lock: a free entry's page stays untouched
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed)) continue;
       copyOut(id, e);
@@ -467,6 +485,7 @@ size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
     Slot& s = slots_[id];
     uint32_t gen;
     {
+      if (!inUse(s)) continue;
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed) || (s.flags & kFlushed)) continue;
       copyOut(id, e);
@@ -477,7 +496,7 @@ size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
     if (!pred(e)) continue;
     std::lock_guard entry(s.lock);
     if ((s.flags & kUsed) && s.gen == gen && !(s.flags & kFlushed)) {
-      s.flags |= kFlushed;
+      setFlags(s, s.flags | kFlushed);
       ++n;
     }
   }
@@ -494,6 +513,7 @@ size_t Table::expire(uint64_t now_ms, uint32_t scan, const std::function<uint64_
     uint32_t gen;
     {
       Slot& s = slots_[id];
+      if (!inUse(s)) continue;  // before the lock: a free entry's page stays untouched
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed)) continue;
       copyOut(id, e);
@@ -514,6 +534,7 @@ void Table::forEach(const std::function<void(uint32_t id, const Entry&)>& fn) co
   for (uint32_t id = 0; id < capacity_; ++id) {
     {
       const Slot& s = slots_[id];
+      if (!inUse(s)) continue;
       std::lock_guard entry(const_cast<SpinLock&>(s.lock));
       if (!(s.flags & kUsed)) continue;
       copyOut(id, e);
