@@ -1,5 +1,10 @@
 // The connection table (conntrack.h): entries preallocated, an index of two
 // chained nodes per entry (one per direction's tuple) in striped buckets.
+//
+// An entry keeps its two tuples compactly: the four addresses' first 4 bytes
+// (all of an IPv4 address) in the entry, the other 12 bytes of IPv6 ones in
+// a side array that only IPv6 connections write (zero pages until then), so
+// an IPv4 connection costs bytesPerIpv4Entry() and reads one entry.
 #include "conntrack/conntrack.h"
 
 #include <arpa/inet.h>
@@ -57,16 +62,22 @@ struct Table::Stripe {
   char pad[64 - sizeof(SpinLock)];
 };
 
-// One connection, 128 bytes. The tuples do not change while the entry is
+// One connection, 80 bytes. The tuples do not change while the entry is
 // linked (its generation changes when it is reused); the rest is guarded by
-// `lock`, taken after the stripe's.
+// `lock`, taken after the stripe's. Both tuples of a connection have the
+// same protocol and family (insert refuses others).
 struct Table::Slot {
-  Tuple original;
-  Tuple reply;
+  // Addresses (bytes 0..3) and ports of the original tuple's source and
+  // destination, then the reply tuple's: index 2 * dir + 0 / 1.
+  uint32_t addr[4];
+  uint16_t port[4];
+  uint8_t protocol;
+  uint8_t family;
   State state;
   uint8_t nat;
   uint8_t flags;
   SpinLock lock;
+  uint16_t reserved;
   uint32_t gen;
   uint32_t service;
   uint32_t backend;
@@ -74,6 +85,29 @@ struct Table::Slot {
   uint32_t next[2];
   uint64_t last_ms;
   uint64_t user[2];
+};
+
+namespace {
+// The walks over the whole table (expiry, flushes, dumps) look at an
+// entry's flags before taking its lock: taking it writes the entry, and a
+// write to a page the table never used costs a zeroed page, so every walk
+// would make the whole table resident (expiry walks it every few seconds).
+// The flags are written under the lock, atomically, so that this unlocked
+// look is a hint the locked check confirms.
+template <typename S>
+bool inUse(const S& s) {
+  return (__atomic_load_n(&s.flags, __ATOMIC_RELAXED) & kUsed) != 0;
+}
+template <typename S>
+void setFlags(S& s, uint8_t flags) {
+  __atomic_store_n(&s.flags, flags, __ATOMIC_RELAXED);
+}
+}  // namespace
+
+// The rest (bytes 4..15) of an IPv6 connection's four addresses, in the
+// order of Slot::addr.
+struct Table::Ipv6Rest {
+  std::array<std::array<uint8_t, 12>, 4> addr;
 };
 
 Tuple Tuple::reversed() const {
@@ -159,14 +193,17 @@ State Table::next(State s, uint8_t protocol, Dir dir, uint8_t f) {
 }
 
 Table::Table(uint32_t capacity, Timeouts timeouts) : capacity_(capacity), timeouts_(timeouts) {
-  static_assert(sizeof(Slot) == 128, "a connection is two cache lines");
+  static_assert(sizeof(Slot) == 80, "an IPv4 connection is 80 bytes");
+  static_assert(sizeof(Ipv6Rest) == 48);
   // Two index nodes per entry: about one bucket per node.
   const uint32_t buckets = std::bit_ceil(std::max<uint32_t>(2 * capacity, 64));
   bucket_mask_ = buckets - 1;
   // Zeroed memory is a free entry (flags 0, generation 0) and an empty chain.
   slots_mem_ = zeroedArray<Slot>(capacity);
+  v6_mem_ = zeroedArray<Ipv6Rest>(capacity);
   buckets_mem_ = zeroedArray<uint32_t>(buckets);
   slots_ = slots_mem_.get();
+  v6_ = v6_mem_.get();
   buckets_ = buckets_mem_.get();
   stripes_ = std::make_unique<Stripe[]>(kStripes);
   free_.reserve(capacity);
@@ -176,7 +213,63 @@ Table::Table(uint32_t capacity, Timeouts timeouts) : capacity_(capacity), timeou
 
 Table::~Table() = default;
 
-size_t Table::bytesPerEntry() { return sizeof(Slot) + 2 * sizeof(uint32_t) + sizeof(uint32_t); }
+size_t Table::bytesPerEntry() { return bytesPerIpv4Entry() + sizeof(Ipv6Rest); }
+
+size_t Table::bytesPerIpv4Entry() { return sizeof(Slot) + 2 * sizeof(uint32_t) + sizeof(uint32_t); }
+
+void Table::store(uint32_t id, const Tuple& original, const Tuple& reply) {
+  Slot& s = slots_[id];
+  const Tuple* t[2] = {&original, &reply};
+  for (int d = 0; d < 2; ++d) {
+    std::memcpy(&s.addr[2 * d], t[d]->src.data(), 4);
+    std::memcpy(&s.addr[2 * d + 1], t[d]->dst.data(), 4);
+    s.port[2 * d] = t[d]->src_port;
+    s.port[2 * d + 1] = t[d]->dst_port;
+  }
+  s.protocol = original.protocol;
+  s.family = original.family;
+  if (original.family == 6) {
+    Ipv6Rest& v6 = v6_[id];
+    for (int d = 0; d < 2; ++d) {
+      std::memcpy(v6.addr[2 * d].data(), t[d]->src.data() + 4, 12);
+      std::memcpy(v6.addr[2 * d + 1].data(), t[d]->dst.data() + 4, 12);
+    }
+  }
+}
+
+Tuple Table::tupleOf(uint32_t id, Dir dir) const {
+  const Slot& s = slots_[id];
+  const int d = static_cast<int>(dir);
+  Tuple t;
+  std::memcpy(t.src.data(), &s.addr[2 * d], 4);
+  std::memcpy(t.dst.data(), &s.addr[2 * d + 1], 4);
+  if (s.family == 6) {
+    const Ipv6Rest& v6 = v6_[id];
+    std::memcpy(t.src.data() + 4, v6.addr[2 * d].data(), 12);
+    std::memcpy(t.dst.data() + 4, v6.addr[2 * d + 1].data(), 12);
+  }
+  t.src_port = s.port[2 * d];
+  t.dst_port = s.port[2 * d + 1];
+  t.protocol = s.protocol;
+  t.family = s.family;
+  return t;
+}
+
+bool Table::matches(uint32_t id, Dir dir, const Tuple& t) const {
+  const Slot& s = slots_[id];
+  const int d = static_cast<int>(dir);
+  uint32_t src, dst;
+  std::memcpy(&src, t.src.data(), 4);
+  std::memcpy(&dst, t.dst.data(), 4);
+  if (s.addr[2 * d] != src || s.addr[2 * d + 1] != dst || s.port[2 * d] != t.src_port ||
+      s.port[2 * d + 1] != t.dst_port || s.protocol != t.protocol || s.family != t.family) {
+    return false;
+  }
+  if (s.family != 6) return true;
+  const Ipv6Rest& v6 = v6_[id];
+  return std::memcmp(v6.addr[2 * d].data(), t.src.data() + 4, 12) == 0 &&
+         std::memcmp(v6.addr[2 * d + 1].data(), t.dst.data() + 4, 12) == 0;
+}
 
 uint32_t Table::bucketOf(const Tuple& t) const {
   uint64_t a, b, c, d;
@@ -195,7 +288,7 @@ uint32_t Table::findLocked(const Tuple& t, uint32_t bucket, Dir& dir) const {
     const uint32_t id = nodeId(n);
     const Dir d = nodeDir(n);
     const Slot& s = slots_[id];
-    if ((d == Dir::kOriginal ? s.original : s.reply) == t) {
+    if (matches(id, d, t)) {
       dir = d;
       return id + 1;
     }
@@ -216,9 +309,10 @@ void Table::unlink(uint32_t id, Dir dir, uint32_t bucket) {
   if (*p == target) *p = slots_[id].next[static_cast<int>(dir)];
 }
 
-void Table::copyOut(const Slot& s, Entry& out) const {
-  out.original = s.original;
-  out.reply = s.reply;
+void Table::copyOut(uint32_t id, Entry& out) const {
+  const Slot& s = slots_[id];
+  out.original = tupleOf(id, Dir::kOriginal);
+  out.reply = tupleOf(id, Dir::kReply);
   out.state = s.state;
   out.nat = s.nat;
   out.loose = (s.flags & kLoose) != 0;
@@ -240,7 +334,7 @@ std::optional<Hit> Table::find(const Tuple& t, Entry* out) const {
   Slot& s = slots_[found - 1];
   if (out != nullptr) {
     std::lock_guard entry(s.lock);
-    copyOut(s, *out);
+    copyOut(found - 1, *out);
   }
   return Hit{found - 1, s.gen, dir};
 }
@@ -253,14 +347,20 @@ std::optional<Hit> Table::track(const Tuple& t, uint8_t tcp_flags, uint64_t now_
   if (found == 0) return std::nullopt;
   Slot& s = slots_[found - 1];
   std::lock_guard entry(s.lock);
-  s.state = next(s.state, s.original.protocol, dir, tcp_flags);
+  s.state = next(s.state, s.protocol, dir, tcp_flags);
   s.last_ms = now_ms;
-  if (out != nullptr) copyOut(s, *out);
+  if (out != nullptr) copyOut(found - 1, *out);
   return Hit{found - 1, s.gen, dir};
 }
 
 Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat, State initial, uint64_t now_ms,
                           uint32_t service, uint32_t backend, bool loose) {
+  if (original.protocol != reply.protocol || original.family != reply.family ||
+      (original.family != 4 && original.family != 6)) {
+    return Error{"connection " + original.str() + " (reply " + reply.str() +
+                     "): both tuples must have one protocol and one family, 4 or 6",
+                 ErrorCode::kInvalid};
+  }
   const uint32_t bo = bucketOf(original), br = bucketOf(reply);
   Stripe* first = &stripeOf(bo);
   Stripe* second = &stripeOf(br);
@@ -291,11 +391,10 @@ Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat
   Slot& s = slots_[id];
   {
     std::lock_guard entry(s.lock);
-    s.original = original;
-    s.reply = reply;
+    store(id, original, reply);
     s.state = initial;
     s.nat = nat;
-    s.flags = kUsed | (loose ? kLoose : 0);
+    setFlags(s, kUsed | (loose ? kLoose : 0));
     ++s.gen;
     s.service = service;
     s.backend = backend;
@@ -315,7 +414,7 @@ bool Table::get(const Hit& h, Entry& out) const {
   const Slot& s = slots_[h.id];
   std::lock_guard entry(const_cast<SpinLock&>(s.lock));
   if (!(s.flags & kUsed) || s.gen != h.gen) return false;
-  copyOut(s, out);
+  copyOut(h.id, out);
   return true;
 }
 
@@ -332,8 +431,8 @@ bool Table::removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_si
   {
     std::lock_guard entry(s.lock);
     if (!(s.flags & kUsed) || s.gen != gen) return false;
-    original = s.original;
-    reply = s.reply;
+    original = tupleOf(id, Dir::kOriginal);
+    reply = tupleOf(id, Dir::kReply);
   }
   const uint32_t bo = bucketOf(original), br = bucketOf(reply);
   Stripe* first = &stripeOf(bo);
@@ -346,7 +445,7 @@ bool Table::removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_si
     std::lock_guard entry(s.lock);
     // Reused meanwhile, or (expiry) used again since it was judged idle.
     if (!(s.flags & kUsed) || s.gen != gen || (expiry && s.last_ms != idle_since)) return false;
-    s.flags = 0;
+    setFlags(s, 0);
   }
   unlink(id, Dir::kOriginal, bo);
   unlink(id, Dir::kReply, br);
@@ -368,9 +467,10 @@ size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
     uint32_t gen;
     {
       Slot& s = slots_[id];
+      if (!inUse(s)) continue;  // before the lock: a free entry's page stays untouched
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed)) continue;
-      copyOut(s, e);
+      copyOut(id, e);
       gen = s.gen;
     }
     if (pred(e) && removeEntry(id, gen, false, 0)) ++n;
@@ -385,9 +485,10 @@ size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
     Slot& s = slots_[id];
     uint32_t gen;
     {
+      if (!inUse(s)) continue;
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed) || (s.flags & kFlushed)) continue;
-      copyOut(s, e);
+      copyOut(id, e);
       gen = s.gen;
     }
     // The predicate runs unlocked (it may be slow); the mark only if the
@@ -395,7 +496,7 @@ size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
     if (!pred(e)) continue;
     std::lock_guard entry(s.lock);
     if ((s.flags & kUsed) && s.gen == gen && !(s.flags & kFlushed)) {
-      s.flags |= kFlushed;
+      setFlags(s, s.flags | kFlushed);
       ++n;
     }
   }
@@ -412,9 +513,10 @@ size_t Table::expire(uint64_t now_ms, uint32_t scan, const std::function<uint64_
     uint32_t gen;
     {
       Slot& s = slots_[id];
+      if (!inUse(s)) continue;  // before the lock: a free entry's page stays untouched
       std::lock_guard entry(s.lock);
       if (!(s.flags & kUsed)) continue;
-      copyOut(s, e);
+      copyOut(id, e);
       gen = s.gen;
     }
     uint64_t used = e.last_ms;
@@ -432,9 +534,10 @@ void Table::forEach(const std::function<void(uint32_t id, const Entry&)>& fn) co
   for (uint32_t id = 0; id < capacity_; ++id) {
     {
       const Slot& s = slots_[id];
+      if (!inUse(s)) continue;
       std::lock_guard entry(const_cast<SpinLock&>(s.lock));
       if (!(s.flags & kUsed)) continue;
-      copyOut(s, e);
+      copyOut(id, e);
     }
     fn(id, e);
   }

@@ -259,6 +259,10 @@ size_t EngineImpl::bytesPerFlow() const {
   return FlowTable::bytesPerSlot() + (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
 }
 
+size_t EngineImpl::bytesPerCompactFlow() const {
+  return FlowTable::bytesPerCompactSlot() + (config_.offload != nullptr ? sizeof(OffloadSlot) : 0);
+}
+
 bool EngineImpl::quiesced(uint64_t epoch) const {
   for (const auto& w : workers_) {
     if (w->quiescent_epoch.load(std::memory_order_acquire) < epoch) return false;

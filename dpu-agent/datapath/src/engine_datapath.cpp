@@ -627,7 +627,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
         table.prefetchBucketLine(pc.hash);
       } else {
         pc.slot = table.prefetchSlot(pc.hash);
-        if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot);
+        if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot, kUplink, pc.long_key);
       }
       alive |= 1u << i;
     }
@@ -827,13 +827,13 @@ DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, ui
   if constexpr (!kUplink) {
     LanePacket& lp = w.lane[i];
     if (lp.mbuf != nullptr) {
-      lp.slot = w.table.prefetchMatches(lp.hash, false);
+      lp.slot = w.table.prefetchMatches(lp.hash, false, false);
       return;
     }
   }
   if (!(alive & (1u << i))) return;
   PacketContext& pc = w.burst[i];
-  pc.slot = w.table.prefetchMatches(pc.hash, kUplink || pc.long_key);
+  pc.slot = w.table.prefetchMatches(pc.hash, kUplink, pc.long_key);
 }
 
 // A lane packet as the general path has it (for its rarer actions, a miss,

@@ -151,6 +151,7 @@ class EngineImpl final : public Engine {
   std::vector<IpAddress> wantedTunnelPeers() const override;
   NatKeepaliveTargets natKeepaliveTargets() const override;
   size_t bytesPerFlow() const override;
+  size_t bytesPerCompactFlow() const override;
   int northSouthEventFd() const override { return ns_event_fd_; }
   void northSouthUpdate() override;
   HostSteering hostSteering() const override;

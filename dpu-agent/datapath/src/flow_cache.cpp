@@ -31,17 +31,19 @@ FlowTable::FlowTable(uint32_t entries) {
   buckets_ = mapArray(n / FlowBucket::kWays, buckets_mem_);
   entries_ = mapArray(n, entries_mem_);
   extras_ = mapArray(n, extras_mem_);
-  keys_ = mapArray(n, keys_mem_);
+  tails_ = mapArray(n, tails_mem_);
   actions_ = mapArray(size_t{action_capacity_} + 1, actions_mem_);
   action_slots_ = mapArray(slots, action_slots_mem_);
   free_actions_.reserve(action_capacity_);
   for (uint32_t i = action_capacity_; i >= 1; --i) free_actions_.push_back(i);
 }
 
-size_t FlowTable::bytesPerSlot() {
+size_t FlowTable::bytesPerSlot() { return bytesPerCompactSlot() + sizeof(KeyTail); }
+
+size_t FlowTable::bytesPerCompactSlot() {
   // Action records: half a slot each, and two index slots per record.
-  return sizeof(FlowEntry) + sizeof(FlowExtra) + sizeof(overlay::FlowKey) + sizeof(FlowBucket) / FlowBucket::kWays +
-         sizeof(FlowActions) / 2 + sizeof(uint32_t);
+  return sizeof(FlowEntry) + sizeof(FlowExtra) + sizeof(FlowBucket) / FlowBucket::kWays + sizeof(FlowActions) / 2 +
+         sizeof(uint32_t);
 }
 
 uint32_t FlowTable::identityHash(const FlowActions& a) {
@@ -122,10 +124,13 @@ bool FlowTable::read(uint32_t index, FlowRecord& out) const {
   std::memcpy(static_cast<void*>(&a), static_cast<const void*>(&actions_[action]), sizeof a);
   FlowExtra xc;
   std::memcpy(static_cast<void*>(&xc), static_cast<const void*>(&x), sizeof xc);
-  std::memcpy(static_cast<void*>(&out.key), static_cast<const void*>(&keys_[index]), sizeof out.key);
+  const bool is_long = (e.actions & FlowEntry::kLongKey) != 0;
+  KeyTail tail{};
+  if (is_long) std::memcpy(static_cast<void*>(&tail), static_cast<const void*>(&tails_[index]), sizeof tail);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (__atomic_load_n(&x.flow_id, __ATOMIC_RELAXED) != before || xc.flow_id != before) return false;
   a.fill(out);
+  out.key = is_long ? KeyTail::join(e.key, tail) : e.key.expand();
   out.flow_id = before;
   out.used_ms = e.used_ms;
   out.encap_sport = e.sport();

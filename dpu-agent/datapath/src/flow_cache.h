@@ -11,12 +11,16 @@
 //   carries what the flow depends on and the snapshot stamp it was last
 //   checked against, so a model change revalidates a record once, not each
 //   of its flows;
-// - the cold part (the full 64-byte key, the tunnel match, the flow id and
-//   the install time), read on a hit only for tunnelled packets and keys
-//   that have no compact form.
+// - the cold part (the tunnel match, the flow id and the install time),
+//   read on a hit only for tunnelled packets;
+// - the key's tail (the 32 bytes of the full key the compact form folds),
+//   written and read only for keys that have no compact form.
 // The compact key is lossless for every key whose addresses are IPv4 (or
-// ARP's): 40 bytes instead of 64. Other keys (IPv6) keep a lossy 40-byte
-// fold in the hit line, marked, and compare the full key on a hit.
+// ARP's): 40 bytes instead of 64, and nothing else of the key is kept. Other
+// keys (IPv6) keep a lossy 40-byte fold in the hit line, marked, and compare
+// the tail on a hit (the fold's first 32 bytes are the key's own). The tails
+// are zero pages until a long key is written: a table of IPv4 flows never
+// touches them (bytesPerSlot counts them; bytesPerCompactSlot does not).
 //
 // A flow usually sits in its preferred way (from the hash), so a lookup in a
 // cache-resident table checks that entry first, without the bucket; only
@@ -137,6 +141,32 @@ struct CompactKey {
   bool operator==(const CompactKey&) const = default;
 };
 static_assert(sizeof(overlay::FlowKey) == 64 && sizeof(CompactKey) == 40);
+
+// What a long key's compact form does not keep as it is: the FlowKey's words
+// w4..w7 (the rest of the addresses and the L4 ports). With the compact
+// form's w0..w3 (the key's own) it is the whole key.
+struct KeyTail {
+  uint64_t w[4];
+
+  static KeyTail of(const overlay::FlowKey& key) {
+    KeyTail t;
+    std::memcpy(t.w, reinterpret_cast<const uint8_t*>(&key) + 32, sizeof t.w);
+    return t;
+  }
+  bool matches(const overlay::FlowKey& key) const {
+    uint64_t k[4];
+    std::memcpy(k, reinterpret_cast<const uint8_t*>(&key) + 32, sizeof k);
+    return ((w[0] ^ k[0]) | (w[1] ^ k[1]) | (w[2] ^ k[2]) | (w[3] ^ k[3])) == 0;
+  }
+  // The full key of a long compact key and its tail.
+  static overlay::FlowKey join(const CompactKey& head, const KeyTail& tail) {
+    const uint64_t k[8] = {head.w[0], head.w[1], head.w[2], head.w[3], tail.w[0], tail.w[1], tail.w[2], tail.w[3]};
+    overlay::FlowKey key;
+    std::memcpy(&key, k, sizeof key);
+    return key;
+  }
+};
+static_assert(sizeof(KeyTail) == 32);
 
 // One cached flow's hit line.
 struct alignas(64) FlowEntry {
@@ -413,6 +443,9 @@ class FlowTable {
   uint32_t actionsInUse() const { return __atomic_load_n(&actions_in_use_, __ATOMIC_RELAXED); }
   // Bytes of table per flow slot, action records and their index included.
   static size_t bytesPerSlot();
+  // The same without the key tails: what a slot costs while no long key
+  // (IPv6) was ever cached, the tails' pages untouched.
+  static size_t bytesPerCompactSlot();
   static uint16_t signature(uint64_t hash) { return static_cast<uint16_t>(hash >> 32) | 1u; }
   uint32_t bucketOf(uint64_t hash) const { return static_cast<uint32_t>(hash) & bucket_mask_; }
   // The second bucket: the first one XOR an odd number from the hash's high
@@ -455,10 +488,10 @@ class FlowTable {
     return index;
   }
   void prefetchBucketLine(uint64_t hash) const { prefetchLine(&buckets_[bucketOf(hash)]); }
-  // `cold`: the cold part of the matching entries too (a tunnelled packet
-  // or a long key). Without a match: the preferred way (a miss, or a flow
-  // in its second bucket).
-  uint32_t prefetchMatches(uint64_t hash, bool cold) const {
+  // `tunnel`, `long_key`: the cold part (a tunnelled packet) or the key's
+  // tail (a long key) of the matching entries too. Without a match: the
+  // preferred way (a miss, or a flow in its second bucket).
+  uint32_t prefetchMatches(uint64_t hash, bool tunnel, bool long_key) const {
     const uint32_t b = bucketOf(hash);
     uint32_t m = matchMask(buckets_[b], signature(hash));
     const unsigned way = m != 0 ? static_cast<unsigned>(__builtin_ctz(m)) : preferredWay(hash);
@@ -466,12 +499,12 @@ class FlowTable {
     for (; m != 0; m &= m - 1) {
       const uint32_t index = b * FlowBucket::kWays + static_cast<uint32_t>(__builtin_ctz(m));
       prefetchLine(&entries_[index]);
-      if (cold) prefetchCold(index);
+      prefetchCold(index, tunnel, long_key);
     }
     return first;
   }
-  // The cold part of a resident table's slot (a tunnelled packet or a long key).
-  void prefetchColdOf(uint32_t index) const { prefetchCold(index); }
+  // The same for a resident table's slot.
+  void prefetchColdOf(uint32_t index, bool tunnel, bool long_key) const { prefetchCold(index, tunnel, long_key); }
 
   // Bit w set: way w of the bucket holds signature `sig`. Eight compares in
   // a few SSE2 instructions instead of a loop of eight branches.
@@ -488,7 +521,7 @@ class FlowTable {
   }
 
   // Index of the matching entry, or UINT32_MAX. `long_key`: the packet's key
-  // has no compact form (`full` is then compared); `kTunnel`: the packet
+  // has no compact form (`full`'s tail is then compared); `kTunnel`: the packet
   // came through a tunnel (`probe` is compared with the cold part).
   template <bool kTunnel>
   uint32_t lookup(uint64_t hash, const CompactKey& key, bool long_key, const overlay::FlowKey& full,
@@ -551,7 +584,7 @@ class FlowTable {
         !FlowEntry::keyEqual(e.key, key)) {
       return false;
     }
-    if (long_key && !(keys_[index] == full)) return false;
+    if (long_key && !tails_[index].matches(full)) return false;
     return !kTunnel || extras_[index].matchesTunnel(probe);
   }
 
@@ -591,9 +624,9 @@ class FlowTable {
   void release(uint32_t action_index);
   void unlink(uint32_t action_index);
   static uint32_t identityHash(const FlowActions& a);
-  void prefetchCold(uint32_t index) const {
-    prefetchLine(&extras_[index]);
-    prefetchLine(&keys_[index]);
+  void prefetchCold(uint32_t index, bool tunnel, bool long_key) const {
+    if (tunnel) prefetchLine(&extras_[index]);
+    if (long_key) prefetchLine(&tails_[index]);
   }
 
   uint32_t mask_;
@@ -609,13 +642,13 @@ class FlowTable {
   ZeroedArray<FlowBucket> buckets_mem_;
   ZeroedArray<FlowEntry> entries_mem_;
   ZeroedArray<FlowExtra> extras_mem_;
-  ZeroedArray<overlay::FlowKey> keys_mem_;
+  ZeroedArray<KeyTail> tails_mem_;
   ZeroedArray<FlowActions> actions_mem_;
   ZeroedArray<uint32_t> action_slots_mem_;
   FlowBucket* buckets_ = nullptr;
   FlowEntry* entries_ = nullptr;
   FlowExtra* extras_ = nullptr;
-  overlay::FlowKey* keys_ = nullptr;
+  KeyTail* tails_ = nullptr;  // written only for long keys
   FlowActions* actions_ = nullptr;
   uint32_t* action_slots_ = nullptr;
 };
@@ -694,7 +727,7 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   e.bytes = 0;
   e.used_ms = now_ms;
   e.actions = action | (is_long ? FlowEntry::kLongKey : 0u);
-  keys_[index] = r.key;
+  if (is_long) tails_[index] = KeyTail::of(r.key);
   FlowExtra& x = extras_[index];
   x.tun_remote = r.tun_remote;
   x.tun_ingress = r.tun_ingress;

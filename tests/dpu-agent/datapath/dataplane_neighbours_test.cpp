@@ -350,6 +350,7 @@ class RecordingEngine final : public Engine {
   }
   std::vector<IpAddress> wantedTunnelPeers() const override { return peers; }
   size_t bytesPerFlow() const override { return 0; }
+  size_t bytesPerCompactFlow() const override { return 0; }
   WorkerContext& worker(unsigned) override { std::abort(); }
   uint16_t rxBurstSize(WorkerContext&, uint16_t) override { std::abort(); }
   void processBurst(WorkerContext&, uint16_t, rte_mbuf**, uint16_t) override { std::abort(); }

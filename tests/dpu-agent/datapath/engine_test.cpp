@@ -1026,6 +1026,56 @@ TEST_CASE("engine: long keys whose compact folds collide are told apart by the f
   CHECK(t.lookup<false>(hash, ca, false, a.key, TunnelProbe{}) == UINT32_MAX);
 }
 
+// A compact key keeps nothing but its 40 bytes, a long one its tail besides:
+// both read back as the whole key (dump-flows, offload), and a long key
+// differing from a cached one only in its tail (the last byte of the
+// destination address, the ports) is another flow.
+TEST_CASE("engine: cached flows read back their whole key, compact or long", "[engine]") {
+  FlowTable t(64);
+  FlowRecord v4{};
+  v4.key.in_port = 3;
+  v4.key.ethertype = overlay::eth::kTypeIpv4;
+  v4.key.ip_proto = 6;
+  v4.key.l3_src = {10, 244, 1, 5};
+  v4.key.l3_dst = {10, 96, 0, 10};
+  v4.key.l4_src = 40000;
+  v4.key.l4_dst = 80;
+  v4.stamp = 1;
+  v4.ops = op::kOutput;
+  v4.out_port = 1;
+  FlowRecord v6 = v4;
+  v6.key.ethertype = overlay::eth::kTypeIpv6;
+  v6.key.l3_src = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x05};
+  v6.key.l3_dst = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10};
+  FlowRecord v6b = v6;
+  v6b.key.l3_dst[15] = 0x11;
+  v6b.key.l4_dst = 81;
+  bool evicted = false;
+  const uint32_t i4 = t.insert(0x11, v4, 1, evicted, kAlwaysValid, kNoResolve);
+  const uint32_t i6 = t.insert(0x22, v6, 1, evicted, kAlwaysValid, kNoResolve);
+  REQUIRE(i4 != UINT32_MAX);
+  REQUIRE(i6 != UINT32_MAX);
+  FlowRecord out{};
+  REQUIRE(t.read(i4, out));
+  CHECK(out.key == v4.key);
+  REQUIRE(t.read(i6, out));
+  CHECK(out.key == v6.key);
+  bool l6 = false, l6b = false;
+  const CompactKey c6 = CompactKey::from(v6.key, l6), c6b = CompactKey::from(v6b.key, l6b);
+  REQUIRE(l6);
+  REQUIRE(l6b);
+  CHECK(t.lookup<false>(0x22, c6, true, v6.key, TunnelProbe{}) == i6);
+  CHECK(t.lookup<false>(0x22, c6b, true, v6b.key, TunnelProbe{}) == UINT32_MAX);
+  // Another long key in the same slot replaces the tail with its own.
+  t.remove(i6);
+  const uint32_t j6 = t.insert(0x22, v6b, 1, evicted, kAlwaysValid, kNoResolve);
+  REQUIRE(j6 != UINT32_MAX);
+  REQUIRE(t.read(j6, out));
+  CHECK(out.key == v6b.key);
+  CHECK(t.lookup<false>(0x22, c6, true, v6.key, TunnelProbe{}) == UINT32_MAX);
+  CHECK(FlowTable::bytesPerCompactSlot() + sizeof(KeyTail) == FlowTable::bytesPerSlot());
+}
+
 TEST_CASE("engine: a stale action record is not shared with new flows", "[engine]") {
   FlowTable t(64);
   FlowRecord r{};

@@ -94,6 +94,7 @@ class StubEngine final : public Engine {
   Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
   std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
   size_t bytesPerFlow() const override { return 0; }
+  size_t bytesPerCompactFlow() const override { return 0; }
   WorkerContext& worker(unsigned index) override { return workers_.at(index); }
   uint16_t rxBurstSize(WorkerContext&, uint16_t rx_port) override {
     return static_cast<uint16_t>(kRxBurst - cut_[rx_port].load());

@@ -187,9 +187,14 @@ class Table {
   Stats stats() const;
   // Bytes the table holds per entry of capacity (entries and index).
   static size_t bytesPerEntry();
+  // The same without the rest of IPv6 addresses: what an entry costs while
+  // the table holds IPv4 connections only (the IPv6 side array's pages are
+  // never touched then).
+  static size_t bytesPerIpv4Entry();
 
  private:
   struct Slot;
+  struct Ipv6Rest;
   struct Stripe;
   uint32_t bucketOf(const Tuple& t) const;
   uint32_t findLocked(const Tuple& t, uint32_t bucket, Dir& dir) const;  // id + 1, or 0
@@ -199,7 +204,11 @@ class Table {
   // Removes entry `id` of generation `gen` if it is still that one (and, for
   // expiry, still idle since `idle_since`).
   bool removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_since);
-  void copyOut(const Slot& s, Entry& out) const;
+  void copyOut(uint32_t id, Entry& out) const;
+  // Entry `id`'s tuples: written, read back, compared with a packet's.
+  void store(uint32_t id, const Tuple& original, const Tuple& reply);
+  Tuple tupleOf(uint32_t id, Dir dir) const;
+  bool matches(uint32_t id, Dir dir, const Tuple& t) const;
 
   uint32_t capacity_;
   Timeouts timeouts_;
@@ -209,8 +218,10 @@ class Table {
   // nothing at start (a dataplane restart waits for it) and only the pages in
   // use are resident.
   ZeroedArray<Slot> slots_mem_;
+  ZeroedArray<Ipv6Rest> v6_mem_;
   ZeroedArray<uint32_t> buckets_mem_;
   Slot* slots_ = nullptr;
+  Ipv6Rest* v6_ = nullptr;  // written by IPv6 connections only
   uint32_t* buckets_ = nullptr;  // chain heads: node = (id << 1 | dir) + 1, 0 = empty
   std::unique_ptr<Stripe[]> stripes_;
   mutable std::atomic_flag free_lock_ = ATOMIC_FLAG_INIT;

@@ -192,6 +192,9 @@ class Engine {
   // Bytes each cached flow costs: the flow entry, its share of the bucket
   // header and (with an offload backend) the offload bookkeeping.
   virtual size_t bytesPerFlow() const = 0;
+  // The same while every flow's key is compact (IPv4): the key tails of
+  // long (IPv6) keys are then never touched (flow_cache.h).
+  virtual size_t bytesPerCompactFlow() const = 0;
   // North–south. An fd (eventfd) that becomes readable when an lcore learned
   // something the control thread must publish (a new host MAC, a new or
   // changed neighbour): the process polls it and calls northSouthUpdate(),
