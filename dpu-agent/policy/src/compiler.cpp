@@ -148,12 +148,21 @@ const std::vector<IpPrefix>& PolicyCompiler::picked(const std::string& policy_ns
   return picked_.emplace(key, std::move(entry)).first->second.prefixes;
 }
 
-void PolicyCompiler::forgetPickedOf(const PodInfo& pod) {
+void PolicyCompiler::forgetPickedOf(const PodInfo* before, const PodInfo* after) {
+  // A kept peer's addresses change only when the pod joins or leaves it, or
+  // when its addresses change while it is in it: a label change that keeps
+  // it picked (or not picked) leaves the peer as it was.
+  const PodInfo& pod = before != nullptr ? *before : *after;
   const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+  const bool moved = before == nullptr || after == nullptr || before->ips != after->ips;
   for (auto it = picked_.begin(); it != picked_.end();) {
     const PickedPeer& p = it->second;
     const bool ns_ok = p.namespace_selector ? p.namespace_selector->matches(ns_labels) : p.scope == pod.ns;
-    if (ns_ok && (!p.pod_selector || p.pod_selector->matches(pod.labels))) it = picked_.erase(it);
+    auto picks = [&](const PodInfo* x) {
+      return x != nullptr && ns_ok && !x->host_network && (!p.pod_selector || p.pod_selector->matches(x->labels));
+    };
+    const bool was = picks(before), is = picks(after);
+    if (was != is || (moved && (was || is))) it = picked_.erase(it);
     else ++it;
   }
 }
@@ -303,28 +312,47 @@ Changes PolicyCompiler::deleteNamespace(const std::string& name) {
   return out;
 }
 
-void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& out) const {
+void PolicyCompiler::addDependents(const PodInfo* before, const PodInfo* after, std::set<std::string>& out) const {
   // A pod figures in another's rules when a selector peer picks it, or as a
   // destination of an egress named port (no peers, or an ipBlock holding one
-  // of its addresses): the pods such a policy selects are recompiled.
+  // of its addresses): the pods of a policy whose rules the change alters —
+  // the pod joins or leaves a peer, or its addresses, container ports or
+  // host network change while it figures in one — are recompiled. A label
+  // change that leaves every peer picking what it picked touches nothing.
   // Only a policy of the pod's namespace or one that reaches across
   // namespaces (crossing_) can: the others are not read.
+  const PodInfo& pod = before != nullptr ? *before : *after;
   const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+  const bool moved = before == nullptr || after == nullptr || before->ips != after->ips ||
+                     before->ports != after->ports || before->host_network != after->host_network;
+  auto inBlock = [](const IpBlock& block, const PodInfo* x) {
+    if (x == nullptr) return false;
+    for (const auto& ip : addressesOf(*x))
+      if (blockHas(block, ip)) return true;
+    return false;
+  };
   auto consider = [&](const NetworkPolicyInfo& policy) {
     bool touched = false;
     for (bool ingress : {true, false}) {
       for (const auto& rule : rulesFor(policy, ingress)) {
+        if (touched) break;
         const bool named = !ingress && hasNamedPort(rule);
-        if (named && rule.peers.empty()) touched = true;
+        if (named && rule.peers.empty()) touched = moved;
         for (const auto& peer : rule.peers) {
           if (touched) break;
           if (peer.ip_block) {
-            if (named)
-              for (const auto& ip : addressesOf(pod)) touched = touched || blockHas(*peer.ip_block, ip);
+            touched = named && moved && (inBlock(*peer.ip_block, before) || inBlock(*peer.ip_block, after));
             continue;
           }
-          bool ns_ok = peer.namespace_selector ? peer.namespace_selector->matches(ns_labels) : pod.ns == policy.ns;
-          touched = ns_ok && (!peer.pod_selector || peer.pod_selector->matches(pod.labels));
+          const bool ns_ok =
+              peer.namespace_selector ? peer.namespace_selector->matches(ns_labels) : pod.ns == policy.ns;
+          if (!ns_ok) continue;
+          // host_network is in `moved`: the compile leaves such a pod out.
+          auto picks = [&](const PodInfo* x) {
+            return x != nullptr && (!peer.pod_selector || peer.pod_selector->matches(x->labels));
+          };
+          const bool was = picks(before), is = picks(after);
+          touched = was != is || (moved && (was || is));
         }
       }
     }
@@ -339,16 +367,18 @@ void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& ou
 Changes PolicyCompiler::upsertPod(const PodInfo& pod) {
   const std::string key = keyOf(pod.ns, pod.name);
   std::set<std::string> candidates{key};
+  std::optional<PodInfo> before;
   if (auto it = pods_.find(key); it != pods_.end()) {
     if (it->second == pod) return {};
-    addDependents(it->second, candidates);
-    forgetPickedOf(it->second);
+    before = it->second;
   } else {
     ++pod_namespaces_[pod.ns];
   }
+  // Dependents are found before the pod is stored: addSelected reads pods_,
+  // and the pod itself is a candidate anyway.
+  addDependents(before ? &*before : nullptr, &pod, candidates);
+  forgetPickedOf(before ? &*before : nullptr, &pod);
   pods_[key] = pod;
-  forgetPickedOf(pod);
-  addDependents(pod, candidates);
   return recompile(candidates);
 }
 
@@ -357,8 +387,8 @@ Changes PolicyCompiler::deletePod(const std::string& ns, const std::string& name
   auto it = pods_.find(key);
   if (it == pods_.end()) return {};
   std::set<std::string> candidates{key};
-  addDependents(it->second, candidates);
-  forgetPickedOf(it->second);
+  addDependents(&it->second, nullptr, candidates);
+  forgetPickedOf(&it->second, nullptr);
   if (--pod_namespaces_[ns] == 0) pod_namespaces_.erase(ns);
   pods_.erase(it);
   return recompile(candidates);

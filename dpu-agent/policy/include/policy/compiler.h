@@ -74,8 +74,11 @@ class PolicyCompiler {
   bool isLocal(const control::PodInfo& pod) const;
   // The local pods a policy selects.
   void addSelected(const control::NetworkPolicyInfo& policy, std::set<std::string>& out) const;
-  // The local pods whose rules depend on `pod` as it is given (a peer of theirs).
-  void addDependents(const control::PodInfo& pod, std::set<std::string>& out) const;
+  // The local pods whose rules a change of one pod from `before` to `after`
+  // (nullptr: absent) can alter: those of the policies where it joins or
+  // leaves a peer, or figures with other addresses, ports or host network.
+  void addDependents(const control::PodInfo* before, const control::PodInfo* after,
+                     std::set<std::string>& out) const;
   PodRules compile(const control::PodInfo& pod) const;
   DirectionRules compileDirection(const control::PodInfo& pod, bool ingress) const;
   // Recompiles `candidates` and returns those whose rules differ.
@@ -83,9 +86,10 @@ class PolicyCompiler {
   // The addresses selector peer `peer` of a policy of namespace `policy_ns`
   // picks, as sorted disjoint host prefixes (kept: picked_).
   const std::vector<IpPrefix>& picked(const std::string& policy_ns, const control::NetworkPolicyPeer& peer) const;
-  // Forgets the kept peers a change of `pod` (as given) or of namespace
-  // `ns`'s labels (from `before` to `after`) can alter.
-  void forgetPickedOf(const control::PodInfo& pod);
+  // Forgets the kept peers a change of one pod (from `before` to `after`,
+  // nullptr: absent) or of a namespace's labels (from `before` to `after`)
+  // alters: a pod joining or leaving one, or moving while in it.
+  void forgetPickedOf(const control::PodInfo* before, const control::PodInfo* after);
   void forgetPickedOfNamespace(const std::map<std::string, std::string>& before,
                                const std::map<std::string, std::string>& after);
 
