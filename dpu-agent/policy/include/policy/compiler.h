@@ -72,6 +72,11 @@ class PolicyCompiler {
 
  private:
   bool isLocal(const control::PodInfo& pod) const;
+  // namespaceLabels() of `ns`, kept (selectors read them for every
+  // namespace a namespaceSelector peer is resolved over).
+  const std::map<std::string, std::string>& labelsOfNamespace(const std::string& ns) const;
+  // Adds (or removes) a crossing policy's peers in crossing_peers_ and crossing_named_.
+  void indexCrossing(const std::string& key, const control::NetworkPolicyInfo& policy, bool add);
   // The local pods a policy selects.
   void addSelected(const control::NetworkPolicyInfo& policy, std::set<std::string>& out) const;
   // The local pods whose rules a change of one pod from `before` to `after`
@@ -107,10 +112,24 @@ class PolicyCompiler {
   std::map<std::string, std::set<std::string>> policies_by_ns_;  // namespace → policy keys
   // Policies whose rules read other namespaces' pods (crossesNamespaces), into policies_.
   std::map<std::string, const control::NetworkPolicyInfo*> crossing_;
+  // Their selector peers by identity (pickedKey), each with the policies
+  // using it (and how often), so a pod change tests each distinct peer once;
+  // and those with an egress named port, which a pod's ports concern too.
+  struct PeerUse {
+    std::string scope;  // the policy's namespace, "" with a namespaceSelector
+    std::optional<control::LabelSelector> namespace_selector;
+    std::optional<control::LabelSelector> pod_selector;
+    std::map<std::string, unsigned> policies;
+  };
+  std::map<std::string, PeerUse> crossing_peers_;
+  std::set<std::string> crossing_named_;
   std::map<std::string, std::string> refused_;
   std::map<std::string, PodRules> rules_;
   std::map<std::string, uint32_t> pod_namespaces_;  // namespace → its pods (pods_ is ordered by "ns/")
   mutable std::map<std::string, PickedPeer> picked_;  // by the peer's identity (pickedKey)
+  // namespaceLabels() by namespace, set by upsertNamespace, filled on first
+  // read for a namespace not delivered (its name label alone).
+  mutable std::map<std::string, std::map<std::string, std::string>> namespace_labels_;
 };
 
 // The rules of one pod of `cluster` ("namespace/name"), compiled from scratch.
