@@ -27,9 +27,12 @@
 // per pod), and the addresses a selector peer picks are kept once per
 // (scope, namespaceSelector, podSelector) for every policy and local pod that
 // has the same peer (many policies share "namespaceSelector env=prod"). A
-// change forgets only the kept peers it can alter: a pod's change those whose
-// selectors pick it before or after, a namespace's those with a
-// namespaceSelector that matched it before or after.
+// change forgets only the kept peers it alters: a pod's change those it
+// joins or leaves, or holds with other addresses; a namespace's those with a
+// namespaceSelector that matched it before or after. A pod change recompiles
+// the pods of the policies whose peers it so alters (a label change that
+// leaves every peer as it was recompiles the pod alone), testing each
+// distinct peer of the policies that reach across namespaces once.
 // Not thread-safe: the agent calls it under its lock.
 #pragma once
 
