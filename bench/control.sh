@@ -45,8 +45,10 @@
 # attached, into a real dpu-dataplane as above: the compile (every event through
 # the Agent), the agent's resident memory, and the p50/p99 latency from one
 # policy or label change handed to the Agent to the dataplane's acknowledgement
-# of the Delta with the changed PortPolicies. Targets: compile <= 1 s,
-# RSS <= 150 MB, change p99 <= 10 ms.
+# of the Delta with the changed PortPolicies, and of that the Delta's part
+# (from the change entering the agent's model: client, socket, the
+# dataplane's install and reply; a histogram bucket's bound). Targets:
+# compile <= 1 s, RSS <= 150 MB, change p99 <= 10 ms.
 #
 # The machine's load average is printed with the figures: on 2 shared cores,
 # other work shows up in the sync time and the p99.
@@ -264,6 +266,7 @@ for runs, key, label, target in [
     (prog, "policy_p99_ms", "policy change -> Delta acked p99 (ms)", 10.0),
     (prog, "label_p50_ms", "label change -> Delta acked p50 (ms)", None),
     (prog, "label_p99_ms", "label change -> Delta acked p99 (ms)", 10.0),
+    (prog, "delta_p99_le_ms", "  of which model -> Delta acked, p99 at most (ms)", None),
 ]:
     if key not in runs[0]:
         continue

@@ -320,7 +320,12 @@ nlohmann::json FakeDataplaneModel::dump() const {
   nlohmann::json j;
   j["instance_id"] = instance_id_;
   j["generation"] = generation_;
-  j["model"] = toJson(model());
+  dpv1::LogicalModel shown = model();
+  // Peers sent packed are dumped as text, as dpuctl policy shows them.
+  for (auto& pp : *shown.mutable_port_policies())
+    for (auto* d : {pp.mutable_ingress(), pp.mutable_egress()})
+      for (auto& r : *d->mutable_rules()) dpu::model::unpackPolicyPeers(r);
+  j["model"] = toJson(shown);
   // No key leaves the programming socket, not even in a fake's dump.
   if (j["model"].contains("ipsec_sas")) {
     for (auto& sa : j["model"]["ipsec_sas"]) {

@@ -1010,12 +1010,13 @@ void Agent::upsertPortLocked(const Record& r) {
 }
 
 void Agent::applyPolicyChangesLocked(const policy::Changes& changes) {
+  // Every port the change touched in one step: one Delta, which the
+  // dataplane installs whole.
+  std::vector<std::pair<std::string, std::optional<dpv1::PortPolicy>>> policies;
   for (const auto& key : changes.pods) {
-    for (const auto& id : attachmentsOfPodLocked(key)) {
-      if (auto p = portPolicyLocked(id, key)) model_.upsertPortPolicy(*p);
-      else model_.deletePortPolicy(id);
-    }
+    for (const auto& id : attachmentsOfPodLocked(key)) policies.emplace_back(id, portPolicyLocked(id, key));
   }
+  if (!policies.empty()) model_.setPortPolicies(policies);
   // Refusals: said once per distinct reason, and when a policy is usable again.
   const auto& now = policy_.refused();
   for (auto it = refused_policies_.begin(); it != refused_policies_.end();) {

@@ -149,6 +149,14 @@ void ModelState::deletePortPolicy(const std::string& port) {
   if (setPortPolicyLocked(port, std::nullopt)) markLocked();
 }
 
+void ModelState::setPortPolicies(
+    const std::vector<std::pair<std::string, std::optional<dpv1::PortPolicy>>>& policies) {
+  std::lock_guard lock(mu_);
+  bool changed = false;
+  for (const auto& [port, policy] : policies) changed = setPortPolicyLocked(port, policy) || changed;
+  if (changed) markLocked();
+}
+
 void ModelState::upsertLocalSubnet(const dpv1::Subnet& subnet) {
   std::lock_guard lock(mu_);
   if (!upsertInto(local_subnets_, subnet.cidr(), subnet)) return;

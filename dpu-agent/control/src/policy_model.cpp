@@ -1,6 +1,8 @@
 // The compiled NetworkPolicy of a pod as a PortPolicy (see policy_model.h).
 #include "control/policy_model.h"
 
+#include "model/model.h"
+
 namespace dpu::control {
 namespace {
 
@@ -12,7 +14,8 @@ void fill(const policy::DirectionRules& in, dpv1::PolicyDirection& out) {
   for (const auto& p : in.policies) out.add_policies(p);
   for (const auto& r : in.rules) {
     auto* rule = out.add_rules();
-    for (const auto& peer : r.peers) rule->add_peers(peer.str());
+    // Packed: a peer picking thousands of pods costs no text on either side.
+    model::packPolicyPeers(r.peers, *rule);
     rule->set_protocol(r.protocol);
     rule->set_port_first(r.port_first);
     rule->set_port_last(r.port_last);

@@ -182,7 +182,11 @@ void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
                                 dataplane::v1::OperatorReply& out) const {
   for (const auto& pp : model_.port_policies) {
     if (!request.port().empty() && pp.port != request.port()) continue;
-    (void)out.add_port_policies()->ParseFromString(pp.content);
+    auto* shown = out.add_port_policies();
+    (void)shown->ParseFromString(pp.content);
+    // Peers sent packed are shown as text, as the operator reads them.
+    for (auto* d : {shown->mutable_ingress(), shown->mutable_egress()})
+      for (auto& r : *d->mutable_rules()) model::unpackPolicyPeers(r);
   }
   if (!request.port().empty() && out.port_policies().empty()) {
     const bool is_port = std::any_of(model_.ports.begin(), model_.ports.end(),

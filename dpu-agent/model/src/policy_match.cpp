@@ -46,6 +46,22 @@ PolicyMatcher::PolicyMatcher(const ModelPolicyDirection& direction) : isolated_(
   // over the interval ends with the covering rules in a min-heap.
   auto flatten = [](std::vector<Interval> items) {
     std::vector<Segment> out;
+    // The common case, one rule's peers as the agent sends them (sorted,
+    // disjoint): each interval is a segment as it is, and a rule of
+    // thousands of pods costs one pass, not a sort and a sweep.
+    bool disjoint = true;
+    for (size_t i = 1; i < items.size() && disjoint; ++i) disjoint = items[i - 1].hi < items[i].lo;
+    if (disjoint) {
+      out.reserve(items.size());
+      for (const auto& it : items) {
+        if (!out.empty() && out.back().rule == it.rule && out.back().hi + 1 == it.lo) {
+          out.back().hi = it.hi;
+        } else {
+          out.push_back({it.lo, it.hi, it.rule});
+        }
+      }
+      return out;
+    }
     std::sort(items.begin(), items.end(), [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
     std::vector<U128> points;  // where the covering set may change
     for (const auto& it : items) {

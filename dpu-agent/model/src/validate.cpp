@@ -1,6 +1,7 @@
 // Validation of a requested logical model, object by object, with claims
 // settling conflicts between objects (model.h says in which order).
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -773,6 +774,88 @@ Result<void> validateNodeSettings(const dpv1::NodeSettings& node) {
 
 namespace {
 
+constexpr size_t kPackedV4 = 5;   // PolicyRule.peers_v4: 4 address bytes, the length
+constexpr size_t kPackedV6 = 17;  // PolicyRule.peers_v6: 16 address bytes, the length
+
+// One packed record as a prefix; the error says what is wrong with it.
+Result<IpPrefix> unpackPeer(const char* record, bool v6) {
+  const size_t width = v6 ? 16 : 4;
+  IpPrefix p;
+  p.address.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
+  std::memcpy(p.address.bytes.data(), record, width);
+  const unsigned length = static_cast<uint8_t>(record[width]);
+  if (length > width * 8) {
+    return Error{p.address.str() + "/" + std::to_string(length) + ": the length is above " +
+                 std::to_string(width * 8)};
+  }
+  p.length = static_cast<uint8_t>(length);
+  for (size_t i = 0; i < width; ++i) {
+    const unsigned keep = length > i * 8 ? std::min<unsigned>(8, length - static_cast<unsigned>(i * 8)) : 0;
+    const uint8_t host = static_cast<uint8_t>(keep >= 8 ? 0 : 0xff >> keep);
+    if (p.address.bytes[i] & host) {
+      IpPrefix masked = p;
+      for (size_t j = i; j < width; ++j) {
+        const unsigned k = length > j * 8 ? std::min<unsigned>(8, length - static_cast<unsigned>(j * 8)) : 0;
+        masked.address.bytes[j] &= static_cast<uint8_t>(k >= 8 ? 0xff : ~(0xff >> k));
+      }
+      return Error{p.str() + " has host bits set (did you mean " + masked.str() + "?)"};
+    }
+  }
+  return p;
+}
+
+Result<void> unpackPeers(const std::string& packed, bool v6, const std::string& field, std::vector<IpPrefix>& out) {
+  const size_t size = v6 ? kPackedV6 : kPackedV4;
+  if (packed.size() % size != 0) {
+    return Error{field + " holds " + std::to_string(packed.size()) + " bytes, not a whole number of " +
+                 std::to_string(size) + "-byte records (the address, then the prefix length)"};
+  }
+  for (size_t at = 0; at < packed.size(); at += size) {
+    auto p = unpackPeer(packed.data() + at, v6);
+    if (!p) {
+      return Error{field + "[" + std::to_string(at / size) + "] " + p.error() +
+                   " (give a prefix such as " + (v6 ? "fd00::/64" : "10.0.0.0/24") + ")"};
+    }
+    out.push_back(*p);
+  }
+  return {};
+}
+
+}  // namespace
+
+void packPolicyPeers(const std::vector<IpPrefix>& peers, dpv1::PolicyRule& rule) {
+  size_t v4 = 0, v6 = 0;
+  for (const auto& p : peers) (p.address.isV4() ? v4 : v6)++;
+  std::string* out4 = rule.mutable_peers_v4();
+  std::string* out6 = rule.mutable_peers_v6();
+  out4->reserve(out4->size() + v4 * kPackedV4);
+  out6->reserve(out6->size() + v6 * kPackedV6);
+  for (const auto& p : peers) {
+    std::string* out = p.address.isV4() ? out4 : out6;
+    out->append(reinterpret_cast<const char*>(p.address.bytes.data()), p.address.isV4() ? 4 : 16);
+    out->push_back(static_cast<char>(p.length));
+  }
+}
+
+void unpackPolicyPeers(dpv1::PolicyRule& rule) {
+  for (bool v6 : {false, true}) {
+    const std::string& packed = v6 ? rule.peers_v6() : rule.peers_v4();
+    const size_t size = v6 ? kPackedV6 : kPackedV4;
+    for (size_t at = 0; at < packed.size(); at += size) {
+      if (at + size > packed.size()) {
+        rule.add_peers("(bad record)");
+        break;
+      }
+      auto p = unpackPeer(packed.data() + at, v6);
+      rule.add_peers(p ? p->str() : "(bad record)");
+    }
+  }
+  rule.clear_peers_v4();
+  rule.clear_peers_v6();
+}
+
+namespace {
+
 Result<ModelPolicyDirection> parseDirection(const dpv1::PolicyDirection& d, const std::string& field) {
   ModelPolicyDirection out;
   out.isolated = d.isolated();
@@ -799,15 +882,23 @@ Result<ModelPolicyDirection> parseDirection(const dpv1::PolicyDirection& d, cons
     ModelPolicyRule rule;
     if (r.policy().empty()) return Error{where + ".policy is empty: name the policy the rule comes from"};
     rule.policy = r.policy();
-    if (r.peers().empty()) {
+    if (r.peers().empty() && r.peers_v4().empty() && r.peers_v6().empty()) {
       return Error{where + ".peers is empty: a rule allows some peers (\"0.0.0.0/0\" and \"::/0\" for any)"};
     }
+    rule.peers.reserve(static_cast<size_t>(r.peers_size()) + r.peers_v4().size() / kPackedV4 +
+                       r.peers_v6().size() / kPackedV6);
     for (const auto& text : r.peers()) {
       auto prefix = IpPrefix::parse(text);
       if (!prefix) {
         return Error{where + ".peers \"" + text + "\": " + prefix.error() + " (give a prefix such as 10.0.0.0/24)"};
       }
       rule.peers.push_back(*prefix);
+    }
+    if (auto packed = unpackPeers(r.peers_v4(), false, where + ".peers_v4", rule.peers); !packed) {
+      return std::move(packed).takeError();
+    }
+    if (auto packed = unpackPeers(r.peers_v6(), true, where + ".peers_v6", rule.peers); !packed) {
+      return std::move(packed).takeError();
     }
     const uint32_t proto = r.protocol();
     if (proto != 0 && proto != 1 && proto != 6 && proto != 17 && proto != 58 && proto != 132) {

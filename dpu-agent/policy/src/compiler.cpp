@@ -107,6 +107,12 @@ void add(RuleMap& m, const RuleKey& key, const std::vector<IpPrefix>& peers, boo
 
 PolicyCompiler::PolicyCompiler(std::string node_name) : node_(std::move(node_name)) {}
 
+const std::map<std::string, std::string>& PolicyCompiler::labelsOfNamespace(const std::string& ns) const {
+  auto it = namespace_labels_.find(ns);
+  if (it == namespace_labels_.end()) it = namespace_labels_.emplace(ns, namespaceLabels(namespaces_, ns)).first;
+  return it->second;
+}
+
 bool PolicyCompiler::isLocal(const PodInfo& pod) const { return pod.node_name == node_ && !pod.host_network; }
 
 const PodRules* PolicyCompiler::rulesOf(const std::string& pod) const {
@@ -142,18 +148,27 @@ const std::vector<IpPrefix>& PolicyCompiler::picked(const std::string& policy_ns
     scan(policy_ns);
   } else {
     for (const auto& [ns, count] : pod_namespaces_)
-      if (peer.namespace_selector->matches(namespaceLabels(namespaces_, ns))) scan(ns);
+      if (peer.namespace_selector->matches(labelsOfNamespace(ns))) scan(ns);
   }
   entry.prefixes = normalizePrefixes(std::move(entry.prefixes));
   return picked_.emplace(key, std::move(entry)).first->second.prefixes;
 }
 
-void PolicyCompiler::forgetPickedOf(const PodInfo& pod) {
-  const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+void PolicyCompiler::forgetPickedOf(const PodInfo* before, const PodInfo* after) {
+  // A kept peer's addresses change only when the pod joins or leaves it, or
+  // when its addresses change while it is in it: a label change that keeps
+  // it picked (or not picked) leaves the peer as it was.
+  const PodInfo& pod = before != nullptr ? *before : *after;
+  const auto& ns_labels = labelsOfNamespace(pod.ns);
+  const bool moved = before == nullptr || after == nullptr || before->ips != after->ips;
   for (auto it = picked_.begin(); it != picked_.end();) {
     const PickedPeer& p = it->second;
     const bool ns_ok = p.namespace_selector ? p.namespace_selector->matches(ns_labels) : p.scope == pod.ns;
-    if (ns_ok && (!p.pod_selector || p.pod_selector->matches(pod.labels))) it = picked_.erase(it);
+    auto picks = [&](const PodInfo* x) {
+      return x != nullptr && ns_ok && !x->host_network && (!p.pod_selector || p.pod_selector->matches(x->labels));
+    };
+    const bool was = picks(before), is = picks(after);
+    if (was != is || (moved && (was || is))) it = picked_.erase(it);
     else ++it;
   }
 }
@@ -178,7 +193,7 @@ DirectionRules PolicyCompiler::compileDirection(const PodInfo& pod, bool ingress
   // Whether a selector peer of `policy` picks `other` (a pod, not host network).
   auto picks = [&](const NetworkPolicyInfo& policy, const NetworkPolicyPeer& peer, const PodInfo& other) {
     if (peer.ip_block || other.host_network) return false;
-    if (peer.namespace_selector ? !peer.namespace_selector->matches(namespaceLabels(namespaces_, other.ns))
+    if (peer.namespace_selector ? !peer.namespace_selector->matches(labelsOfNamespace(other.ns))
                                 : other.ns != policy.ns)
       return false;
     return !peer.pod_selector || peer.pod_selector->matches(other.labels);
@@ -276,6 +291,7 @@ Changes PolicyCompiler::upsertNamespace(const NamespaceInfo& ns) {
   auto before = namespaceLabels(namespaces_, ns.name);
   namespaces_[ns.name] = ns;
   auto after = namespaceLabels(namespaces_, ns.name);
+  namespace_labels_[ns.name] = after;
   if (before == after) return {};
   forgetPickedOfNamespace(before, after);
   // Only namespaceSelectors read a namespace's labels: the pods selected by a
@@ -300,31 +316,51 @@ Changes PolicyCompiler::deleteNamespace(const std::string& name) {
   NamespaceInfo bare{name, {}};
   Changes out = upsertNamespace(bare);
   namespaces_.erase(name);
+  namespace_labels_.erase(name);
   return out;
 }
 
-void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& out) const {
+void PolicyCompiler::addDependents(const PodInfo* before, const PodInfo* after, std::set<std::string>& out) const {
   // A pod figures in another's rules when a selector peer picks it, or as a
   // destination of an egress named port (no peers, or an ipBlock holding one
-  // of its addresses): the pods such a policy selects are recompiled.
+  // of its addresses): the pods of a policy whose rules the change alters —
+  // the pod joins or leaves a peer, or its addresses, container ports or
+  // host network change while it figures in one — are recompiled. A label
+  // change that leaves every peer picking what it picked touches nothing.
   // Only a policy of the pod's namespace or one that reaches across
   // namespaces (crossing_) can: the others are not read.
-  const auto ns_labels = namespaceLabels(namespaces_, pod.ns);
+  const PodInfo& pod = before != nullptr ? *before : *after;
+  const auto& ns_labels = labelsOfNamespace(pod.ns);
+  const bool moved = before == nullptr || after == nullptr || before->ips != after->ips ||
+                     before->ports != after->ports || before->host_network != after->host_network;
+  auto inBlock = [](const IpBlock& block, const PodInfo* x) {
+    if (x == nullptr) return false;
+    for (const auto& ip : addressesOf(*x))
+      if (blockHas(block, ip)) return true;
+    return false;
+  };
   auto consider = [&](const NetworkPolicyInfo& policy) {
     bool touched = false;
     for (bool ingress : {true, false}) {
       for (const auto& rule : rulesFor(policy, ingress)) {
+        if (touched) break;
         const bool named = !ingress && hasNamedPort(rule);
-        if (named && rule.peers.empty()) touched = true;
+        if (named && rule.peers.empty()) touched = moved;
         for (const auto& peer : rule.peers) {
           if (touched) break;
           if (peer.ip_block) {
-            if (named)
-              for (const auto& ip : addressesOf(pod)) touched = touched || blockHas(*peer.ip_block, ip);
+            touched = named && moved && (inBlock(*peer.ip_block, before) || inBlock(*peer.ip_block, after));
             continue;
           }
-          bool ns_ok = peer.namespace_selector ? peer.namespace_selector->matches(ns_labels) : pod.ns == policy.ns;
-          touched = ns_ok && (!peer.pod_selector || peer.pod_selector->matches(pod.labels));
+          const bool ns_ok =
+              peer.namespace_selector ? peer.namespace_selector->matches(ns_labels) : pod.ns == policy.ns;
+          if (!ns_ok) continue;
+          // host_network is in `moved`: the compile leaves such a pod out.
+          auto picks = [&](const PodInfo* x) {
+            return x != nullptr && (!peer.pod_selector || peer.pod_selector->matches(x->labels));
+          };
+          const bool was = picks(before), is = picks(after);
+          touched = was != is || (moved && (was || is));
         }
       }
     }
@@ -333,22 +369,67 @@ void PolicyCompiler::addDependents(const PodInfo& pod, std::set<std::string>& ou
   if (auto own = policies_by_ns_.find(pod.ns); own != policies_by_ns_.end())
     for (const auto& key : own->second)
       if (!crossing_.count(key)) consider(policies_.at(key));
-  for (const auto& [key, policy] : crossing_) consider(*policy);
+  // The policies that reach across namespaces through their distinct
+  // selector peers (a thousand policies sharing "namespaceSelector env=prod"
+  // are one peer to test); those with an egress named port one by one.
+  std::set<std::string> done;
+  for (const auto& [k, use] : crossing_peers_) {
+    const bool ns_ok = use.namespace_selector ? use.namespace_selector->matches(ns_labels) : use.scope == pod.ns;
+    if (!ns_ok) continue;
+    auto picks = [&](const PodInfo* x) {
+      return x != nullptr && (!use.pod_selector || use.pod_selector->matches(x->labels));
+    };
+    const bool was = picks(before), is = picks(after);
+    if (was == is && !(moved && (was || is))) continue;
+    for (const auto& [key, uses] : use.policies)
+      if (done.insert(key).second) addSelected(policies_.at(key), out);
+  }
+  for (const auto& key : crossing_named_)
+    if (!done.count(key)) consider(policies_.at(key));
+}
+
+void PolicyCompiler::indexCrossing(const std::string& key, const NetworkPolicyInfo& policy, bool add) {
+  for (bool ingress : {true, false}) {
+    for (const auto& rule : rulesFor(policy, ingress)) {
+      if (!ingress && hasNamedPort(rule)) {
+        if (add) crossing_named_.insert(key);
+        else crossing_named_.erase(key);
+      }
+      for (const auto& peer : rule.peers) {
+        if (peer.ip_block) continue;
+        const std::string id = pickedKey(policy.ns, peer);
+        if (add) {
+          auto [it, fresh] = crossing_peers_.try_emplace(id);
+          if (fresh) {
+            it->second.scope = peer.namespace_selector ? std::string() : policy.ns;
+            it->second.namespace_selector = peer.namespace_selector;
+            it->second.pod_selector = peer.pod_selector;
+          }
+          ++it->second.policies[key];
+        } else if (auto it = crossing_peers_.find(id); it != crossing_peers_.end()) {
+          if (--it->second.policies[key] == 0) it->second.policies.erase(key);
+          if (it->second.policies.empty()) crossing_peers_.erase(it);
+        }
+      }
+    }
+  }
 }
 
 Changes PolicyCompiler::upsertPod(const PodInfo& pod) {
   const std::string key = keyOf(pod.ns, pod.name);
   std::set<std::string> candidates{key};
+  std::optional<PodInfo> before;
   if (auto it = pods_.find(key); it != pods_.end()) {
     if (it->second == pod) return {};
-    addDependents(it->second, candidates);
-    forgetPickedOf(it->second);
+    before = it->second;
   } else {
     ++pod_namespaces_[pod.ns];
   }
+  // Dependents are found before the pod is stored: addSelected reads pods_,
+  // and the pod itself is a candidate anyway.
+  addDependents(before ? &*before : nullptr, &pod, candidates);
+  forgetPickedOf(before ? &*before : nullptr, &pod);
   pods_[key] = pod;
-  forgetPickedOf(pod);
-  addDependents(pod, candidates);
   return recompile(candidates);
 }
 
@@ -357,8 +438,8 @@ Changes PolicyCompiler::deletePod(const std::string& ns, const std::string& name
   auto it = pods_.find(key);
   if (it == pods_.end()) return {};
   std::set<std::string> candidates{key};
-  addDependents(it->second, candidates);
-  forgetPickedOf(it->second);
+  addDependents(&it->second, nullptr, candidates);
+  forgetPickedOf(&it->second, nullptr);
   if (--pod_namespaces_[ns] == 0) pod_namespaces_.erase(ns);
   pods_.erase(it);
   return recompile(candidates);
@@ -370,9 +451,9 @@ Changes PolicyCompiler::upsertPolicy(const NetworkPolicyInfo& policy) {
   if (auto it = policies_.find(key); it != policies_.end()) {
     if (it->second == policy) return {};
     addSelected(it->second, candidates);
+    if (crossing_.erase(key)) indexCrossing(key, it->second, false);
     policies_.erase(it);
     policies_by_ns_[policy.ns].erase(key);
-    crossing_.erase(key);
   }
   Changes out;
   if (auto valid = validatePolicy(policy); !valid) {
@@ -382,7 +463,10 @@ Changes PolicyCompiler::upsertPolicy(const NetworkPolicyInfo& policy) {
     refused_.erase(key);
     policies_[key] = policy;
     policies_by_ns_[policy.ns].insert(key);
-    if (crossesNamespaces(policy)) crossing_[key] = &policies_.at(key);
+    if (crossesNamespaces(policy)) {
+      crossing_[key] = &policies_.at(key);
+      indexCrossing(key, policy, true);
+    }
     addSelected(policy, candidates);
   }
   if (policies_by_ns_.count(policy.ns) && policies_by_ns_[policy.ns].empty()) policies_by_ns_.erase(policy.ns);
@@ -397,9 +481,9 @@ Changes PolicyCompiler::deletePolicy(const std::string& ns, const std::string& n
   if (it == policies_.end()) return {};
   std::set<std::string> candidates;
   addSelected(it->second, candidates);
+  if (crossing_.erase(key)) indexCrossing(key, it->second, false);
   policies_.erase(it);
   policies_by_ns_[ns].erase(key);
-  crossing_.erase(key);
   if (policies_by_ns_[ns].empty()) policies_by_ns_.erase(ns);
   return recompile(candidates);
 }

@@ -9,6 +9,7 @@
 
 #include "../policy/policy_test_util.h"
 #include "control/policy_model.h"
+#include "model/model.h"
 #include "control_test_util.h"
 
 using namespace dpu::control;
@@ -46,6 +47,11 @@ NetworkPolicyInfo dbPolicy() {
 }
 
 std::vector<std::string> names(const google::protobuf::RepeatedPtrField<std::string>& v) { return {v.begin(), v.end()}; }
+// A rule's peers as text, whichever form they were sent in (the agent packs them).
+std::vector<std::string> peersOf(dpv1::PolicyRule r) {
+  dpu::model::unpackPolicyPeers(r);
+  return names(r.peers());
+}
 
 std::vector<std::string> policyPorts(const dpv1::Delta& d) {
   std::vector<std::string> out;
@@ -96,7 +102,7 @@ TEST_CASE("a pod's compiled rules become its port's PortPolicy; a pod isolated i
   CHECK(names(p->ingress().policies()) == std::vector<std::string>{"x/deny", "x/web"});
   REQUIRE(p->ingress().rules_size() == 1);
   const auto& r = p->ingress().rules(0);
-  CHECK(names(r.peers()) == std::vector<std::string>{"10.0.1.0/24", "fd00::5/128"});
+  CHECK(peersOf(r) == std::vector<std::string>{"10.0.1.0/24", "fd00::5/128"});
   CHECK(r.protocol() == 6);
   CHECK(r.port_first() == 80);
   CHECK(r.port_last() == 81);
@@ -136,7 +142,7 @@ TEST_CASE("the attach of a pod that a policy selects carries its PortPolicy in t
   CHECK(pp.ingress().isolated());
   CHECK(names(pp.ingress().policies()) == std::vector<std::string>{"x/db"});
   REQUIRE(pp.ingress().rules_size() == 1);
-  CHECK(names(pp.ingress().rules(0).peers()) == std::vector<std::string>{"10.244.2.7/32"});
+  CHECK(peersOf(pp.ingress().rules(0)) == std::vector<std::string>{"10.244.2.7/32"});
   CHECK(pp.ingress().rules(0).port_first() == 5432);
   CHECK_FALSE(pp.egress().isolated());
 
@@ -186,7 +192,7 @@ TEST_CASE("without the source's pod, the attachment makes the pod local with its
   CHECK(pp.port() == api);
   bool found = false;
   for (const auto& r : pp.ingress().rules())
-    if (r.policy() == "default/from-lonely") found = names(r.peers()) == std::vector<std::string>{"10.244.1.3/32", "10.244.1.4/32"};
+    if (r.policy() == "default/from-lonely") found = peersOf(r) == std::vector<std::string>{"10.244.1.3/32", "10.244.1.4/32"};
   CHECK(found);
 }
 
@@ -210,7 +216,7 @@ TEST_CASE("a policy, pod label or namespace change reaches only the PortPolicies
   c.agent->podUpserted(sourcePod("x", "remote", "node-b", {{"app", "web"}}, {"10.244.2.9"}));
   d = c.pending();
   REQUIRE(policyPorts(d) == std::vector<std::string>{db});
-  CHECK(names(d.upsert_port_policies(0).ingress().rules(0).peers()) ==
+  CHECK(peersOf(d.upsert_port_policies(0).ingress().rules(0)) ==
         std::vector<std::string>{"10.244.1.4/32", "10.244.2.9/32"});
 
   // A label change that touches no policy: nothing is sent.

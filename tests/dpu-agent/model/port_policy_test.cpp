@@ -97,6 +97,35 @@ TEST_CASE("port policy: a valid one is in force with its rules", "[model][policy
   CHECK(v.model.port_policies[1].port == "pod-b");
 }
 
+TEST_CASE("port policy: peers sent packed are the same peers as text", "[model][policy]") {
+  // The agent packs peers (PolicyRule.peers_v4, peers_v6); text and packed
+  // may mix, and both give the rule's peers in order: text, IPv4, IPv6.
+  const std::vector<IpPrefix> packed = {*IpPrefix::parse("10.128.0.2/32"), *IpPrefix::parse("fd00::/64"),
+                                        *IpPrefix::parse("0.0.0.0/0"), *IpPrefix::parse("::/0"),
+                                        *IpPrefix::parse("fd00::7/128")};
+  auto m = baseModel();
+  auto* rule = addPolicy(m, "pod-a")->mutable_ingress()->mutable_rules(0);
+  packPolicyPeers(packed, *rule);
+  CHECK(rule->peers_v4().size() == 2 * 5);
+  CHECK(rule->peers_v6().size() == 3 * 17);
+  const Verdict v = check(m);
+  REQUIRE(v.problems.empty());
+  std::vector<std::string> got;
+  for (const auto& p : v.model.port_policies[0].ingress.rules[0].peers) got.push_back(p.str());
+  CHECK(got == std::vector<std::string>{"10.244.2.0/24", "10.128.0.2/32", "0.0.0.0/0", "fd00::/64", "::/0",
+                                        "fd00::7/128"});
+  // Packed alone is a rule with peers.
+  rule->clear_peers();
+  CHECK(check(m).problems.empty());
+  // As the operator reads them: text.
+  dpv1::PolicyRule shown = *rule;
+  unpackPolicyPeers(shown);
+  CHECK(shown.peers_v4().empty());
+  CHECK(shown.peers_v6().empty());
+  CHECK(std::vector<std::string>(shown.peers().begin(), shown.peers().end()) ==
+        std::vector<std::string>{"10.128.0.2/32", "0.0.0.0/0", "fd00::/64", "::/0", "fd00::7/128"});
+}
+
 TEST_CASE("port policy: a bad one is refused naming the field, the others stay in force", "[model][policy]") {
   struct Case {
     const char* what;
@@ -110,6 +139,20 @@ TEST_CASE("port policy: a bad one is refused naming the field, the others stay i
        "ingress.rules[0].peers \"10.244.2.1/24\""},
       {"no peers", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->clear_peers(); },
        "ingress.rules[0].peers is empty"},
+      {"packed v4 length", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->set_peers_v4(std::string("\x0a\xf4\x02\x00\x21", 5)); },
+       "ingress.rules[0].peers_v4[0] 10.244.2.0/33: the length is above 32"},
+      {"packed v4 host bits", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->set_peers_v4(std::string("\x0a\xf4\x02\x00\x18\x0a\xf4\x02\x01\x18", 10)); },
+       "ingress.rules[0].peers_v4[1] 10.244.2.1/24 has host bits set (did you mean 10.244.2.0/24?)"},
+      {"packed v4 size", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->set_peers_v4(std::string("\x0a\xf4\x02\x00", 4)); },
+       "ingress.rules[0].peers_v4 holds 4 bytes, not a whole number of 5-byte records"},
+      {"packed v6 host bits", [](dpv1::PortPolicy& p) {
+         std::string r(17, '\0');
+         r[0] = '\xfd';
+         r[15] = 1;
+         r[16] = 64;
+         p.mutable_ingress()->mutable_rules(0)->set_peers_v6(r);
+       },
+       "ingress.rules[0].peers_v6[0] fd00::1/64 has host bits set (did you mean fd00::/64?)"},
       {"protocol", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->set_protocol(47); },
        "ingress.rules[0].protocol 47 is not one NetworkPolicy names"},
       {"port order", [](dpv1::PortPolicy& p) { p.mutable_ingress()->mutable_rules(0)->set_port_first(90); },

@@ -305,3 +305,45 @@ TEST_CASE("incremental: a peer many policies share is kept once and follows ever
   CHECK(c.deleteNamespace("x").pods.empty());
   check();
 }
+
+TEST_CASE("incremental: cross-namespace peers are tested once each and follow policy replacement and deletion") {
+  // Policies in three namespaces share one namespaceSelector peer (the
+  // compiler tests it once per pod change); one of them is replaced by a
+  // version that no longer reaches across namespaces, another deleted: a pod
+  // change afterwards reaches exactly the pods whose rules change, reads no
+  // policy that is gone, and the rules equal a fresh compile.
+  PolicyCompiler c("n1");
+  auto check = [&c] {
+    const ClusterState now = c.state();
+    for (const auto& [k, r] : c.rules()) CHECK(r == compilePod(now, k));
+  };
+  for (const char* ns : {"x", "y", "z"}) {
+    c.upsertNamespace(NamespaceInfo{ns, {{kNamespaceNameLabel, ns}, {"env", "prod"}}});
+    c.upsertPod(pod(ns, "a", "n1", {std::string("10.0.") + (ns[0] == 'x' ? "0" : ns[0] == 'y' ? "1" : "2") + ".1"},
+                    {{"app", "a"}}));
+  }
+  c.upsertPod(pod("w", "db", "n2", {"10.0.3.9"}, {{"app", "db"}, {"v", "1"}}));
+  c.upsertNamespace(NamespaceInfo{"w", {{kNamespaceNameLabel, "w"}, {"env", "prod"}}});
+  const auto shared = rule({bothPeer(sel({{"env", "prod"}}), sel({{"app", "db"}}))});
+  for (const char* ns : {"x", "y", "z"}) c.upsertPolicy(netpol(ns, "p", sel({{"app", "a"}}), {shared}, {}));
+  CHECK(c.rulesOf("y/a")->ingress.rules[0].peers == prefixes({"10.0.3.9/32"}));
+  check();
+  // A label the peer does not read: the db stays picked, nothing is recompiled but itself (remote: nothing).
+  CHECK(c.upsertPod(pod("w", "db", "n2", {"10.0.3.9"}, {{"app", "db"}, {"v", "2"}})).pods.empty());
+  // y's policy no longer reaches across namespaces; z's is deleted.
+  CHECK(c.upsertPolicy(netpol("y", "p", sel({{"app", "a"}}), {rule({podPeer(sel({{"app", "db"}}))})}, {})).pods ==
+        std::vector<std::string>{"y/a"});
+  CHECK(c.deletePolicy("z", "p").pods == std::vector<std::string>{"z/a"});
+  check();
+  // The db leaves the shared peer: only x/a, the last policy holding it, changes.
+  CHECK(c.upsertPod(pod("w", "db", "n2", {"10.0.3.9"}, {{"app", "web"}})).pods == std::vector<std::string>{"x/a"});
+  check();
+  // It comes back with another address: x/a again.
+  CHECK(c.upsertPod(pod("w", "db", "n2", {"10.0.3.7"}, {{"app", "db"}})).pods == std::vector<std::string>{"x/a"});
+  CHECK(c.rulesOf("x/a")->ingress.rules[0].peers == prefixes({"10.0.3.7/32"}));
+  check();
+  // The last crossing policy goes: a pod change touches no other pod.
+  CHECK(c.deletePolicy("x", "p").pods == std::vector<std::string>{"x/a"});
+  CHECK(c.upsertPod(pod("w", "db", "n2", {"10.0.3.8"}, {{"app", "db"}})).pods.empty());
+  check();
+}

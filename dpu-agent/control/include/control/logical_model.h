@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/net_address.h"
@@ -88,6 +89,10 @@ class ModelState {
   // only for ports in the model.
   void upsertPortPolicy(const dpv1::PortPolicy& policy);
   void deletePortPolicy(const std::string& port);
+  // Several ports' PortPolicies in one step (nullopt: the port has none), so
+  // one cluster change that alters many pods' rules reaches the dataplane as
+  // one Delta, never as a first part the dataplane installs alone.
+  void setPortPolicies(const std::vector<std::pair<std::string, std::optional<dpv1::PortPolicy>>>& policies);
 
   // The whole model, and (for a FullSync) the dirty set cleared atomically with it;
   // `sequence`: the change sequence the model is at (for acknowledge()).

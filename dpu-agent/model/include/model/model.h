@@ -187,6 +187,16 @@ struct ModelPortPolicy {
 // validate()'s to say.
 Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p);
 
+// A rule's peers in the packed form the agent sends (PolicyRule.peers_v4,
+// peers_v6: 5- and 17-byte records, the address then the prefix length), in
+// the given order. The dataplane reads `peers` and the packed fields alike.
+void packPolicyPeers(const std::vector<IpPrefix>& peers, dpv1::PolicyRule& rule);
+// Every peer of the rule as text ("10.0.0.0/24"): `peers`, then the packed
+// ones, for the operator's view (dpuctl policy) of a rule sent packed.
+// Records that are not prefixes are shown as found ("(bad record)"): the
+// operator sees what the dataplane was sent, which validation refused.
+void unpackPolicyPeers(dpv1::PolicyRule& rule);
+
 // Why the port policy of `port` cannot be in force ("" when it can): its port
 // is not among `ports` (those in force); a PORT problem among `problems` says
 // why the port was refused. validate() and validatePortPolicyDelta give it.

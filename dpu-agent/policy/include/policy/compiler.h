@@ -27,9 +27,12 @@
 // per pod), and the addresses a selector peer picks are kept once per
 // (scope, namespaceSelector, podSelector) for every policy and local pod that
 // has the same peer (many policies share "namespaceSelector env=prod"). A
-// change forgets only the kept peers it can alter: a pod's change those whose
-// selectors pick it before or after, a namespace's those with a
-// namespaceSelector that matched it before or after.
+// change forgets only the kept peers it alters: a pod's change those it
+// joins or leaves, or holds with other addresses; a namespace's those with a
+// namespaceSelector that matched it before or after. A pod change recompiles
+// the pods of the policies whose peers it so alters (a label change that
+// leaves every peer as it was recompiles the pod alone), testing each
+// distinct peer of the policies that reach across namespaces once.
 // Not thread-safe: the agent calls it under its lock.
 #pragma once
 
@@ -72,10 +75,18 @@ class PolicyCompiler {
 
  private:
   bool isLocal(const control::PodInfo& pod) const;
+  // namespaceLabels() of `ns`, kept (selectors read them for every
+  // namespace a namespaceSelector peer is resolved over).
+  const std::map<std::string, std::string>& labelsOfNamespace(const std::string& ns) const;
+  // Adds (or removes) a crossing policy's peers in crossing_peers_ and crossing_named_.
+  void indexCrossing(const std::string& key, const control::NetworkPolicyInfo& policy, bool add);
   // The local pods a policy selects.
   void addSelected(const control::NetworkPolicyInfo& policy, std::set<std::string>& out) const;
-  // The local pods whose rules depend on `pod` as it is given (a peer of theirs).
-  void addDependents(const control::PodInfo& pod, std::set<std::string>& out) const;
+  // The local pods whose rules a change of one pod from `before` to `after`
+  // (nullptr: absent) can alter: those of the policies where it joins or
+  // leaves a peer, or figures with other addresses, ports or host network.
+  void addDependents(const control::PodInfo* before, const control::PodInfo* after,
+                     std::set<std::string>& out) const;
   PodRules compile(const control::PodInfo& pod) const;
   DirectionRules compileDirection(const control::PodInfo& pod, bool ingress) const;
   // Recompiles `candidates` and returns those whose rules differ.
@@ -83,9 +94,10 @@ class PolicyCompiler {
   // The addresses selector peer `peer` of a policy of namespace `policy_ns`
   // picks, as sorted disjoint host prefixes (kept: picked_).
   const std::vector<IpPrefix>& picked(const std::string& policy_ns, const control::NetworkPolicyPeer& peer) const;
-  // Forgets the kept peers a change of `pod` (as given) or of namespace
-  // `ns`'s labels (from `before` to `after`) can alter.
-  void forgetPickedOf(const control::PodInfo& pod);
+  // Forgets the kept peers a change of one pod (from `before` to `after`,
+  // nullptr: absent) or of a namespace's labels (from `before` to `after`)
+  // alters: a pod joining or leaving one, or moving while in it.
+  void forgetPickedOf(const control::PodInfo* before, const control::PodInfo* after);
   void forgetPickedOfNamespace(const std::map<std::string, std::string>& before,
                                const std::map<std::string, std::string>& after);
 
@@ -103,10 +115,24 @@ class PolicyCompiler {
   std::map<std::string, std::set<std::string>> policies_by_ns_;  // namespace → policy keys
   // Policies whose rules read other namespaces' pods (crossesNamespaces), into policies_.
   std::map<std::string, const control::NetworkPolicyInfo*> crossing_;
+  // Their selector peers by identity (pickedKey), each with the policies
+  // using it (and how often), so a pod change tests each distinct peer once;
+  // and those with an egress named port, which a pod's ports concern too.
+  struct PeerUse {
+    std::string scope;  // the policy's namespace, "" with a namespaceSelector
+    std::optional<control::LabelSelector> namespace_selector;
+    std::optional<control::LabelSelector> pod_selector;
+    std::map<std::string, unsigned> policies;
+  };
+  std::map<std::string, PeerUse> crossing_peers_;
+  std::set<std::string> crossing_named_;
   std::map<std::string, std::string> refused_;
   std::map<std::string, PodRules> rules_;
   std::map<std::string, uint32_t> pod_namespaces_;  // namespace → its pods (pods_ is ordered by "ns/")
   mutable std::map<std::string, PickedPeer> picked_;  // by the peer's identity (pickedKey)
+  // namespaceLabels() by namespace, set by upsertNamespace, filled on first
+  // read for a namespace not delivered (its name label alone).
+  mutable std::map<std::string, std::map<std::string, std::string>> namespace_labels_;
 };
 
 // The rules of one pod of `cluster` ("namespace/name"), compiled from scratch.
