@@ -43,6 +43,7 @@ class TargetsEngine final : public Engine {
   Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
   std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
   size_t bytesPerFlow() const override { return 0; }
+  size_t bytesPerCompactFlow() const override { return 0; }
   WorkerContext& worker(unsigned) override { std::abort(); }
   uint16_t rxBurstSize(WorkerContext&, uint16_t) override { std::abort(); }
   void processBurst(WorkerContext&, uint16_t, rte_mbuf**, uint16_t) override { std::abort(); }
