@@ -109,7 +109,8 @@ Result<PortPolicyDeltaVerdict> validatePortPolicyDelta(const dpv1::Delta& delta,
     // Its content in force: the same verdict (its port is as it was).
     if (was != nullptr && was->content == p->SerializeAsString()) continue;
     auto parsed = parsePortPolicy(*p);
-    std::string reason = parsed ? portPolicyPortProblem(port, in_force.ports, problems) : parsed.error();
+    const std::string port_problem = portPolicyPortProblem(port, in_force.ports, problems);
+    std::string reason = parsed ? port_problem : parsed.error();
     if (reason.empty()) {
       out.updates.push_back({port, std::move(*parsed)});
       continue;
@@ -120,7 +121,12 @@ Result<PortPolicyDeltaVerdict> validatePortPolicyDelta(const dpv1::Delta& delta,
     problem.set_state(dpv1::ObjectProblem::REFUSED);
     problem.set_reason(std::move(reason));
     out.problems.push_back(std::move(problem));
-    out.updates.push_back({port, std::nullopt});
+    // Unreadable on a port in force: validate()'s fail-closed policy.
+    if (!parsed && port_problem.empty()) {
+      out.updates.push_back({port, refusedPortPolicy(*p)});
+    } else {
+      out.updates.push_back({port, std::nullopt});
+    }
   }
   return out;
 }

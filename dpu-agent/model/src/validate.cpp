@@ -588,11 +588,13 @@ class Validator {
     for (const auto* pp : byPriority(in_.port_policies(), [](const dpv1::PortPolicy& x) { return x.port(); },
                                      incumbents_.port_policies)) {
       auto parsed = parsePortPolicy(*pp);
+      std::string why = portPolicyPortProblem(pp->port(), out_.model.ports, out_.problems);
       if (!parsed) {
         refuse(ObjectProblem::PORT_POLICY, pp->port(), parsed.error());
+        if (why.empty()) out_.model.port_policies.push_back(refusedPortPolicy(*pp));  // fail closed
         continue;
       }
-      if (std::string why = portPolicyPortProblem(pp->port(), out_.model.ports, out_.problems); !why.empty()) {
+      if (!why.empty()) {
         refuse(ObjectProblem::PORT_POLICY, pp->port(), std::move(why));
         continue;
       }
@@ -947,6 +949,18 @@ Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p) {
   out.ingress = std::move(*ingress);
   out.egress = std::move(*egress);
   p.SerializeToString(&out.content);
+  return out;
+}
+
+ModelPortPolicy refusedPortPolicy(const dpv1::PortPolicy& p) {
+  ModelPortPolicy out;
+  out.port = p.port();
+  out.pod = p.pod();
+  for (ModelPolicyDirection* d : {&out.ingress, &out.egress}) {
+    d->isolated = true;
+    d->policies = {kRefusedPortPolicyName};
+  }
+  out.content = "refused:" + p.SerializeAsString();
   return out;
 }
 

@@ -3,8 +3,10 @@
 // source pod's port and ingress at the destination's; stateful replies and
 // ICMP errors; drops counted per reason and per policy; a change of a port's
 // rules revalidating its flows and tracked connections; what dump-flows and
-// the policy answer show; a refused PortPolicy leaving the others in force.
+// the policy answer show; a refused PortPolicy failing its port closed and
+// leaving the others in force.
 #include "engine_fixture.h"
+#include "model/model.h"
 
 using namespace engine_test;
 
@@ -494,7 +496,8 @@ TEST_CASE("policy: a tracked connection a change denies is removed and stops", "
   CHECK(policyDrops(f, "x/a-out") == 1);
 }
 
-TEST_CASE("policy: a refused PortPolicy is reported and the others are enforced", "[engine][policy]") {
+TEST_CASE("policy: a refused PortPolicy is reported, its port fails closed, the others are enforced",
+          "[engine][policy]") {
   Fixture f(EngineConfig{}, false);
   auto m = baseModel();
   direction(addPolicy(m, "pod-a")->mutable_ingress(), {"x/a"}, {{{"10.244.1.0/33"}, 0, 0, 65535, "x/a"}});
@@ -505,12 +508,24 @@ TEST_CASE("policy: a refused PortPolicy is reported and the others are enforced"
   CHECK(r.problems(0).kind() == dataplane::v1::ObjectProblem::PORT_POLICY);
   CHECK(r.problems(0).name() == "pod-a");
   CHECK(r.problems(0).reason().find("ingress.rules[0].peers \"10.244.1.0/33\"") == 0);
-  // B is isolated; A (its policy refused) is not.
+  // B is isolated by its policy; A, whose policy the dataplane cannot read,
+  // is isolated both ways by none (a policy unread must not leave it open).
   f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, "10.244.1.6", 80, kSyn));
   CHECK(Fixture::drain(kRepB).empty());
+  CHECK(policyDrops(f, dpu::model::kRefusedPortPolicyName) == 1);  // A's egress
   f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 40000, "10.244.1.5", 80, kSyn));
+  CHECK(Fixture::drain(kRepA).empty());
+  CHECK(policyDrops(f, dpu::model::kRefusedPortPolicyName) == 2);  // A's ingress
+  CHECK(f.stat("PolicyDenied") == 2);
+  // A valid policy for A replaces it.
+  delta(f, 1, [&](dataplane::v1::Delta& d) {
+    auto* pp = d.add_upsert_port_policies();
+    *pp = m.port_policies(0);
+    pp->mutable_ingress()->mutable_rules(0)->clear_peers();
+    pp->mutable_ingress()->mutable_rules(0)->add_peers("10.244.1.0/24");
+  });
+  f.inject(kRepB, tcp4(kRouterMac, kMacB, "10.244.1.6", 40001, "10.244.1.5", 80, kSyn));
   CHECK(Fixture::drain(kRepA).size() == 1);
-  CHECK(f.stat("PolicyDenied") == 1);
   // The node's management port reaches the isolated pod (kubelet probes).
   f.inject(kMgmt, tcp4(kRouterMac, kMacMgmt, "10.244.1.2", 40000, "10.244.1.6", 8080, kSyn));
   CHECK(Fixture::drain(kRepB).size() == 1);

@@ -181,8 +181,23 @@ TEST_CASE("port policy: a bad one is refused naming the field, the others stay i
     CHECK(v.problems[0].kind() == ObjectProblem::PORT_POLICY);
     CHECK(v.problems[0].state() == ObjectProblem::REFUSED);
     CHECK_THAT(v.problems[0].reason(), Catch::Contains(c.reason));
-    REQUIRE(v.model.port_policies.size() == 1);
+    if (bad->port() == "pod-z") {  // no port to protect
+      REQUIRE(v.model.port_policies.size() == 1);
+      CHECK(v.model.port_policies[0].port == "pod-a");
+      continue;
+    }
+    // A port in force whose policy cannot be read fails closed: both ways
+    // isolated, no rule, named as refused.
+    REQUIRE(v.model.port_policies.size() == 2);
     CHECK(v.model.port_policies[0].port == "pod-a");
+    const auto& closed = v.model.port_policies[1];
+    CHECK(closed.port == "pod-b");
+    for (const auto* d : {&closed.ingress, &closed.egress}) {
+      CHECK(d->isolated);
+      CHECK(d->rules.empty());
+      CHECK(d->policies == std::vector<std::string>{model::kRefusedPortPolicyName});
+    }
+    CHECK(closed.content != bad->SerializeAsString());
   }
   SECTION("a policy of a refused port names the port's refusal") {
     auto m = baseModel();

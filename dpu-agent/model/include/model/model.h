@@ -187,6 +187,15 @@ struct ModelPortPolicy {
 // validate()'s to say.
 Result<ModelPortPolicy> parsePortPolicy(const dpv1::PortPolicy& p);
 
+// What a port in force gets when its PortPolicy is refused (a field the
+// dataplane cannot read, or a dataplane older than the agent): both directions
+// isolated by kRefusedPortPolicyName with no rule, so nothing new passes until
+// a valid PortPolicy replaces it. A policy the dataplane cannot read must not
+// leave its pod open. Its content is marked, so that the same request is
+// judged again (and refused again) rather than taken as unchanged.
+inline constexpr const char* kRefusedPortPolicyName = "(its PortPolicy was refused: all denied)";
+ModelPortPolicy refusedPortPolicy(const dpv1::PortPolicy& p);
+
 // A rule's peers in the packed form the agent sends (PolicyRule.peers_v4,
 // peers_v6: 5- and 17-byte records, the address then the prefix length), in
 // the given order. The dataplane reads `peers` and the packed fields alike.
@@ -334,7 +343,9 @@ bool changesPortPoliciesOnly(const dpv1::Delta& delta);
 
 struct PortPolicyUpdate {
   std::string port;
-  std::optional<ModelPortPolicy> in_force;  // nullopt: not in force (deleted, or refused)
+  // nullopt: not in force (deleted, or its port is not in force); one refused
+  // on a port in force is in force as refusedPortPolicy().
+  std::optional<ModelPortPolicy> in_force;
 };
 
 struct PortPolicyDeltaVerdict {
