@@ -373,7 +373,8 @@ void PolicyCompiler::addDependents(const PodInfo* before, const PodInfo* after, 
   // selector peers (a thousand policies sharing "namespaceSelector env=prod"
   // are one peer to test); those with an egress named port one by one.
   std::set<std::string> done;
-  for (const auto& [k, use] : crossing_peers_) {
+  for (const auto& entry : crossing_peers_) {
+    const auto& use = entry.second;  // named: clang 14 lambdas cannot capture a structured binding
     const bool ns_ok = use.namespace_selector ? use.namespace_selector->matches(ns_labels) : use.scope == pod.ns;
     if (!ns_ok) continue;
     auto picks = [&](const PodInfo* x) {
