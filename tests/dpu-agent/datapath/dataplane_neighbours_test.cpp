@@ -26,6 +26,7 @@
 #include "datapath/dataplane_neighbours.h"
 #include "datapath/engine.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
+#include "null_engine.h"
 #include "skip.h"
 
 using namespace dpu;
@@ -330,40 +331,19 @@ TEST_CASE("neighbours: IPv6 next hops: ND, link-local gateways, an IPv4 route vi
 namespace {
 
 // Records what TunnelNeighbours tells the engine; the packet side is not used here.
-class RecordingEngine final : public Engine {
+class RecordingEngine final : public testing::NullEngine {
  public:
   std::vector<IpAddress> peers;
   std::map<IpAddress, MacAddress> hops;
   unsigned sets = 0;
 
-  Result<void> bindPort(const std::string&, uint16_t, PortRole, MacAddress) override { return {}; }
-  void unbindPort(const std::string&) override {}
-  std::vector<std::string> wantedRepresentors() const override { return {}; }
-  std::vector<std::string> logicalPortsOf(const std::string&) const override { return {}; }
-  dataplane::v1::ProgramReply program(const dataplane::v1::ProgramRequest&) override { return {}; }
-  dataplane::v1::OperatorReply operate(const dataplane::v1::OperatorRequest&) override { return {}; }
-  void maintain() override {}
   Result<void> setTunnelNextHop(const IpAddress& peer, MacAddress next_hop) override {
     ++sets;
     hops[peer] = next_hop;
     return {};
   }
   std::vector<IpAddress> wantedTunnelPeers() const override { return peers; }
-  size_t bytesPerFlow() const override { return 0; }
-  size_t bytesPerCompactFlow() const override { return 0; }
-  WorkerContext& worker(unsigned) override { std::abort(); }
-  uint16_t rxBurstSize(WorkerContext&, uint16_t) override { std::abort(); }
-  void processBurst(WorkerContext&, uint16_t, rte_mbuf**, uint16_t) override { std::abort(); }
-  void flush(WorkerContext&) override {}
-  void quiescent(WorkerContext&) override {}
 };
-
-uint64_t counter(const dataplane::v1::OperatorReply& reply, const std::string& name) {
-  for (const auto& c : reply.counters())
-    if (c.name() == name) return c.value();
-  FAIL("no counter " << name);
-  return 0;
-}
 
 }  // namespace
 
@@ -412,11 +392,11 @@ TEST_CASE("neighbours: a neighbour event reaches the engine without a refresh; s
 
   dataplane::v1::OperatorReply reply;
   neighbours.addCounters(reply);
-  CHECK(counter(reply, "tunnel_peers_resolved") == 2);  // the static one and 192.168.77.2
-  CHECK(counter(reply, "tunnel_peers_unresolved") == 1);
-  CHECK(counter(reply, "neighbour_probes") == 2);  // 192.168.77.2 at first, 10.9.9.9 when its neighbour went
-  CHECK(counter(reply, "neighbour_events") > 0);
-  CHECK(counter(reply, "neighbour_resyncs") == 0);
+  CHECK(testing::counterOf(reply, "tunnel_peers_resolved") == 2);  // the static one and 192.168.77.2
+  CHECK(testing::counterOf(reply, "tunnel_peers_unresolved") == 1);
+  CHECK(testing::counterOf(reply, "neighbour_probes") == 2);  // 192.168.77.2 at first, 10.9.9.9 when its neighbour went
+  CHECK(testing::counterOf(reply, "neighbour_events") > 0);
+  CHECK(testing::counterOf(reply, "neighbour_resyncs") == 0);
 }
 
 TEST_CASE("neighbours: events lost to a full socket are recovered by re-reading the tables", "[netns]") {

@@ -20,6 +20,7 @@
 #include "datapath/engine.h"
 #include "datapath/nat_keepalive.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
+#include "null_engine.h"
 #include "skip.h"
 
 namespace dpu::datapath {
@@ -28,27 +29,11 @@ namespace {
 using namespace std::chrono_literals;
 
 // An engine that only answers where keepalives go.
-class TargetsEngine final : public Engine {
+class TargetsEngine final : public testing::NullEngine {
  public:
   NatKeepaliveTargets targets;
 
   NatKeepaliveTargets natKeepaliveTargets() const override { return targets; }
-  Result<void> bindPort(const std::string&, uint16_t, PortRole, MacAddress) override { return {}; }
-  void unbindPort(const std::string&) override {}
-  std::vector<std::string> wantedRepresentors() const override { return {}; }
-  std::vector<std::string> logicalPortsOf(const std::string&) const override { return {}; }
-  dataplane::v1::ProgramReply program(const dataplane::v1::ProgramRequest&) override { return {}; }
-  dataplane::v1::OperatorReply operate(const dataplane::v1::OperatorRequest&) override { return {}; }
-  void maintain() override {}
-  Result<void> setTunnelNextHop(const IpAddress&, MacAddress) override { return {}; }
-  std::vector<IpAddress> wantedTunnelPeers() const override { return {}; }
-  size_t bytesPerFlow() const override { return 0; }
-  size_t bytesPerCompactFlow() const override { return 0; }
-  WorkerContext& worker(unsigned) override { std::abort(); }
-  uint16_t rxBurstSize(WorkerContext&, uint16_t) override { std::abort(); }
-  void processBurst(WorkerContext&, uint16_t, rte_mbuf**, uint16_t) override { std::abort(); }
-  void flush(WorkerContext&) override {}
-  void quiescent(WorkerContext&) override {}
 };
 
 // A peer: a UDP socket on 127.0.0.1:port.
@@ -87,13 +72,6 @@ struct Peer {
   }
 };
 
-uint64_t counter(const dataplane::v1::OperatorReply& reply, const std::string& name) {
-  for (const auto& c : reply.counters())
-    if (c.name() == name) return c.value();
-  FAIL("no counter " << name);
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("NAT keepalives: one 0xff byte from port 4500 to every peer's address and port, each interval, counted",
@@ -122,8 +100,8 @@ TEST_CASE("NAT keepalives: one 0xff byte from port 4500 to every peer's address 
 
   dataplane::v1::OperatorReply reply;
   keepalives.addCounters(reply);
-  CHECK(counter(reply, "ipsec_nat_keepalives_sent") == 4);
-  CHECK(counter(reply, "ipsec_nat_keepalive_failures") == 0);
+  CHECK(testing::counterOf(reply, "ipsec_nat_keepalives_sent") == 4);
+  CHECK(testing::counterOf(reply, "ipsec_nat_keepalive_failures") == 0);
 
   // Keepalives off (interval 0): none, however long.
   engine.targets.interval_s = 0;
@@ -137,8 +115,8 @@ TEST_CASE("NAT keepalives: one 0xff byte from port 4500 to every peer's address 
   CHECK(mapped.received() == std::vector<std::string>{"4500:ff"});
   reply.Clear();
   keepalives.addCounters(reply);
-  CHECK(counter(reply, "ipsec_nat_keepalives_sent") == 5);
-  CHECK(counter(reply, "ipsec_nat_keepalive_failures") == 1);
+  CHECK(testing::counterOf(reply, "ipsec_nat_keepalives_sent") == 5);
+  CHECK(testing::counterOf(reply, "ipsec_nat_keepalive_failures") == 1);
 }
 
 }  // namespace dpu::datapath
