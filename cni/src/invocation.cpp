@@ -325,7 +325,10 @@ std::optional<Failure> parseNetworkConfig(Verb verb, std::string_view stdin_text
   const json* args = r.raw("args");
   const json* attachments = r.raw("cni.dev/valid-attachments");
   if (!r.ok()) return invalidConfig(r.error());
-  if (!out.network_name.empty() && !isValidName(out.network_name)) {
+  if (out.network_name.empty()) {
+    return invalidConfig("name must name the network (attachments are kept per network name); it is empty");
+  }
+  if (!isValidName(out.network_name)) {
     return invalidConfig("name \"" + out.network_name +
                          "\" must start with a letter or digit followed by letters, digits, '_', '.' or '-'");
   }

@@ -259,6 +259,7 @@ TEST_CASE("network config errors: 6 for bad JSON, 7 for our fields, 2 for ipam")
   CHECK(codeOf("[1,2]") == 6);
   CHECK(codeOf("") == 6);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","type":"t"})") == 7);                        // no name
+  CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"","type":"t"})") == 7);               // empty name
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"bad name","type":"t"})") == 7);
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n"})") == 7);                        // no type
   CHECK(codeOf(R"({"cniVersion":"1.1.0","name":"n","type":"t","mtu":"1500"})") == 7);
