@@ -21,7 +21,11 @@ DPU_TEST_SKIP_CODE=77
 # skip_test WHY... — says why on a "SKIP:" line and exits with the skip code.
 skip_test() { echo "SKIP: $(basename "$0"): $*"; exit "$DPU_TEST_SKIP_CODE"; }
 
-# run_built BINARY ARGS...: a binary of this build, under the emulator when the
-# build is a cross build (DPU_TEST_EMULATOR, set by tests/CMakeLists.txt).
-# shellcheck disable=SC2086  # the emulator's words are meant to split
-run_built() { ${DPU_TEST_EMULATOR:-} "$@"; }
+# EMULATOR: the words that run a binary of this build, empty natively and the
+# emulator when the build is a cross build (DPU_TEST_EMULATOR, set by
+# tests/CMakeLists.txt). A daemon started in the background runs as
+# `"${EMULATOR[@]}" "$bin" ARGS &`, so that $! is its own pid (qemu-user runs
+# the guest in its own process and hands it the signals a test sends).
+read -ra EMULATOR <<< "${DPU_TEST_EMULATOR:-}"
+# run_built BINARY ARGS...: a binary of this build, in the foreground.
+run_built() { "${EMULATOR[@]}" "$@"; }

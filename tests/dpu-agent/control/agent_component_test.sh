@@ -14,6 +14,8 @@
 set -euo pipefail
 AGENT=$1 FAKE=$2 PROTO=$3
 source "$(dirname "$(readlink -f "$0")")/../../support/shell.bash"
+# The Arm build runs them under the emulator (its words first).
+AGENT=("${EMULATOR[@]}" "$AGENT") FAKE=("${EMULATOR[@]}" "$FAKE")
 for tool in curl jq protoc; do
   command -v $tool >/dev/null || skip_test "$tool is not installed"
 done
@@ -71,21 +73,21 @@ URL="http://127.0.0.1:$PORT"
 
 # A bad config fails at start and names the field.
 sed 's/underlayMTU: 1500/underlayMTU: 100/' "$DIR/agent.yaml" > "$DIR/bad.yaml"
-if "$AGENT" --config "$DIR/bad.yaml" 2>"$DIR/bad.log"; then fail "a bad config started"; fi
+if "${AGENT[@]}" --config "$DIR/bad.yaml" 2>"$DIR/bad.log"; then fail "a bad config started"; fi
 grep -q "config.underlayMTU" "$DIR/bad.log" || fail "bad config error does not name the field: $(cat "$DIR/bad.log")"
 
 # A Kubernetes source whose kubeconfig is missing fails at start, saying so.
 sed "s|^clusterSource:.*|clusterSource: {type: kubernetes, kubernetes: {kubeconfig: $DIR/no-kubeconfig}}|" "$DIR/agent.yaml" > "$DIR/kube.yaml"
-if "$AGENT" --config "$DIR/kube.yaml" 2>"$DIR/kube.log"; then fail "an agent with a missing kubeconfig started"; fi
+if "${AGENT[@]}" --config "$DIR/kube.yaml" 2>"$DIR/kube.log"; then fail "an agent with a missing kubeconfig started"; fi
 grep -q "no-kubeconfig\|not built" "$DIR/kube.log" || fail "missing kubeconfig error: $(cat "$DIR/kube.log")"
 
-"$FAKE" --socket "$DIR/dp.sock" --dump "$DIR/dp.json" --restart-file "$DIR/dp.restart" \
+"${FAKE[@]}" --socket "$DIR/dp.sock" --dump "$DIR/dp.json" --restart-file "$DIR/dp.restart" \
   --operator-socket "$DIR/op.sock" --port-unavailable "$DIR/dp.unavailable" 2>"$DIR/fake.log" &
 FAKE_PID=$!
 
 start_agent() {
   for attempt in 1 2 3 4 5; do
-    "$AGENT" --config "$DIR/agent.yaml" 2>>"$DIR/agent.log" &
+    "${AGENT[@]}" --config "$DIR/agent.yaml" 2>>"$DIR/agent.log" &
     AGENT_PID=$!
     for _ in $(seq 1 100); do
       if curl -sf "$URL/readyz" >/dev/null 2>&1; then return 0; fi
@@ -359,7 +361,7 @@ if command -v openssl >/dev/null; then
       "$DIR/agent.yaml" > "$DIR/tls.yaml"
   METRICS_PORT=$((TLS_PORT + 1))
   echo "metrics: {listen: \"127.0.0.1:$METRICS_PORT\"}" >> "$DIR/tls.yaml"
-  "$AGENT" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
+  "${AGENT[@]}" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
   TLS_PID=$!
   tls_up() { curl -sf --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/healthz"; }
   eventually "the HTTPS API answers a client with a certificate" tls_up

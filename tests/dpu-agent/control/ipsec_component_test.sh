@@ -23,6 +23,8 @@
 set -euo pipefail
 AGENT=$1 FAKE=$2 PY=$3 KEYS_PY=$4
 source "$(dirname "$(readlink -f "$0")")/../../support/shell.bash"
+# The Arm build runs them under the emulator (its words first).
+AGENT=("${EMULATOR[@]}" "$AGENT") FAKE=("${EMULATOR[@]}" "$FAKE")
 for tool in curl jq; do
   command -v $tool >/dev/null || skip_test "$tool is not installed"
 done
@@ -89,13 +91,13 @@ done
 
 start_fake() {  # start_fake NODE [fake options...]
   local n=$1; shift
-  "$FAKE" --socket "$DIR/$n/dp.sock" --dump "$DIR/$n/dp.json" --restart-file "$DIR/$n/dp.restart" \
+  "${FAKE[@]}" --socket "$DIR/$n/dp.sock" --dump "$DIR/$n/dp.json" --restart-file "$DIR/$n/dp.restart" \
     --ipsec-traffic "$DIR/$n/traffic" "$@" 2>>"$DIR/$n/fake.log" &
   FAKE_PID[$n]=$!
 }
 start_agent() {
   local n=$1
-  "$AGENT" --config "$DIR/$n/agent.yaml" 2>>"$DIR/$n/agent.log" &
+  "${AGENT[@]}" --config "$DIR/$n/agent.yaml" 2>>"$DIR/$n/agent.log" &
   AGENT_PID[$n]=$!
   eventually "$n's agent answers" curl -sf "http://127.0.0.1:${PORT[$n]}/healthz"
 }
