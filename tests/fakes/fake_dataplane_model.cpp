@@ -208,7 +208,23 @@ dpv1::ProgramReply FakeDataplaneModel::reply(dpv1::ProgramStatus status, const s
   return r;
 }
 
-dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& req) {
+dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& request) {
+  // An older dataplane reads the request without the packed peers.
+  dpv1::ProgramRequest unpacked;
+  if (!packed_peers_ && (request.has_full_sync() || request.has_delta())) {
+    unpacked = request;
+    auto& policies = unpacked.has_full_sync() ? *unpacked.mutable_full_sync()->mutable_model()->mutable_port_policies()
+                                              : *unpacked.mutable_delta()->mutable_upsert_port_policies();
+    for (auto& pp : policies) {
+      for (auto* d : {pp.mutable_ingress(), pp.mutable_egress()}) {
+        for (auto& r : *d->mutable_rules()) {
+          r.clear_peers_v4();
+          r.clear_peers_v6();
+        }
+      }
+    }
+  }
+  const dpv1::ProgramRequest& req = unpacked.body_case() != dpv1::ProgramRequest::BODY_NOT_SET ? unpacked : request;
   FakeChange c;
   if (req.has_hello()) {
     ++hellos_;
@@ -218,6 +234,7 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& req) {
     r.mutable_hello()->set_port_capacity(port_capacity_);
     r.mutable_hello()->set_max_ethports(max_ethports_);
     r.mutable_hello()->set_ipsec(ipsec_);
+    r.mutable_hello()->set_packed_peers(packed_peers_);
     c.request = "hello";
     c.status = "OK";
     c.generation = generation_;
@@ -322,9 +339,7 @@ nlohmann::json FakeDataplaneModel::dump() const {
   j["generation"] = generation_;
   dpv1::LogicalModel shown = model();
   // Peers sent packed are dumped as text, as dpuctl policy shows them.
-  for (auto& pp : *shown.mutable_port_policies())
-    for (auto* d : {pp.mutable_ingress(), pp.mutable_egress()})
-      for (auto& r : *d->mutable_rules()) dpu::model::unpackPolicyPeers(r);
+  for (auto& pp : *shown.mutable_port_policies()) dpu::model::unpackPolicyPeers(pp);
   j["model"] = toJson(shown);
   // No key leaves the programming socket, not even in a fake's dump.
   if (j["model"].contains("ipsec_sas")) {

@@ -69,6 +69,11 @@ class FakeDataplaneModel {
   uint64_t refusedCount() const { return refused_; }  // each refusal once, as the engine's ObjectRefused
   // A dataplane that installs IPsec SAs (the default) or one that ignores them.
   void setIpsec(bool on) { ipsec_ = on; }
+  // A dataplane older than packed policy peers: its Hello does not say
+  // packed_peers, and it never sees PolicyRule.peers_v4/peers_v6 (protobuf
+  // sets aside a field it does not know), so a rule sent packed reaches its
+  // validation without peers.
+  void setPackedPeers(bool on) { packed_peers_ = on; }
   // Brings SA `name`'s packet count up to `packets`: an outbound SA sends
   // them (one sequence number each, never past its limit: the rest count as
   // limit drops), an inbound one receives them (authenticated, in order).
@@ -113,6 +118,7 @@ class FakeDataplaneModel {
   std::deque<FakeChange> history_;
   std::map<std::string, SaCounters> sa_counters_;  // by SA name, for the SAs in force
   bool ipsec_ = true;
+  bool packed_peers_ = true;
   uint32_t port_capacity_ = 31;
   uint32_t max_ethports_ = 32;
   uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0, statuses_ = 0, refused_ = 0;

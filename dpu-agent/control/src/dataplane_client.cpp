@@ -10,6 +10,7 @@
 
 #include "common/ipc_proto.h"
 #include "common/log.h"
+#include "model/model.h"
 
 namespace dpu::control {
 namespace {
@@ -22,6 +23,14 @@ constexpr auto kStatusPeriod = std::chrono::seconds(1);
 std::string problemKey(const dpv1::ObjectProblem& p) {
   return dpv1::ObjectProblem::Kind_Name(p.kind()) + " " + p.name() + " " +
          dpv1::ObjectProblem::State_Name(p.state()) + ": " + p.reason();
+}
+
+// A dataplane that does not read packed peers (older than them) gets every
+// peer as text: sent packed, its rules would have no peers, be refused, and
+// leave their pods open.
+template <typename Policies>
+void peersAsText(Policies& policies) {
+  for (auto& p : policies) model::unpackPolicyPeers(p);
 }
 
 }  // namespace
@@ -188,6 +197,11 @@ void DataplaneClient::acked(uint64_t generation, std::chrono::steady_clock::time
   if (on_generation_) on_generation_(generation);
 }
 
+bool DataplaneClient::packedPeers() const {
+  std::lock_guard lock(mu_);
+  return status_.packed_peers;
+}
+
 bool DataplaneClient::fullSync(const ipc::Socket& s) {
   dpv1::ProgramRequest req;
   auto* fs = req.mutable_full_sync();
@@ -195,6 +209,7 @@ bool DataplaneClient::fullSync(const ipc::Socket& s) {
   *fs->mutable_model() = model_.snapshotAndClear(nullptr, &sequence);
   auto started = std::chrono::steady_clock::now();
   fs->set_generation(++next_generation_);
+  if (!packedPeers()) peersAsText(*fs->mutable_model()->mutable_port_policies());
   dpv1::ProgramReply reply;
   if (!exchange(s, req, reply)) return false;
   if (reply.status() != dpv1::OK) {
@@ -234,6 +249,7 @@ bool DataplaneClient::sendDelta(const ipc::Socket& s, ModelState::Pending& pendi
   }
   d->set_base_generation(base);
   d->set_generation(++next_generation_);
+  if (!packedPeers()) peersAsText(*d->mutable_upsert_port_policies());
   dpv1::ProgramReply reply;
   if (!exchange(s, req, reply)) return false;
   if (reply.status() == dpv1::RESYNC_NEEDED) {
@@ -299,11 +315,16 @@ bool DataplaneClient::session() {
                            << reply.hello().generation();
       // Another dataplane process: it has nothing of ours until the full sync.
       model_.forgetAcknowledged();
+      if (!reply.hello().packed_peers()) {
+        DPU_LOG(kWarn, kLog) << "dataplane instance " << reply.hello().instance_id()
+                             << " does not read packed policy peers (it is older than this agent): they go as text";
+      }
     }
     status_.instance_id = reply.hello().instance_id();
     status_.generation = reply.hello().generation();
     status_.port_capacity = reply.hello().port_capacity();
     status_.max_ethports = reply.hello().max_ethports();
+    status_.packed_peers = reply.hello().packed_peers();
     next_generation_ = std::max(next_generation_, reply.hello().generation());
   }
   if (on_capacity_) on_capacity_(reply.hello().port_capacity(), reply.hello().max_ethports());

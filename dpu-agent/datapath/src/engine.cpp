@@ -535,6 +535,8 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
       out.mutable_hello()->set_generation(generation_);
       // It installs the IpsecSa objects and reports them (ipsec_sas.h).
       out.mutable_hello()->set_ipsec(true);
+      // It reads PolicyRule peers packed (model::packPolicyPeers).
+      out.mutable_hello()->set_packed_peers(true);
       return out;
     }
     case dataplane::v1::ProgramRequest::kFullSync: {

@@ -185,8 +185,7 @@ void EngineImpl::describePolicy(const dataplane::v1::PolicyRequest& request,
     auto* shown = out.add_port_policies();
     (void)shown->ParseFromString(pp.content);
     // Peers sent packed are shown as text, as the operator reads them.
-    for (auto* d : {shown->mutable_ingress(), shown->mutable_egress()})
-      for (auto& r : *d->mutable_rules()) model::unpackPolicyPeers(r);
+    model::unpackPolicyPeers(*shown);
   }
   if (!request.port().empty() && out.port_policies().empty()) {
     const bool is_port = std::any_of(model_.ports.begin(), model_.ports.end(),

@@ -856,6 +856,15 @@ void unpackPolicyPeers(dpv1::PolicyRule& rule) {
   rule.clear_peers_v6();
 }
 
+void unpackPolicyPeers(dpv1::PortPolicy& policy) {
+  if (policy.has_ingress()) {
+    for (auto& r : *policy.mutable_ingress()->mutable_rules()) unpackPolicyPeers(r);
+  }
+  if (policy.has_egress()) {
+    for (auto& r : *policy.mutable_egress()->mutable_rules()) unpackPolicyPeers(r);
+  }
+}
+
 namespace {
 
 Result<ModelPolicyDirection> parseDirection(const dpv1::PolicyDirection& d, const std::string& field) {

@@ -14,6 +14,7 @@
 #include "control/dataplane_client.h"
 #include "control_test_util.h"
 #include "fake_dataplane_model.h"
+#include "model/model.h"
 
 using namespace dpu::control;
 using dpu::control::testing::TempDir;
@@ -355,6 +356,74 @@ TEST_CASE("the client learns the dataplane's port capacity and which ports it co
   model.deletePort("att-2");
   REQUIRE(eventually([&] { return client.status().ports_unavailable == 0; }));
   client.stop();
+}
+
+TEST_CASE("a dataplane older than packed policy peers gets them as text, and the policy holds") {
+  // The agent packs a rule's peers (PolicyRule.peers_v4, peers_v6). A
+  // dataplane that does not read them would see a rule without peers, refuse
+  // the PortPolicy and leave the pod open: it is sent the peers as text, in
+  // the full sync and in every Delta. One that reads them gets them packed.
+  dpv1::PortPolicy pp;
+  pp.set_port("att-1");
+  pp.set_pod("default/web");
+  pp.mutable_ingress()->set_isolated(true);
+  pp.mutable_ingress()->add_policies("default/allow-frontend");
+  auto* rule = pp.mutable_ingress()->add_rules();
+  rule->set_policy("default/allow-frontend");
+  rule->set_protocol(6);
+  rule->set_port_first(80);
+  rule->set_port_last(80);
+  dpu::model::packPolicyPeers({*dpu::IpPrefix::parse("10.244.2.7/32"), *dpu::IpPrefix::parse("fd00::7/128")}, *rule);
+  auto peersInForce = [](FakeDataplaneModel& m) {
+    std::vector<std::string> out;
+    for (const auto& p : m.inForce().port_policies) {
+      for (const auto& r : p.ingress.rules) {
+        for (const auto& peer : r.peers) out.push_back(p.port + " " + peer.str());
+      }
+    }
+    return out;
+  };
+  const std::vector<std::string> expected = {"att-1 10.244.2.7/32", "att-1 fd00::7/128"};
+  for (bool packed : {false, true}) {
+    DYNAMIC_SECTION((packed ? "a dataplane that reads packed peers" : "an older dataplane")) {
+      TempDir dir;
+      const std::string sock = dir / "dp.sock";
+      Server server(sock);
+      server.with([&](FakeDataplaneModel& m) {
+        m.setPackedPeers(packed);
+        return 0;
+      });
+      ModelState model;
+      Histogram latency(Histogram::latencyBounds());
+      addNode(model);
+      model.upsertPort(port("att-1", 1));
+      model.upsertPortPolicy(pp);
+      DataplaneClient client(sock, "test", model, latency);
+      client.start();
+      REQUIRE(eventually([&] { return client.status().programmed; }));
+      CHECK(client.status().packed_peers == packed);
+      CHECK(server.with([](FakeDataplaneModel& m) { return m.problems().size(); }) == 0);
+      CHECK(server.with(peersInForce) == expected);
+      // What went over the wire: packed only to a dataplane that reads it.
+      auto sent = server.with([](FakeDataplaneModel& m) { return m.model().port_policies(0).ingress().rules(0); });
+      CHECK(sent.peers_v4().empty() == !packed);
+      CHECK(sent.peers().empty() == packed);
+
+      // A Delta: one more peer.
+      dpv1::PortPolicy changed = pp;
+      auto* r = changed.mutable_ingress()->mutable_rules(0);
+      r->clear_peers_v4();
+      r->clear_peers_v6();
+      dpu::model::packPolicyPeers({*dpu::IpPrefix::parse("10.244.2.7/32"), *dpu::IpPrefix::parse("10.244.3.0/24")},
+                                  *r);
+      model.upsertPortPolicy(changed);
+      const std::vector<std::string> after = {"att-1 10.244.2.7/32", "att-1 10.244.3.0/24"};
+      REQUIRE(eventually([&] { return server.with(peersInForce) == after; }));
+      CHECK(server.with([](FakeDataplaneModel& m) { return m.history().back().request; }) == "delta");
+      CHECK(server.with([](FakeDataplaneModel& m) { return m.problems().size(); }) == 0);
+      client.stop();
+    }
+  }
 }
 
 TEST_CASE("reconnecting: every 10 ms for 3 s after a dataplane went away, then backing off to 2 s") {

@@ -50,6 +50,9 @@ struct DataplaneStatus {
   std::string last_error;
   uint32_t port_capacity = 0;    // representor ports the dataplane can open (its Hello answer; 0: not told)
   uint32_t max_ethports = 0;     // its DPDK's RTE_MAX_ETHPORTS
+  // It reads packed PolicyRule peers (HelloReply.packed_peers); one that does
+  // not is an older dataplane, sent every peer as text.
+  bool packed_peers = false;
   uint32_t ports_unavailable = 0;  // logical ports whose representor it could not open (last reply)
   std::vector<dpv1::ObjectProblem> problems;  // from the last reply
 };
@@ -109,6 +112,7 @@ class DataplaneClient {
  private:
   void run();
   bool session();  // one connection; false when it ended in an error
+  bool packedPeers() const;  // the dataplane said HelloReply.packed_peers
   bool fullSync(const ipc::Socket& s);
   bool sendDelta(const ipc::Socket& s, ModelState::Pending& pending, bool& resync);
   bool exchange(const ipc::Socket& s, const dpv1::ProgramRequest& req, dpv1::ProgramReply& reply);

@@ -205,6 +205,9 @@ void packPolicyPeers(const std::vector<IpPrefix>& peers, dpv1::PolicyRule& rule)
 // Records that are not prefixes are shown as found ("(bad record)"): the
 // operator sees what the dataplane was sent, which validation refused.
 void unpackPolicyPeers(dpv1::PolicyRule& rule);
+// The same for every rule of both directions: for the operator, and for a
+// dataplane that does not read packed peers (HelloReply.packed_peers).
+void unpackPolicyPeers(dpv1::PortPolicy& policy);
 
 // Why the port policy of `port` cannot be in force ("" when it can): its port
 // is not among `ports` (those in force); a PORT problem among `problems` says
