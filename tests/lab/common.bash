@@ -60,7 +60,7 @@ trap 'exit 130' INT TERM
 
 lab_test_up() {
   dl_up "$@" || { echo "FAIL: the lab did not come up" >&2; exit 1; }
-  mkdir -p "$LAB_TESTS" && cp "$_LAB_TESTS_SRC/who_server.py" "$_LAB_TESTS_SRC/netpol_probe.py" "$LAB_TESTS/" ||
+  mkdir -p "$LAB_TESTS" && cp "$_LAB_TESTS_SRC/who_server.py" "$_LAB_TESTS_SRC/netpol_probe.py" "$_LAB_TESTS_SRC/sctp_raw.py" "$LAB_TESTS/" ||
     { echo "FAIL: could not copy the lab tests' helpers into $LAB_TESTS" >&2; exit 1; }
   pass "lab up: $1 node(s), $2 pod(s) each ($(elapsed))"
 }
