@@ -100,6 +100,58 @@ PolicyMatcher::PolicyMatcher(const ModelPolicyDirection& direction) : isolated_(
     c.v6 = flatten(std::move(lists.second));
     classes_.push_back(std::move(c));
   }
+  buildIndex();
+}
+
+void PolicyMatcher::buildIndex() {
+  by_protocol_.fill(-1);
+  std::map<uint8_t, std::vector<uint32_t>> of_protocol;
+  for (uint32_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].protocol == 0) {
+      any_protocol_.push_back(i);
+    } else {
+      of_protocol[classes_[i].protocol].push_back(i);
+    }
+  }
+  for (auto& [protocol, members] : of_protocol) {
+    ProtocolIndex index;
+    // The pieces: the port space cut where a range begins or ends.
+    std::vector<uint32_t> cuts{0};
+    for (uint32_t i : members) {
+      cuts.push_back(classes_[i].first);
+      cuts.push_back(uint32_t{classes_[i].last} + 1);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    if (cuts.back() == 65536) cuts.pop_back();
+    // Each group listed in the pieces its range covers (ranges of one
+    // protocol are distinct, so a piece lists each group at most once).
+    const size_t limit = std::max(kMaxIndexEntries, 16 * members.size());
+    std::vector<std::vector<uint32_t>> pieces(cuts.size());
+    size_t entries = 0;
+    for (uint32_t i : members) {
+      auto from = std::lower_bound(cuts.begin(), cuts.end(), uint32_t{classes_[i].first});
+      auto to = std::upper_bound(cuts.begin(), cuts.end(), uint32_t{classes_[i].last});
+      entries += static_cast<size_t>(to - from);
+      if (entries > limit) break;
+      for (auto it = from; it != to; ++it) pieces[static_cast<size_t>(it - cuts.begin())].push_back(i);
+    }
+    if (entries > limit) {
+      index.linear = true;
+      index.classes = std::move(members);
+    } else {
+      index.starts = std::move(cuts);
+      index.offsets.reserve(pieces.size() + 1);
+      index.classes.reserve(entries);
+      for (const auto& piece : pieces) {
+        index.offsets.push_back(static_cast<uint32_t>(index.classes.size()));
+        index.classes.insert(index.classes.end(), piece.begin(), piece.end());
+      }
+      index.offsets.push_back(static_cast<uint32_t>(index.classes.size()));
+    }
+    by_protocol_[protocol] = static_cast<int16_t>(protocols_.size());
+    protocols_.push_back(std::move(index));
+  }
 }
 
 int PolicyMatcher::find(const std::vector<Segment>& segments, U128 address) {
@@ -114,11 +166,24 @@ int PolicyMatcher::match(const uint8_t* peer, bool v6, uint8_t protocol, uint16_
   if (!isolated_) return kNotIsolated;
   const U128 address = load(peer, v6 ? 16 : 4);
   int best = kDenied;
-  for (const auto& c : classes_) {
-    if (c.protocol != 0 && (c.protocol != protocol || port < c.first || port > c.last)) continue;
+  auto consider = [&](uint32_t i) {
+    const PortClass& c = classes_[i];
     const int r = find(v6 ? c.v6 : c.v4, address);
     if (r >= 0 && (best < 0 || r < best)) best = r;
+  };
+  for (uint32_t i : any_protocol_) consider(i);
+  if (by_protocol_[protocol] < 0) return best;
+  const ProtocolIndex& index = protocols_[static_cast<size_t>(by_protocol_[protocol])];
+  if (index.linear) {
+    for (uint32_t i : index.classes) {
+      if (port >= classes_[i].first && port <= classes_[i].last) consider(i);
+    }
+    return best;
   }
+  // The piece holding the port: the last that starts at or before it.
+  const auto piece = static_cast<size_t>(
+      std::upper_bound(index.starts.begin(), index.starts.end(), uint32_t{port}) - index.starts.begin() - 1);
+  for (uint32_t k = index.offsets[piece]; k < index.offsets[piece + 1]; ++k) consider(index.classes[k]);
   return best;
 }
 

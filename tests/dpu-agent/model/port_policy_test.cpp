@@ -280,16 +280,23 @@ TEST_CASE("port policy: the fast matcher decides as dpu::policy::evaluate on ran
     return *IpPrefix::parse(address(v6).str() + "/" + std::to_string(len), true);
   };
   const uint8_t protocols[] = {0, 1, 6, 17, 132};
-  for (int round = 0; round < 300; ++round) {
+  // Rounds 0-299: a few rules, ranges that nest and overlap. 300-339: 400
+  // rules, most on a port of their own (a policy per port: the matcher's port
+  // index). 340-359: 400 wide, overlapping ranges (too many group references
+  // to index: the matcher scans that protocol's groups).
+  for (int round = 0; round < 360; ++round) {
+    const bool many = round >= 300, wide = round >= 340;
     policy::DirectionRules reference;
     ModelPolicyDirection direction;
-    reference.isolated = direction.isolated = pick(8) != 0;
-    const uint32_t rules = reference.isolated ? pick(12) : 0;
+    reference.isolated = direction.isolated = many || pick(8) != 0;
+    const uint32_t rules = !reference.isolated ? 0 : many ? 400 : pick(12);
     for (uint32_t i = 0; i < rules; ++i) {
       policy::AllowRule r;
-      r.protocol = protocols[pick(5)];
-      r.port_first = static_cast<uint16_t>(pick(100));
-      r.port_last = static_cast<uint16_t>(r.port_first + pick(3) * pick(40));
+      r.protocol = many && pick(50) != 0 ? protocols[2 + pick(3)] : protocols[pick(5)];
+      r.port_first = static_cast<uint16_t>(pick(many && !wide ? 150 : 100));
+      r.port_last = static_cast<uint16_t>(r.port_first + (wide   ? pick(120)
+                                                          : many ? (pick(10) == 0 ? pick(40) : 0)
+                                                                 : pick(3) * pick(40)));
       r.policy = "ns/p" + std::to_string(pick(5));
       for (uint32_t k = 0, n = 1 + pick(3); k < n; ++k) r.peers.push_back(prefix(pick(4) == 0));
       ModelPolicyRule mr;

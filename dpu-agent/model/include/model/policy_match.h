@@ -5,13 +5,20 @@
 // rule (in the direction's order) whose peers hold it. A match is then a
 // binary search per group whose protocol and ports fit, however many rules
 // and prefixes there are: 1,000 policies allowing one protocol and port cost
-// one search.
+// one search. The groups whose protocol and ports fit are found by an index
+// per protocol over the port space (the ports cut where a group's range
+// begins or ends, each piece listing the groups covering it), so 1,000
+// policies each on its own port cost one binary search to find the groups
+// of the packet's port, not a pass over a thousand groups. A protocol whose
+// ranges nest so deeply that the pieces would list more than
+// kMaxIndexEntries groups keeps a plain list of its groups instead.
 //
 // Semantics are exactly dpu::policy::evaluate (dpu-agent/policy/rules.h),
 // which the model cannot link: tests/dpu-agent/model holds the two equal on
 // random rule sets. Built on the control thread, read by any thread (const).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -24,6 +31,9 @@ class PolicyMatcher {
  public:
   static constexpr int kNotIsolated = -2;
   static constexpr int kDenied = -1;
+  // The most group references one protocol's port index holds (with at
+  // least 16 per group allowed): past it, that protocol's groups are scanned.
+  static constexpr size_t kMaxIndexEntries = 4096;
 
   PolicyMatcher() = default;  // not isolated
   explicit PolicyMatcher(const ModelPolicyDirection& direction);
@@ -51,10 +61,24 @@ class PolicyMatcher {
     uint16_t last = 65535;
     std::vector<Segment> v4, v6;  // disjoint, sorted by lo
   };
+  // One protocol's groups by port: piece i covers ports starts[i] ..
+  // starts[i + 1] - 1 (the last to 65535), its groups are
+  // classes[offsets[i] .. offsets[i + 1]). `linear`: too many to index;
+  // `classes` then lists the protocol's groups, each range tested.
+  struct ProtocolIndex {
+    bool linear = false;
+    std::vector<uint32_t> starts;
+    std::vector<uint32_t> offsets;
+    std::vector<uint32_t> classes;
+  };
   static int find(const std::vector<Segment>& segments, U128 address);
+  void buildIndex();
 
   bool isolated_ = false;
   std::vector<PortClass> classes_;
+  std::vector<uint32_t> any_protocol_;         // groups of rules without a protocol
+  std::array<int16_t, 256> by_protocol_{};     // index into protocols_, -1: no group
+  std::vector<ProtocolIndex> protocols_;
 };
 
 }  // namespace dpu::model
