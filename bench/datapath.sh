@@ -45,6 +45,12 @@
 #   DPU_BENCH_CASES="decap:1:64 encap:100000:64" bash bench/datapath.sh   # these cases only
 #   DPU_BENCH_CASES="service:1000:64 service:100000:64" bash bench/datapath.sh   # the service cases
 #   DPU_BENCH_CASES="newconn:tcp newconn:udp" bash bench/datapath.sh   # new connections per second
+# NetworkPolicy (DPU_BENCH_POLICIES=N, e.g. 1000): every case, the slow path
+# and the new connections run a fourth tool, "ours-policies": dpu-dataplane
+# with pods A and B isolated both ways by N policies, the traffic allowed by
+# the last one's rule (bench/datapath_pcaps.py, policy_rules); the report
+# gives its rate against ours without policies, within each round.
+#   DPU_BENCH_POLICIES=1000 DPU_BENCH_CASES="encap:1000:64 local:1000:64 newconn:tcp" bash bench/datapath.sh
 # Environment: DPU_BUILD (default build/release), DPU_BENCH_SECONDS (measurement
 # interval, default 3), DPU_BENCH_RUNS (rounds, default 3), DPU_BENCH_CALLGRIND=0
 # (skip callgrind), DPU_BENCH_RESULTS (keep the raw results in this file).
@@ -55,6 +61,8 @@ src=$PWD
 build=${DPU_BUILD:-$src/build/release}
 seconds=${DPU_BENCH_SECONDS:-3}
 runs=${DPU_BENCH_RUNS:-3}
+policies=${DPU_BENCH_POLICIES:-0}
+[[ $policies =~ ^[0-9]+$ ]] || { echo "datapath.sh: DPU_BENCH_POLICIES must be a number of policies, not \"$policies\"" >&2; exit 2; }
 py=/usr/bin/python3
 out=$(mktemp -d /tmp/dpu-bench.XXXXXX)
 ovs_ns=dpu-bench-ovs-$$
@@ -95,7 +103,7 @@ else
   cases+=" newconn:tcp newconn:udp"
 fi
 echo "== input pcaps" >&2
-$py bench/datapath_pcaps.py "$out/pcap" $cases 2>/dev/null
+$py bench/datapath_pcaps.py "$out/pcap" --policies "$policies" $cases 2>/dev/null
 
 pool_for() {  # flows → mbufs (2^n - 1): the pcap PMD preloads every packet of the file
   local need=$(($1 + 16384)) n=16383
@@ -162,7 +170,9 @@ start_dataplane() {
   $py tests/dpu-agent/datapath/dataplane_client.py --socket "$dir/program.sock" --model "$model" >/dev/null
 }
 
-ours_case() {  # scenario flows size [slow] → rate (slow: flows set up per wall second)
+# ours_case scenario flows size [slow] [policies] → rate (slow: flows set up
+# per wall second; policies: the model with DPU_BENCH_POLICIES policies)
+ours_case() {
   local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port model=$out/pcap/model.json
   mkdir -p "$dir"
   local up="net_null_up,no-rx=1" vf1="net_null_vf1,no-rx=1" vf2="net_null_vf2,no-rx=1"
@@ -173,6 +183,7 @@ ours_case() {  # scenario flows size [slow] → rate (slow: flows set up per wal
     service) vf1="net_pcap_vf1,rx_pcap=$pcap,infinite_rx=1"; out_port=uplink; model=$out/pcap/model-service.json ;;
     decap) up="net_pcap_up,rx_pcap=$pcap,infinite_rx=1"; out_port=pf0vf1 ;;
   esac
+  [ "${5:-}" = policies ] && model=${model%.json}-policies.json
   local cache=$((flows * 2 > 4096 ? flows * 2 : 4096))
   [ "${4:-}" = slow ] && cache=1024
   cat > "$dir/dp.yaml" <<YAML
@@ -251,8 +262,9 @@ newconn_rate() {  # samples → "per-cpu-s per-wall-s count"
     printf "%.0f %.0f %d\n", (c[b] - c[a]) / (n[b] - n[a]) * 1e9, (c[b] - c[a]) / (t[b] - t[a]), final}' "$1"
 }
 
-ours_newconn() {  # proto → "per-cpu-s per-wall-s count"
+ours_newconn() {  # proto [policies] → "per-cpu-s per-wall-s count"
   local proto=$1 pcap=$out/pcap/newconn-$1.pcap dir=$out/dpnc model=$out/pcap/model-newconn-$1.json
+  [ "${2:-}" = policies ] && model=${model%.json}-policies.json
   mkdir -p "$dir"
   cat > "$dir/dp.yaml" <<YAML
 eal: {memory_mb: 2048, file_prefix: dpu-bench-nc-$$, log_level: "*:error"}
@@ -305,30 +317,38 @@ echo "== Open vSwitch with DPDK, one PMD core" >&2
 ovs_start "$out/ovs" "$ovs_ns" > "$out/ovs-start.log" 2>&1 || { cat "$out/ovs-start.log" >&2; exit 1; }
 ovs_idle_check >&2
 tools=(testpmd ours ovs)
+newconn_tools=(ours ovs)
+if [ "$policies" -gt 0 ]; then
+  tools+=(ours-policies) newconn_tools+=(ours-policies)
+  echo "POLICIES $policies" >> "$results"
+fi
 echo "== $runs round(s); per case testpmd io, dpu-dataplane and OVS back to back, $seconds s each, one forwarding core each" >&2
 for run in $(seq "$runs"); do
   for c in $cases; do
     if [[ $c == newconn:* ]]; then
       proto=${c#newconn:}
       echo "LOAD $run newconn-$proto 0 0 $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
-      for k in 0 1; do
-        if [ $(((k + run) % 2)) = 1 ]; then
-          tool=ours rates=$(ours_newconn "$proto")
-        else
-          ovs_newconn "$proto" "$out/pcap/newconn-$proto.pcap" "$out/ovs-newconn.samples"
-          tool=ovs rates=$(newconn_rate "$out/ovs-newconn.samples")
-        fi
+      for k in $(seq 0 $((${#newconn_tools[@]} - 1))); do
+        tool=${newconn_tools[$(((k + run) % ${#newconn_tools[@]}))]}
+        case $tool in
+          ours) rates=$(ours_newconn "$proto") ;;
+          ours-policies) rates=$(ours_newconn "$proto" policies) ;;
+          ovs)
+            ovs_newconn "$proto" "$out/pcap/newconn-$proto.pcap" "$out/ovs-newconn.samples"
+            rates=$(newconn_rate "$out/ovs-newconn.samples") ;;
+        esac
         echo "NEWCONN $run $tool $proto $rates" | tee -a "$results" >&2  # conns/s per core-second, per second, count
       done
       continue
     fi
     IFS=: read -r scen flows size <<< "$c"
     echo "LOAD $run $scen $flows $size $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
-    for k in 0 1 2; do
-      tool=${tools[$(((k + run - 1) % 3))]}
+    for k in $(seq 0 $((${#tools[@]} - 1))); do
+      tool=${tools[$(((k + run - 1) % ${#tools[@]}))]}
       case $tool in
         testpmd) mpps=$(testpmd_case "$scen" "$flows" "$size") ;;
         ours) mpps=$(ours_case "$scen" "$flows" "$size") ;;
+        ours-policies) mpps=$(ours_case "$scen" "$flows" "$size" "" policies) ;;
         ovs) mpps=$(ovs_case "$scen" "$out/pcap/$scen-$flows-$size.pcap" "$seconds") ;;
       esac
       echo "RESULT $run $tool $scen $flows $size $mpps" | tee -a "$results" >&2  # Mpps per core-second, per second, share
@@ -338,6 +358,7 @@ done
 echo "== slow path: 50,000 new flows, flow setups per second" >&2
 cp "$out/pcap/newflows.pcap" "$out/pcap/local-50000-64.pcap"
 echo "SLOWPATH ours $(ours_case local 50000 64 slow)" | tee -a "$results" >&2
+[ "$policies" = 0 ] || echo "SLOWPATH ours-policies $(ours_case local 50000 64 slow policies)" | tee -a "$results" >&2
 echo "SLOWPATH ovs $(ovs_slowpath "$out/pcap/newflows.pcap" "$seconds")" | tee -a "$results" >&2
 ovs_stop
 echo "LOADEND $(cut -d' ' -f1 /proc/loadavg)" >> "$results"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Input packets for bench/datapath.sh, built with scapy.
 
-  datapath_pcaps.py DIR [SCENARIO:FLOWS:SIZE ...]
+  datapath_pcaps.py DIR [--policies N] [SCENARIO:FLOWS:SIZE ...]
 writes DIR/<scenario>-<flows>-<size>.pcap (one packet per flow, the pcap PMD
 loops it with infinite_rx=1), DIR/newflows.pcap (50,000 flows, each packet
 its own flow, for the slow path), DIR/model.json (node 1's logical model, the same
@@ -23,6 +23,13 @@ packets from pod A to the ClusterIP, every one a new connection (a TCP SYN, chec
 datagram): source port 1024 + i mod 60000, service port 80 + i div 60000 (80..89, to the
 backend's 8080..8089 on node 2); the pcap is read once. DIR/model-newconn-<proto>.json is the
 model with that service (its ten ports of that protocol).
+
+With --policies N, each model also has a "-policies" twin (model-policies.json,
+model-service-policies.json, model-newconn-<proto>-policies.json): pods A and
+B isolated both ways by N NetworkPolicies, each giving each direction one rule
+(policy_rules). N - 1 of them allow peers and ports no packet of the benchmark
+uses; the last allows the pod network over TCP and UDP, so every flow is
+judged against all N rules and allowed by the last.
 """
 import json
 import os
@@ -72,6 +79,32 @@ def service_model(protocol="TCP", service_ports=SERVICE_PORTS):
                    "backends": [{"ip": REMOTE_POD, "port": BACKEND_PORT + p - 80, "local": False, "ready": True,
                                  "serving": True}]} for p in service_ports]}]
     return m
+
+
+def policy_rules(n):
+    """The PortPolicy direction of pods A and B with n policies (see the top)."""
+    names = [f"bench/p{i:05d}" for i in range(n)]
+    rules = [{"peers": [f"172.16.{i // 256}.{i % 256}/32"], "protocol": 6, "port_first": 9000 + i % 1000,
+              "port_last": 9000 + i % 1000, "policy": names[i]} for i in range(n - 1)]
+    rules += [{"peers": ["10.244.0.0/16"], "protocol": proto, "port_first": 0, "port_last": 65535,
+               "policy": names[-1]} for proto in (6, 17)]
+    return {"isolated": True, "policies": names, "rules": rules}
+
+
+def with_policies(m, n):
+    m = json.loads(json.dumps(m))
+    direction = policy_rules(n)
+    m["port_policies"] = [{"port": p["name"], "pod": f"bench/{p['name']}", "ingress": direction,
+                           "egress": direction} for p in m["ports"]]
+    return m
+
+
+def write_model(out, name, m, policies):
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(m, f, indent=1)
+    if policies:
+        with open(os.path.join(out, f"{name}-policies.json"), "w") as f:
+            json.dump(with_policies(m, policies), f)
 
 
 def ports(i):
@@ -171,20 +204,20 @@ def flows_of(scenario, size, count, flows):
 
 
 def main():
-    out = sys.argv[1]
+    out, args = sys.argv[1], sys.argv[2:]
+    policies = 0
+    if args[:1] == ["--policies"]:
+        policies, args = int(args[1]), args[2:]
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "model.json"), "w") as f:
-        json.dump(model(), f, indent=1)
-    with open(os.path.join(out, "model-service.json"), "w") as f:
-        json.dump(service_model(), f, indent=1)
-    specs = sys.argv[2:] or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
+    write_model(out, "model", model(), policies)
+    write_model(out, "model-service", service_model(), policies)
+    specs = args or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
                              for n in (1, 1000, 100000) for b in (64, 1400)]
     for spec in specs:
         if spec.startswith("newconn:"):
             protocol = spec.split(":")[1]
             write_pcap(os.path.join(out, f"newconn-{protocol}.pcap"), newconn_frames(protocol))
-            with open(os.path.join(out, f"model-newconn-{protocol}.json"), "w") as f:
-                json.dump(service_model(protocol.upper(), NEWCONN_PORTS), f, indent=1)
+            write_model(out, f"model-newconn-{protocol}", service_model(protocol.upper(), NEWCONN_PORTS), policies)
             continue
         scenario, flows, size = spec.split(":")
         flows, size = int(flows), int(size)

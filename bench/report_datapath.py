@@ -3,7 +3,7 @@
 
 Input lines:
   RESULT <round> <tool> <scenario> <flows> <size> <Mpps per on-CPU second> <Mpps per second> <core share>
-      tool: testpmd | ours | ovs; the first figure is packets per second that the
+      tool: testpmd | ours | ovs | ours-policies; the first figure is packets per second that the
       tool's forwarding thread had its core (every tool busy-polls), which the
       machine's other load does not change; the share is on-CPU time / wall time
   LOAD <round> <scenario> <flows> <size> <1-minute load average when the case began>
@@ -13,6 +13,8 @@ Input lines:
   NEWCONN <round> <tool> <tcp|udp> <connections per on-CPU second> <per second> <connections counted>
       tool: ours | ovs; every packet of a pcap read once a new connection to a ClusterIP
   FLOWBYTES <bytes per cached flow>
+  POLICIES <n>: the run has the tool ours-policies (dpu-dataplane with pods A and B isolated
+      by n NetworkPolicies) in RESULT, NEWCONN and SLOWPATH lines
 The three tools ran back to back on each case in each round, so a ratio is
 taken within its round (ours / testpmd, ours / OVS, on the per-core-second
 rates) and the report gives the median of the rounds' ratios and their range;
@@ -20,7 +22,9 @@ the Mpps columns are each tool's median; the wall-clock ratios are shown too. Ve
 >= 50 % of testpmd and >= 2x OVS; every case >= 1.5x OVS; Geneve decap at
 64 B >= 50 % of testpmd; the service case (pod -> ClusterIP, remote backend) at 64 B with 1,000 and
 100,000 connections >= 40 % of testpmd and >= 5x OVS; the slow path >= 5x OVS; new connections per
-second >= 10x OVS (TCP SYN and UDP); <= 256 bytes per cached flow.
+second >= 10x OVS (TCP SYN and UDP); <= 256 bytes per cached flow. With policies: every case's rate
+with them the same as without (median ratio within the round >= 95 %: the rounds' noise), and new
+connections and flow setups per second with them >= 50 % of the rate without.
 """
 import statistics
 import sys
@@ -56,6 +60,7 @@ def main():
     newconn = defaultdict(lambda: defaultdict(dict))  # proto -> round -> tool -> (per CPU s, per s, count)
     flow_bytes = None
     load_end = None
+    policies = 0
     with open(sys.argv[1]) as f:
         for line in f:
             p = line.split()
@@ -74,6 +79,8 @@ def main():
                 load_end = number(p[1])
             elif len(p) == 5 and p[0] == "CALLGRIND":
                 callgrind[(p[1], int(p[2]), int(p[3]))] = number(p[4])
+            elif len(p) == 2 and p[0] == "POLICIES":
+                policies = int(p[1])
             elif len(p) == 2 and p[0] == "FLOWBYTES":
                 flow_bytes = int(p[1])
             elif len(p) == 7 and p[0] == "NEWCONN":
@@ -139,6 +146,31 @@ def main():
             print(f"{proto:<7}{spread(ours, lambda x: f'{x:,.0f}'):>30}{spread(ovs, lambda x: f'{x:,.0f}'):>26}"
                   f"  {spread(ratio, lambda x: f'{x:.1f}x'):<20}{counts}")
 
+    policy_hit, policy_new = {}, {}
+    if policies:
+        print(f"\nwith {policies:,} NetworkPolicies isolating pods A and B (ours-policies), against ours without, "
+              "within each round: median [min-max]")
+        for case in sorted(mpps, key=lambda c: (ORDER.index(c[0]), c[1], c[2])):
+            by_round = mpps[case]
+            ratio = [r["ours-policies"] / r["ours"] for r in by_round.values() if "ours" in r and "ours-policies" in r]
+            if not ratio:
+                continue
+            policy_hit[case] = ratio
+            med = statistics.median([r["ours-policies"] for r in by_round.values() if "ours-policies" in r])
+            print(f"  {case[0]:<7}{case[1]:>7} flows{case[2]:>6} B  {med:6.2f} Mpps  {spread(ratio, lambda x: f'{x:.1%}')}")
+        for proto in sorted(newconn):
+            by_round = newconn[proto]
+            ratio = [r["ours-policies"][0] / r["ours"][0] for r in by_round.values()
+                     if "ours" in r and "ours-policies" in r]
+            if ratio:
+                policy_new[f"new {proto.upper()} connections per second"] = ratio
+                med = statistics.median([r["ours-policies"][0] for r in by_round.values() if "ours-policies" in r])
+                print(f"  new {proto.upper()} connections: {med:,.0f} per second  {spread(ratio, lambda x: f'{x:.1%}')}")
+        if slow.get("ours") and "ours-policies" in slow:
+            policy_new["flow setups per second (slow path)"] = [slow["ours-policies"] / slow["ours"]]
+            print(f"  slow path: {slow['ours-policies']:,.0f} flow setups per second, "
+                  f"{slow['ours-policies'] / slow['ours']:.1%} of {slow['ours']:,.0f}")
+
     print("\nverdicts (on the median of the rounds' ratios):")
     missed = 0
 
@@ -189,6 +221,14 @@ def main():
         if ratio:
             verdict(f"new {proto.upper()} connections per second >= 10x OVS", median_of(ratio) >= 10,
                     f"{median_of(ratio):.1f}x")
+    if policy_hit:
+        worst = min(policy_hit, key=lambda c: median_of(policy_hit[c]))
+        verdict(f"with {policies:,} policies every case's rate as without (>= 95 %, {len(policy_hit)} cases)",
+                all(median_of(v) >= 0.95 for v in policy_hit.values()),
+                f"lowest {median_of(policy_hit[worst]):.1%} ({worst[0]}, {worst[1]:,} flows, {worst[2]} B)")
+    for what, ratio in sorted(policy_new.items()):
+        verdict(f"{what} with {policies:,} policies >= 50 % of without", median_of(ratio) >= 0.5,
+                f"{median_of(ratio):.1%}")
     if flow_bytes is not None:
         verdict("memory per cached flow <= 256 bytes", flow_bytes <= 256, f"{flow_bytes} bytes")
     return 0
