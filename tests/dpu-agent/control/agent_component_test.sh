@@ -46,7 +46,9 @@ eventually() {  # eventually "description" 'shell condition' (re-evaluated each 
   fail "timed out waiting for: $what"
 }
 
-PORT=$((20000 + $$ % 20000))
+# Below Linux's ephemeral ports (32768 and up), TLS_PORT (+1000) and its
+# metrics (+1001) included, so no outgoing connection holds them.
+PORT=$((20000 + $$ % 10000))
 cat > "$DIR/cluster.yaml" <<YAML
 nodes:
   - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24}
@@ -356,15 +358,21 @@ if command -v openssl >/dev/null; then
     printf 'subjectAltName=DNS:node-b\n' > other.ext
     openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile other.ext -out other.pem 2>/dev/null )
   TLS_PORT=$((PORT + 1000))
-  sed -e "s|^api:.*|api: {address: 127.0.0.1, port: $TLS_PORT, tls: {cert: $DIR/server.pem, key: $DIR/server.key, clientCA: $DIR/ca.pem}}|" \
-      -e "s|^stateDir:.*|stateDir: $DIR/state-tls|" -e "s|^dataplaneSocket:.*|dataplaneSocket: $DIR/none.sock|" \
-      "$DIR/agent.yaml" > "$DIR/tls.yaml"
-  METRICS_PORT=$((TLS_PORT + 1))
-  echo "metrics: {listen: \"127.0.0.1:$METRICS_PORT\"}" >> "$DIR/tls.yaml"
-  "${AGENT[@]}" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
-  TLS_PID=$!
   tls_up() { curl -sf --cacert "$DIR/ca.pem" --cert "$DIR/client.pem" --key "$DIR/client.key" "https://127.0.0.1:$TLS_PORT/healthz"; }
-  eventually "the HTTPS API answers a client with a certificate" tls_up
+  # Another test may hold the port (they run side by side): then the next two.
+  for attempt in 1 2 3 4 5; do
+    sed -e "s|^api:.*|api: {address: 127.0.0.1, port: $TLS_PORT, tls: {cert: $DIR/server.pem, key: $DIR/server.key, clientCA: $DIR/ca.pem}}|" \
+        -e "s|^stateDir:.*|stateDir: $DIR/state-tls|" -e "s|^dataplaneSocket:.*|dataplaneSocket: $DIR/none.sock|" \
+        "$DIR/agent.yaml" > "$DIR/tls.yaml"
+    METRICS_PORT=$((TLS_PORT + 1))
+    echo "metrics: {listen: \"127.0.0.1:$METRICS_PORT\"}" >> "$DIR/tls.yaml"
+    "${AGENT[@]}" --config "$DIR/tls.yaml" 2>"$DIR/tls.log" &
+    TLS_PID=$!
+    wait_for 10 tls_up && break
+    kill -0 "$TLS_PID" 2>/dev/null || ! grep -q "cannot listen" "$DIR/tls.log" ||
+      { wait "$TLS_PID" 2>/dev/null; TLS_PORT=$((TLS_PORT + 2)); continue; }
+    fail "timed out waiting for: the HTTPS API answers a client with a certificate; its log: $(tail -n 5 "$DIR/tls.log")"
+  done
   if curl -sf --cacert "$DIR/ca.pem" "https://127.0.0.1:$TLS_PORT/healthz" >/dev/null 2>&1; then
     fail "the HTTPS API answered a client without a certificate"
   fi
