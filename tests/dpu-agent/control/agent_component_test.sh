@@ -46,9 +46,10 @@ eventually() {  # eventually "description" 'shell condition' (re-evaluated each 
   fail "timed out waiting for: $what"
 }
 
-# Below Linux's ephemeral ports (32768 and up), TLS_PORT (+1000) and its
-# metrics (+1001) included, so no outgoing connection holds them.
-PORT=$((20000 + $$ % 10000))
+# 10000-19000 with TLS_PORT (+1000) and its metrics (+1001): below Linux's
+# ephemeral ports (32768 and up), so no outgoing connection holds them, and
+# below the IPsec component test's (21000 and up), which runs beside it.
+PORT=$((10000 + $$ % 8000))
 cat > "$DIR/cluster.yaml" <<YAML
 nodes:
   - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24}
@@ -370,7 +371,7 @@ if command -v openssl >/dev/null; then
     TLS_PID=$!
     wait_for 10 tls_up && break
     kill -0 "$TLS_PID" 2>/dev/null || ! grep -q "cannot listen" "$DIR/tls.log" ||
-      { wait "$TLS_PID" 2>/dev/null; TLS_PORT=$((TLS_PORT + 2)); continue; }
+      { wait "$TLS_PID" 2>/dev/null || true; TLS_PORT=$((TLS_PORT + 2)); continue; }
     fail "timed out waiting for: the HTTPS API answers a client with a certificate; its log: $(tail -n 5 "$DIR/tls.log")"
   done
   if curl -sf --cacert "$DIR/ca.pem" "https://127.0.0.1:$TLS_PORT/healthz" >/dev/null 2>&1; then
