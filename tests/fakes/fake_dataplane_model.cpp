@@ -210,13 +210,15 @@ dpv1::ProgramReply FakeDataplaneModel::reply(dpv1::ProgramStatus status, const s
 
 dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& request) {
   // An older dataplane reads the request without the packed peers.
+  const bool older = !packed_peers_ && (request.has_full_sync() || request.has_delta());
   dpv1::ProgramRequest unpacked;
-  if (!packed_peers_ && (request.has_full_sync() || request.has_delta())) {
+  if (older) {
     unpacked = request;
     auto& policies = unpacked.has_full_sync() ? *unpacked.mutable_full_sync()->mutable_model()->mutable_port_policies()
                                               : *unpacked.mutable_delta()->mutable_upsert_port_policies();
     for (auto& pp : policies) {
-      for (auto* d : {pp.mutable_ingress(), pp.mutable_egress()}) {
+      for (auto* d : {pp.has_ingress() ? pp.mutable_ingress() : nullptr, pp.has_egress() ? pp.mutable_egress() : nullptr}) {
+        if (d == nullptr) continue;
         for (auto& r : *d->mutable_rules()) {
           r.clear_peers_v4();
           r.clear_peers_v6();
@@ -224,7 +226,7 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& request
       }
     }
   }
-  const dpv1::ProgramRequest& req = unpacked.body_case() != dpv1::ProgramRequest::BODY_NOT_SET ? unpacked : request;
+  const dpv1::ProgramRequest& req = older ? unpacked : request;
   FakeChange c;
   if (req.has_hello()) {
     ++hellos_;
