@@ -29,7 +29,7 @@ mentions2() {
   grep -F -e "$tun2" -e "$net2" <<< "$out" || true
 }
 # Fresh flows to node2: the checks above may have taken longer than its idle timeout.
-dl_reachable node1/a "$ip2" 10 || fail "node1/a reaches node2/b again"
+dl_reachable node1/a "$ip2" 10 || fail "node1/a no longer reaches node2/b before the removal"
 m=$(mentions2 1) && [ -n "$m" ] && pass "node1's flows mention node2 ($tun2 / $cidr2) before the removal" ||
   fail "node1's flows never mentioned node2 ($tun2 / $cidr2): the check below would prove nothing; its flows: $(dl_dpuctl 1 dump-flows 2>&1 | head -n 8 | tr '\n' ';')"
 

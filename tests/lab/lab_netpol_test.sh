@@ -122,9 +122,10 @@ probe_all() {
 # CASE CHECK-INDEX STATE: probes the check's protocol and port and compares
 # the matrix; prints both on a mismatch.
 compare() {
-  local name=$1 i=$2 state=$3 proto port pname results want got bad=0 a b via
+  local name=$1 i=$2 state=$3 proto port pname results want got bad=0 a b via ways
   proto=$(jq -r .protocol <<< "$state") port=$(jq -r .port <<< "$state")
   case $proto in 6) pname=tcp ;; 17) pname=udp ;; 132) pname=sctp ;; 1) pname=icmp ;; *) SKIPPED=$(( SKIPPED + 1 )); return 0 ;; esac
+  ways=$(vias "$pname")
   results=$(probe_all "$pname" "$port")
   declare -A seen=() expect=()
   while read -r a b via got; do seen[$a,$b,$via]=$got; done <<< "$results"
@@ -137,7 +138,7 @@ compare() {
   local again round
   for round in 1 2 3; do
     again=()
-    for a in "${ALL[@]}"; do for b in "${ALL[@]}"; do for via in $(vias "$pname"); do
+    for a in "${ALL[@]}"; do for b in "${ALL[@]}"; do for via in $ways; do
       [ "$a" != "$b" ] && [ "${expect[$a,$b]}" = 1 ] && [ "${seen[$a,$b,$via]:-0}" = 0 ] && again+=("$a|$b|$via")
     done; done; done
     [ ${#again[@]} -gt 0 ] || break
@@ -153,7 +154,7 @@ compare() {
       if [ "$a" = "$b" ]; then row+="  ·  "; continue; fi
       want=${expect[$a,$b]}
       local cell="" c
-      for via in $(vias "$pname"); do
+      for via in $ways; do
         got=${seen[$a,$b,$via]:-?}
         if [ "$got" != "$want" ]; then c=X; bad=1; elif [ "$got" = 1 ]; then c=.; else c=-; fi
         cell+=$c
