@@ -2,7 +2,6 @@
 #include "fake_eswitch.h"
 
 #include <algorithm>
-#include <bit>
 
 namespace dpu::offload::testing {
 
@@ -82,7 +81,7 @@ Result<void> FakeEswitch::check(const flow::FlowSpec& flow) {
       }
     }
   }
-  const size_t places = 1 + static_cast<size_t>(std::popcount(punt_flags));
+  const size_t places = 1 + (missingPunts(flow) ? kPuntRulesPerSet : 0);
   if (profile_.capacity != 0 && ruleCount() + places > profile_.capacity) {
     return Error{"fake eswitch (" + profile_.name + "): table full (" + std::to_string(profile_.capacity) +
                  " rules)"};
@@ -90,20 +89,28 @@ Result<void> FakeEswitch::check(const flow::FlowSpec& flow) {
   return {};
 }
 
+std::optional<ClosePuntShape> FakeEswitch::missingPunts(const flow::FlowSpec& flow) const {
+  auto shape = closePuntShape(flow);
+  if (!shape || std::find(punt_sets_.begin(), punt_sets_.end(), *shape) != punt_sets_.end()) return std::nullopt;
+  return shape;
+}
+
 Result<void> FakeEswitch::validate(const flow::FlowSpec& flow) { return check(flow); }
 
 Result<OffloadHandle> FakeEswitch::install(const flow::FlowSpec& flow) {
   ++install_calls_;
   if (auto ok = check(flow); !ok) return std::move(ok).takeError();
-  const uint8_t punt_flags = closePuntFlags(flow);
-  if (punt_flags != 0 && fail_next_punt_) {
-    // The punt rules are created first; their failure leaves nothing behind.
-    std::string reason = "close punt rule: " + std::move(*fail_next_punt_);
-    fail_next_punt_.reset();
-    return Error{reason};
+  if (auto shape = missingPunts(flow)) {
+    // The port's punt rules are created first; their failure leaves nothing behind.
+    if (fail_next_punt_) {
+      std::string reason = "close punt rule: " + std::move(*fail_next_punt_);
+      fail_next_punt_.reset();
+      return Error{reason};
+    }
+    punt_sets_.push_back(*shape);
   }
   const uint64_t id = next_id_++;
-  rules_.emplace(id, Rule{flow, 0, 0, now_, false, punt_flags});
+  rules_.emplace(id, Rule{flow, 0, 0, now_, false, closePuntFlags(flow)});
   if (observer_) observer_("install", OffloadHandle{id}, flow);
   return OffloadHandle{id};
 }
@@ -158,9 +165,7 @@ void FakeEswitch::failNextPuntInstall(std::string reason) { fail_next_punt_ = st
 void FakeEswitch::failNextRemove() { fail_next_remove_ = true; }
 
 size_t FakeEswitch::ruleCount() const {
-  size_t n = 0;
-  for (const auto& [id, rule] : rules_) n += 1 + static_cast<size_t>(std::popcount(rule.punt_flags));
-  return n;
+  return rules_.size() + kPuntRulesPerSet * punt_sets_.size();
 }
 
 uint8_t FakeEswitch::puntFlags(OffloadHandle handle) const {
@@ -168,7 +173,10 @@ uint8_t FakeEswitch::puntFlags(OffloadHandle handle) const {
   return it == rules_.end() ? 0 : it->second.punt_flags;
 }
 
-void FakeEswitch::flush() { rules_.clear(); }
+void FakeEswitch::flush() {
+  rules_.clear();
+  punt_sets_.clear();
+}
 
 std::vector<InheritedRule> FakeEswitch::inherited() {
   std::vector<InheritedRule> out;
@@ -179,7 +187,7 @@ std::vector<InheritedRule> FakeEswitch::inherited() {
 }
 
 void FakeEswitch::restart(bool rules_survive) {
-  if (!rules_survive) rules_.clear();
+  if (!rules_survive) flush();
   for (auto& [id, rule] : rules_) rule.inherited = true;
 }
 

@@ -8,11 +8,13 @@
 // It decides like the rte_flow backend: offloadFeatures() first (the same
 // hardware-independent refusals, same reasons), then the profile's supported
 // kinds ("fake eswitch (restrictive): action RAW_ENCAP not supported"), then
-// capacity ("table full"). A TCP flow with a NAT rewrite is, as on the rte_flow
-// backend, its rule plus one close punt rule per closePuntFlags bit (FIN, SYN,
-// RST → PORT_REPRESENTOR of its input port): one handle, and as many places in
-// the table; all installed or none. PORT_REPRESENTOR to a port that is not on
-// the eswitch is refused, as mlx5 refuses a port outside its switch domain.
+// capacity ("table full"). A TCP flow with a NAT rewrite (or tracked) needs,
+// as on the rte_flow backend, its port's close punt rules for its shape
+// (ClosePuntShape: FIN, SYN, RST → PORT_REPRESENTOR of the port, three places
+// in the table): the first such flow makes them before its own rule, all or
+// none, and they stay while the eswitch keeps its rules. PORT_REPRESENTOR to a
+// port that is not on the eswitch is refused, as mlx5 refuses a port outside
+// its switch domain.
 //
 // A dataplane restart is restart(): the process that installed the rules is
 // gone and a new one uses the eswitch. Whether the rules outlive their
@@ -81,9 +83,10 @@ class FakeEswitch final : public OffloadBackend {
   std::vector<OffloadHandle> agedRules() const;
   // The next validate/install (either) refuses with this reason, once.
   void refuseNext(std::string reason);
-  // The next install's close punt rules fail to be created, once, after the
-  // flow passed validation (a device that runs out mid-install): nothing is
-  // installed. A flow without punt rules leaves it armed.
+  // The next install that makes close punt rules fails to create them, once,
+  // after the flow passed validation (a device that runs out mid-install):
+  // nothing is installed. A flow that needs none, or whose port has its
+  // shape's already, leaves it armed.
   void failNextPuntInstall(std::string reason);
   // The next remove fails, once (the rule stays installed).
   void failNextRemove();
@@ -91,11 +94,13 @@ class FakeEswitch final : public OffloadBackend {
   void flush();
 
   size_t installedCount() const { return rules_.size(); }
-  // Table places in use: each flow's rule and its close punt rules.
+  // Table places in use: each flow's rule and the ports' close punt rules.
   size_t ruleCount() const;
-  // The TCP flags an installed flow's close punt rules send to software (0:
-  // none, or an unknown handle).
+  // The TCP flags its port's close punt rules send to software for an
+  // installed flow (0: none, or an unknown handle).
   uint8_t puntFlags(OffloadHandle handle) const;
+  // The ports' close punt rule sets (three rules each), in the order made.
+  const std::vector<ClosePuntShape>& closePuntSets() const { return punt_sets_; }
   const flow::FlowSpec* installed(OffloadHandle handle) const;
   // The handle of the installed rule for this flow (the first, if several).
   std::optional<OffloadHandle> find(const flow::FlowSpec& flow) const;
@@ -109,12 +114,16 @@ class FakeEswitch final : public OffloadBackend {
     uint64_t bytes = 0;
     uint64_t last_hit = 0;  // clock seconds
     bool inherited = false; // present at the last restart()
-    uint8_t punt_flags = 0;  // closePuntFlags: one more table place per bit
+    uint8_t punt_flags = 0;  // closePuntFlags: what its port's punt rules send to software
   };
+  static constexpr size_t kPuntRulesPerSet = 3;  // FIN, SYN, RST
   Result<void> check(const flow::FlowSpec& flow);
+  // The shape whose punt rules `flow` needs and its port lacks.
+  std::optional<ClosePuntShape> missingPunts(const flow::FlowSpec& flow) const;
 
   EswitchProfile profile_;
   std::map<uint64_t, Rule> rules_;
+  std::vector<ClosePuntShape> punt_sets_;
   uint64_t next_id_ = 1;
   uint64_t now_ = 0;
   uint64_t install_calls_ = 0;

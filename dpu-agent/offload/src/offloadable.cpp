@@ -67,6 +67,25 @@ uint8_t closePuntFlags(const flow::FlowSpec& flow) {
   return 0;
 }
 
+std::optional<ClosePuntShape> closePuntShape(const flow::FlowSpec& flow) {
+  if (closePuntFlags(flow) == 0) return std::nullopt;
+  const overlay::FlowKey& key = flow.match.key;
+  ClosePuntShape shape;
+  shape.port = key.in_port;
+  shape.outer_family = flow.match.tunnel.family;
+  shape.vlan = (key.flags & overlay::FlowKey::kFlagOuterVlan) != 0;
+  shape.family = key.ethertype == overlay::eth::kTypeIpv4 ? 4 : 6;
+  return shape;
+}
+
+std::string describeClosePuntShape(const ClosePuntShape& shape) {
+  std::string s = "port " + std::to_string(shape.port) + ", ";
+  if (shape.outer_family != 0) s += "geneve/IPv" + std::to_string(shape.outer_family) + ", ";
+  s += "IPv" + std::to_string(shape.family);
+  if (shape.vlan) s += ", VLAN";
+  return s;
+}
+
 std::string describeClosePunt(uint8_t tcp_flags) {
   if (tcp_flags == 0) return "";
   static constexpr std::pair<uint8_t, const char*> kNamed[] = {

@@ -81,9 +81,6 @@ RteFlowBackend::~RteFlowBackend() {
   for (Slot& s : slots_) {
     if (s.flow == nullptr) continue;
     config_.calls.destroy(proxy_port_, s.flow, &error);
-    for (rte_flow* p : s.punts) {
-      if (p != nullptr) config_.calls.destroy(proxy_port_, p, &error);
-    }
   }
   for (PortRules& r : port_rules_) destroyPortRules(r);
 }
@@ -114,6 +111,7 @@ RteFlowBackend::PortRules RteFlowBackend::installPortRules(uint32_t datapath_por
                                                            bool tunnel_port) {
   PortRules rules;
   rules.datapath_port = datapath_port;
+  rules.ethdev = ethdev;
   const std::string port = "port " + std::to_string(datapath_port);
   // mlx5 gives a transfer rule without a port item the source port of the
   // port it is created on: each port needs its own jump out of the root table.
@@ -150,6 +148,10 @@ RteFlowBackend::PortRules RteFlowBackend::installPortRules(uint32_t datapath_por
 
 void RteFlowBackend::destroyPortRules(PortRules& rules) {
   rte_flow_error error{};
+  for (PuntSet& set : rules.punts) {
+    for (rte_flow* f : set.rules) config_.calls.destroy(proxy_port_, f, &error);
+  }
+  rules.punts.clear();
   for (rte_flow* f : rules.guards) config_.calls.destroy(proxy_port_, f, &error);
   rules.guards.clear();
   if (rules.jump != nullptr) config_.calls.destroy(proxy_port_, rules.jump, &error);
@@ -161,6 +163,21 @@ const RteFlowBackend::PortRules* RteFlowBackend::portRules(uint32_t datapath_por
     if (r.datapath_port == datapath_port) return &r;
   }
   return nullptr;
+}
+
+RteFlowBackend::PortRules* RteFlowBackend::portRules(uint32_t datapath_port) {
+  for (PortRules& r : port_rules_) {
+    if (r.datapath_port == datapath_port) return &r;
+  }
+  return nullptr;
+}
+
+size_t RteFlowBackend::closePuntRuleCount() const {
+  size_t n = 0;
+  for (const PortRules& r : port_rules_) {
+    for (const PuntSet& set : r.punts) n += set.rules.size();
+  }
+  return n;
 }
 
 std::string RteFlowBackend::portRulesError(uint32_t datapath_port) const {
@@ -187,13 +204,15 @@ Capabilities RteFlowBackend::capabilities() const {
 Result<RteFlowBackend::Prepared> RteFlowBackend::prepare(const flow::FlowSpec& flow) const {
   auto rule = buildRteFlowRule(flow, config_.ports, config_.rule);
   if (!rule) return std::move(rule).takeError();
-  auto punts = buildClosePuntRules(flow, config_.ports, config_.rule);
-  if (!punts) return std::move(punts).takeError();
-  if (punts->size() > kMaxPuntRules) {
-    return Error{"rte_flow offload: " + std::to_string(punts->size()) + " close punt rules, at most " +
-                 std::to_string(kMaxPuntRules) + " per flow"};
+  Prepared prepared{std::move(*rule), closePuntShape(flow), {}};
+  if (prepared.punt_shape) {
+    const PortRules* port = portRules(prepared.punt_shape->port);
+    if (port == nullptr) return Error{"port " + std::to_string(prepared.punt_shape->port) + " is not on the eswitch"};
+    const bool made = std::any_of(port->punts.begin(), port->punts.end(),
+                                  [&](const PuntSet& set) { return set.shape == *prepared.punt_shape; });
+    if (!made) prepared.punts = buildClosePuntRules(*prepared.punt_shape, port->ethdev, config_.rule);
   }
-  return Prepared{std::move(*rule), std::move(*punts)};
+  return prepared;
 }
 
 Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const Prepared& rules) const {
@@ -201,8 +220,8 @@ Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const Pr
   rte_flow_error error{};
   const int ret = config_.calls.validate(proxy_port_, &rule.attr, rule.pattern.data(), rule.actions.data(), &error);
   if (ret != 0) return Error{deviceError("rte_flow_validate", ret, error)};
-  // Without its close punt rules a translated connection's close would never
-  // reach conntrack: the device must take them too, or the flow stays in software.
+  // Without its port's close punt rules a translated connection's close would
+  // never reach conntrack: the device must take them too, or the flow stays in software.
   for (const RteFlowRule& punt : rules.punts) {
     rte_flow_error perror{};
     const int pret = config_.calls.validate(proxy_port_, &punt.attr, punt.pattern.data(), punt.actions.data(), &perror);
@@ -213,6 +232,27 @@ Result<void> RteFlowBackend::deviceValidate(const flow::FlowSpec& flow, const Pr
   const PortRules* port = portRules(flow.match.key.in_port);
   if (port != nullptr && !port->jump_error.empty()) return Error{port->jump_error};
   if (port != nullptr && !port->guard_error.empty() && needsTtlGuard(flow)) return Error{port->guard_error};
+  return {};
+}
+
+Result<void> RteFlowBackend::installPunts(Prepared& prepared) {
+  if (prepared.punts.empty()) return {};
+  PortRules* port = portRules(prepared.punt_shape->port);
+  PuntSet set{*prepared.punt_shape, {}};
+  for (RteFlowRule& punt : prepared.punts) {
+    rte_flow_error error{};
+    rte_flow* f = config_.calls.create(proxy_port_, &punt.attr, punt.pattern.data(), punt.actions.data(), &error);
+    if (f == nullptr) {
+      const std::string reason = "close punt rule: " + deviceError("rte_flow_create", -rte_errno, error);
+      rte_flow_error ignored{};
+      for (rte_flow* made : set.rules) config_.calls.destroy(proxy_port_, made, &ignored);
+      return Error{reason};
+    }
+    set.rules.push_back(f);
+  }
+  DPU_LOG(kInfo, "offload") << "close punt rules (FIN, SYN, RST) installed for "
+                            << describeClosePuntShape(*prepared.punt_shape);
+  port->punts.push_back(std::move(set));
   return {};
 }
 
@@ -242,36 +282,20 @@ Result<OffloadHandle> RteFlowBackend::install(const flow::FlowSpec& flow) {
   // Aged-flow reports (rte_flow_get_aged_flows) return this context: the handle.
   if (rule.age != nullptr) rule.age->context = reinterpret_cast<void*>(static_cast<uintptr_t>(handle.id));
 
-  // The punt rules first: from the moment the flow's rule forwards in the
-  // NIC, a close must already go to software. All or none.
-  std::array<rte_flow*, kMaxPuntRules> punts{};
-  auto undo = [&] {
-    rte_flow_error ignored{};
-    for (rte_flow*& p : punts) {
-      if (p != nullptr) config_.calls.destroy(proxy_port_, p, &ignored);
-      p = nullptr;
-    }
+  // The port's punt rules first: from the moment the flow's rule forwards in
+  // the NIC, a close must already go to software.
+  if (auto punts = installPunts(*rules); !punts) {
     free_slots_.push_back(index);
-  };
-  for (size_t i = 0; i < rules->punts.size(); ++i) {
-    RteFlowRule& punt = rules->punts[i];
-    rte_flow_error error{};
-    punts[i] = config_.calls.create(proxy_port_, &punt.attr, punt.pattern.data(), punt.actions.data(), &error);
-    if (punts[i] == nullptr) {
-      const std::string reason = "close punt rule: " + deviceError("rte_flow_create", -rte_errno, error);
-      undo();
-      return Error{reason};
-    }
+    return std::move(punts).takeError();
   }
   rte_flow_error error{};
   rte_flow* f = config_.calls.create(proxy_port_, &rule.attr, rule.pattern.data(), rule.actions.data(), &error);
   if (f == nullptr) {
-    const std::string reason = deviceError("rte_flow_create", -rte_errno, error);
-    undo();
-    return Error{reason};
+    // The port keeps punt rules it just made: they serve the shape's next flow.
+    free_slots_.push_back(index);
+    return Error{deviceError("rte_flow_create", -rte_errno, error)};
   }
   slot.flow = f;
-  slot.punts = punts;
   ++installed_;
   return handle;
 }
@@ -288,22 +312,9 @@ Result<void> RteFlowBackend::remove(OffloadHandle handle) {
   Slot* s = lookup(handle);
   if (s == nullptr) return Error{"rte_flow offload: handle " + std::to_string(handle.id) + " is not installed"};
   rte_flow_error error{};
-  // The flow's rule first: once it is gone every packet of the flow reaches
-  // software anyway, so the punt rules can follow.
   const int ret = config_.calls.destroy(proxy_port_, s->flow, &error);
   if (ret != 0) return Error{deviceError("rte_flow_destroy", ret, error)};
   s->flow = nullptr;
-  for (rte_flow*& p : s->punts) {
-    if (p == nullptr) continue;
-    rte_flow_error perror{};
-    if (const int pret = config_.calls.destroy(proxy_port_, p, &perror); pret != 0) {
-      // Harmless to traffic (it sends a removed flow's packets to software,
-      // where they would go anyway), but it holds a place in the table.
-      DPU_LOG(kWarn, "offload") << "close punt rule left in the eswitch: "
-                                << deviceError("rte_flow_destroy", pret, perror);
-    }
-    p = nullptr;
-  }
   ++s->generation;  // a stale copy of the handle no longer resolves
   free_slots_.push_back(static_cast<uint32_t>((handle.id & 0xffffffffu) - 1));
   --installed_;

@@ -84,14 +84,53 @@ class RuleBuilder {
     item(RTE_FLOW_ITEM_TYPE_REPRESENTED_PORT, spec, mask);
   }
 
-  // Ethernet with only its type matched (outer header of a tunnel, guards).
-  void ethType(uint16_t ethertype) {
+  // Ethernet with only its type matched (outer header of a tunnel, guards,
+  // close punts); with `vlan`, one 802.1Q tag whose inner type is matched,
+  // any TCI.
+  void ethType(uint16_t ethertype, bool vlan = false) {
     rte_flow_item_eth spec{}, mask{};
-    spec.hdr.ether_type = rte_cpu_to_be_16(ethertype);
-    mask.hdr.ether_type = 0xffff;
-    spec.has_vlan = 0;
+    if (!vlan) {
+      spec.hdr.ether_type = rte_cpu_to_be_16(ethertype);
+      mask.hdr.ether_type = 0xffff;
+    }
+    spec.has_vlan = vlan ? 1 : 0;
     mask.has_vlan = 1;
     item(RTE_FLOW_ITEM_TYPE_ETH, spec, mask);
+    if (vlan) {
+      rte_flow_item_vlan vspec{}, vmask{};
+      vspec.hdr.eth_proto = rte_cpu_to_be_16(ethertype);
+      vmask.hdr.eth_proto = 0xffff;
+      vspec.has_more_vlan = 0;
+      vmask.has_more_vlan = 1;
+      item(RTE_FLOW_ITEM_TYPE_VLAN, vspec, vmask);
+    }
+  }
+
+  // An IP item of any addresses with only the protocol matched.
+  void ipProto(int family, uint8_t proto) {
+    if (family == 4) {
+      rte_flow_item_ipv4 spec{}, mask{};
+      spec.hdr.next_proto_id = proto;
+      mask.hdr.next_proto_id = 0xff;
+      item(RTE_FLOW_ITEM_TYPE_IPV4, spec, mask);
+    } else {
+      rte_flow_item_ipv6 spec{}, mask{};
+      spec.hdr.proto = proto;
+      mask.hdr.proto = 0xff;
+      item(RTE_FLOW_ITEM_TYPE_IPV6, spec, mask);
+    }
+  }
+
+  // Geneve from any peer carrying Ethernet, over IPv4 or IPv6 (guards, close
+  // punts): ETH(type) / IP(proto UDP) / UDP(dst 6081) / GENEVE(protocol).
+  void anyGeneve(int outer_family) {
+    ethType(outer_family == 4 ? overlay::eth::kTypeIpv4 : overlay::eth::kTypeIpv6);
+    ipProto(outer_family, overlay::ipproto::kUdp);
+    ports(RTE_FLOW_ITEM_TYPE_UDP, 0, overlay::kGeneveUdpPort, false);
+    rte_flow_item_geneve gspec{}, gmask{};
+    gspec.protocol = rte_cpu_to_be_16(overlay::kGeneveProtocolEthernet);
+    gmask.protocol = 0xffff;
+    item(RTE_FLOW_ITEM_TYPE_GENEVE, gspec, gmask);
   }
 
   void ipv4(const uint8_t* src, const uint8_t* dst, uint8_t proto) {
@@ -132,18 +171,24 @@ class RuleBuilder {
       mask.hdr.dst_port = 0xffff;
       item(type, spec, mask);
     } else {
-      tcp(src, dst, 0);
+      tcp(src, dst);
     }
   }
 
-  // TCP ports, and with `flag` (one bit) set: packets that carry that flag,
-  // whatever their other flags (spec = mask = the bit).
-  void tcp(uint16_t src, uint16_t dst, uint8_t flag) {
+  // TCP ports.
+  void tcp(uint16_t src, uint16_t dst) {
     rte_flow_item_tcp spec{}, mask{};
     spec.hdr.src_port = rte_cpu_to_be_16(src);
     spec.hdr.dst_port = rte_cpu_to_be_16(dst);
     mask.hdr.src_port = 0xffff;
     mask.hdr.dst_port = 0xffff;
+    item(RTE_FLOW_ITEM_TYPE_TCP, spec, mask);
+  }
+
+  // TCP segments that carry `flag` (one bit), whatever their ports and other
+  // flags (spec = mask = the bit).
+  void tcpFlag(uint8_t flag) {
+    rte_flow_item_tcp spec{}, mask{};
     spec.hdr.tcp_flags = flag;
     mask.hdr.tcp_flags = flag;
     item(RTE_FLOW_ITEM_TYPE_TCP, spec, mask);
@@ -261,9 +306,8 @@ Result<uint16_t> ethdevOf(const PortMap& ports, uint32_t port, const char* what)
   return *e;
 }
 
-// The flow's exact-match pattern (rte_flow_rule.h), ending before END; with
-// `tcp_flag` a TCP flow's item also requires that flag (the close punt rules).
-void flowPattern(RuleBuilder& b, const flow::FlowSpec& flow, FeatureSet f, uint16_t in_port, uint8_t tcp_flag) {
+// The flow's exact-match pattern (rte_flow_rule.h), ending before END.
+void flowPattern(RuleBuilder& b, const flow::FlowSpec& flow, FeatureSet f, uint16_t in_port) {
   const FlowKey& key = flow.match.key;
   const flow::TunnelMatch& tunnel = flow.match.tunnel;
   b.representedPort(in_port);
@@ -309,7 +353,7 @@ void flowPattern(RuleBuilder& b, const flow::FlowSpec& flow, FeatureSet f, uint1
   if (f.has(Feature::kItemUdp) && key.ip_proto == overlay::ipproto::kUdp) {
     b.ports(RTE_FLOW_ITEM_TYPE_UDP, key.l4_src, key.l4_dst);
   } else if (f.has(Feature::kItemTcp)) {
-    b.tcp(key.l4_src, key.l4_dst, tcp_flag);
+    b.tcp(key.l4_src, key.l4_dst);
   } else if (f.has(Feature::kItemIcmp)) {
     rte_flow_item_icmp spec{}, mask{};
     spec.hdr.icmp_type = static_cast<uint8_t>(key.l4_src >> 8);
@@ -380,7 +424,7 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
   RteFlowRule rule;
   RuleBuilder b(rule);
   rule.attr = transferAttr(options.group, options.priority);
-  flowPattern(b, flow, *features, *in_port, 0);
+  flowPattern(b, flow, *features, *in_port);
 
   // --- actions ---
   const rte_flow_action_ethdev* output = nullptr;
@@ -473,30 +517,27 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
   return rule;
 }
 
-Result<std::vector<RteFlowRule>> buildClosePuntRules(const flow::FlowSpec& flow, const PortMap& ports,
-                                                     const RteFlowRuleOptions& options) {
+std::vector<RteFlowRule> buildClosePuntRules(const ClosePuntShape& shape, uint16_t ethdev_port,
+                                             const RteFlowRuleOptions& options) {
   std::vector<RteFlowRule> rules;
-  const uint8_t flags = closePuntFlags(flow);
-  if (flags == 0) return rules;
-  auto features = offloadFeatures(flow);
-  if (!features) return std::move(features).takeError();
-  auto in_port = ethdevOf(ports, flow.match.key.in_port, "input");
-  if (!in_port) return std::move(in_port).takeError();
   // One rule per flag: a TCP item matches its flags as value & mask == spec,
   // so "FIN or SYN or RST" is three rules (mlx5's TCP item takes any
   // tcp_flags mask). Ascending bit order: FIN, SYN, RST.
-  for (unsigned bit = 1; bit < 0x100; bit <<= 1) {
-    if (!(flags & bit)) continue;
+  for (uint8_t bit : {overlay::tcp::kFlagFin, overlay::tcp::kFlagSyn, overlay::tcp::kFlagRst}) {
     RteFlowRule rule;
     RuleBuilder b(rule);
     rule.attr = transferAttr(options.group, options.guard_priority);
-    flowPattern(b, flow, *features, *in_port, static_cast<uint8_t>(bit));
+    b.representedPort(ethdev_port);
+    if (shape.outer_family != 0) b.anyGeneve(shape.outer_family);
+    b.ethType(shape.family == 4 ? overlay::eth::kTypeIpv4 : overlay::eth::kTypeIpv6, shape.vlan);
+    b.ipProto(shape.family, overlay::ipproto::kTcp);
+    b.tcpFlag(bit);
     // Back to the port it arrived on, in software: the dataplane polls that
     // representor (the uplink for Geneve, still encapsulated), finds the
-    // cached flow and punts the packet to conntrack. No COUNT: software
-    // counts it as a hit of the flow.
+    // cached flow and, for a translated or tracked connection, punts the
+    // packet to conntrack. No COUNT: software counts it as a hit of the flow.
     rte_flow_action_ethdev to_sw{};
-    to_sw.port_id = *in_port;
+    to_sw.port_id = ethdev_port;
     b.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR, b.keep(to_sw));
     b.end();
     rules.push_back(std::move(rule));
@@ -525,29 +566,7 @@ std::vector<RteFlowRule> buildTtlGuardRules(uint16_t ethdev_port, bool tunnelled
     RuleBuilder b(rule);
     rule.attr = transferAttr(options.group, options.guard_priority);
     b.representedPort(ethdev_port);
-    if (outer_family != 0) {
-      b.ethType(outer_family == 4 ? overlay::eth::kTypeIpv4 : overlay::eth::kTypeIpv6);
-      auto addrsAnyItem = [&](int family) {
-        // Any addresses: an IP item with only the protocol matched.
-        if (family == 4) {
-          rte_flow_item_ipv4 spec{}, mask{};
-          spec.hdr.next_proto_id = overlay::ipproto::kUdp;
-          mask.hdr.next_proto_id = 0xff;
-          b.item(RTE_FLOW_ITEM_TYPE_IPV4, spec, mask);
-        } else {
-          rte_flow_item_ipv6 spec{}, mask{};
-          spec.hdr.proto = overlay::ipproto::kUdp;
-          mask.hdr.proto = 0xff;
-          b.item(RTE_FLOW_ITEM_TYPE_IPV6, spec, mask);
-        }
-      };
-      addrsAnyItem(outer_family);
-      b.ports(RTE_FLOW_ITEM_TYPE_UDP, 0, overlay::kGeneveUdpPort, false);
-      rte_flow_item_geneve gspec{}, gmask{};
-      gspec.protocol = rte_cpu_to_be_16(overlay::kGeneveProtocolEthernet);
-      gmask.protocol = 0xffff;
-      b.item(RTE_FLOW_ITEM_TYPE_GENEVE, gspec, gmask);
-    }
+    if (outer_family != 0) b.anyGeneve(outer_family);
     b.ethType(inner_family == 4 ? overlay::eth::kTypeIpv4 : overlay::eth::kTypeIpv6);
     // TTL (hop limit) 0 or 1: value 0 under mask 0xfe.
     if (inner_family == 4) {

@@ -206,7 +206,7 @@ std::vector<Kind> catalogue(const Options& o) {
       {"vf_to_vf_ipv6", "VF -> VF routed (IPv6 TCP): DEC_TTL (hop limit), SET_MAC_SRC/DST", routed(o, true, 6)},
       {"vf_to_geneve", "VF -> Geneve (IPv4 underlay): RAW_ENCAP with the OVN option", encap(o, false)},
       {"geneve_to_vf", "Geneve -> VF: GENEVE + GENEVE_OPT match, RAW_DECAP", decap(o)},
-      {"nat", "service connection: SET_IPV4_DST/SRC, SET_TP_DST/SRC, + FIN/SYN/RST punt rules", nat(o)},
+      {"nat", "service connection: SET_IPV4_DST/SRC, SET_TP_DST/SRC, after its port's FIN/SYN/RST punt rules", nat(o)},
       {"drop", "port-security drop: DROP", dropFlow(o)},
       {"esp", "Geneve under ESP (IPsec)", esp(o)},
       {"geneve_ipv6_underlay", "VF -> Geneve over an IPv6 underlay", encap(o, true)},

@@ -564,8 +564,8 @@ TEST_CASE("services: SCTP is balanced by its ports, its addresses translated and
   CHECK(f.stat("ServiceSctpPortChange") == 1);
 }
 
-// Offload: a translated connection's flows go to the NIC with their close punt
-// rules (offloadable.h closePuntFlags), so its FIN and RST still reach conntrack.
+// Offload: a translated connection's flows go to the NIC once their ports hold
+// close punt rules (offloadable.h closePuntShape), so its FIN and RST still reach conntrack.
 
 namespace {
 
@@ -582,7 +582,7 @@ void establish(Fixture& f) {
 
 }  // namespace
 
-TEST_CASE("services offload: an established connection's flows go to the NIC with their close punt rules",
+TEST_CASE("services offload: an established connection's flows go to the NIC after their ports' close punt rules",
           "[engine][services][offload]") {
   using dpu::offload::testing::EswitchProfile;
   using dpu::offload::testing::FakeEswitch;
@@ -594,7 +594,9 @@ TEST_CASE("services offload: an established connection's flows go to the NIC wit
   establish(f);
   f.engine->maintain();  // offers the two flows
   REQUIRE(eswitch.installedCount() == 2);
-  CHECK(eswitch.ruleCount() == 8);  // each: its rule and punt rules for FIN, SYN, RST
+  // Their rules, and the close punt rules (FIN, SYN, RST) of the two ports they arrive on.
+  CHECK(eswitch.closePuntSets().size() == 2);
+  CHECK(eswitch.ruleCount() == 2 + 6);
   std::string client_match;
   for (const auto& fl : f.flows()) {
     INFO(fl.match() << " " << fl.offload_status());
@@ -624,7 +626,7 @@ TEST_CASE("services offload: an established connection's flows go to the NIC wit
   CHECK(eswitch.installedCount() == 2);
 
   // Its RST closes the connection: the flow leaves the cache, and the NIC
-  // loses its rule and its punt rules together.
+  // loses its rule; the ports keep their punt rules for the next connection.
   f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kRst | kAck));
   Fixture::drainAll();
   f.engine->maintain();
@@ -633,7 +635,7 @@ TEST_CASE("services offload: an established connection's flows go to the NIC wit
   INFO(left);
   CHECK(left.find(client_match) == std::string::npos);
   CHECK(eswitch.installedCount() < 2);
-  CHECK(eswitch.ruleCount() == 4 * eswitch.installedCount());
+  CHECK(eswitch.ruleCount() == eswitch.installedCount() + 6);
   for (uint64_t id = 0; id < 8; ++id) {
     const flow::FlowSpec* spec = eswitch.installed(dpu::offload::OffloadHandle{id});
     if (spec != nullptr) CHECK(spec->match.key.l4_src != 40000);
@@ -665,8 +667,9 @@ TEST_CASE("services offload: a punt rule the NIC fails to create leaves the flow
   }
   CHECK(in_hw == 1);
   CHECK(refused == 1);
-  // Only the other flow's four rules are in the NIC.
+  // Only the other flow's rule and its port's punt rules are in the NIC.
   CHECK(eswitch.installedCount() == 1);
+  CHECK(eswitch.closePuntSets().size() == 1);
   CHECK(eswitch.ruleCount() == 4);
   // The refused flow still works in software, its close tracked.
   f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 40000, kVip, 80, kFin | kAck));

@@ -79,38 +79,57 @@ TEST_CASE("fake eswitch: injected refusals and failed removals, flush", "[fake]"
   CHECK_FALSE(sw.query(*h).ok());
 }
 
-TEST_CASE("fake eswitch: a NAT TCP flow takes its close punt rules with it, all or none", "[fake][nat]") {
-  FakeEswitch sw(EswitchProfile::mlx5Like(5));
+TEST_CASE("fake eswitch: the first NAT TCP flow of a port and shape makes its close punt rules, all or none",
+          "[fake][nat]") {
+  FakeEswitch sw(EswitchProfile::mlx5Like(6));
   auto nat = sw.install(natFlow());
   REQUIRE(nat.ok());
   CHECK(sw.puntFlags(*nat) == 0x07);  // FIN, SYN, RST
   CHECK(sw.installedCount() == 1);
-  CHECK(sw.ruleCount() == 4);         // its rule and three punt rules
+  CHECK(sw.ruleCount() == 4);         // its rule and its port's three punt rules
+  REQUIRE(sw.closePuntSets().size() == 1);
+  CHECK(sw.closePuntSets()[0] == *closePuntShape(natFlow()));
+  // Another connection from the port: one place.
+  auto second = natFlow();
+  second.match.key.l4_src = 41000;
+  auto nat2 = sw.install(second);
+  REQUIRE(nat2.ok());
+  CHECK(sw.ruleCount() == 5);
+  // A NAT reply over Geneve needs the uplink's own three: four places, and the table is full for it,
+  // not for a plain flow.
+  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (6 rules)"));
   auto local = sw.install(localFlow());
   REQUIRE(local.ok());
   CHECK(sw.puntFlags(*local) == 0);
-  CHECK(sw.ruleCount() == 5);
-  // Another NAT flow needs four places: the table is full for it, not for a plain flow.
-  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (5 rules)"));
+  CHECK(sw.ruleCount() == 6);
+  // Removing flows frees their places only: the port keeps its punt rules.
   REQUIRE(sw.remove(*local).ok());
-  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (5 rules)"));
+  REQUIRE(sw.remove(*nat2).ok());
   REQUIRE(sw.remove(*nat).ok());
-  CHECK(sw.ruleCount() == 0);
+  CHECK(sw.ruleCount() == 3);
   CHECK(sw.puntFlags(*nat) == 0);
+  CHECK_THAT(sw.validate(natDecapFlow()).error(), Catch::Contains("table full (6 rules)"));  // 3 + 4
+  CHECK(sw.validate(second).ok());
+  sw.flush();
+  CHECK(sw.ruleCount() == 0);
+  CHECK(sw.closePuntSets().empty());
 
-  // The punt rules fail after validation: nothing of the flow stays.
+  // The punt rules fail after validation: nothing of the flow or the set stays.
   sw.failNextPuntInstall("out of steering memory");
   auto failed = sw.install(natFlow());
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.error() == "close punt rule: out of steering memory");
   CHECK(sw.installedCount() == 0);
   CHECK(sw.ruleCount() == 0);
+  CHECK(sw.closePuntSets().empty());
   CHECK_FALSE(sw.forwarder(natFlow().match).has_value());
-  // Armed only for a flow that has punt rules.
+  // Armed only for a flow that makes punt rules.
   sw.failNextPuntInstall("again");
   CHECK(sw.install(localFlow()).ok());
   CHECK(sw.install(natFlow()).error() == "close punt rule: again");
   CHECK(sw.install(natFlow()).ok());
+  sw.failNextPuntInstall("not used");
+  CHECK(sw.install(second).ok());  // its port has them now
 }
 
 TEST_CASE("fake eswitch: PORT_REPRESENTOR only to a port on the switch; a NIC without it keeps NAT TCP in software",

@@ -86,6 +86,33 @@ TEST_CASE("closePuntFlags: a TCP flow with a NAT rewrite keeps its SYN, FIN and 
   CHECK(featureName(Feature::kActionPortRepresentor) == "action PORT_REPRESENTOR");
 }
 
+TEST_CASE("closePuntShape: the port, tunnel, tag and IP version a flow's close punt rules match", "[offloadable][nat]") {
+  const auto plain = closePuntShape(natFlow());
+  REQUIRE(plain.has_value());
+  CHECK(plain->port == kVf1);
+  CHECK(plain->outer_family == 0);
+  CHECK_FALSE(plain->vlan);
+  CHECK(plain->family == 4);
+  CHECK(describeClosePuntShape(*plain) == "port 1, IPv4");
+  const auto reply = closePuntShape(natDecapFlow());
+  REQUIRE(reply.has_value());
+  CHECK(reply->port == kUplink);
+  CHECK(reply->outer_family == 4);
+  CHECK(describeClosePuntShape(*reply) == "port 0, geneve/IPv4, IPv4");
+  // Connections differ in addresses and ports, not in shape.
+  auto other = natFlow();
+  other.match.key.l4_src = 51000;
+  other.match.key.l3_dst = v4(10, 96, 7, 7);
+  CHECK(closePuntShape(other) == plain);
+  auto tracked6 = decapFlow(true, true);
+  tracked6.match.key.ip_proto = dpu::overlay::ipproto::kTcp;
+  tracked6.match.key.flags |= dpu::overlay::FlowKey::kFlagOuterVlan;
+  tracked6.tracked = true;
+  CHECK(describeClosePuntShape(*closePuntShape(tracked6)) == "port 0, geneve/IPv6, IPv6, VLAN");
+  // No punt flags, no shape.
+  CHECK_FALSE(closePuntShape(localFlow(false, dpu::overlay::ipproto::kTcp)).has_value());
+}
+
 TEST_CASE("offloadFeatures: names and the first missing kind", "[offloadable]") {
   CHECK(featureName(Feature::kActionRawEncap) == "action RAW_ENCAP");
   CHECK(featureName(Feature::kItemGeneveOpt) == "item GENEVE_OPT");

@@ -429,7 +429,7 @@ TEST_CASE("rte_flow backend: a failed destroy keeps the rule and its handle", "[
   CHECK(b->installedCount() == 0);
 }
 
-TEST_CASE("rte_flow backend: a NAT TCP flow is its rule and three close punt rules, created and destroyed as one",
+TEST_CASE("rte_flow backend: the first NAT TCP flow of a port makes the port's close punt rules, before its own",
           "[rte_flow][eal][pmd][nat]") {
   ensureEal();
   FakePmd pmd;
@@ -439,6 +439,7 @@ TEST_CASE("rte_flow backend: a NAT TCP flow is its rule and three close punt rul
   REQUIRE(h.ok());
   CHECK(b->installedCount() == 1);
   CHECK(pmd.rules.size() == port_rules + 4);
+  CHECK(b->closePuntRuleCount() == 3);
   auto flow_rules = pmd.flowRules();
   REQUIRE(flow_rules.size() == 1);
   CHECK(flow_rules[0]->tcp_flags == 0);
@@ -465,35 +466,57 @@ TEST_CASE("rte_flow backend: a NAT TCP flow is its rule and three close punt rul
   auto c = b->query(*h);
   REQUIRE(c.ok());
   CHECK(c->packets == 7);
-  // Removal takes all four.
+  // A second connection from the same port costs one rule: the punt rules are the port's.
+  auto second = natFlow();
+  second.match.key.l4_src = 41000;
+  const size_t creates = pmd.creates;
+  auto h2 = b->install(second);
+  REQUIRE(h2.ok());
+  CHECK(pmd.creates == creates + 1);
+  CHECK(pmd.rules.size() == port_rules + 5);
+  // A reply arriving over Geneve is another shape on another port: its own three.
+  auto h3 = b->install(natDecapFlow());
+  REQUIRE(h3.ok());
+  CHECK(b->closePuntRuleCount() == 6);
+  CHECK(pmd.puntRules().size() == 6);
+  // Removing the flows removes their rules only; the port keeps its punt rules.
   REQUIRE(b->remove(*h).ok());
-  CHECK(pmd.rules.size() == port_rules);
+  REQUIRE(b->remove(*h2).ok());
+  REQUIRE(b->remove(*h3).ok());
   CHECK(b->installedCount() == 0);
-  // A flow without a NAT rewrite on TCP has no punt rules.
+  CHECK(pmd.rules.size() == port_rules + 6);
+  // A flow without a NAT rewrite on TCP makes none.
   REQUIRE(b->install(localFlow(false, 6)).ok());
-  CHECK(pmd.puntRules().empty());
-  CHECK(pmd.rules.size() == port_rules + 1);
+  CHECK(pmd.rules.size() == port_rules + 7);
+  // The port leaving the eswitch takes them with its other rules.
+  b->removePort(kUplink);
+  CHECK(b->closePuntRuleCount() == 3);
+  REQUIRE(pmd.puntRules().size() == 3);
+  for (const auto& [id, r] : pmd.puntRules()) CHECK(r->to_representor == g_ring);  // VF1's are left
 }
 
-TEST_CASE("rte_flow backend: a failure of a punt rule or of the flow's rule leaves nothing installed",
+TEST_CASE("rte_flow backend: a punt rule that fails leaves nothing of its set; the flow's rule failing keeps the set",
           "[rte_flow][eal][pmd][nat]") {
   ensureEal();
   FakePmd pmd;
   auto b = backendOn(pmd);
   OffloadManager m(*b);
   const size_t port_rules = pmd.rules.size();
-  // The second punt rule (SYN) fails.
+  // The second punt rule (SYN) fails: the first goes again, the flow stays in software.
   pmd.fail_create_at = pmd.creates + 2;
   REQUIRE(*m.offer(1, natFlow()) == OffloadState::kSoftware);
   CHECK(m.describe(1) == "software: close punt rule: rte_flow_create: cannot create flow (Cannot allocate memory)");
   CHECK(pmd.rules.size() == port_rules);
+  CHECK(b->closePuntRuleCount() == 0);
   CHECK(b->installedCount() == 0);
-  // The flow's rule (the fourth create) fails after its punt rules went in.
+  // The flow's rule (the fourth create) fails after the port's punt rules
+  // went in: they stay (they send to software what would go there anyway).
   pmd.fail_create_at = pmd.creates + 4;
   auto h = b->install(natFlow());
   REQUIRE_FALSE(h.ok());
   CHECK(h.error() == "rte_flow_create: cannot create flow (Cannot allocate memory)");
-  CHECK(pmd.rules.size() == port_rules);
+  CHECK(pmd.rules.size() == port_rules + 3);
+  CHECK(b->installedCount() == 0);
   // A device that refuses the punt rule's action refuses the flow.
   FakePmd no_punt;
   auto b2 = backendOn(no_punt);
@@ -503,11 +526,14 @@ TEST_CASE("rte_flow backend: a failure of a punt rule or of the flow's rule leav
   CHECK(v.error() ==
         "close punt rule: rte_flow_validate: action PORT_REPRESENTOR not supported on this port (Operation not "
         "supported)");
-  // Offered again once the device takes it: in hardware, with its punt rules, as dump-flows says.
+  // Offered again once the device takes it: in hardware, with the port's
+  // punt rules already there (one create), as dump-flows says.
   pmd.fail_create_at = SIZE_MAX;
+  const size_t creates = pmd.creates;
   REQUIRE(*m.offer(1, natFlow()) == OffloadState::kInHw);
+  CHECK(pmd.creates == creates + 1);
   CHECK(m.describe(1) == "offloaded+punt:fin,syn,rst");
   CHECK(pmd.rules.size() == port_rules + 4);
   REQUIRE(m.withdraw(1).ok());
-  CHECK(pmd.rules.size() == port_rules);
+  CHECK(pmd.rules.size() == port_rules + 3);
 }

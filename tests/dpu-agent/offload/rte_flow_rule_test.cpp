@@ -6,6 +6,7 @@
 
 #include <rte_byteorder.h>
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -361,18 +362,23 @@ TEST_CASE("NAT hooks become SET_IPV4 and SET_TP actions in flow order", "[rte_fl
 
 namespace {
 
-std::vector<RteFlowRule> punts(const dpu::flow::FlowSpec& f) {
-  auto r = buildClosePuntRules(f, ports());
-  INFO((r.ok() ? std::string() : r.error()));
-  REQUIRE(r.ok());
-  return std::move(r).value();
+// The close punt rules a flow's port holds for the flow's shape, on the
+// ethdev ports() gives its input port.
+std::vector<RteFlowRule> punts(const dpu::flow::FlowSpec& f, const RteFlowRuleOptions& o = {}) {
+  const auto shape = closePuntShape(f);
+  REQUIRE(shape.has_value());
+  const auto ethdev = ports().ethdev(shape->port);
+  REQUIRE(ethdev.has_value());
+  return buildClosePuntRules(*shape, *ethdev, o);
 }
 
 size_t specSize(rte_flow_item_type type) {
   switch (type) {
     case RTE_FLOW_ITEM_TYPE_REPRESENTED_PORT: return sizeof(rte_flow_item_ethdev);
     case RTE_FLOW_ITEM_TYPE_ETH: return sizeof(rte_flow_item_eth);
+    case RTE_FLOW_ITEM_TYPE_VLAN: return sizeof(rte_flow_item_vlan);
     case RTE_FLOW_ITEM_TYPE_IPV4: return sizeof(rte_flow_item_ipv4);
+    case RTE_FLOW_ITEM_TYPE_IPV6: return sizeof(rte_flow_item_ipv6);
     case RTE_FLOW_ITEM_TYPE_UDP: return sizeof(rte_flow_item_udp);
     case RTE_FLOW_ITEM_TYPE_TCP: return sizeof(rte_flow_item_tcp);
     case RTE_FLOW_ITEM_TYPE_GENEVE: return sizeof(rte_flow_item_geneve);
@@ -380,77 +386,104 @@ size_t specSize(rte_flow_item_type type) {
   }
 }
 
-// The punt rule matches the flow rule's pattern byte for byte, the TCP
-// item's flags aside (checked by the caller). GENEVE_OPT carries pointers to
-// its data: compared field by field.
-void checkSamePattern(const RteFlowRule& punt, const RteFlowRule& flow) {
-  REQUIRE(describePattern(punt) == describePattern(flow));
-  for (size_t i = 0; i + 1 < flow.pattern.size(); ++i) {
+// Every packet of `flow` that carries the punt rule's TCP flag matches the
+// punt rule: item by item (the flow's GENEVE_OPT, which the punt rule does
+// not look at, aside), the punt rule masks no bit the flow's rule leaves
+// open and wants there what the flow's rule wants. The TCP flags are the
+// flow's packets' own: checked by the caller.
+void checkCovers(const RteFlowRule& punt, const RteFlowRule& flow) {
+  std::vector<const rte_flow_item*> flow_items;
+  for (const auto& it : flow.pattern) {
+    if (it.type != RTE_FLOW_ITEM_TYPE_GENEVE_OPT) flow_items.push_back(&it);
+  }
+  REQUIRE(punt.pattern.size() == flow_items.size());
+  for (size_t i = 0; i + 1 < punt.pattern.size(); ++i) {
     const rte_flow_item& a = punt.pattern[i];
-    const rte_flow_item& b = flow.pattern[i];
+    const rte_flow_item& b = *flow_items[i];
     INFO("item " << i << " " << itemTypeName(a.type));
+    REQUIRE(a.type == b.type);
     REQUIRE(a.last == nullptr);
+    const size_t n = specSize(a.type);
+    REQUIRE(n != 0);
+    std::vector<uint8_t> ps(n), pm(n), fs(n), fm(n);
+    std::memcpy(ps.data(), a.spec, n);
+    std::memcpy(pm.data(), a.mask, n);
+    std::memcpy(fs.data(), b.spec, n);
+    std::memcpy(fm.data(), b.mask, n);
     if (a.type == RTE_FLOW_ITEM_TYPE_TCP) {
-      rte_flow_item_tcp sa = spec<rte_flow_item_tcp>(&a), ma = mask<rte_flow_item_tcp>(&a);
-      sa.hdr.tcp_flags = ma.hdr.tcp_flags = 0;
-      CHECK(std::memcmp(&sa, b.spec, sizeof sa) == 0);
-      CHECK(std::memcmp(&ma, b.mask, sizeof ma) == 0);
-    } else if (a.type == RTE_FLOW_ITEM_TYPE_GENEVE_OPT) {
-      const auto& sa = spec<rte_flow_item_geneve_opt>(&a);
-      const auto& sb = spec<rte_flow_item_geneve_opt>(&b);
-      CHECK(sa.option_class == sb.option_class);
-      CHECK(sa.option_type == sb.option_type);
-      CHECK(sa.option_len == sb.option_len);
-      CHECK(std::memcmp(sa.data, sb.data, 4) == 0);
-      CHECK(std::memcmp(mask<rte_flow_item_geneve_opt>(&a).data, mask<rte_flow_item_geneve_opt>(&b).data, 4) == 0);
-    } else {
-      const size_t n = specSize(a.type);
-      REQUIRE(n != 0);
-      CHECK(std::memcmp(a.spec, b.spec, n) == 0);
-      CHECK(std::memcmp(a.mask, b.mask, n) == 0);
+      const size_t flags = offsetof(rte_flow_item_tcp, hdr.tcp_flags);
+      ps[flags] = pm[flags] = 0;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      INFO("byte " << k);
+      CHECK((pm[k] & ~fm[k]) == 0);
+      CHECK((fs[k] & pm[k]) == (ps[k] & pm[k]));
     }
   }
 }
 
-}  // namespace
-
-TEST_CASE("a NAT TCP flow gets one close punt rule per flag: its pattern, the flag, to its port's representor",
-          "[rte_flow][nat]") {
-  const auto flow = natFlow();
-  const RteFlowRule rule = build(flow);
-  const auto rules = punts(flow);
+// The punt rules of one shape: FIN, SYN, RST in that order, one flag each,
+// ahead of the flow rules, every address and port open, back to `ethdev`'s
+// representor with nothing rewritten or counted (software counts the packet).
+void checkPuntSet(const std::vector<RteFlowRule>& rules, const std::string& pattern, uint16_t ethdev) {
   REQUIRE(rules.size() == 3);
   const uint8_t flags[] = {0x01, 0x02, 0x04};  // FIN, SYN, RST
   for (size_t i = 0; i < rules.size(); ++i) {
     const RteFlowRule& p = rules[i];
     INFO("punt rule " << i);
-    // Same group, ahead of the flow's rule (priority 1).
     CHECK(p.attr.transfer == 1);
     CHECK(p.attr.group == 1);
     CHECK(p.attr.priority == 0);
-    CHECK(describePattern(p) == "REPRESENTED_PORT ETH IPV4 TCP END");
-    checkSamePattern(p, rule);
+    CHECK(describePattern(p) == pattern);
     const auto* tcp = p.item(RTE_FLOW_ITEM_TYPE_TCP);
-    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.tcp_flags == flags[i]);
-    CHECK(mask<rte_flow_item_tcp>(tcp).hdr.tcp_flags == flags[i]);
-    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.src_port == rte_cpu_to_be_16(40000));
-    CHECK(spec<rte_flow_item_tcp>(tcp).hdr.dst_port == rte_cpu_to_be_16(53));
-    // Nothing rewritten, nothing counted (software counts it): back to VF1's representor.
+    REQUIRE(tcp != nullptr);
+    rte_flow_item_tcp open{};
+    open.hdr.tcp_flags = flags[i];
+    CHECK(std::memcmp(tcp->spec, &open, sizeof open) == 0);
+    CHECK(std::memcmp(tcp->mask, &open, sizeof open) == 0);
+    for (auto type : {RTE_FLOW_ITEM_TYPE_IPV4, RTE_FLOW_ITEM_TYPE_IPV6}) {
+      for (size_t nth = 0; const rte_flow_item* ip = p.item(type, nth); ++nth) {
+        if (type == RTE_FLOW_ITEM_TYPE_IPV4) {
+          CHECK(mask<rte_flow_item_ipv4>(ip).hdr.src_addr == 0);
+          CHECK(mask<rte_flow_item_ipv4>(ip).hdr.dst_addr == 0);
+        } else {
+          const uint8_t zero[16] = {};
+          CHECK(std::memcmp(mask<rte_flow_item_ipv6>(ip).hdr.src_addr, zero, 16) == 0);
+          CHECK(std::memcmp(mask<rte_flow_item_ipv6>(ip).hdr.dst_addr, zero, 16) == 0);
+        }
+      }
+    }
     CHECK(describeActions(p) == "PORT_REPRESENTOR END");
-    CHECK(conf<rte_flow_action_ethdev>(p.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR)).port_id == 11);
+    CHECK(conf<rte_flow_action_ethdev>(p.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR)).port_id == ethdev);
     CHECK(p.age == nullptr);
   }
+}
+
+}  // namespace
+
+TEST_CASE("a port's close punt rules: one per flag, any addresses, ahead of the flow rules, to its representor",
+          "[rte_flow][nat]") {
+  const auto flow = natFlow();
+  const RteFlowRule rule = build(flow);
+  const auto rules = punts(flow);
+  checkPuntSet(rules, "REPRESENTED_PORT ETH IPV4 TCP END", 11);  // VF1's representor
+  for (const RteFlowRule& p : rules) checkCovers(p, rule);
   // The flow's own rule does not look at the flags.
   CHECK(mask<rte_flow_item_tcp>(rule.item(RTE_FLOW_ITEM_TYPE_TCP)).hdr.tcp_flags == 0);
+  // Another connection of the same pod, to another service: the same rules.
+  auto other = natFlow();
+  other.match.key.l3_dst = v4(10, 96, 0, 99);
+  other.match.key.l4_src = 51000;
+  REQUIRE(closePuntShape(other) == closePuntShape(flow));
+  for (const RteFlowRule& p : rules) checkCovers(p, build(other));
   // Priorities follow the options.
   RteFlowRuleOptions o;
   o.group = 3;
   o.priority = 5;
   o.guard_priority = 2;
-  auto moved = buildClosePuntRules(flow, ports(), o);
-  REQUIRE(moved.ok());
-  CHECK((*moved)[0].attr.group == 3);
-  CHECK((*moved)[0].attr.priority == 2);
+  const auto moved = punts(flow, o);
+  CHECK(moved[0].attr.group == 3);
+  CHECK(moved[0].attr.priority == 2);
 }
 
 TEST_CASE("a NAT reply through Geneve is punted to the uplink's representor, still encapsulated",
@@ -458,30 +491,57 @@ TEST_CASE("a NAT reply through Geneve is punted to the uplink's representor, sti
   const auto flow = natDecapFlow();
   const RteFlowRule rule = build(flow);
   CHECK(describeActions(rule) == "RAW_DECAP SET_IPV4_SRC SET_TP_SRC COUNT REPRESENTED_PORT END");
+  // No RAW_DECAP: the dataplane decapsulates it as any packet from the uplink.
   const auto rules = punts(flow);
-  REQUIRE(rules.size() == 3);
+  checkPuntSet(rules, "REPRESENTED_PORT ETH IPV4 UDP GENEVE ETH IPV4 TCP END", 10);
   for (const RteFlowRule& p : rules) {
-    CHECK(describePattern(p) == "REPRESENTED_PORT ETH IPV4 UDP GENEVE GENEVE_OPT ETH IPV4 TCP END");
-    checkSamePattern(p, rule);
-    // No RAW_DECAP: the dataplane decapsulates it as any packet from the uplink.
-    CHECK(describeActions(p) == "PORT_REPRESENTOR END");
-    CHECK(conf<rte_flow_action_ethdev>(p.action(RTE_FLOW_ACTION_TYPE_PORT_REPRESENTOR)).port_id == 10);
+    checkCovers(p, rule);
+    // Geneve to port 6081 carrying Ethernet, from any peer, any VNI.
+    const auto* udp = p.item(RTE_FLOW_ITEM_TYPE_UDP);
+    CHECK(spec<rte_flow_item_udp>(udp).hdr.dst_port == rte_cpu_to_be_16(6081));
+    CHECK(mask<rte_flow_item_udp>(udp).hdr.src_port == 0);
+    const auto* g = p.item(RTE_FLOW_ITEM_TYPE_GENEVE);
+    CHECK(spec<rte_flow_item_geneve>(g).protocol == rte_cpu_to_be_16(0x6558));
+    CHECK(mask<rte_flow_item_geneve>(g).vni[0] == 0);
   }
 }
 
-TEST_CASE("flows that are not translated TCP have no close punt rules", "[rte_flow][nat]") {
+TEST_CASE("close punt shapes: a VLAN tag and IPv6 have rules of their own that cover their flows", "[rte_flow][nat]") {
+  auto tagged = natFlow();
+  tagged.match.key.flags |= dpu::overlay::FlowKey::kFlagOuterVlan;
+  tagged.match.key.vlan_tci[0] = 100;
+  REQUIRE(closePuntShape(tagged)->vlan);
+  const auto tagged_rules = punts(tagged);
+  checkPuntSet(tagged_rules, "REPRESENTED_PORT ETH VLAN IPV4 TCP END", 11);
+  for (const RteFlowRule& p : tagged_rules) {
+    checkCovers(p, build(tagged));
+    // Any TCI; the tag's inner type and no second tag.
+    const auto* vlan = p.item(RTE_FLOW_ITEM_TYPE_VLAN);
+    CHECK(mask<rte_flow_item_vlan>(vlan).hdr.vlan_tci == 0);
+    CHECK(spec<rte_flow_item_vlan>(vlan).hdr.eth_proto == rte_cpu_to_be_16(0x0800));
+    CHECK(mask<rte_flow_item_vlan>(vlan).has_more_vlan == 1);
+  }
+  // An untagged rule does not take tagged packets (has_vlan = 0 under its mask).
+  const auto plain = punts(natFlow());
+  CHECK(mask<rte_flow_item_eth>(plain[0].item(RTE_FLOW_ITEM_TYPE_ETH)).has_vlan == 1);
+  CHECK(spec<rte_flow_item_eth>(plain[0].item(RTE_FLOW_ITEM_TYPE_ETH)).has_vlan == 0);
+
+  // A tracked IPv6 connection (no rewrite: NetworkPolicy's) over Geneve.
+  auto tracked6 = decapFlow(true, false);
+  tracked6.match.key.ip_proto = dpu::overlay::ipproto::kTcp;
+  tracked6.tracked = true;
+  const auto rules6 = punts(tracked6);
+  checkPuntSet(rules6, "REPRESENTED_PORT ETH IPV4 UDP GENEVE ETH IPV6 TCP END", 10);
+  for (const RteFlowRule& p : rules6) checkCovers(p, build(tracked6));
+}
+
+TEST_CASE("flows that are not translated or tracked TCP need no close punt rules", "[rte_flow][nat]") {
   auto udp_nat = natFlow();
   udp_nat.match.key.ip_proto = dpu::overlay::ipproto::kUdp;
   for (const auto& f : {localFlow(), localFlow(false, dpu::overlay::ipproto::kTcp), encapFlow(), decapFlow(),
                         bridgedFlow(kHostPf, kUplink), udp_nat}) {
-    CHECK(punts(f).empty());
+    CHECK_FALSE(closePuntShape(f).has_value());
   }
-  // The flow's own refusals refuse its punt rules too.
-  auto off_switch = natFlow();
-  off_switch.match.key.in_port = 42;
-  auto r = buildClosePuntRules(off_switch, ports());
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error() == "input port 42 is not on the eswitch");
 }
 
 TEST_CASE("ICMP echo matches type, code and identifier", "[rte_flow]") {

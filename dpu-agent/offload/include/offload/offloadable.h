@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -89,7 +90,8 @@ inline constexpr size_t kMaxOffloadActions = 16;
 
 // The item and action kinds `flow` translates into (COUNT and AGE not
 // included: a backend adds what it attaches to every rule; a flow with
-// closePuntFlags adds item TCP flags and action PORT_REPRESENTOR), or the reason the
+// closePuntFlags adds item TCP flags and action PORT_REPRESENTOR, which its
+// port's close punt rules need), or the reason the
 // flow stays in software on any hardware. The reason names the flow's property
 // and says that it stays in software; it never contains addresses, so equal
 // reasons of different flows are equal strings (the offload manager interns them).
@@ -101,10 +103,32 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow);
 // flow. The engine's fast path sends exactly these packets of a
 // translated connection's cached flow to conntrack (its punt), so that the
 // connection's state follows its close and reuse; toFlowSpec gives address and
-// port rewrites to translated flows only. A backend offloads such a flow as its
-// rule plus one close punt rule per flag (rte_flow_rule.h), installed and
-// removed together.
+// port rewrites to translated flows only. The punting is not the flow's own
+// rule: its port's close punt rules for the flow's shape (ClosePuntShape)
+// send those packets of every TCP flow of that shape to software, so a
+// connection costs the NIC one rule per direction, not four.
 uint8_t closePuntFlags(const flow::FlowSpec& flow);
+
+// What a port's close punt rules match besides the TCP flag: the port, the
+// outer IP version of a Geneve flow (0: not tunnelled), a VLAN tag and the IP
+// version — the structure of a flow's pattern without its addresses and ports.
+// A port has one set of close punt rules (FIN, SYN, RST) per shape its flows
+// need, made when the first such flow is offloaded, before that flow's rule
+// (rte_flow_rule.h: buildClosePuntRules), and kept while the port is on the
+// eswitch.
+struct ClosePuntShape {
+  uint32_t port = 0;          // datapath port the packets arrive on
+  uint8_t outer_family = 0;   // Geneve over IPv4 or IPv6; 0: not tunnelled
+  bool vlan = false;          // one 802.1Q tag (QinQ is not offloaded)
+  uint8_t family = 4;         // the (inner) IP version
+  bool operator==(const ClosePuntShape&) const = default;
+};
+
+// The shape of `flow`'s close punt rules; nullopt when closePuntFlags(flow) is 0.
+std::optional<ClosePuntShape> closePuntShape(const flow::FlowSpec& flow);
+
+// "port 2, geneve/IPv4, IPv6, VLAN": for reasons and logs.
+std::string describeClosePuntShape(const ClosePuntShape& shape);
 
 // "punt:fin,syn,rst" for closePuntFlags' bits (FIN, SYN, RST in that order,
 // other bits by value); "" for 0. dump-flows shows it after "hw".

@@ -1,11 +1,12 @@
 // The rte_flow backend: each offloaded flow becomes one synchronous transfer
-// rule on the eswitch (rte_flow_validate, then rte_flow_create) — a TCP flow
-// with a NAT rewrite also its close punt rules (buildClosePuntRules), one
-// handle for all, created before the flow's rule and destroyed after it, all
-// or none — created
+// rule on the eswitch (rte_flow_validate, then rte_flow_create), created
 // through the switch domain's transfer proxy port. The translation is
-// buildRteFlowRule (rte_flow_rule.h); this class owns the device side: the
-// root jump and TTL guard rules, the handles, counters (COUNT, AGE) and removal.
+// buildRteFlowRule (rte_flow_rule.h); this class owns the device side: each
+// port's root jump, TTL guard and close punt rules, the handles, counters
+// (COUNT, AGE) and removal. A TCP flow with a NAT rewrite (or tracked) needs
+// its port's close punt rules for its shape (buildClosePuntRules): the first
+// such flow makes them, all or none, before its own rule; they stay while
+// the port is on the eswitch.
 //
 // A device refusal is a per-flow answer, never a failure of the backend: ports
 // without rte_flow (af_xdp, af_packet, net_ring, net_null) refuse every rule,
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,39 +86,51 @@ class RteFlowBackend final : public OffloadBackend {
   // Why a port's root jump or TTL guards are missing ("" when installed).
   std::string portRulesError(uint32_t datapath_port) const;
   size_t installedCount() const { return installed_; }
-  // Bytes this backend keeps per installed flow (the PMD's own memory aside).
-  static constexpr size_t kBookkeepingBytesPerFlow = 40;
-  // Close punt rules per flow at most (FIN, SYN, RST).
-  static constexpr size_t kMaxPuntRules = 3;
+  // Close punt rules the ports hold (three per port and shape in use).
+  size_t closePuntRuleCount() const;
+  // Bytes this backend keeps per installed flow (the PMD's own memory aside;
+  // a port's close punt rules are per port, not per flow).
+  static constexpr size_t kBookkeepingBytesPerFlow = 16;
 
  private:
   struct Slot {
     rte_flow* flow = nullptr;
-    std::array<rte_flow*, kMaxPuntRules> punts{};  // the close punt rules, nullptr-terminated
     uint32_t generation = 0;
   };
   static_assert(sizeof(Slot) <= kBookkeepingBytesPerFlow, "kBookkeepingBytesPerFlow counts the slot");
+  // One shape's close punt rules on a port (FIN, SYN, RST).
+  struct PuntSet {
+    ClosePuntShape shape;
+    std::vector<rte_flow*> rules;
+  };
   // The rules every port needs before its flows can work.
   struct PortRules {
     uint32_t datapath_port = 0;
+    uint16_t ethdev = 0;
     rte_flow* jump = nullptr;
     std::vector<rte_flow*> guards;
+    std::vector<PuntSet> punts;  // made by the first flow of each shape that needs them
     std::string jump_error;   // why the root jump is missing
     std::string guard_error;  // why the TTL guards are missing
   };
 
   explicit RteFlowBackend(const RteFlowBackendConfig& config, uint16_t proxy);
-  // The flow's rule and its close punt rules (none for most flows).
+  // The flow's rule, and the close punt rules its port still needs for it
+  // (none for most flows, and none once the port has them).
   struct Prepared {
     RteFlowRule rule;
+    std::optional<ClosePuntShape> punt_shape;
     std::vector<RteFlowRule> punts;
   };
   Result<Prepared> prepare(const flow::FlowSpec& flow) const;
   Result<void> deviceValidate(const flow::FlowSpec& flow, const Prepared& rules) const;
+  // Create the port's close punt rules of `prepared` (all or none).
+  Result<void> installPunts(Prepared& prepared);
   Slot* lookup(OffloadHandle handle);
   PortRules installPortRules(uint32_t datapath_port, uint16_t ethdev, bool tunnel_port);
   void destroyPortRules(PortRules& rules);
   const PortRules* portRules(uint32_t datapath_port) const;
+  PortRules* portRules(uint32_t datapath_port);
 
   RteFlowBackendConfig config_;
   uint16_t proxy_port_ = 0;

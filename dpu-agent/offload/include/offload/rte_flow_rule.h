@@ -36,6 +36,7 @@
 
 #include "common/result.h"
 #include "flow/flow.h"
+#include "offload/offloadable.h"
 
 namespace dpu::offload {
 
@@ -100,17 +101,22 @@ struct RteFlowRule {
 Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& ports,
                                      const RteFlowRuleOptions& options = {});
 
-// The close punt rules of a TCP flow with a NAT rewrite (closePuntFlags; none
-// for any other flow): for each flag (FIN, SYN, RST), the flow's exact-match
-// pattern with TCP hdr.tcp_flags spec = mask = that flag, at guard_priority in
-// the flow's group, action PORT_REPRESENTOR(in_port's ethdev) END. They take
-// precedence over the flow's rule, so a translated connection's open, close
-// and reset reach conntrack in software while its other packets stay in the
-// NIC. A backend installs them with the flow's rule and removes them with it.
-// Unproven on hardware: mlx5's acceptance of PORT_REPRESENTOR in a
-// transfer rule and of a tcp_flags mask at this priority (offload/README.md).
-Result<std::vector<RteFlowRule>> buildClosePuntRules(const flow::FlowSpec& flow, const PortMap& ports,
-                                                     const RteFlowRuleOptions& options = {});
+// A port's close punt rules for one shape (offloadable.h: ClosePuntShape):
+// for each flag (FIN, SYN, RST), at guard_priority in the flows' group,
+//   REPRESENTED_PORT(ethdev_port)
+//   [Geneve: ETH(type) / IPV4|IPV6(proto UDP) / UDP(dst 6081) / GENEVE(protocol 0x6558)]
+//   ETH(type; has_vlan) [VLAN(inner_type; has_more_vlan 0)] IPV4|IPV6(proto TCP)
+//   TCP(tcp_flags spec = mask = the flag)
+// actions PORT_REPRESENTOR(ethdev_port) END. They take precedence over every
+// flow rule, so a translated (or tracked) connection's open, close and reset
+// reach conntrack in software while its other packets stay in the NIC; other
+// TCP flows of the port and shape have theirs forwarded by software's cached
+// flow. One set per port and shape, not per flow: a connection costs the NIC
+// one rule per direction. Unproven on hardware: mlx5's acceptance of
+// PORT_REPRESENTOR in a transfer rule and of a tcp_flags mask at this
+// priority (offload/README.md).
+std::vector<RteFlowRule> buildClosePuntRules(const ClosePuntShape& shape, uint16_t ethdev_port,
+                                             const RteFlowRuleOptions& options = {});
 
 // Group 0, priority 0, everything from one port, JUMP to
 // options.group: the root table holds only these (docs/hardware.md: keep rules out
