@@ -4,29 +4,56 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 namespace dpu::conntrack {
 
+// Zero bytes are an empty entry: the table is zero pages (or a file's holes).
 struct Affinity::Entry {
   uint64_t frontend = 0;
   std::array<uint8_t, 16> client{};
   Target target;
-  uint64_t used_ms = 0;
+  uint64_t used_ms = 0;  // the engine's monotonic clock: comparable across processes of one boot
   bool used = false;
 };
 
 struct Affinity::Bucket {
-  std::atomic_flag lock = ATOMIC_FLAG_INIT;
   Entry ways[kWays];
-  void acquire() const {
-    while (const_cast<std::atomic_flag&>(lock).test_and_set(std::memory_order_acquire)) {
-    }
-  }
-  void release() const { const_cast<std::atomic_flag&>(lock).clear(std::memory_order_release); }
 };
 
-Affinity::Affinity(uint32_t capacity)
-    : buckets_(std::bit_ceil(std::max<uint32_t>(capacity / kWays, 1))), table_(std::make_unique<Bucket[]>(buckets_)) {}
+struct Affinity::Stripe {
+  std::atomic_flag lock = ATOMIC_FLAG_INIT;
+  char pad[64 - sizeof(std::atomic_flag)];
+  void acquire() {
+    while (lock.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  void release() { lock.clear(std::memory_order_release); }
+};
+
+uint32_t Affinity::bucketCount(uint32_t capacity) { return std::bit_ceil(std::max<uint32_t>(capacity / kWays, 1)); }
+
+Affinity::Affinity(uint32_t capacity) : Affinity(capacity, nullptr) {}
+
+Affinity::Affinity(uint32_t capacity, std::unique_ptr<PersistentPages> persist)
+    : buckets_(bucketCount(capacity)), persist_(std::move(persist)), stripes_(std::make_unique<Stripe[]>(kStripes)) {
+  static_assert(std::is_trivially_copyable_v<Bucket>, "buckets live in a file across processes");
+  if (persist_ != nullptr) {
+    table_ = reinterpret_cast<Bucket*>(persist_->data());
+  } else {
+    table_mem_ = zeroedArray<Bucket>(buckets_);
+    table_ = table_mem_.get();
+  }
+}
+
+Result<std::unique_ptr<Affinity>> Affinity::openPersistent(uint32_t capacity, const std::string& path) {
+  constexpr uint64_t kFormat = 1;
+  const uint32_t buckets = bucketCount(capacity);
+  const uint64_t layout = kFormat << 56 | uint64_t{sizeof(Bucket)} << 40 | buckets;
+  auto pages = PersistentPages::open(path, layout, sizeof(Bucket) * buckets);
+  if (!pages) return std::move(pages).takeError();
+  return std::unique_ptr<Affinity>(new Affinity(capacity, std::make_unique<PersistentPages>(std::move(*pages))));
+}
 
 Affinity::~Affinity() = default;
 
@@ -39,10 +66,14 @@ uint32_t Affinity::bucketOf(uint64_t frontend, const std::array<uint8_t, 16>& cl
   return static_cast<uint32_t>(h) & (buckets_ - 1);
 }
 
+Affinity::Stripe& Affinity::stripeOf(uint32_t bucket) const { return stripes_[bucket & (kStripes - 1)]; }
+
 bool Affinity::find(uint64_t frontend, const std::array<uint8_t, 16>& client, uint64_t now_ms, uint32_t timeout_ms,
                     Target& out) const {
-  const Bucket& bk = table_[bucketOf(frontend, client)];
-  bk.acquire();
+  const uint32_t b = bucketOf(frontend, client);
+  const Bucket& bk = table_[b];
+  Stripe& stripe = stripeOf(b);
+  stripe.acquire();
   bool found = false;
   for (const Entry& e : bk.ways) {
     if (e.used && e.frontend == frontend && e.client == client && now_ms <= e.used_ms + timeout_ms) {
@@ -51,14 +82,16 @@ bool Affinity::find(uint64_t frontend, const std::array<uint8_t, 16>& client, ui
       break;
     }
   }
-  bk.release();
+  stripe.release();
   return found;
 }
 
 void Affinity::record(uint64_t frontend, const std::array<uint8_t, 16>& client, const Target& target,
                       uint64_t now_ms) {
-  Bucket& bk = table_[bucketOf(frontend, client)];
-  bk.acquire();
+  const uint32_t b = bucketOf(frontend, client);
+  Bucket& bk = table_[b];
+  Stripe& stripe = stripeOf(b);
+  stripe.acquire();
   Entry* slot = nullptr;
   for (Entry& e : bk.ways) {
     if (e.used && e.frontend == frontend && e.client == client) {
@@ -81,7 +114,7 @@ void Affinity::record(uint64_t frontend, const std::array<uint8_t, 16>& client, 
   slot->target = target;
   slot->used_ms = now_ms;
   slot->used = true;
-  bk.release();
+  stripe.release();
 }
 
 }  // namespace dpu::conntrack

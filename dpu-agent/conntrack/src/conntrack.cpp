@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <mutex>
@@ -192,24 +193,97 @@ State Table::next(State s, uint8_t protocol, Dir dir, uint8_t f) {
   return s;
 }
 
-Table::Table(uint32_t capacity, Timeouts timeouts) : capacity_(capacity), timeouts_(timeouts) {
-  static_assert(sizeof(Slot) == 80, "an IPv4 connection is 80 bytes");
-  static_assert(sizeof(Ipv6Rest) == 48);
+uint32_t Table::bucketCount(uint32_t capacity) {
   // Two index nodes per entry: about one bucket per node.
-  const uint32_t buckets = std::bit_ceil(std::max<uint32_t>(2 * capacity, 64));
-  bucket_mask_ = buckets - 1;
-  // Zeroed memory is a free entry (flags 0, generation 0) and an empty chain.
-  slots_mem_ = zeroedArray<Slot>(capacity);
-  v6_mem_ = zeroedArray<Ipv6Rest>(capacity);
-  buckets_mem_ = zeroedArray<uint32_t>(buckets);
-  slots_ = slots_mem_.get();
-  v6_ = v6_mem_.get();
-  buckets_ = buckets_mem_.get();
-  stripes_ = std::make_unique<Stripe[]>(kStripes);
-  free_.reserve(capacity);
-  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+  return std::bit_ceil(std::max<uint32_t>(2 * capacity, 64));
 }
 
+Table::Table(uint32_t capacity, Timeouts timeouts) : Table(capacity, timeouts, nullptr) {}
+
+Table::Table(uint32_t capacity, Timeouts timeouts, std::unique_ptr<PersistentPages> persist)
+    : capacity_(capacity), timeouts_(timeouts), persist_(std::move(persist)) {
+  static_assert(sizeof(Slot) == 80, "an IPv4 connection is 80 bytes");
+  static_assert(sizeof(Ipv6Rest) == 48);
+  const uint32_t buckets = bucketCount(capacity);
+  bucket_mask_ = buckets - 1;
+  // Zeroed memory is a free entry (flags 0, generation 0) and an empty chain.
+  if (persist_ != nullptr) {
+    uint8_t* base = persist_->data();
+    slots_ = reinterpret_cast<Slot*>(base);
+    v6_ = reinterpret_cast<Ipv6Rest*>(base + PersistentPages::pageAlign(sizeof(Slot) * capacity));
+    buckets_ = reinterpret_cast<uint32_t*>(base + PersistentPages::pageAlign(sizeof(Slot) * capacity) +
+                                           PersistentPages::pageAlign(sizeof(Ipv6Rest) * capacity));
+    high_water_ = &persist_->word(0);
+  } else {
+    slots_mem_ = zeroedArray<Slot>(capacity);
+    v6_mem_ = zeroedArray<Ipv6Rest>(capacity);
+    buckets_mem_ = zeroedArray<uint32_t>(buckets);
+    slots_ = slots_mem_.get();
+    v6_ = v6_mem_.get();
+    buckets_ = buckets_mem_.get();
+  }
+  stripes_ = std::make_unique<Stripe[]>(kStripes);
+  free_.reserve(capacity);
+  if (persist_ != nullptr && persist_->adopted()) {
+    adopt();
+  } else {
+    for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+  }
+}
+
+Result<std::unique_ptr<Table>> Table::openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path) {
+  // What the file holds: the format, the entry sizes and the capacity.
+  constexpr uint64_t kFormat = 1;
+  const uint64_t layout = kFormat << 56 | uint64_t{sizeof(Slot)} << 48 | uint64_t{sizeof(Ipv6Rest)} << 40 | capacity;
+  const size_t bytes = PersistentPages::pageAlign(sizeof(Slot) * capacity) +
+                       PersistentPages::pageAlign(sizeof(Ipv6Rest) * capacity) +
+                       PersistentPages::pageAlign(sizeof(uint32_t) * bucketCount(capacity));
+  auto pages = PersistentPages::open(path, layout, bytes);
+  if (!pages) return std::move(pages).takeError();
+  return std::unique_ptr<Table>(
+      new Table(capacity, timeouts, std::make_unique<PersistentPages>(std::move(*pages))));
+}
+
+void Table::adopt() {
+  // The index is rebuilt from the entries: the old one may be mid-update.
+  const size_t slots_bytes = PersistentPages::pageAlign(sizeof(Slot) * capacity_);
+  const size_t v6_bytes = PersistentPages::pageAlign(sizeof(Ipv6Rest) * capacity_);
+  persist_->zero(slots_bytes + v6_bytes, PersistentPages::pageAlign(sizeof(uint32_t) * bucketCount(capacity_)));
+  const uint32_t hw = static_cast<uint32_t>(std::min<uint64_t>(high_water_->load(), capacity_));
+  high_water_->store(hw);
+  for (uint32_t i = capacity_; i > hw; --i) free_.push_back(i - 1);
+  std::vector<uint32_t> low_free;
+  for (uint32_t id = 0; id < hw; ++id) {
+    Slot& s = slots_[id];
+    s.lock.unlock();  // its process may have died holding it
+    if (!(s.flags & kUsed)) {
+      low_free.push_back(id);
+      continue;
+    }
+    const Tuple original = tupleOf(id, Dir::kOriginal), reply = tupleOf(id, Dir::kReply);
+    const uint32_t bo = bucketOf(original), br = bucketOf(reply);
+    Dir dir;
+    const bool sane = (s.family == 4 || s.family == 6) && s.protocol != 0 &&
+                      static_cast<size_t>(s.state) < kStateCount && s.nat <= (kNatDst | kNatSrc) &&
+                      !(original == reply) && findLocked(original, bo, dir) == 0 && findLocked(reply, br, dir) == 0;
+    if (!sane) {
+      // Written half-way by a process that died, or a second claim on a
+      // tuple: dropped, as a connection it never finished.
+      const uint32_t gen = s.gen;
+      std::memset(static_cast<void*>(&s), 0, sizeof s);
+      s.gen = gen + 1;
+      low_free.push_back(id);
+      ++dropped_damaged_;
+      continue;
+    }
+    s.user[0] = s.user[1] = 0;  // the dead process's flows
+    link(id, Dir::kOriginal, bo);
+    link(id, Dir::kReply, br);
+    ++adopted_;
+  }
+  for (auto it = low_free.rbegin(); it != low_free.rend(); ++it) free_.push_back(*it);
+  size_.store(adopted_, std::memory_order_relaxed);
+}
 
 Table::~Table() = default;
 
@@ -386,6 +460,8 @@ Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat
     }
     id = free_.back();
     free_.pop_back();
+    // Before the entry is written: a walk (or the next process) must reach it.
+    if (id >= high_water_->load(std::memory_order_relaxed)) high_water_->store(id + 1, std::memory_order_release);
     free_lock_.clear(std::memory_order_release);
   }
   Slot& s = slots_[id];
@@ -463,7 +539,8 @@ bool Table::remove(const Hit& h) { return h.id < capacity_ && removeEntry(h.id, 
 size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
   size_t n = 0;
   Entry e;
-  for (uint32_t id = 0; id < capacity_; ++id) {
+  const uint32_t end = highWater();
+  for (uint32_t id = 0; id < end; ++id) {
     uint32_t gen;
     {
       Slot& s = slots_[id];
@@ -481,7 +558,8 @@ size_t Table::removeIf(const std::function<bool(const Entry&)>& pred) {
 size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
   size_t n = 0;
   Entry e;
-  for (uint32_t id = 0; id < capacity_; ++id) {
+  const uint32_t end = highWater();
+  for (uint32_t id = 0; id < end; ++id) {
     Slot& s = slots_[id];
     uint32_t gen;
     {
@@ -506,10 +584,13 @@ size_t Table::markFlushedIf(const std::function<bool(const Entry&)>& pred) {
 size_t Table::expire(uint64_t now_ms, uint32_t scan, const std::function<uint64_t(const Entry&)>& last_use) {
   size_t n = 0;
   Entry e;
+  // Entries past the high-water mark were never used: the scan wraps there.
+  const uint32_t end = highWater();
   uint32_t cursor = cursor_.load(std::memory_order_relaxed);
-  for (uint32_t i = 0; i < scan && capacity_ > 0; ++i) {
+  if (cursor >= end) cursor = 0;
+  for (uint32_t i = 0; i < scan && i < end; ++i) {
     const uint32_t id = cursor;
-    cursor = cursor + 1 == capacity_ ? 0 : cursor + 1;
+    cursor = cursor + 1 >= end ? 0 : cursor + 1;
     uint32_t gen;
     {
       Slot& s = slots_[id];
@@ -531,7 +612,8 @@ size_t Table::expire(uint64_t now_ms, uint32_t scan, const std::function<uint64_
 
 void Table::forEach(const std::function<void(uint32_t id, const Entry&)>& fn) const {
   Entry e;
-  for (uint32_t id = 0; id < capacity_; ++id) {
+  const uint32_t end = highWater();
+  for (uint32_t id = 0; id < end; ++id) {
     {
       const Slot& s = slots_[id];
       if (!inUse(s)) continue;

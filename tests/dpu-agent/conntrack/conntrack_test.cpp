@@ -3,7 +3,11 @@
 // two-tuple index, the bound, expiry against the caller's last use, and
 // concurrent use from several threads.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
 
 #include <algorithm>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "conntrack/affinity.h"
 #include "conntrack/conntrack.h"
 
 using namespace dpu::conntrack;
@@ -386,4 +391,241 @@ TEST_CASE("conntrack: threads inserting, tracking and removing keep the index co
     CHECK(t.find(e.reply));
   });
   CHECK(listed == t.size());
+}
+
+// --- persistence across processes (openPersistent) ---
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/dpu-conntrack-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+Tuple v6(uint8_t last, uint16_t sport, uint8_t dlast, uint16_t dport) {
+  Tuple t;
+  t.family = 6;
+  t.protocol = kProtoTcp;
+  t.src = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, last};
+  t.dst = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, dlast};
+  t.src_port = sport;
+  t.dst_port = dport;
+  return t;
+}
+
+std::unique_ptr<Table> openTable(const std::string& path, uint32_t capacity = 1024) {
+  auto t = Table::openPersistent(capacity, Timeouts{}, path);
+  INFO((t ? std::string() : t.error()));
+  REQUIRE(t.ok());
+  return std::move(*t);
+}
+
+// Pokes bytes of entry `id` in a table file (a header page, then 80-byte entries).
+void pokeEntry(const std::string& path, uint32_t id, size_t offset, uint8_t value) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(4096 + size_t{id} * 80 + offset));
+  f.put(static_cast<char>(value));
+}
+
+}  // namespace
+
+TEST_CASE("conntrack: a persistent table's connections outlive it; the next one on the file takes them over",
+          "[conntrack][persist]") {
+  TempDir dir;
+  const std::string path = dir.path + "/conntrack";
+  struct Want {
+    Tuple reply;
+    State state;
+    uint8_t nat;
+    uint64_t last_ms;
+  };
+  std::map<std::string, std::pair<Tuple, Want>> want;
+  std::vector<Tuple> gone;
+  {
+    auto t = openTable(path);
+    CHECK_FALSE(t->adopted());
+    CHECK(t->persistNote() == "a new file");
+    std::vector<std::pair<Hit, Tuple>> made;
+    for (uint16_t i = 0; i < 300; ++i) {
+      const Tuple o = v4(kClient, 2000 + i, kVip, 80), r = v4(kBackend, 8080, kClient, 2000 + i);
+      auto h = t->insert(o, r, kNatDst, State::kSynSent, 1000 + i);
+      REQUIRE(h.ok());
+      made.emplace_back(*h, o);
+    }
+    for (uint8_t i = 0; i < 20; ++i) {
+      const Tuple o = v6(i, 3000, 9, 443), r = v6(9, 443, i, 3000);
+      REQUIRE(t->insert(o, r, 0, State::kEstablished, 5000).ok());
+      want[o.str()] = {o, {r, State::kEstablished, 0, 5000}};
+    }
+    for (size_t i = 0; i < made.size(); ++i) {
+      const auto& [h, o] = made[i];
+      if (i % 3 == 0) {
+        REQUIRE(t->remove(h));
+        gone.push_back(o);
+        continue;
+      }
+      t->setUser(h, Dir::kOriginal, 0xabcdef);
+      // A SYN+ACK from the backend: syn-received, seen later.
+      REQUIRE(t->track(v4(kBackend, 8080, kClient, o.src_port), kTcpSyn | kTcpAck, 9000 + i));
+      want[o.str()] = {o, {v4(kBackend, 8080, kClient, o.src_port), State::kSynReceived, kNatDst, 9000 + i}};
+    }
+    CHECK(t->size() == want.size());
+  }  // the process is gone (its memory unmapped; the file stays)
+
+  auto t = openTable(path);
+  CHECK(t->adopted());
+  CHECK(t->persistNote().empty());
+  CHECK(t->adoptedConnections() == want.size());
+  CHECK(t->droppedDamaged() == 0);
+  CHECK(t->size() == want.size());
+  CHECK(t->highWater() == 320);
+  for (const auto& [name, w] : want) {
+    INFO(name);
+    const auto& [o, x] = w;
+    Entry e;
+    auto h = t->find(o, &e);
+    REQUIRE(h.has_value());
+    CHECK(h->dir == Dir::kOriginal);
+    CHECK(e.reply == x.reply);
+    CHECK(e.state == x.state);
+    CHECK(e.nat == x.nat);
+    CHECK(e.last_ms == x.last_ms);
+    CHECK(e.user[0] == 0);  // named the dead process's flows
+    auto back = t->find(x.reply);
+    REQUIRE(back.has_value());
+    CHECK(back->dir == Dir::kReply);
+    CHECK(back->id == h->id);
+  }
+  for (const Tuple& o : gone) CHECK_FALSE(t->find(o).has_value());
+  // The state machine goes on from where it was.
+  const Tuple o1 = v4(kClient, 2001, kVip, 80);
+  REQUIRE(t->track(o1, kTcpAck, 20000));
+  Entry e;
+  REQUIRE(t->find(o1, &e));
+  CHECK(e.state == State::kEstablished);
+  // A new connection takes the lowest free entry (one that was removed), and
+  // the new table's conflicts are the old one's.
+  auto fresh = t->insert(v4(kClient, 7000, kVip, 80), v4(kBackend, 8080, kClient, 7000), kNatDst, State::kSynSent, 1);
+  REQUIRE(fresh.ok());
+  CHECK(fresh->id == 0);
+  CHECK(t->insert(o1, v4(kBackend, 8080, kClient, 9999), kNatDst, State::kSynSent, 1).code() == dpu::ErrorCode::kConflict);
+  // Expiry walks what was taken over.
+  CHECK(t->expire(100'000'000'000ull, t->capacity()) == want.size() + 1);
+  CHECK(t->size() == 0);
+  t.reset();
+
+  // A table of another size starts empty, and says why.
+  auto other = openTable(path, 2048);
+  CHECK_FALSE(other->adopted());
+  CHECK(other->persistNote() == "another size");
+  CHECK(other->size() == 0);
+  CHECK_FALSE(other->find(o1).has_value());
+}
+
+TEST_CASE("conntrack: a process killed mid-work leaves a table the next takes over; damage is dropped",
+          "[conntrack][persist]") {
+  TempDir dir;
+  const std::string path = dir.path + "/conntrack";
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto t = Table::openPersistent(1024, Timeouts{}, path);
+    if (!t) _exit(2);
+    for (uint16_t i = 0; i < 500; ++i) {
+      if (!(*t)->insert(v4(kClient, 4000 + i, kVip, 80), v4(kBackend, 8080, kClient, 4000 + i), kNatDst | kNatSrc,
+                        State::kEstablished, 100)
+               .ok()) {
+        _exit(3);
+      }
+    }
+    raise(SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  // Entry 5 half-written (an impossible family), entry 7 locked by the dead
+  // process (the byte after the flags).
+  pokeEntry(path, 5, 25, 9);
+  pokeEntry(path, 7, 29, 1);
+
+  auto t = openTable(path);
+  REQUIRE(t->adopted());
+  CHECK(t->adoptedConnections() == 499);
+  CHECK(t->droppedDamaged() == 1);
+  CHECK_FALSE(t->find(v4(kClient, 4005, kVip, 80)).has_value());
+  // Its lock was released: this would spin forever otherwise.
+  REQUIRE(t->track(v4(kClient, 4007, kVip, 80), kTcpAck, 200));
+  Entry e;
+  REQUIRE(t->find(v4(kBackend, 8080, kClient, 4499), &e));
+  CHECK(e.nat == (kNatDst | kNatSrc));
+  // The damaged entry is free again.
+  auto h = t->insert(v4(kClient, 9000, kVip, 80), v4(kBackend, 8080, kClient, 9000), kNatDst, State::kSynSent, 1);
+  REQUIRE(h.ok());
+  CHECK(h->id == 5);
+}
+
+TEST_CASE("conntrack: a table file from before the last boot, or not a table, starts empty", "[conntrack][persist]") {
+  TempDir dir;
+  const std::string path = dir.path + "/conntrack";
+  {
+    auto t = openTable(path);
+    REQUIRE(t->insert(v4(kClient, 1, kVip, 80), v4(kBackend, 8080, kClient, 1), kNatDst, State::kNew, 1).ok());
+  }
+  {
+    // The boot id in the header (after magic, layout and size) of another boot.
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24);
+    f.put('x');
+  }
+  auto t = openTable(path);
+  CHECK_FALSE(t->adopted());
+  CHECK(t->persistNote() == "written before the last boot");
+  CHECK(t->size() == 0);
+  CHECK_FALSE(t->find(v4(kClient, 1, kVip, 80)).has_value());
+  t.reset();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.put('X');
+  }
+  CHECK(openTable(path)->persistNote() == "not a table file");
+  // A file that cannot be made says which and why.
+  auto bad = Table::openPersistent(1024, Timeouts{}, dir.path + "/no/such/dir/conntrack");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error(), Catch::StartsWith("persistent table " + dir.path + "/no/such/dir/conntrack: open: "));
+}
+
+TEST_CASE("affinity: a persistent table keeps each client's backend for the next process", "[conntrack][persist]") {
+  TempDir dir;
+  const std::string path = dir.path + "/affinity";
+  std::array<uint8_t, 16> client{10, 244, 1, 5};
+  Affinity::Target backend;
+  backend.ip = {10, 244, 2, 7};
+  backend.port = 8080;
+  {
+    auto a = Affinity::openPersistent(4096, path);
+    REQUIRE(a.ok());
+    CHECK_FALSE((*a)->adopted());
+    (*a)->record(42, client, backend, 1'000);
+  }
+  auto a = Affinity::openPersistent(4096, path);
+  REQUIRE(a.ok());
+  CHECK((*a)->adopted());
+  Affinity::Target got;
+  REQUIRE((*a)->find(42, client, 5'000, 10'000, got));
+  CHECK(got.ip == backend.ip);
+  CHECK(got.port == 8080);
+  CHECK_FALSE((*a)->find(42, client, 12'000, 10'000, got));  // past its timeout, as before
+  CHECK_FALSE((*a)->find(43, client, 5'000, 10'000, got));
+  a->reset();
+  auto other = Affinity::openPersistent(8192, path);
+  REQUIRE(other.ok());
+  CHECK_FALSE((*other)->adopted());
+  CHECK_FALSE((*other)->find(42, client, 5'000, 10'000, got));
 }

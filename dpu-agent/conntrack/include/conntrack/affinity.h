@@ -7,20 +7,36 @@
 //
 // Bounded and preallocated: 4-way buckets; recording into a full bucket
 // replaces its least recently used entry (affinity is a preference: losing
-// one costs a client its stickiness, never a connection). Any thread; each
-// bucket stripe has its spinlock, held for a few dozen instructions.
+// one costs a client its stickiness, never a connection). Any thread; the
+// buckets are guarded by striped spinlocks, held for a few dozen
+// instructions.
+//
+// Restarts: opened on a file (openPersistent), the entries live there
+// (common/persistent_pages.h) and the next process of the same boot takes
+// them over, so a client keeps its backend across a dataplane restart — its
+// next connection, and a mid-stream packet of a connection the affinity
+// placed, which the restarted dataplane picks up loose (conntrack.h). The
+// locks are the process's own, never in the file.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "common/persistent_pages.h"
+#include "common/result.h"
+#include "common/zeroed_pages.h"
 
 namespace dpu::conntrack {
 
 class Affinity {
  public:
   explicit Affinity(uint32_t capacity);
+  // The table in the file `path`; adopted() when it took over a previous
+  // process's entries. The error names the file and what failed.
+  static Result<std::unique_ptr<Affinity>> openPersistent(uint32_t capacity, const std::string& path);
   ~Affinity();
   Affinity(const Affinity&) = delete;
   Affinity& operator=(const Affinity&) = delete;
@@ -35,15 +51,25 @@ class Affinity {
   // Records (or refreshes) the client's backend.
   void record(uint64_t frontend, const std::array<uint8_t, 16>& client, const Target& target, uint64_t now_ms);
   uint32_t capacity() const { return buckets_ * kWays; }
+  bool adopted() const { return persist_ != nullptr && persist_->adopted(); }
+  std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
 
  private:
   static constexpr uint32_t kWays = 4;
+  static constexpr uint32_t kStripes = 1024;
   struct Entry;
   struct Bucket;
+  struct Stripe;
+  Affinity(uint32_t capacity, std::unique_ptr<PersistentPages> persist);
+  static uint32_t bucketCount(uint32_t capacity);
   uint32_t bucketOf(uint64_t frontend, const std::array<uint8_t, 16>& client) const;
+  Stripe& stripeOf(uint32_t bucket) const;
 
   uint32_t buckets_;
-  std::unique_ptr<Bucket[]> table_;
+  std::unique_ptr<PersistentPages> persist_;
+  ZeroedArray<Bucket> table_mem_;
+  Bucket* table_ = nullptr;
+  std::unique_ptr<Stripe[]> stripes_;
 };
 
 }  // namespace dpu::conntrack

@@ -27,6 +27,16 @@
 // Bounded: at most `capacity` entries, all allocated at construction; when
 // full a new connection is refused (kExhausted) and no entry is evicted for it.
 //
+// Restarts: a table opened on a file (openPersistent) keeps its entries and
+// index there (common/persistent_pages.h). When its process dies, kill -9
+// included, the next one of the same boot opens the same file and takes every
+// connection over, NAT and state included: the index is rebuilt from the
+// entries (a process may die mid-update), damaged entries are dropped, and
+// the caller's per-direction values (`user`) are cleared, since they name
+// the dead process's flows. Entries are taken lowest id first, so the walks
+// (expiry, flushes, dumps) stop at the highest id ever used: a walk never
+// reads a page the table has not written.
+//
 // Threads: every method may be called from any thread (the workers' slow
 // paths, the control thread's expiry and dpuctl). The index is split in
 // stripes, each with its own spinlock, held only for a lookup or an update of
@@ -42,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "common/persistent_pages.h"
 #include "common/result.h"
 #include "common/zeroed_pages.h"
 
@@ -141,6 +152,10 @@ struct Stats {
 class Table {
  public:
   Table(uint32_t capacity, Timeouts timeouts = {});
+  // A table whose memory is the file `path`: adopted() tells whether it took
+  // over the connections a previous process of this boot left there. The
+  // error names the file and what failed.
+  static Result<std::unique_ptr<Table>> openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path);
   ~Table();
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
@@ -185,6 +200,15 @@ class Table {
   void forEach(const std::function<void(uint32_t id, const Entry&)>& fn) const;
   std::array<uint64_t, kStateCount> countByState() const;
   Stats stats() const;
+  // Persistent: whether the file held a previous process's table, how many
+  // of its connections were taken over and how many dropped as damaged, and
+  // (not adopted) why the table started empty.
+  bool adopted() const { return persist_ != nullptr && persist_->adopted(); }
+  uint32_t adoptedConnections() const { return adopted_; }
+  uint32_t droppedDamaged() const { return dropped_damaged_; }
+  std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
+  // One past the highest entry id ever used: where the walks stop.
+  uint32_t highWater() const { return static_cast<uint32_t>(high_water_->load(std::memory_order_acquire)); }
   // Bytes the table holds per entry of capacity (entries and index).
   static size_t bytesPerEntry();
   // The same without the rest of IPv6 addresses: what an entry costs while
@@ -210,9 +234,19 @@ class Table {
   Tuple tupleOf(uint32_t id, Dir dir) const;
   bool matches(uint32_t id, Dir dir, const Tuple& t) const;
 
+  Table(uint32_t capacity, Timeouts timeouts, std::unique_ptr<PersistentPages> persist);
+  // Takes over the entries a previous process left in the file.
+  void adopt();
+  static uint32_t bucketCount(uint32_t capacity);
+
   uint32_t capacity_;
   Timeouts timeouts_;
   uint32_t bucket_mask_;
+  std::unique_ptr<PersistentPages> persist_;  // the file, when persistent
+  std::atomic<uint64_t> high_water_local_{0};
+  std::atomic<uint64_t>* high_water_ = &high_water_local_;  // the file's header word when persistent
+  uint32_t adopted_ = 0;
+  uint32_t dropped_damaged_ = 0;
   // The entries and the chain heads are zero pages from the kernel, each
   // faulted in on its first use (common/zeroed_pages.h): a large table costs
   // nothing at start (a dataplane restart waits for it) and only the pages in
