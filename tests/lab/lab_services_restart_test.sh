@@ -11,11 +11,14 @@
 #  - dpu-agent of node1 killed with SIGKILL mid-stream: the transfer completes
 #    on its one data connection with every byte sent received, and the
 #    restarted agent leaves the connection's conntrack entry as it was;
-#  - dpu-dataplane of node1 killed with SIGKILL mid-stream: the transfer goes
-#    on after the restart on its one data connection (the new process picks
-#    it up loose from a mid-stream segment, ConntrackLoose, and Maglev gives
-#    it the same backend, which `dpuctl conntrack` shows: the other backend's
-#    stack would have reset it); the longest gap in the bytes received;
+#  - dpu-dataplane of node1 killed with SIGKILL mid-stream, the data
+#    connection placed by session affinity on another backend than Maglev
+#    alone would give it: the transfer goes on after the restart on its one
+#    data connection, to the same backend, because the new process takes the
+#    old one's connection and affinity tables over (ConntrackAdopted; none
+#    picked up loose: `dpuctl conntrack` shows the entry as it was); a
+#    process that lost them would send it by Maglev to the other backend,
+#    whose stack resets it; the longest gap in the bytes received;
 #  - the same for an egress-SNAT connection to the external namespace: it
 #    goes on after the restart, translated to the node-IP port it had (its
 #    longer gap: the new process learns the host's and the gateway's MACs
@@ -88,6 +91,21 @@ pick_ports() {
   return 1
 }
 
+# pick_ports_against BASE: CPORT (BASE) whose connection Maglev sends to
+# BACKEND, and DPORT whose connection Maglev alone sends to the other, OTHER.
+pick_ports_against() {
+  local d b
+  BACKEND=$(probe "$1") && [ -n "$BACKEND" ] || return 1
+  for (( d = $1 + 1; d < $1 + 40; d++ )); do
+    b=$(probe $d) && [ -n "$b" ] || continue
+    [ "$b" != "$BACKEND" ] || continue
+    CPORT=$1 DPORT=$d OTHER=$b
+    dl_exec node1/client sysctl -qw net.ipv4.ip_local_port_range="$CPORT $CPORT"
+    return
+  done
+  return 1
+}
+
 # stream_start TAG ADDRESS PORT DATA-PORT [SECONDS]: a paced iperf3 transfer (6 s) from
 # the client, the server's report (per 100 ms interval: the servers run with -i 0.1) included; running once
 # its data connection is established.
@@ -143,11 +161,23 @@ whole "$r" "$DPORT" && pass "agent SIGKILL mid-stream: the transfer through $vip
   fail "agent SIGKILL mid-stream: $r"
 echo "FIGURE: agent restart under an iperf3 stream through a ClusterIP: longest gap $(field "$r" gap_ms) ms, $(field "$r" retransmits) retransmits, $(field "$r" mbit) Mbit/s (paced to 20)"
 
-# --- 2. dpu-dataplane SIGKILL mid-stream: picked up loose, the same backend.
-pick_ports 40100 || fail "no data port found that Maglev sends where the control port goes"
+# --- 2. dpu-dataplane SIGKILL mid-stream: the new process takes the connection over.
+# The data port is one Maglev alone sends to the other backend than the
+# control port's; session affinity sends it to the control connection's. A new
+# process without the old one's tables would pick the data connection up
+# loose and send it by Maglev to the other backend, whose stack resets it.
+pick_ports_against 40100 || fail "no data port found that Maglev sends elsewhere than the control port"
+lab service add iperf --port tcp/5201 --affinity 600 --backends node2/web1,node2/web2 >/dev/null ||
+  fail "service add iperf --affinity 600"
+check "node1 balances iperf with affinity 10m00s" dl_wait 15 eval \
+  "grep -qE '^default/iperf +tcp-5201 +cluster-ip .* 10m00s +2/2 ' <<< \"\$(dl_dpuctl 1 services 2>&1)\""
 stream_start dataplane "$vip" 5201 "$DPORT" || fail "the iperf3 transfer through $vip did not start"
 sleep 1  # mid-stream
 before=$(ct_entry "$vip" "$DPORT")
+[ "$(backend_of "$DPORT")" = "$BACKEND" ] &&
+  pass "affinity sent the data connection to $BACKEND, where its control connection went (Maglev alone: $OTHER)" ||
+  fail "data connection's backend before the restart: '$(backend_of "$DPORT")' (want $BACKEND, Maglev alone $OTHER)"
+loose0=$(dl_drop_count 1 ConntrackLoose)
 t_kill=$EPOCHREALTIME
 dl_daemon_stop 1 dataplane -9
 dl_daemon_start 1 dataplane || fail "dpu-dataplane of node1 did not start again"
@@ -157,14 +187,17 @@ r=$(stream_result dataplane "$DPORT")
 after=$(ct_entry "$vip" "$DPORT")
 resumed "$r" "$DPORT" && pass "dataplane SIGKILL mid-stream: the transfer through $vip went on after the restart on its one connection ($r)" ||
   fail "dataplane SIGKILL mid-stream: $r"
-# The entry is the new process's, made from a mid-stream segment: the same tuples, to the same backend.
+# The entry is the old process's, taken over: the same tuples, to the same backend, not picked up loose.
 [ -n "$before" ] && [ "${after% *}" = "${before% *}" ] && [ "$(backend_of "$DPORT")" = "$BACKEND" ] &&
-  pass "the new dataplane tracks the connection again, to the same backend $BACKEND: $after" ||
+  pass "the new dataplane goes on with the connection's entry, to $BACKEND: $after" ||
   fail "conntrack entry of the data connection before the dataplane restart: '$before'; after: '$after' (backend $BACKEND)"
-loose=$(dl_drop_count 1 ConntrackLoose)
-[ "$loose" -ge 1 ] && pass "node1's new dataplane picked up $loose connection(s) loose" ||
-  fail "node1's new dataplane counts no ConntrackLoose"
-echo "FIGURE: dataplane restart under an iperf3 stream through a ClusterIP: longest gap $(field "$r" gap_ms) ms in the bytes received (100 ms intervals), $(field "$r" retransmits) retransmits; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN { printf "%d", (b - a) * 1000 }') ms after the kill"
+adopted=$(dl_drop_count 1 ConntrackAdopted)
+[ "$adopted" -ge 2 ] && pass "node1's new dataplane took $adopted connections over from the old one's table" ||
+  fail "node1's new dataplane counts $adopted ConntrackAdopted (want the control and data connections)"
+[ "$(dl_drop_count 1 ConntrackLoose)" = 0 ] && pass "node1's new dataplane picked up no connection loose" ||
+  fail "node1's new dataplane picked up $(dl_drop_count 1 ConntrackLoose) connection(s) loose (before: $loose0)"
+echo "FIGURE: dataplane restart under an iperf3 stream through a ClusterIP (affinity against Maglev): longest gap $(field "$r" gap_ms) ms in the bytes received (100 ms intervals), $(field "$r" retransmits) retransmits; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN { printf "%d", (b - a) * 1000 }') ms after the kill"
+lab service add iperf --port tcp/5201 --backends node2/web1,node2/web2 >/dev/null || fail "service add iperf (no affinity)"
 
 # --- 3. egress SNAT: a pod's connection to the external namespace across a dataplane restart.
 snat_port() { dl_dpuctl 1 conntrack --address "$ext" --port "$1" 2>/dev/null |

@@ -137,6 +137,7 @@ Result<DataplaneConfig> fromDocument(const nlohmann::json& doc, std::string_view
         static_cast<uint32_t>(ct.uint("max_entries", 1, kMaxConntrackEntries, kDefaultConntrackEntries));
     c.conntrack.affinity_entries =
         static_cast<uint32_t>(ct.uint("affinity_entries", 1, kMaxAffinityEntries, kDefaultAffinityEntries));
+    c.conntrack.persist = ct.boolean("persist", true);
     FieldReader t = ct.object("timeouts", true);
     conntrack::Timeouts& to = c.conntrack.timeouts;
     auto seconds = [&t](std::string_view key, uint32_t& ms, uint32_t max_s) {

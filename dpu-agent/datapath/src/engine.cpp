@@ -92,6 +92,44 @@ EngineImpl::EngineImpl(const EngineConfig& config) : config_(config), ipsec_(con
   if (config_.offload != nullptr) inherited_ = std::make_unique<offload::InheritedRules>(*config_.offload);
 }
 
+Result<void> EngineImpl::openConnectionTables() {
+  try {
+    if (config_.conntrack_file.empty()) {
+      conntrack_ = std::make_unique<conntrack::Table>(config_.conntrack_entries, config_.conntrack_timeouts);
+    } else {
+      auto t = conntrack::Table::openPersistent(config_.conntrack_entries, config_.conntrack_timeouts,
+                                                config_.conntrack_file);
+      if (!t) return Error{"engine: conntrack: " + t.error() + " (conntrack.persist: false keeps it in memory)"};
+      conntrack_ = std::move(*t);
+      if (conntrack_->adopted()) {
+        DPU_LOG(kInfo, "engine") << "conntrack: took over " << conntrack_->adoptedConnections()
+                                 << " connections a previous dataplane left in " << config_.conntrack_file
+                                 << (conntrack_->droppedDamaged() != 0
+                                         ? " (" + std::to_string(conntrack_->droppedDamaged()) + " damaged, dropped)"
+                                         : std::string());
+        control_events_[static_cast<size_t>(Event::kConntrackAdopted)] += conntrack_->adoptedConnections();
+      } else {
+        DPU_LOG(kInfo, "engine") << "conntrack: " << config_.conntrack_file << " starts empty ("
+                                 << conntrack_->persistNote() << ")";
+      }
+    }
+    if (config_.affinity_file.empty()) {
+      affinity_ = std::make_unique<conntrack::Affinity>(config_.affinity_entries);
+    } else {
+      auto a = conntrack::Affinity::openPersistent(config_.affinity_entries, config_.affinity_file);
+      if (!a) return Error{"engine: session affinity: " + a.error() + " (conntrack.persist: false keeps it in memory)"};
+      affinity_ = std::move(*a);
+      if (affinity_->adopted()) {
+        DPU_LOG(kInfo, "engine") << "session affinity: clients' backends taken over from " << config_.affinity_file;
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return Error{"engine: not enough memory for a connection table of " + std::to_string(config_.conntrack_entries) +
+                 " entries; lower conntrack.max_entries"};
+  }
+  return {};
+}
+
 EngineImpl::~EngineImpl() {
   if (config_.offload != nullptr) {
     for (auto& w : workers_) {
@@ -135,9 +173,8 @@ Result<void> EngineImpl::init() {
                                << " rules of a previous dataplane kept until the first full sync is offered";
     }
   }
+  if (auto tables = openConnectionTables(); !tables) return tables;
   try {
-    conntrack_ = std::make_unique<conntrack::Table>(config_.conntrack_entries, config_.conntrack_timeouts);
-    affinity_ = std::make_unique<conntrack::Affinity>(config_.affinity_entries);
     for (unsigned i = 0; i < config_.workers; ++i) {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
                                                          config_.offload != nullptr));

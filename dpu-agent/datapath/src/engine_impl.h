@@ -327,6 +327,8 @@ class EngineImpl final : public Engine {
   void txPort(WorkerContext& w, uint16_t port);
   void sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets);
   uint64_t now() const;
+  // The connection and affinity tables, in memory or on their files (EngineConfig).
+  Result<void> openConnectionTables();
   // The cycle counter of the slow-path budget (EngineConfig::cycles).
   uint64_t cycles() const { return config_.cycles != nullptr ? config_.cycles() : rte_rdtsc(); }
   static uint64_t steadyMs();

@@ -69,7 +69,7 @@ constexpr const char* kNeighboursHelp =
 constexpr const char* kNeighbourChangesHelp = "Node-network neighbours learned (or whose MAC changed) and evicted, by change.";
 constexpr const char* kConntrackChangesHelp =
     "Connections the conntrack table took or removed, by change: new, loose (picked up mid-stream after a restart), "
-    "closed (RST or reopened), expired (idle past their state's timeout), flushed (UDP whose backend left).";
+    "adopted (taken over at start from the table a previous dataplane process left), closed (RST or reopened), expired (idle past their state's timeout), flushed (UDP whose backend left).";
 constexpr const char* kServiceConnectionsHelp =
     "New connections to services handled specially, by outcome: rejected (no endpoint or no such port: TCP reset or "
     "ICMP port unreachable), hairpin (a pod to itself, masqueraded), affinity (sent to their client's backend).";
@@ -155,6 +155,8 @@ constexpr Mapping kMappings[] = {
      "New connections refused because the table was full (conntrack.max_entries).", nullptr, nullptr},
     {"ConntrackNew", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "new"},
     {"ConntrackLoose", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "loose"},
+    {"ConntrackAdopted", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change",
+     "adopted"},
     {"ConntrackClosed", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "closed"},
     {"ConntrackExpired", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change",
      "expired"},

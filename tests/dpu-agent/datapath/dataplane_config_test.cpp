@@ -238,12 +238,14 @@ tunnel_ip: 192.168.100.1
 conntrack:
   max_entries: 1000
   affinity_entries: 200
+  persist: false
   timeouts: {tcp_syn_sent_s: 11, tcp_syn_received_s: 12, tcp_established_s: 3600, tcp_fin_wait_s: 13,
              tcp_close_wait_s: 14, tcp_time_wait_s: 15, tcp_close_s: 16, udp_s: 17, udp_stream_s: 18, icmp_s: 19}
 )", "ct.yaml");
   REQUIRE(c.ok());
   CHECK(c->conntrack.max_entries == 1000);
   CHECK(c->conntrack.affinity_entries == 200);
+  CHECK_FALSE(c->conntrack.persist);
   const auto& t = c->conntrack.timeouts;
   CHECK(t.tcp_syn_sent == 11000);
   CHECK(t.tcp_syn_received == 12000);
@@ -266,6 +268,7 @@ conntrack:
   const dpu::conntrack::Timeouts defaults;
   CHECK(plain->conntrack.max_entries == kDefaultConntrackEntries);
   CHECK(plain->conntrack.affinity_entries == kDefaultAffinityEntries);
+  CHECK(plain->conntrack.persist);  // restarts keep connections unless told otherwise
   CHECK(plain->conntrack.timeouts.udp_new == 60000);
   CHECK(plain->conntrack.timeouts.udp_replied == defaults.udp_replied);
   CHECK(plain->conntrack.timeouts.tcp_established == defaults.tcp_established);

@@ -4,6 +4,8 @@
 // the refusals; hairpin; the TCP lifecycle through conntrack; loose pickup;
 // the UDP flush after a backend leaves; client-IP affinity; the bound of the
 // table and expiry.
+#include <filesystem>
+
 #include "engine_fixture.h"
 #include "overlay/replies.h"
 
@@ -749,4 +751,63 @@ TEST_CASE("services: a Delta of one service flushes that service's UDP clients a
   req.mutable_services();
   const auto view = f.engine->operate(req);
   for (const auto& fe : view.services()) CHECK(fe.service() != "default/web-udp");
+}
+
+// A dataplane restart with the tables on files (conntrack.persist): the new
+// engine takes every connection and every client's backend over. The
+// backend's reply that arrives before any packet of the client is still
+// translated back (a fresh table would deliver it untranslated, and the
+// client's stack would reset the connection), and a new connection of the
+// client goes where its affinity said.
+TEST_CASE("services: a restarted engine on the same table files takes connections and affinity over",
+          "[engine][services][persist]") {
+  char tmpl[] = "/tmp/dpu-engine-ct-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  EngineConfig c;
+  c.conntrack_file = dir + "/ct";
+  c.affinity_file = dir + "/aff";
+  auto m = serviceModel();
+  auto* svc = m.mutable_services(1);  // default/remote: UDP, backends on node2
+  for (const char* ip : {"10.244.2.8", "10.244.2.9"}) addBackend(svc, ip, 8081, false);
+  svc->set_affinity_timeout_s(600);
+  auto backendOf = [](const Bytes& p) {
+    const Bytes in(p.begin() + 58, p.end());
+    return IpAddress::v4(overlay::ipv4::dst(in.data() + 14)).str();
+  };
+  std::string backend;
+  {
+    Fixture f(c, false);
+    REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+    for (uint16_t sport = 5000; sport <= 5010; ++sport) {
+      f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kRemoteVip, 80));
+      const auto out = Fixture::drain(kUplink);
+      REQUIRE(out.size() == 1);
+      if (backend.empty()) backend = backendOf(out[0]);
+      CHECK(backendOf(out[0]) == backend);
+    }
+    CHECK(f.stat("ConntrackAdopted") == 0);
+    REQUIRE(connections(*f.engine).size() == 11);
+  }  // the process is gone
+
+  Fixture f(c, false);
+  REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+  CHECK(f.stat("ConntrackAdopted") == 11);
+  CHECK(connections(*f.engine).size() == 11);
+  // The backend answers first: translated back to the service's address.
+  f.inject(kUplink, fromRemote(udp4p(kRouterMac, kRemotePodMac, backend.c_str(), 8081, "10.244.1.5", 5003, 63), 10, 9, 1));
+  auto back = Fixture::drain(kRepA);
+  REQUIRE(back.size() == 1);
+  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5003, 63)));
+  // A new connection of the client: its backend, by the affinity the last process recorded.
+  const uint64_t sticky = f.stat("ServiceAffinity");
+  for (uint16_t sport = 5100; sport < 5110; ++sport) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kRemoteVip, 80));
+    const auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    CHECK(backendOf(out[0]) == backend);
+  }
+  CHECK(f.stat("ServiceAffinity") == sticky + 10);
+  CHECK(f.stat("ConntrackNew") == 10);
+  std::filesystem::remove_all(dir);
 }

@@ -119,6 +119,10 @@ inline constexpr uint32_t kMaxConntrackEstablishedS = 30u * 86400;   // establis
 struct ConntrackConfig {
   uint32_t max_entries = kDefaultConntrackEntries;
   uint32_t affinity_entries = kDefaultAffinityEntries;
+  // Both tables live in files beside the programming socket
+  // (`<socket>.conntrack`, `<socket>.affinity`; /run is tmpfs: memory, gone
+  // at reboot), so a restarted dataplane takes every connection over.
+  bool persist = true;
   conntrack::Timeouts timeouts;  // milliseconds, as the engine takes them; the defaults are Linux's
 };
 

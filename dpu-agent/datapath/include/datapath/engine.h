@@ -132,6 +132,12 @@ struct EngineConfig {
   conntrack::Timeouts conntrack_timeouts;
   // Clients remembered for session affinity (services with ClientIP affinity).
   uint32_t affinity_entries = 65536;
+  // Files the two tables live in ("": process memory): what they hold then
+  // outlives the process, and the next engine on the same files takes the
+  // connections and the clients' backends over (conntrack.h, affinity.h).
+  // The dataplane holds its active lock before it opens them.
+  std::string conntrack_file;
+  std::string affinity_file;
 };
 
 // The most packets the lcore loop takes from one receive queue per poll
