@@ -24,7 +24,7 @@
 #   dl_agent_api N METHOD PATH [JSON]  curl the agent's REST API (JSON), body on stdout
 #   dl_agent_curl N PATH [CURL ARGS...] curl the agent's API with the host's client certificate
 #   dl_metrics N dataplane|agent     node N's Prometheus text (dataplane: its own endpoint)
-#   dl_wipe_dpu_state N              remove the agent's state (a DPU "reboot" wipes it)
+#   dl_wipe_dpu_state N              remove the agent's state and the dataplane's tables (a DPU "reboot" wipes them)
 # Binaries come from $DPU_BUILD_DIR (see dl_bin).
 #
 # DL_DP_STANDBY=1: each node runs a warm standby dataplane beside the active
@@ -241,7 +241,9 @@ dl_node_stop() {
   dl_daemon_stop "$1" host-shim; dl_daemon_stop "$1" agent; dl_daemon_stop "$1" dataplane
 }
 
-dl_wipe_dpu_state() { rm -rf "$DL_DIR/n$1/agent-state"; }
+# A reboot clears /run (tmpfs), where a DPU keeps the dataplane's connection
+# and affinity tables beside its sockets: the lab's are files in the node's directory.
+dl_wipe_dpu_state() { rm -rf "$DL_DIR/n$1/agent-state" "$DL_DIR/n$1/dataplane.sock".{conntrack,affinity}; }
 
 dl_dpuctl() {
   local n=$1; shift
