@@ -253,6 +253,7 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
     engine_config.conntrack_entries = config.conntrack.max_entries;
     engine_config.affinity_entries = config.conntrack.affinity_entries;
     engine_config.conntrack_timeouts = config.conntrack.timeouts;
+    engine_config.nat_ports_file = socket + ".natt-ports";
     if (config.conntrack.persist) {
       // Beside the active lock, which this process holds: no other opens them.
       engine_config.conntrack_file = socket + ".conntrack";

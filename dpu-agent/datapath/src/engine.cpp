@@ -14,9 +14,11 @@
 #include <new>
 #include <random>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "engine_impl.h"
 #include "offload/offload.h"
@@ -130,6 +132,51 @@ Result<void> EngineImpl::openConnectionTables() {
   return {};
 }
 
+void EngineImpl::loadNatPorts() {
+  if (config_.nat_ports_file.empty() || !fileExists(config_.nat_ports_file)) return;
+  auto text = readFile(config_.nat_ports_file);
+  if (!text) {
+    DPU_LOG(kWarn, "engine") << "NAT traversal: " << text.error() << "; every peer is sent to at 4500 until it sends";
+    return;
+  }
+  std::istringstream in(*text);
+  std::string name, address;
+  unsigned port = 0;
+  size_t n = 0;
+  while (in >> name >> address >> port) {
+    auto ip = IpAddress::parse(address);
+    if (!ip || port == 0 || port > 0xffff) {
+      DPU_LOG(kWarn, "engine") << "NAT traversal: " << config_.nat_ports_file << ": ignoring '" << name << " "
+                               << address << " " << port << "'";
+      continue;
+    }
+    // Taken only while the peer's NAT address is this one (snapshot.cpp).
+    auto& peer = nat_peers_[name];
+    peer = std::make_unique<NatPeer>();
+    peer->address = *ip;
+    peer->port.store(static_cast<uint16_t>(port), std::memory_order_relaxed);
+    ++n;
+  }
+  if (n != 0) {
+    DPU_LOG(kInfo, "engine") << "NAT traversal: " << n << " peer port(s) learned before the restart";
+  }
+  nat_ports_written_ = *text;
+}
+
+void EngineImpl::saveNatPorts() {
+  if (config_.nat_ports_file.empty()) return;
+  std::string text;
+  for (const auto& [name, peer] : nat_peers_) {
+    const uint16_t port = peer->port.load(std::memory_order_relaxed);
+    if (port != kNatTPort) text += name + " " + peer->address.str() + " " + std::to_string(port) + "\n";
+  }
+  if (text == nat_ports_written_) return;
+  if (auto w = writeFileAtomic(config_.nat_ports_file, text); !w) {
+    DPU_LOG(kWarn, "engine") << "NAT traversal: the ports learned are not kept across a restart: " << w.error();
+  }
+  nat_ports_written_ = text;  // not retried every call; the next change tries again
+}
+
 EngineImpl::~EngineImpl() {
   if (config_.offload != nullptr) {
     for (auto& w : workers_) {
@@ -174,6 +221,7 @@ Result<void> EngineImpl::init() {
     }
   }
   if (auto tables = openConnectionTables(); !tables) return tables;
+  loadNatPorts();
   try {
     for (unsigned i = 0; i < config_.workers; ++i) {
       workers_.push_back(std::make_unique<WorkerContext>(i, config_.flow_cache_entries, config_.offload_queue,
@@ -719,6 +767,7 @@ void EngineImpl::maintain() {
   ++maintain_calls_;
   northSouthUpdate();
   expireConnections();
+  saveNatPorts();
   if (config_.offload != nullptr) {
     drainOffload();
     scanOffload(maintain_calls_ % 10 == 0);

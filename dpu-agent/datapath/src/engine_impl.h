@@ -428,6 +428,12 @@ class EngineImpl final : public Engine {
   // ESP in UDP per remote node name (snapshot.h NatPeer): added, never removed, so a pointer an
   // lcore holds stays valid; a node that comes back gets its entry again.
   std::map<std::string, std::unique_ptr<NatPeer>> nat_peers_;
+  // The NAT-T ports as last written to config_.nat_ports_file ("name address port" lines).
+  std::string nat_ports_written_;
+  // Reads config_.nat_ports_file into nat_peers_ (at start); writes what the
+  // lcores learned since (maintain).
+  void loadNatPorts();
+  void saveNatPorts();
   uint64_t maintain_calls_ = 0;
   std::unique_ptr<offload::InheritedRules> inherited_;  // with an offload backend
   uint64_t start_ms_ = 0;

@@ -62,7 +62,11 @@ const char* rotationPhaseName(RotationPhase phase) {
 }
 
 SaDatabase::SaDatabase(SaDbOptions options, std::string dir)
-    : options_(std::move(options)), dir_(std::move(dir)), keys_(dir_ + "/keys.json", options_.node_name) {}
+    : options_(std::move(options)), dir_(std::move(dir)), keys_(dir_ + "/keys.json", options_.node_name) {
+  // A larger reservation would lock the peers out after a dataplane restart (sa_database.h).
+  options_.sequence_reservation =
+      std::clamp<uint64_t>(options_.sequence_reservation, 2, SaDbOptions::kMaxSequenceReservation);
+}
 
 SaDatabase::OwnEpoch* SaDatabase::ownIn(EpochState state) {
   for (auto& o : own_) {

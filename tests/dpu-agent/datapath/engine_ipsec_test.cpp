@@ -4,6 +4,8 @@
 // same way injected on the uplink): encrypt on a cached flow, decrypt then
 // decap, replay, ICV failure, unknown SPI, sequence limit, fail closed, SA
 // state kept across updates, the outbound switch in one snapshot, reports.
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "engine_fixture.h"
@@ -667,6 +669,72 @@ TEST_CASE("engine ipsec: a node behind a NAT is sent to at its NAT address, on t
   m.mutable_remote_nodes(0)->set_nat_address(kNat2);
   REQUIRE(fullSync(*f.engine, m, 4).status() == dpv1::OK);
   CHECK(natPeer() == std::string(kNat2) + ":4500");
+}
+
+// The port a NAT chose, learned from authenticated packets, is kept in the
+// engine's file: a restarted dataplane sends there at once, not to 4500
+// until the peer's next packet (which a NAT that forwards nothing in
+// unasked would not let through).
+TEST_CASE("engine ipsec: the port learned for a NATed peer outlives a restart, for the same NAT address",
+          "[engine][ipsec][natt]") {
+  char tmpl[] = "/tmp/dpu-engine-natt-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  EngineConfig c;
+  c.nat_ports_file = dir + "/natt-ports";
+  const char* kNat = "198.51.100.7";
+  const auto kNatMac = mac("02:00:00:00:00:77");
+  auto m = ipsecModel(true);
+  m.mutable_node()->set_ipsec_nat_traversal(true);
+  m.mutable_remote_nodes(0)->set_nat_address(kNat);
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  auto start = [&](Fixture& f) {
+    REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse(kNat).value(), MacAddress{kNatMac}).ok());
+    REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+  };
+  auto sentTo = [&](Fixture& f) {
+    f.inject(kRepA, kToRemote);
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    return overlay::load16(out[0].data() + 14 + 22);
+  };
+  {
+    Fixture f(c);
+    start(f);
+    CHECK(sentTo(f) == 4500);
+    f.engine->maintain();
+    CHECK_FALSE(std::filesystem::exists(c.nat_ports_file));  // nothing learned, nothing written
+    f.inject(kUplink, natTWrap(espFromRemote(*sender, kFromRemote, kNat), 61234));
+    CHECK(Fixture::drain(kRepA).size() == 1);
+    CHECK(sentTo(f) == 61234);
+    f.engine->maintain();
+  }
+  {
+    Fixture f(c);
+    start(f);
+    CHECK(sentTo(f) == 61234);  // before anything arrived from it
+  }
+  // The file names the NAT address it was learned for: another one starts again at 4500.
+  m.mutable_remote_nodes(0)->set_nat_address("198.51.100.8");
+  {
+    Fixture f(c);
+    REQUIRE(f.engine->setTunnelNextHop(IpAddress::parse("198.51.100.8").value(), MacAddress{kNatMac}).ok());
+    REQUIRE(fullSync(*f.engine, m, 2).status() == dpv1::OK);
+    CHECK(sentTo(f) == 4500);
+  }
+  // A damaged line is skipped, the others are taken.
+  {
+    std::ofstream out(c.nat_ports_file);
+    out << "node2 not-an-address 61234\n";
+  }
+  m.mutable_remote_nodes(0)->set_nat_address(kNat);
+  {
+    Fixture f(c);
+    start(f);
+    CHECK(sentTo(f) == 4500);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 

@@ -12,7 +12,9 @@
 #include <memory>
 
 #include "common/atomic_file.h"
+#include "esp_test_util.h"
 #include "ipsec/sa_database.h"
+#include "overlay/esp.h"
 
 using namespace dpu::ipsec;
 
@@ -295,6 +297,69 @@ TEST_CASE("sequence marks: written ahead of use, moved on when half is used, abo
   CHECK(p.a.inboundFrom("node-b")[0]->initial_sequence == 43);
   CHECK(p.a.outboundTo("node-b")->initial_sequence == 3601);
   checkPair(p.a, p.b);
+}
+
+// The numbers the database gives a restarted dataplane, on real ESP SAs:
+// the peer's receiver (ESN, RFC 4303 Appendix A2.2) infers the new high half
+// from its window and authenticates the first packet. Both sides of the
+// mark's move: just before it (the new start half a reservation above what
+// was seen) and just after (a whole reservation above). A jump of 2^32 or
+// more (the 2^40 reservation this replaced) fails every ICV.
+TEST_CASE("sequence marks: after a dataplane restart the peer's ESN receiver follows the new start") {
+  for (const bool after_move : {false, true}) {
+    INFO((after_move ? "just after the mark moved" : "just before the mark moves"));
+    Pair p;
+    for (Node* n : {&p.a, &p.b}) n->options.sequence_reservation = SaDbOptions{}.sequence_reservation;
+    p.bringUp();
+    const SaSpec out = *p.a.outboundTo("node-b");
+    const SaSpec* in = p.b.inbound("node-a", out.spi);
+    REQUIRE(in != nullptr);
+    auto config = [](const SaSpec& s) {
+      dpu::overlay::EspSaConfig c;
+      c.spi = s.spi;
+      c.key.assign(s.key.begin(), s.key.end());
+      std::copy(s.salt.begin(), s.salt.end(), c.salt.begin());
+      c.esn = true;
+      c.initial_sequence = s.initial_sequence;
+      if (s.replay_window != 0) c.replay_window = s.replay_window;
+      return c;
+    };
+    auto sender = dpu::overlay::EspOutboundSa::create(config(out));
+    auto receiver = dpu::overlay::EspInboundSa::create(config(*in));
+    REQUIRE(sender.ok());
+    REQUIRE(receiver.ok());
+    auto deliver = [&](dpu::overlay::EspOutboundSa& tx) {
+      dpu::test::TestPacket pkt(dpu::test::ipv4Udp(40));
+      REQUIRE(tx.encrypt(pkt.buf) == dpu::overlay::Status::kOk);
+      return receiver->decrypt(pkt.buf);
+    };
+    REQUIRE(deliver(*sender) == dpu::overlay::Status::kOk);
+    // The dataplane sent up to H (the receiver saw it, in steps it can
+    // follow, as it sees every packet) and reported it.
+    const uint64_t reservation = SaDbOptions{}.sequence_reservation;
+    const uint64_t h = after_move ? reservation / 2 : reservation / 2 - 1;
+    while (sender->lastSequence() + (uint64_t{1} << 30) < h) {
+      sender->advanceTo(sender->lastSequence() + (uint64_t{1} << 30));
+      REQUIRE(deliver(*sender) == dpu::overlay::Status::kOk);
+    }
+    sender->advanceTo(h - 1);
+    REQUIRE(deliver(*sender) == dpu::overlay::Status::kOk);
+    REQUIRE(sender->lastSequence() == h);
+    p.a.counters[out.name].highest_sequence = h;
+    p.a.program(p.now);
+    CHECK(p.a.outboundTo("node-b")->sequence_limit == (after_move ? h + reservation : reservation));
+    // kill -9: a new instance, the SA offered again above its mark.
+    p.a.instance = "dp-2";
+    p.a.db->setDataplane(true, p.a.instance, p.now);
+    const SaSpec* again = p.a.outboundTo("node-b");
+    REQUIRE(again != nullptr);
+    CHECK(again->initial_sequence > h);
+    CHECK(again->initial_sequence - h < (uint64_t{1} << 32) - in->replay_window);
+    auto restarted = dpu::overlay::EspOutboundSa::create(config(*again));
+    REQUIRE(restarted.ok());
+    CHECK(deliver(*restarted) == dpu::overlay::Status::kOk);
+    CHECK(deliver(*restarted) == dpu::overlay::Status::kOk);
+  }
 }
 
 TEST_CASE("sequence soft limit and byte soft limit start a rotation") {

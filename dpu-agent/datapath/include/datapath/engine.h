@@ -138,6 +138,10 @@ struct EngineConfig {
   // The dataplane holds its active lock before it opens them.
   std::string conntrack_file;
   std::string affinity_file;
+  // Where the ports NAT traversal learned for each peer are kept ("": not
+  // kept): a restarted engine sends to a NATed peer's port at once instead of
+  // 4500 until the peer's next authenticated packet.
+  std::string nat_ports_file;
 };
 
 // The most packets the lcore loop takes from one receive queue per poll

@@ -40,8 +40,10 @@
 // file BEFORE the SA is offered. The dataplane reports the highest sequence it
 // sent; the mark moves ahead by `sequence_reservation` when half of it is
 // used. A new dataplane instance (it restarted) gets every outbound SA again
-// starting above the mark, so no number is used twice under one key; inbound
-// SAs restart their replay window at the highest sequence reported seen.
+// starting above the mark, so no number is used twice under one key, and
+// less than 2^32 ahead of what the peer saw, so its receiver still infers
+// the ESN's high half; inbound SAs restart their replay window at the
+// highest sequence reported seen.
 //
 // Not thread-safe: one owner (the controller) serializes calls.
 #pragma once
@@ -110,7 +112,13 @@ struct SaDbOptions {
   int64_t rotation_period_ms = 0;   // 0: no periodic rotation
   uint64_t esn_soft_limit = uint64_t{1} << 63;
   uint64_t byte_soft_limit = 0;     // 0: none
-  uint64_t sequence_reservation = uint64_t{1} << 40;
+  // Sequence numbers reserved ahead of use (the mark). At most 2^31: after a
+  // dataplane restart the SA starts above the mark, up to a reservation
+  // ahead of what the peer has seen, and an ESN receiver infers the high
+  // half from its window only across a jump below 2^32 less its window
+  // (RFC 4303 Appendix A2.2): a larger one fails every ICV, a lock-out.
+  static constexpr uint64_t kMaxSequenceReservation = uint64_t{1} << 31;
+  uint64_t sequence_reservation = kMaxSequenceReservation;
   uint32_t replay_window = 1024;
   int64_t seen_persist_ms = 10'000;  // how often inbound "highest seen" marks are written
 };
