@@ -242,8 +242,9 @@ dl_node_stop() {
 }
 
 # A reboot clears /run (tmpfs), where a DPU keeps the dataplane's connection
-# and affinity tables beside its sockets: the lab's are files in the node's directory.
-dl_wipe_dpu_state() { rm -rf "$DL_DIR/n$1/agent-state" "$DL_DIR/n$1/dataplane.sock".{conntrack,affinity}; }
+# and affinity tables and its NAT-T ports beside its sockets: the lab's are
+# files in the node's directory.
+dl_wipe_dpu_state() { rm -rf "$DL_DIR/n$1/agent-state" "$DL_DIR/n$1/dataplane.sock".{conntrack,affinity,natt-ports}; }
 
 dl_dpuctl() {
   local n=$1; shift
