@@ -3,6 +3,9 @@
 // two-tuple index, the bound, expiry against the caller's last use, and
 // concurrent use from several threads.
 #include <catch2/catch.hpp>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -399,9 +402,9 @@ namespace {
 
 struct TempDir {
   std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/dpu-conntrack-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
+  explicit TempDir(const char* under = "/tmp") {
+    std::string tmpl = std::string(under) + "/dpu-conntrack-XXXXXX";
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
     path = tmpl;
   }
   ~TempDir() { std::filesystem::remove_all(path); }
@@ -628,4 +631,37 @@ TEST_CASE("affinity: a persistent table keeps each client's backend for the next
   REQUIRE(other.ok());
   CHECK_FALSE((*other)->adopted());
   CHECK_FALSE((*other)->find(42, client, 5'000, 10'000, got));
+}
+
+// On tmpfs (/run on a DPU) a shared file mapping allocates a page even when
+// it is only read: the walks must stop at what the table has used, or the
+// first expiry walk would make the whole file real (here 136 MB).
+TEST_CASE("conntrack: walks over a persistent table touch only the entries it has used", "[conntrack][persist]") {
+  struct statfs fs {};
+  REQUIRE(::statfs("/dev/shm", &fs) == 0);
+  REQUIRE(fs.f_type == TMPFS_MAGIC);
+  TempDir dir("/dev/shm");
+  const std::string path = dir.path + "/conntrack";
+  auto t = Table::openPersistent(1u << 20, Timeouts{}, path);
+  REQUIRE(t.ok());
+  auto allocated = [&] {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return size_t(st.st_blocks) * 512;
+  };
+  for (uint16_t i = 0; i < 1000; ++i) {
+    REQUIRE((*t)->insert(v4(kClient, 1000 + i, kVip, 80), v4(kBackend, 8080, kClient, 1000 + i), kNatDst,
+                         State::kEstablished, 0)
+                .ok());
+  }
+  // What the inserts wrote: their entries and the index pages their tuples hash to.
+  const size_t used = allocated();
+  CHECK((*t)->expire(1'000, (*t)->capacity()) == 0);
+  CHECK((*t)->markFlushedIf([](const Entry&) { return false; }) == 0);
+  CHECK((*t)->removeIf([](const Entry&) { return false; }) == 0);
+  CHECK((*t)->countByState()[static_cast<size_t>(State::kEstablished)] == 1000);
+  INFO("file blocks: " << (used >> 10) << " KB after the inserts, " << (allocated() >> 10) << " KB after the walks");
+  CHECK(used < (size_t{16} << 20));
+  CHECK(allocated() == used);
+  CHECK((*t)->expire(100'000'000'000ull, (*t)->capacity()) == 1000);
 }
