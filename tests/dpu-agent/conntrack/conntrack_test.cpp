@@ -636,10 +636,14 @@ TEST_CASE("affinity: a persistent table keeps each client's backend for the next
 // On tmpfs (/run on a DPU) a shared file mapping allocates a page even when
 // it is only read: the walks must stop at what the table has used, or the
 // first expiry walk would make the whole file real (here 136 MB).
+// (Under qemu-user, /dev/shm is the sysroot's directory, not a tmpfs: the
+// check needs the host's and runs in the native builds.)
 TEST_CASE("conntrack: walks over a persistent table touch only the entries it has used", "[conntrack][persist]") {
   struct statfs fs {};
-  REQUIRE(::statfs("/dev/shm", &fs) == 0);
-  REQUIRE(fs.f_type == TMPFS_MAGIC);
+  if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+    WARN("/dev/shm is not a tmpfs here: nothing to check the walks on");
+    return;
+  }
   TempDir dir("/dev/shm");
   const std::string path = dir.path + "/conntrack";
   auto t = Table::openPersistent(1u << 20, Timeouts{}, path);
