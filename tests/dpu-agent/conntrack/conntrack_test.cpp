@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <filesystem>
 
 #include <algorithm>
 #include <fstream>
@@ -23,6 +22,7 @@
 
 #include "conntrack/affinity.h"
 #include "conntrack/conntrack.h"
+#include "temp_dir.h"
 
 using namespace dpu::conntrack;
 
@@ -400,14 +400,8 @@ TEST_CASE("conntrack: threads inserting, tracking and removing keep the index co
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  explicit TempDir(const char* under = "/tmp") {
-    std::string tmpl = std::string(under) + "/dpu-conntrack-XXXXXX";
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : dpu::test::TempDir {
+  explicit TempDir(const char* under = "/tmp") : dpu::test::TempDir("dpu-conntrack", under) { REQUIRE(!path.empty()); }
 };
 
 Tuple v6(uint8_t last, uint16_t sport, uint8_t dlast, uint16_t dport) {

@@ -10,6 +10,7 @@
 
 #include "engine_fixture.h"
 #include "overlay/esp.h"
+#include "temp_dir.h"
 
 namespace engine_test {
 namespace {
@@ -677,11 +678,10 @@ TEST_CASE("engine ipsec: a node behind a NAT is sent to at its NAT address, on t
 // unasked would not let through).
 TEST_CASE("engine ipsec: the port learned for a NATed peer outlives a restart, for the same NAT address",
           "[engine][ipsec][natt]") {
-  char tmpl[] = "/tmp/dpu-engine-natt-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const dpu::test::TempDir dir("dpu-engine-natt");
+  REQUIRE(!dir.path.empty());
   EngineConfig c;
-  c.nat_ports_file = dir + "/natt-ports";
+  c.nat_ports_file = dir.file("natt-ports");
   const char* kNat = "198.51.100.7";
   const auto kNatMac = mac("02:00:00:00:00:77");
   auto m = ipsecModel(true);
@@ -734,7 +734,6 @@ TEST_CASE("engine ipsec: the port learned for a NATed peer outlives a restart, f
     start(f);
     CHECK(sentTo(f) == 4500);
   }
-  std::filesystem::remove_all(dir);
 }
 
 

@@ -4,10 +4,9 @@
 // the refusals; hairpin; the TCP lifecycle through conntrack; loose pickup;
 // the UDP flush after a backend leaves; client-IP affinity; the bound of the
 // table and expiry.
-#include <filesystem>
-
 #include "engine_fixture.h"
 #include "overlay/replies.h"
+#include "temp_dir.h"
 
 using namespace engine_test;
 
@@ -761,12 +760,11 @@ TEST_CASE("services: a Delta of one service flushes that service's UDP clients a
 // client goes where its affinity said.
 TEST_CASE("services: a restarted engine on the same table files takes connections and affinity over",
           "[engine][services][persist]") {
-  char tmpl[] = "/tmp/dpu-engine-ct-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const dpu::test::TempDir dir("dpu-engine-ct");
+  REQUIRE(!dir.path.empty());
   EngineConfig c;
-  c.conntrack_file = dir + "/ct";
-  c.affinity_file = dir + "/aff";
+  c.conntrack_file = dir.file("ct");
+  c.affinity_file = dir.file("aff");
   auto m = serviceModel();
   auto* svc = m.mutable_services(1);  // default/remote: UDP, backends on node2
   for (const char* ip : {"10.244.2.8", "10.244.2.9"}) addBackend(svc, ip, 8081, false);
@@ -809,5 +807,4 @@ TEST_CASE("services: a restarted engine on the same table files takes connection
   }
   CHECK(f.stat("ServiceAffinity") == sticky + 10);
   CHECK(f.stat("ConntrackNew") == 10);
-  std::filesystem::remove_all(dir);
 }

@@ -13,18 +13,14 @@
 #include "common/atomic_file.h"
 #include "ipsec/key_store.h"
 #include "ipsec/psk.h"
+#include "temp_dir.h"
 
 using namespace dpu::ipsec;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ipsec-keys-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : dpu::test::TempDir {
+  TempDir() : dpu::test::TempDir("ipsec-keys-test") { REQUIRE(!path.empty()); }
 };
 
 unsigned modeOf(const std::string& path) {

@@ -15,6 +15,7 @@
 #include "esp_test_util.h"
 #include "ipsec/sa_database.h"
 #include "overlay/esp.h"
+#include "temp_dir.h"
 
 using namespace dpu::ipsec;
 
@@ -22,13 +23,8 @@ namespace {
 
 constexpr int64_t kGrace = 60'000;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ipsec-sadb-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : dpu::test::TempDir {
+  TempDir() : dpu::test::TempDir("ipsec-sadb-test") { REQUIRE(!path.empty()); }
 };
 
 // One node: its database, and a dataplane that holds what it was given.
