@@ -73,15 +73,27 @@ inline uint64_t packetHash(const PacketContext& pc, const HashKeys& k, uint64_t 
   return pc.long_key ? tableHash(pc.key, k, extra) : compactHash(pc.ckey, k, extra);
 }
 
+// What a tunnelled packet's tunnel (its remote's 16 bytes as two words,
+// and the OVN keys) adds to its hash.
+inline uint64_t tunnelHashExtra(uint64_t lo, uint64_t hi, uint16_t ingress, uint16_t egress) {
+  return (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{ingress} << 32 | egress)) * 0x9e3779b185ebca87ull;
+}
+
 inline uint64_t flowHash(const PacketContext& pc, const HashKeys& k) {
   const TunnelProbe& probe = pc.probe;
   if (probe.family == 0) return packetHash(pc, k, 0);
   uint64_t lo, hi;
   std::memcpy(&lo, probe.remote.data(), 8);
   std::memcpy(&hi, probe.remote.data() + 8, 8);
-  const uint64_t extra = (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{probe.ingress} << 32 | probe.egress)) *
-                         0x9e3779b185ebca87ull;
-  return packetHash(pc, k, extra);
+  return packetHash(pc, k, tunnelHashExtra(lo, hi, probe.ingress, probe.egress));
+}
+
+// The same for the uplink's lane: an IPv4 remote (as the header has it),
+// the rest of the 16 bytes zero, as TunnelProbe::setRemote4 writes them.
+inline uint64_t laneTunnelHash(const CompactKey& key, const HashKeys& k, const LaneTunnel& t) {
+  uint64_t lo = 0;
+  std::memcpy(&lo, &t.remote, sizeof t.remote);
+  return compactHash(key, k, tunnelHashExtra(lo, 0, t.ingress, t.egress));
 }
 
 // The outer headers from the flow's template: 58 bytes (IPv4) or 78 (IPv6),
@@ -108,7 +120,13 @@ inline void countHit(FlowEntry& e, const rte_mbuf* m) {
 // Both MACs from the record with one 12-byte copy (it keeps them as the
 // frame has them, destination first).
 inline void writeMacs(uint8_t* frame, const FlowActions& a) {
-  std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
+  const uint8_t* macs = reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst);
+  uint64_t head;
+  uint32_t tail;
+  std::memcpy(&head, macs, 8);
+  std::memcpy(&tail, macs + 8, 4);
+  std::memcpy(frame, &head, 8);
+  std::memcpy(frame + 8, &tail, 4);
 }
 
 }  // namespace
@@ -601,10 +619,45 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // A lane packet has one segment; with the lanes off (EngineConfig::lanes)
     // none qualifies (no mbuf has 0): the test costs nothing more.
     const uint16_t lane_segs = config_.lanes ? 1 : 0;
+    // The uplink's lane: an IPv4 Geneve frame for our tunnel IP around an
+    // inner packet the lane takes (worker_parse.h: tunnelLaneParse), while
+    // no plaintext must be refused (IPsec with inbound SAs: prepare checks
+    // each); decapsulated here, looked up with its tunnel (laneApply).
+    const bool tunnel_lane = kUplink && snap.tunnel_lane && !(snap.ipsec && snap.any_inbound_sa);
+    uint32_t tunnel_ip = 0;
+    if (kUplink) std::memcpy(&tunnel_ip, snap.tunnel_ip.data(), 4);
     for (uint16_t i = 0; i < n; ++i) {
       if (kLagged && i >= kLag) prefetchEntries<kUplink>(w, i - kLag, alive);
       rte_mbuf* m = packets[i];
-      if constexpr (!kUplink) {
+      if constexpr (kUplink) {
+        LanePacket& lp = w.lane[i];
+        TunnelLanePacket t;
+        if (tunnel_lane && m->nb_segs == lane_segs &&
+            tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
+                            (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                            (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
+                            lp.key, t)) [[likely]] {
+          m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
+          m->data_len = t.inner_len;
+          m->pkt_len = t.inner_len;
+          LaneTunnel& lt = w.lane_tunnel[i];
+          lt.remote = t.remote;
+          lt.ingress = t.ingress;
+          lt.egress = t.egress;
+          lp.mbuf = m;
+          lp.ip_len = t.ip_len;
+          lp.hash = laneTunnelHash(lp.key, hash_keys_, lt);
+          if constexpr (kLagged) {
+            table.prefetchBucketLine(lp.hash);
+          } else {
+            lp.slot = table.prefetchSlot(lp.hash);
+            table.prefetchColdOf(lp.slot, true, false);
+          }
+          ++lanes;
+          continue;
+        }
+        lp.mbuf = nullptr;
+      } else {
         LanePacket& lp = w.lane[i];
         if (m->nb_segs == lane_segs &&
             laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.ip_len)) [[likely]] {
@@ -637,12 +690,12 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       }
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
-    if (!kUplink && lanes == n) {
-      for (LanePacket* lp = w.lane; lp != w.lane + n; ++lp) laneApply(w, snap, stamp, rx_port, *lp);
+    if (lanes == n) {
+      for (unsigned i = 0; i < n; ++i) laneApply<kUplink>(w, snap, stamp, rx_port, i);
     } else {
       for (unsigned i = 0; i < n; ++i) {
-        if (!kUplink && w.lane[i].mbuf != nullptr) {
-          laneApply(w, snap, stamp, rx_port, w.lane[i]);
+        if (w.lane[i].mbuf != nullptr) {
+          laneApply<kUplink>(w, snap, stamp, rx_port, i);
         } else if (alive & (1u << i)) {
           lookupAndApply<kUplink>(w, snap, w.burst[i]);
         }
@@ -689,8 +742,7 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
                           (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
                           pc.ckey, t)) [[likely]] {
         probe.family = 4;
-        probe.remote = {};
-        std::memcpy(probe.remote.data(), &t.remote, 4);
+        probe.setRemote4(t.remote);
         probe.ingress = t.ingress;
         probe.egress = t.egress;
         pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
@@ -824,12 +876,10 @@ bool EngineImpl::revalidate(WorkerContext& w, const Snapshot& snap, uint32_t ind
 // whose signature matches, and the one to check first.
 template <bool kUplink>
 DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, uint32_t alive) {
-  if constexpr (!kUplink) {
-    LanePacket& lp = w.lane[i];
-    if (lp.mbuf != nullptr) {
-      lp.slot = w.table.prefetchMatches(lp.hash, false, false);
-      return;
-    }
+  LanePacket& lp = w.lane[i];
+  if (lp.mbuf != nullptr) {
+    lp.slot = w.table.prefetchMatches(lp.hash, kUplink, false);
+    return;
   }
   if (!(alive & (1u << i))) return;
   PacketContext& pc = w.burst[i];
@@ -837,9 +887,12 @@ DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, ui
 }
 
 // A lane packet as the general path has it (for its rarer actions, a miss,
-// or an ICMP reply): the fields fastParse<false> gives an IPv4 packet.
-PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, const LanePacket& lp) {
-  PacketContext& pc = w.burst[&lp - w.lane];
+// or an ICMP reply): the fields fastParse<false> gives an IPv4 packet, and
+// for the uplink's lane those prepare gives a packet its lane decapsulated.
+template <bool kUplink>
+PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsigned i) {
+  const LanePacket& lp = w.lane[i];
+  PacketContext& pc = w.burst[i];
   pc.mbuf = lp.mbuf;
   pc.hash = lp.hash;
   pc.slot = lp.slot;
@@ -849,36 +902,53 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, const
   pc.parsed.l3 = overlay::L3Type::kIpv4;
   pc.parsed.l3_offset = overlay::eth::kHeaderLen;
   pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + lp.ip_len);
-  pc.probe.family = 0;
   pc.rx_port = rx_port;
-  pc.decap_len = 0;
+  if constexpr (kUplink) {
+    const LaneTunnel& t = w.lane_tunnel[i];
+    pc.probe.family = 4;
+    pc.probe.setRemote4(t.remote);
+    pc.probe.ingress = t.ingress;
+    pc.probe.egress = t.egress;
+    pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
+  } else {
+    pc.probe.family = 0;
+    pc.decap_len = 0;
+  }
   return pc;
 }
 
+template <bool kUplink>
 DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port,
-                                          const LanePacket& lp) {
+                                          unsigned i) {
   FlowTable& table = w.table;
+  const LanePacket& lp = w.lane[i];
   uint32_t index = lp.slot;
-  if (!table.compactHit(index, lp.key)) [[unlikely]] {
+  if constexpr (kUplink) {
+    const LaneTunnel& t = w.lane_tunnel[i];
+    if (!table.tunnelHit(index, lp.key, t.remote, t.ingress, t.egress)) [[unlikely]] {
+      index = table.scanTunnel(lp.hash, index, lp.key, laneContext<true>(w, rx_port, i).probe);
+      if (index == UINT32_MAX) return missPath(w, snap, w.burst[i]);
+    }
+  } else if (!table.compactHit(index, lp.key)) [[unlikely]] {
     index = table.scanCompact(lp.hash, index, lp.key);
-    if (index == UINT32_MAX) return missPath(w, snap, laneContext(w, rx_port, lp));
+    if (index == UINT32_MAX) return missPath(w, snap, laneContext<false>(w, rx_port, i));
   }
   FlowEntry& e = table.entry(index);
   FlowActions& a = table.compactActionsOf(e);
   if (a.stamp != stamp && !revalidate(w, snap, index, a)) [[unlikely]] {
-    return missPath(w, snap, laneContext(w, rx_port, lp));
+    return missPath(w, snap, laneContext<kUplink>(w, rx_port, i));
   }
   FlowTable::touch(e, static_cast<uint32_t>(w.now_ms));
   ++w.hits;
   const PacketShape shape{overlay::L3Type::kIpv4, overlay::eth::kHeaderLen, overlay::eth::kHeaderLen + 20,
                           lp.ip_len};
-  switch (applyLane<false>(w, e, a, lp.mbuf, rx_port, true, shape)) {
+  switch (applyLane<kUplink>(w, e, a, lp.mbuf, rx_port, true, shape)) {
     case Applied::kDone:
       return;
     case Applied::kPunt:
-      return punt(w, snap, index, laneContext(w, rx_port, lp));
+      return punt(w, snap, index, laneContext<kUplink>(w, rx_port, i));
     default:
-      return applyFlow(w, snap, index, e, a, laneContext(w, rx_port, lp), false);
+      return applyFlow(w, snap, index, e, a, laneContext<kUplink>(w, rx_port, i), false);
   }
 }
 

@@ -229,9 +229,11 @@ class EngineImpl final : public Engine {
   enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted };
   EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port);
   bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;
-  // The fast lane (ports other than the uplink).
-  void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, const LanePacket& lp);
-  PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, const LanePacket& lp);
+  // The fast lanes: burst packet i of w.lane (and, kUplink, w.lane_tunnel).
+  template <bool kUplink>
+  void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, unsigned i);
+  template <bool kUplink>
+  PacketContext& laneContext(WorkerContext& w, uint16_t rx_port, unsigned i);
   template <bool kUplink>
   void prefetchEntries(WorkerContext& w, unsigned i, uint32_t alive);
   // Out of line, so the hit path that calls them stays small: a miss (slow

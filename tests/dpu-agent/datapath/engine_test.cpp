@@ -137,6 +137,42 @@ TEST_CASE("engine: tunnel receive drops unknown peers, VNIs, wrong egress and sp
   CHECK(f.stat("NotGeneve") == 1);
 }
 
+// The uplink's lane looks a decapsulated packet up with its tunnel: a flow
+// cached for one remote and OVN keys serves no packet that differs only in
+// them, in a table the lookups prefetch in one pass (resident) or two.
+TEST_CASE("engine: a cached tunnel flow serves only its own remote and OVN keys", "[engine]") {
+  for (const uint32_t entries : {1024u, 65536u}) {
+    EngineConfig config;
+    config.flow_cache_entries = entries;
+    Fixture f(config);
+    INFO("flow cache entries " << entries << (f.engine->worker(0).table.cacheResident() ? " (resident)" : ""));
+    const Bytes inner = udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.5", 63);
+    const Bytes delivered = udp4(kMacA, kRouterMac, "10.244.2.7", "10.244.1.5", 63);
+    f.inject(kUplink, std::vector<Bytes>{fromRemote(inner), fromRemote(inner), fromRemote(inner)});
+    auto out = Fixture::drain(kRepA);
+    REQUIRE(out.size() == 3);
+    CHECK(out[2] == delivered);
+    CHECK(f.stat("FlowMiss") == 1);
+    CHECK(f.stat("FlowHit") == 2);
+    // The same inner packet with pod-b's egress key, from a node that is no
+    // peer, from the peer's other address: each decided afresh and refused,
+    // in one burst with packets of the cached flow.
+    f.inject(kUplink, std::vector<Bytes>{fromRemote(inner, 10, 9, 2), fromRemote(inner),
+                                         fromRemote(inner, 10, 9, 0x8000, "192.168.100.99"), fromRemote(inner)});
+    CHECK(f.stat("WrongEgressPort") == 1);
+    CHECK(f.stat("UnknownTunnelPeer") == 1);
+    CHECK(Fixture::drain(kRepA).size() == 2);
+    CHECK(Fixture::drain(kRepB).empty());
+    // Another ingress key is another flow (the NIC's rule matches it), delivered alike.
+    f.inject(kUplink, fromRemote(inner, 10, 11));
+    out = Fixture::drain(kRepA);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0] == delivered);
+    CHECK(f.stat("FlowMiss") == 4);
+    CHECK(f.stat("FlowHit") == 4);
+  }
+}
+
 TEST_CASE("engine: ARP and ND for the gateway are answered on the pod's port", "[engine]") {
   Fixture f;
   const Bytes req = PacketBuilder()
@@ -1024,6 +1060,59 @@ TEST_CASE("engine: long keys whose compact folds collide are told apart by the f
   CHECK(t.lookup<false>(hash, cb, true, b.key, TunnelProbe{}) == ib);
   // And a compact key never matches a long entry with the same 40 bytes.
   CHECK(t.lookup<false>(hash, ca, false, a.key, TunnelProbe{}) == UINT32_MAX);
+}
+
+// The uplink's lane compares a tunnelled flow's tunnel (its cold part) as
+// the general lookup does: the same key under the same hash (a collision
+// the test forces) from another remote, with other OVN keys, or from an
+// IPv6 remote whose first four bytes are the IPv4 one's, is not that flow.
+TEST_CASE("engine: the uplink's lane hit compares the whole tunnel", "[engine]") {
+  FlowTable t(64);
+  FlowRecord r{};
+  r.key.in_port = 1;
+  r.key.tunnel_id = 10;
+  r.key.ethertype = overlay::eth::kTypeIpv4;
+  r.key.ip_proto = 17;
+  r.key.l3_src = {10, 244, 2, 7};
+  r.key.l3_dst = {10, 244, 1, 5};
+  r.stamp = 1;
+  r.ops = op::kDecap | op::kOutput;
+  r.out_port = 3;
+  r.tun_family = 4;
+  r.tun_remote = {192, 168, 100, 2};
+  r.tun_ingress = 9;
+  r.tun_egress = 0x8000;
+  bool evicted = false, is_long = false;
+  const uint64_t hash = 0x5678;
+  const uint32_t index = t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve);
+  REQUIRE(index != UINT32_MAX);
+  const CompactKey key = CompactKey::from(r.key, is_long);
+  REQUIRE_FALSE(is_long);
+  uint32_t remote;
+  std::memcpy(&remote, r.tun_remote.data(), 4);
+  CHECK(t.tunnelHit(index, key, remote, 9, 0x8000));
+  uint32_t other_remote;
+  const uint8_t other[4] = {192, 168, 100, 3};
+  std::memcpy(&other_remote, other, 4);
+  CHECK_FALSE(t.tunnelHit(index, key, other_remote, 9, 0x8000));
+  CHECK_FALSE(t.tunnelHit(index, key, remote, 8, 0x8000));
+  CHECK_FALSE(t.tunnelHit(index, key, remote, 9, 2));
+  // What the lane falls back to finds the flow for its own tunnel only.
+  TunnelProbe probe{};
+  probe.family = 4;
+  probe.setRemote4(remote);
+  probe.ingress = 9;
+  probe.egress = 0x8000;
+  CHECK(t.scanTunnel(hash, index ^ 1, key, probe) == index);
+  probe.setRemote4(other_remote);
+  CHECK(t.scanTunnel(hash, index ^ 1, key, probe) == UINT32_MAX);
+  // A flow from an IPv6 remote that begins with the same four bytes.
+  t.remove(index);
+  r.tun_family = 6;
+  r.tun_remote = {192, 168, 100, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const uint32_t v6 = t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve);
+  REQUIRE(v6 != UINT32_MAX);
+  CHECK_FALSE(t.tunnelHit(v6, key, remote, 9, 0x8000));
 }
 
 // A compact key keeps nothing but its 40 bytes, a long one its tail besides:
