@@ -172,7 +172,8 @@ inline constexpr bool kLaneShuffle = false;
 #endif
 
 template <bool kShuffle = kLaneShuffle>
-inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey& key, uint16_t& ip_len) {
+[[gnu::always_inline]] inline bool laneParse(const uint8_t* p, uint32_t n, uint32_t in_port, CompactKey& key,
+                                              uint16_t& ip_len) {
   if constexpr (std::endian::native != std::endian::little) return false;
   // Ethernet + IPv4 + 8 bytes: the least a UDP packet has (TCP's 20 are checked below).
   if (n < 14 + 20 + 8) return false;
@@ -262,35 +263,48 @@ inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bo
   if constexpr (std::endian::native != std::endian::little) return false;
   namespace ov = overlay;
   if (n < kTunnelLaneOuterLen + 14 + 20 + 8) return false;
+  // The fixed fields compared a word at a time, in the order they sit
+  // (little-endian words of network-order bytes: byte 0 is the lowest).
+  auto word = [p](uint32_t at) {
+    uint64_t v;
+    std::memcpy(&v, p + at, 8);
+    return v;
+  };
   uint16_t type;
   std::memcpy(&type, p + 12, 2);
-  if (type != 0x0008) return false;  // IPv4, untagged
-  uint64_t h0;
-  std::memcpy(&h0, p + 14, 8);
-  // Version 4 without options; neither more fragments nor an offset.
-  if ((h0 & 0xff3f0000000000ffull) != 0x45 || p[23] != ov::ipproto::kUdp) return false;
+  const uint64_t h0 = word(14);  // version/IHL, TOS, total length, id, flags/fragment offset
+  // IPv4, untagged; version 4 without options; neither more fragments nor an offset; UDP.
+  if (type != 0x0008 || (h0 & 0xff3f0000000000ffull) != 0x45 || p[23] != ov::ipproto::kUdp) return false;
   const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
   if (total > n - 14 || total < kTunnelLaneOuterLen) return false;
-  if (!ipv4_checksum_verified && ov::ipv4HeaderChecksum(p + 14, 20) != 0) return false;
+  if (!ipv4_checksum_verified && !ov::ipv4HeaderChecksumOk(p + 14)) return false;
   uint32_t dst;
   std::memcpy(&dst, p + 30, 4);
   if (dst != tunnel_ip) return false;
-  const uint8_t* udp = p + 34;
-  if (ov::load16(udp + 2) != ov::kGeneveUdpPort || ov::load16(udp + 4) != total - 20) return false;
-  if (ov::load16(udp + 6) != 0 && !udp_checksum_verified) return false;
-  // Geneve: version 0 with 8 bytes of options, not OAM (the C and reserved
-  // bits are ignored, as parseGeneve ignores them), carrying Ethernet.
-  const uint8_t* g = p + 42;
-  if (g[0] != 0x02 || (g[1] & 0x80) != 0 || ov::load16(g + 2) != ov::kGeneveProtocolEthernet) return false;
-  // The OVN option with 4 bytes of data (its three R bits are ignored on receipt).
-  const uint8_t* o = g + 8;
-  if (ov::load16(o) != ov::kOvnOptionClass || o[2] != ov::kOvnOptionType || (o[3] & 0x1f) != 1) return false;
+  // UDP (34): destination port 6081, the length the IP header implies, no
+  // checksum unless the NIC verified it.
+  const uint64_t udp_want = uint64_t{__builtin_bswap16(static_cast<uint16_t>(total - 20))} << 32 |
+                            uint64_t{__builtin_bswap16(ov::kGeneveUdpPort)} << 16;
+  const uint64_t udp_mask = udp_checksum_verified ? 0x0000ffffffff0000ull : 0xffffffffffff0000ull;
+  if ((word(34) & udp_mask) != udp_want) return false;
+  // Geneve (42): version 0 with 8 bytes of options (2 words), not OAM (the
+  // C and reserved bits are ignored, as parseGeneve ignores them), carrying
+  // Ethernet; then the VNI and a reserved byte.
+  const uint64_t g = word(42);
+  constexpr uint64_t kGeneveWant = 0x02 | uint64_t{__builtin_bswap16(ov::kGeneveProtocolEthernet)} << 16;
+  if ((g & 0xffff80ffull) != kGeneveWant) return false;
+  // The OVN option (50) with 4 bytes of data (its three R bits are ignored
+  // on receipt), then its data: the port keys.
+  const uint64_t o = word(50);
+  constexpr uint64_t kOptionWant = uint64_t{__builtin_bswap16(ov::kOvnOptionClass)} |
+                                   uint64_t{ov::kOvnOptionType} << 16 | uint64_t{1} << 24;
+  if ((o & 0x1fffffffull) != kOptionWant) return false;
   const uint32_t inner_len = 14 + total - kTunnelLaneOuterLen;
   if (!laneParse(p + kTunnelLaneOuterLen, inner_len, in_port, key, t.ip_len)) return false;
-  key.w[0] = uint64_t{in_port} | uint64_t{ov::load32(g + 4) >> 8} << 32;
+  key.w[0] = uint64_t{in_port} | uint64_t{__builtin_bswap32(static_cast<uint32_t>(g >> 32)) >> 8} << 32;
   std::memcpy(&t.remote, p + 26, 4);
-  t.ingress = ov::load16(o + 4) & ov::kOvnMaxIngressPortKey;
-  t.egress = ov::load16(o + 6);
+  t.ingress = __builtin_bswap16(static_cast<uint16_t>(o >> 32)) & ov::kOvnMaxIngressPortKey;
+  t.egress = __builtin_bswap16(static_cast<uint16_t>(o >> 48));
   t.inner_len = static_cast<uint16_t>(inner_len);
   return true;
 }

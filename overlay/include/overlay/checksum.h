@@ -59,6 +59,19 @@ inline uint16_t ipv4HeaderChecksum(const uint8_t* header, size_t len) {
   return static_cast<uint16_t>(~detail::foldNative(uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]));
 }
 
+// Whether a 20-byte header's checksum verifies (ipv4HeaderChecksum would be
+// 0), without folding: its 16-bit words' ones' complement sum is all ones
+// exactly when their integer sum is a non-zero multiple of 0xffff, and so is
+// the sum of its native 32-bit words (2^16 is 1 modulo 0xffff, and a byte
+// swap multiplies by 256, which is invertible modulo 0xffff). The compiler
+// turns the remainder into a multiply and a shift.
+inline bool ipv4HeaderChecksumOk(const uint8_t* header) {
+  uint32_t w[5];
+  std::memcpy(w, header, sizeof w);
+  const uint64_t acc = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
+  return acc != 0 && acc % 0xffff == 0;
+}
+
 // Pseudo-header sums for TCP/UDP/ICMPv6 (RFC 768, RFC 793, RFC 8200 §8.1).
 // Addresses point at the 4 or 16 address bytes in network order.
 uint32_t pseudoHeaderSumV4(const uint8_t* src, const uint8_t* dst, uint8_t proto, uint16_t l4_len);

@@ -40,6 +40,37 @@ TEST_CASE("the inline IPv4 header checksum agrees with the general sum") {
   CHECK(ipv4HeaderChecksum(valid, 20) == 0);
 }
 
+// The lane's test of a received header: random headers (nearly all
+// invalid), each made valid with its computed checksum and with the other
+// representation of zero where it has one, and the all-zero header.
+TEST_CASE("the IPv4 header check agrees with the checksum for valid and invalid headers") {
+  std::mt19937 rng(5);
+  auto agrees = [](const uint8_t* hdr) { return ipv4HeaderChecksumOk(hdr) == (ipv4HeaderChecksum(hdr, 20) == 0); };
+  unsigned valid = 0;
+  for (int round = 0; round < 200000; ++round) {
+    uint8_t hdr[20];
+    for (auto& b : hdr) b = static_cast<uint8_t>(rng());
+    if (round % 2000 == 0) std::fill(hdr, hdr + 20, round % 4000 == 0 ? 0x00 : 0xff);
+    REQUIRE(agrees(hdr));
+    store16(hdr + 10, 0);
+    store16(hdr + 10, ipv4HeaderChecksum(hdr, 20));
+    REQUIRE(agrees(hdr));
+    valid += ipv4HeaderChecksumOk(hdr) ? 1 : 0;
+    // 0x0000 and 0xffff are both zero in ones' complement.
+    if (load16(hdr + 10) == 0 || load16(hdr + 10) == 0xffff) {
+      store16(hdr + 10, static_cast<uint16_t>(~load16(hdr + 10)));
+      REQUIRE(agrees(hdr));
+    }
+    // One bit flipped anywhere makes it invalid.
+    hdr[rng() % 20] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    REQUIRE(agrees(hdr));
+  }
+  CHECK(valid >= 199000);
+  uint8_t zero[20] = {};
+  CHECK_FALSE(ipv4HeaderChecksumOk(zero));
+  CHECK(agrees(zero));
+}
+
 TEST_CASE("odd lengths pad the last byte with zero") {
   const uint8_t odd[] = {0x12, 0x34, 0x56};
   const uint8_t even[] = {0x12, 0x34, 0x56, 0x00};
