@@ -619,24 +619,43 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // A lane packet has one segment; with the lanes off (EngineConfig::lanes)
     // none qualifies (no mbuf has 0): the test costs nothing more.
     const uint16_t lane_segs = config_.lanes ? 1 : 0;
-    // The uplink's lane: an IPv4 Geneve frame for our tunnel IP around an
-    // inner packet the lane takes (worker_parse.h: tunnelLaneParse), while
-    // no plaintext must be refused (IPsec with inbound SAs: prepare checks
-    // each); decapsulated here, looked up with its tunnel (laneApply).
-    const bool tunnel_lane = kUplink && snap.tunnel_lane && !(snap.ipsec && snap.any_inbound_sa);
+    // The uplink: ESP for our tunnel IP first (authenticated, anti-replayed
+    // and decrypted); then, what it carried as any frame, the uplink's lane:
+    // an IPv4 Geneve frame for our tunnel IP around an inner packet the lane
+    // takes (worker_parse.h: tunnelLaneParse), decapsulated here and looked
+    // up with its tunnel (laneApply). With IPsec on, plaintext Geneve from a
+    // peer that must encrypt is refused on either path.
+    const bool tunnel_lane = kUplink && snap.tunnel_lane;
+    const bool refuse_plaintext = kUplink && snap.ipsec && snap.any_inbound_sa;
     uint32_t tunnel_ip = 0;
     if (kUplink) std::memcpy(&tunnel_ip, snap.tunnel_ip.data(), 4);
     for (uint16_t i = 0; i < n; ++i) {
       if (kLagged && i >= kLag) prefetchEntries<kUplink>(w, i - kLag, alive);
       rte_mbuf* m = packets[i];
+      bool decrypted = false;
       if constexpr (kUplink) {
         LanePacket& lp = w.lane[i];
+        lp.mbuf = nullptr;
+        if (m->nb_segs == 1 && isEsp(m)) [[unlikely]] {
+          const EspReceived received = espReceive(w, snap, m, rx_port);
+          if (received == EspReceived::kDropped) continue;
+          decrypted = received == EspReceived::kDecrypted;
+        }
         TunnelLanePacket t;
         if (tunnel_lane && m->nb_segs == lane_segs &&
             tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
                             (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
                             (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
                             lp.key, t)) [[likely]] {
+          if (refuse_plaintext && !decrypted) [[unlikely]] {
+            TunnelProbe probe{};
+            probe.family = 4;
+            probe.setRemote4(t.remote);
+            if (plaintextRefused(snap, probe)) {
+              drop(w, m, rx_port, DropReason::kIpsecPlaintext);
+              continue;
+            }
+          }
           m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
           m->data_len = t.inner_len;
           m->pkt_len = t.inner_len;
@@ -656,7 +675,6 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           ++lanes;
           continue;
         }
-        lp.mbuf = nullptr;
       } else {
         LanePacket& lp = w.lane[i];
         if (m->nb_segs == lane_segs &&
@@ -674,7 +692,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
         lp.mbuf = nullptr;
       }
       PacketContext& pc = w.burst[i];
-      if (!prepare(w, snap, m, rx_port, kUplink, pc)) continue;
+      if (!prepare(w, snap, m, rx_port, kUplink, decrypted, pc)) continue;
       pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
       if constexpr (kLagged) {
         table.prefetchBucketLine(pc.hash);
@@ -708,7 +726,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
 }
 
 DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port,
-                                        bool uplink, PacketContext& pc) {
+                                        bool uplink, bool decrypted, PacketContext& pc) {
   if (m->nb_segs != 1) return drop(w, m, rx_port, DropReason::kMultiSegment), false;
 
   pc.mbuf = m;
@@ -717,49 +735,8 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   probe.family = 0;
   uint32_t vni = 0;
   if (uplink) {
-    // ESP for our tunnel IP: authenticated, anti-replayed and decrypted
-    // first; what it carried then takes the Geneve decap as any packet.
-    bool decrypted = false;
-    if (isEsp(m)) [[unlikely]] {
-      switch (espReceive(w, snap, m, rx_port)) {
-        case EspReceived::kDropped:
-          return false;
-        case EspReceived::kDecrypted:
-          decrypted = true;
-          break;
-        default:
-          break;
-      }
-    }
+    // What the uplink's lane did not take (runBurst: ESP was received there).
     const bool check_plaintext = snap.ipsec && snap.any_inbound_sa && !decrypted;
-    // Most packets: the uplink's lane (worker_parse.h); the rest, the general decap.
-    if (snap.tunnel_lane) {
-      uint32_t tunnel_ip;
-      std::memcpy(&tunnel_ip, snap.tunnel_ip.data(), 4);
-      TunnelLanePacket t;
-      if (tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
-                          (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
-                          (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
-                          pc.ckey, t)) [[likely]] {
-        probe.family = 4;
-        probe.setRemote4(t.remote);
-        probe.ingress = t.ingress;
-        probe.egress = t.egress;
-        pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
-        m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
-        m->data_len = t.inner_len;
-        m->pkt_len = t.inner_len;
-        pc.parsed.l3 = overlay::L3Type::kIpv4;
-        pc.parsed.l3_offset = overlay::eth::kHeaderLen;
-        pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + t.ip_len);
-        pc.long_key = false;
-        pc.parsed_full = false;
-        if (check_plaintext && plaintextRefused(snap, probe)) [[unlikely]] {
-          return drop(w, m, rx_port, DropReason::kIpsecPlaintext), false;
-        }
-        return true;
-      }
-    }
     // North–south (north_south.h): with a host PF bound, a frame that is not
     // addressed to our tunnel IP is the fabric's: it is parsed as it is, for
     // the host or dropped by the slow path (slowPathFromFabric).

@@ -185,7 +185,10 @@ class EngineImpl final : public Engine {
   // prepare, lookupAndApply and applyFlow are defined inline in engine_datapath.cpp: call them from there only.
   template <bool kUplink, bool kLagged>
   uint64_t runBurst(WorkerContext& w, const Snapshot& snap, uint16_t rx_port, rte_mbuf** packets, uint16_t count);
-  bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, PacketContext& pc);
+  // The general path's parse (and, on the uplink, Geneve decap) of a frame
+  // no lane took; `decrypted`: the uplink's ESP it came in (runBurst).
+  bool prepare(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool uplink, bool decrypted,
+               PacketContext& pc);
   template <bool kUplink>
   void lookupAndApply(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
   // The general routine for a cached flow `index` (UINT32_MAX: uncached):

@@ -361,4 +361,49 @@ inline Bytes fromRemote(const Bytes& inner, uint32_t vni = 10, uint16_t ingress 
   return geneve(inner, kNextHopMac, kUplinkMac, peer, local, vni, ingress, egress, 77);
 }
 
+// The lanes against the general routine: `scenarios` (a port and the
+// packets it receives, each list injected three times: the miss, then two
+// hits) through an engine with the lanes on or off (EngineConfig::lanes),
+// programmed with `model`. What every port sent, every counter, and the
+// kind of every action record in use.
+struct LaneRun {
+  std::vector<std::vector<Bytes>> sent;  // per scenario, per port (kPorts each)
+  std::map<std::string, uint64_t> counters;
+  std::set<int> kinds;                   // ActionKind of every record in use
+};
+
+inline LaneRun runLaneScenarios(bool lanes, const std::vector<std::pair<unsigned, std::vector<Bytes>>>& scenarios,
+                                const dataplane::v1::LogicalModel& model) {
+  EngineConfig c;
+  c.lanes = lanes;
+  Fixture f(c, false);
+  const auto programmed = fullSync(*f.engine, model, 1);
+  INFO(programmed.message());
+  REQUIRE(programmed.status() == dataplane::v1::OK);
+  REQUIRE(programmed.problems_size() == 0);
+  LaneRun run;
+  for (const auto& [port, packets] : scenarios) {
+    for (unsigned round = 0; round < 3; ++round) f.inject(port, packets);
+    std::vector<Bytes> sent;
+    for (unsigned p = 0; p < kPorts; ++p) {
+      for (auto& b : Fixture::drain(p)) {
+        Bytes tagged{static_cast<uint8_t>(p)};
+        tagged.insert(tagged.end(), b.begin(), b.end());
+        sent.push_back(std::move(tagged));
+      }
+    }
+    run.sent.push_back(std::move(sent));
+  }
+  dataplane::v1::OperatorRequest req;
+  req.mutable_stats();
+  const auto stats = f.engine->operate(req);
+  for (const auto& counter : stats.counters()) run.counters[counter.name()] = counter.value();
+  FlowTable& table = f.engine->worker(0).table;
+  for (uint32_t i = 0; i < table.capacity(); ++i) {
+    const FlowEntry& e = table.entry(i);
+    if (e.actionIndex() != 0) run.kinds.insert(table.actionsOf(e).kind);
+  }
+  return run;
+}
+
 }  // namespace engine_test

@@ -294,6 +294,51 @@ TEST_CASE("engine ipsec: arriving ESP is authenticated, anti-replayed and decryp
   }
 }
 
+// With IPsec on, the ESP lane (EspEncap4) and the uplink's lane taking what
+// ESP carried send what the general routine sends, byte for byte and
+// counter for counter (runLaneScenarios: each list three times, so the
+// arriving ESP of the second and third rounds is a replay, dropped alike);
+// plaintext from the peer is refused on both.
+TEST_CASE("engine ipsec: the lanes send what the general routine sends, ESP both ways", "[engine][ipsec][lanes]") {
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  std::vector<Bytes> arriving;
+  for (unsigned i = 0; i < 4; ++i) arriving.push_back(espFromRemote(*sender, kFromRemote));
+  // Another flow from the peer, carried in ESP too.
+  arriving.push_back(espFromRemote(*sender, udp4(kRouterMac, kRemotePodMac, "10.244.2.7", "10.244.1.6", 63, 300)));
+  const std::vector<std::pair<unsigned, std::vector<Bytes>>> scenarios = {
+      {kRepA, {kToRemote, kToRemote, udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.8", 64, 700)}},
+      // TTL 1 on the hit; too big for the ESP MTU with DF.
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 1, 1302)}},
+      {kRepA, {udp4(kRouterMac, kMacA, "10.244.1.5", "10.244.2.7", 64, 1300, 1380, true)}},
+      {kUplink, arriving},
+      {kUplink, {fromRemote(kFromRemote)}},
+  };
+  const dpv1::LogicalModel m = ipsecModel(true);
+  const LaneRun on = runLaneScenarios(true, scenarios, m);
+  const LaneRun off = runLaneScenarios(false, scenarios, m);
+  REQUIRE(on.sent.size() == off.sent.size());
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    INFO("scenario " << i);
+    REQUIRE(on.sent[i].size() == off.sent[i].size());
+    for (size_t j = 0; j < on.sent[i].size(); ++j) {
+      CHECK(dpu::test::toHex(on.sent[i][j]) == dpu::test::toHex(off.sent[i][j]));
+    }
+  }
+  CHECK(on.counters == off.counters);
+  CHECK(on.counters.at("EspReplay") == 10);
+  CHECK(on.counters.at("IpsecPlaintext") == 3);
+  // The decrypted flows were hit, not only set up.
+  CHECK(on.counters.at("FlowHit") > 0);
+  for (const Lane& lane : kLanes) {
+    if ((lane.ops & op::kEsp) == 0) continue;
+    INFO("lane kind " << int(lane.kind));
+    CHECK(on.kinds.count(lane.kind) == 1);
+  }
+  CHECK(on.kinds.count(kActionsDecap) == 1);
+  CHECK(off.kinds == std::set<int>{kActionsGeneral});
+}
+
 TEST_CASE("engine ipsec: an outbound SA never sends above its sequence_limit; a raised limit resumes it",
           "[engine][ipsec]") {
   Fixture f;
