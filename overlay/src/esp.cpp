@@ -176,6 +176,14 @@ uint32_t makeAad(uint8_t* aad, uint32_t spi, uint64_t seq, bool esn) {
   return 8;
 }
 
+// An IPv4 header without options to a place that may overlap it: read
+// whole, then written (inline, where a memmove is a libc call).
+void moveMinIpv4Header(uint8_t* to, const uint8_t* from) {
+  uint8_t header[ipv4::kMinHeaderLen];
+  std::memcpy(header, from, sizeof header);
+  std::memcpy(to, header, sizeof header);
+}
+
 // Rewrites the IPv4 total length and protocol and patches the checksum
 // incrementally (RFC 1624), so a header that arrived with a bad checksum
 // keeps it rather than being laundered.
@@ -429,7 +437,7 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserv
   uint8_t* const start = packet.prepend(front);
   // Only the IP header moves (into the headroom); the payload stays put.
   // The usual one, an IPv4 header without options, in a few fixed moves.
-  if (keep == ipv4::kMinHeaderLen) std::memmove(start, start + front, ipv4::kMinHeaderLen);
+  if (keep == ipv4::kMinHeaderLen) moveMinIpv4Header(start, start + front);
   else std::memmove(start, start + front, keep);
   uint8_t* const esp = start + outer_size_ + keep;
   store32(esp, spi_);
@@ -603,7 +611,7 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
     p[layout.next_header_at] = next_header;
     ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
   }
-  if (esp_off == ipv4::kMinHeaderLen) std::memmove(p + front, p, ipv4::kMinHeaderLen);
+  if (esp_off == ipv4::kMinHeaderLen) moveMinIpv4Header(p + front, p);
   else std::memmove(p + front, p, esp_off);
   packet.adj(front);
   packet.trim(back);

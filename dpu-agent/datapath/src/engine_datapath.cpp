@@ -333,6 +333,21 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
 // NAT-T itself, so the setting can change node by node, while it has
 // inbound SAs).
 namespace {
+// Two addresses as the headers have them, IPv4 (4 bytes) or IPv6 (16),
+// compared inline (a memcmp of a size chosen at run time calls libc).
+inline bool sameAddress(const uint8_t* a, const uint8_t* b, bool v6) {
+  if (v6) {
+    uint64_t x[2], y[2];
+    std::memcpy(x, a, 16);
+    std::memcpy(y, b, 16);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+  }
+  uint32_t x, y;
+  std::memcpy(&x, a, 4);
+  std::memcpy(&y, b, 4);
+  return x == y;
+}
+
 inline bool isEsp(const rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   // IPv4: room for a 20-byte header and a UDP header (a NAT keepalive is 43
@@ -358,9 +373,7 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   const uint8_t* src = v6 ? ip + 8 : ip + 12;
   const uint8_t* dst = v6 ? ip + 24 : ip + 16;
   // ESP that is not for our tunnel IP is not ours (the host's, north–south).
-  // (Fixed-size compares: inlined, where a variable size calls libc.)
-  if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family ||
-      (v6 ? std::memcmp(dst, snap.tunnel_ip.data(), 16) : std::memcmp(dst, snap.tunnel_ip.data(), 4)) != 0) {
+  if (!snap.has_tunnel_ip || (v6 ? 6 : 4) != snap.tunnel_family || !sameAddress(dst, snap.tunnel_ip.data(), v6)) {
     return EspReceived::kNotOurs;
   }
   uint16_t nat_sport = 0;  // ESP in UDP: its UDP source port
@@ -402,8 +415,7 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   WorkerContext::LastInboundSa& last = w.last_inbound_sa;
   EspSlot* sa = nullptr;
   NatPeer* nat = nullptr;
-  if (last.snap == &snap && last.spi == spi && last.v6 == v6 &&
-      (v6 ? std::memcmp(last.peer.data(), src, 16) : std::memcmp(last.peer.data(), src, 4)) == 0) {
+  if (last.snap == &snap && last.spi == spi && last.v6 == v6 && sameAddress(last.peer.data(), src, v6)) {
     sa = last.slot;
     nat = last.nat;
   } else if (const Snapshot::InboundSa* in = snap.inboundSa(src, v6, spi); in != nullptr) {
@@ -431,8 +443,11 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   if (nat != nullptr && nat_sport != 0 && nat->port.load(std::memory_order_relaxed) != nat_sport) [[unlikely]] {
     nat->port.store(nat_sport, std::memory_order_relaxed);
   }
-  // The IP header moved forward; the Ethernet header follows it.
-  std::memmove(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
+  // The IP header moved forward; the Ethernet header follows it (read whole
+  // before it is written: the two places may overlap).
+  uint8_t eth[kEth];
+  std::memcpy(eth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
+  std::memcpy(static_cast<uint8_t*>(m->buf_addr) + buf.headroom() - kEth, eth, kEth);
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
   m->data_len = static_cast<uint16_t>(buf.size() + kEth);
   m->pkt_len = m->data_len;
