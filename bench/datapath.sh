@@ -65,6 +65,10 @@ policies=${DPU_BENCH_POLICIES:-0}
 [[ $policies =~ ^[0-9]+$ ]] || { echo "datapath.sh: DPU_BENCH_POLICIES must be a number of policies, not \"$policies\"" >&2; exit 2; }
 py=/usr/bin/python3
 out=$(mktemp -d /tmp/dpu-bench.XXXXXX)
+# dpu-dataplane's directory (its sockets, and beside them the connection
+# tables' files) on a tmpfs, as /run is on a node: a table file on a disk
+# filesystem is written back under traffic, and the worker stalls on it.
+dp_home=$(mktemp -d /dev/shm/dpu-bench.XXXXXX)
 ovs_ns=dpu-bench-ovs-$$
 cleanup() {
   set +e
@@ -73,7 +77,7 @@ cleanup() {
     [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
   done
   ovs_stop
-  rm -rf "$out"
+  rm -rf "$out" "$dp_home"
 }
 trap cleanup EXIT
 
@@ -163,6 +167,10 @@ else: print(next((int(c['value']) for c in d['counters'] if c['name'] == sys.arg
 # $dp_pid and $out/dataplane.pid), programmed with MODEL by a full sync.
 start_dataplane() {
   local dir=$1 model=$2
+  # A fresh dataplane: the connection tables an earlier run left beside the
+  # socket would be taken over (a restart keeps its connections), and their
+  # connections would count as neither new nor free room.
+  rm -f "$dir"/program.sock.conntrack "$dir"/program.sock.affinity "$dir"/program.sock.natt-ports
   "$dataplane" --config "$dir/dp.yaml" > "$dir/dp.log" 2>&1 &
   dp_pid=$!
   echo "$dp_pid" > "$out/dataplane.pid"
@@ -173,7 +181,7 @@ start_dataplane() {
 # ours_case scenario flows size [slow] [policies] → rate (slow: flows set up
 # per wall second; policies: the model with DPU_BENCH_POLICIES policies)
 ours_case() {
-  local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$out/dp in_up out_port model=$out/pcap/model.json
+  local scen=$1 flows=$2 size=$3 pcap=$out/pcap/$1-$2-$3.pcap dir=$dp_home/dp in_up out_port model=$out/pcap/model.json
   mkdir -p "$dir"
   local up="net_null_up,no-rx=1" vf1="net_null_vf1,no-rx=1" vf2="net_null_vf2,no-rx=1"
   case $scen in
@@ -263,7 +271,7 @@ newconn_rate() {  # samples → "per-cpu-s per-wall-s count"
 }
 
 ours_newconn() {  # proto [policies] → "per-cpu-s per-wall-s count"
-  local proto=$1 pcap=$out/pcap/newconn-$1.pcap dir=$out/dpnc model=$out/pcap/model-newconn-$1.json
+  local proto=$1 pcap=$out/pcap/newconn-$1.pcap dir=$dp_home/dpnc model=$out/pcap/model-newconn-$1.json
   [ "${2:-}" = policies ] && model=${model%.json}-policies.json
   mkdir -p "$dir"
   cat > "$dir/dp.yaml" <<YAML

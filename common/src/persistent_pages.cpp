@@ -3,10 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <utility>
@@ -16,6 +19,30 @@ namespace dpu {
 namespace {
 constexpr char kMagic[8] = {'d', 'p', 'u', 'p', 'a', 'g', 'e', '1'};
 std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// "" for a filesystem in memory (tmpfs, ramfs), else what it is.
+std::string diskFilesystemOf(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return "a filesystem fstatfs cannot name";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case TMPFS_MAGIC:
+    case RAMFS_MAGIC:
+      return "";
+    case EXT4_SUPER_MAGIC:  // ext2 and ext3 too
+      return "ext4";
+    case XFS_SUPER_MAGIC:
+      return "xfs";
+    case BTRFS_SUPER_MAGIC:
+      return "btrfs";
+    case OVERLAYFS_SUPER_MAGIC:
+      return "overlayfs";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(fs.f_type));
+      return std::string("a filesystem of type ") + hex;
+    }
+  }
+}
 }  // namespace
 
 // The first page of the file.
@@ -43,6 +70,7 @@ Result<PersistentPages> PersistentPages::open(const std::string& path, uint64_t 
   p.map_bytes_ = kPage + p.bytes_;
   p.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (p.fd_ < 0) return Error{errnoText("persistent table " + path + ": open")};
+  p.disk_filesystem_ = diskFilesystemOf(p.fd_);
   const std::string boot = bootId();
   struct stat st {};
   if (::fstat(p.fd_, &st) != 0) return Error{errnoText("persistent table " + path + ": fstat")};
@@ -94,6 +122,7 @@ PersistentPages& PersistentPages::operator=(PersistentPages&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     adopted_ = o.adopted_;
     fresh_reason_ = std::move(o.fresh_reason_);
+    disk_filesystem_ = std::move(o.disk_filesystem_);
     path_ = std::move(o.path_);
   }
   return *this;

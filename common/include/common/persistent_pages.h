@@ -54,6 +54,10 @@ class PersistentPages {
   // Why it was not adopted ("" when it was): for the log.
   const std::string& freshReason() const { return fresh_reason_; }
   const std::string& path() const { return path_; }
+  // "" when the file is in memory (tmpfs, ramfs), else its filesystem
+  // ("ext4", ...): there the kernel writes the pages back to disk, and a
+  // writer of many pages waits for it.
+  const std::string& diskFilesystem() const { return disk_filesystem_; }
   // The caller's header words (zero in a fresh file).
   std::atomic<uint64_t>& word(unsigned i) const;
   // Makes [offset, offset + bytes) of data() zero again, freeing its pages
@@ -76,6 +80,7 @@ class PersistentPages {
   size_t bytes_ = 0;
   bool adopted_ = false;
   std::string fresh_reason_;
+  std::string disk_filesystem_;
   std::string path_;
 };
 

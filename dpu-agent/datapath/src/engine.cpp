@@ -103,6 +103,12 @@ Result<void> EngineImpl::openConnectionTables() {
                                                 config_.conntrack_file);
       if (!t) return Error{"engine: conntrack: " + t.error() + " (conntrack.persist: false keeps it in memory)"};
       conntrack_ = std::move(*t);
+      if (const std::string disk = conntrack_->persistDisk(); !disk.empty()) {
+        DPU_LOG(kWarn, "engine") << "conntrack: " << config_.conntrack_file << " is on " << disk
+                                 << ", not a tmpfs: the kernel writes its pages back to disk, and a worker that "
+                                    "opens connections waits for it; put the programming socket's directory on a "
+                                    "tmpfs (as /run is on systemd hosts), or set conntrack.persist: false";
+      }
       if (conntrack_->adopted()) {
         DPU_LOG(kInfo, "engine") << "conntrack: took over " << conntrack_->adoptedConnections()
                                  << " connections a previous dataplane left in " << config_.conntrack_file

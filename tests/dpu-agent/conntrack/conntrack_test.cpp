@@ -627,6 +627,28 @@ TEST_CASE("affinity: a persistent table keeps each client's backend for the next
   CHECK_FALSE((*other)->find(42, client, 5'000, 10'000, got));
 }
 
+// A table file on a disk filesystem is written back under traffic (the
+// engine warns): the table says which filesystem, and nothing for tmpfs.
+TEST_CASE("conntrack: a persistent table names the disk filesystem its file is on", "[conntrack][persist]") {
+  for (const char* under : {"/dev/shm", "/tmp", "."}) {
+    TempDir dir(under);
+    struct statfs fs {};
+    REQUIRE(::statfs(dir.path.c_str(), &fs) == 0);
+    const auto type = static_cast<unsigned long>(fs.f_type);
+    INFO(under << ": filesystem type 0x" << std::hex << type);
+    const auto t = openTable(dir.path + "/conntrack");
+    if (type == TMPFS_MAGIC || type == RAMFS_MAGIC) {
+      CHECK(t->persistDisk().empty());
+    } else if (type == EXT4_SUPER_MAGIC) {
+      CHECK(t->persistDisk() == "ext4");
+    } else {
+      CHECK_FALSE(t->persistDisk().empty());
+    }
+  }
+  // In memory: nothing to say.
+  CHECK(Table(64, Timeouts{}).persistDisk().empty());
+}
+
 // On tmpfs (/run on a DPU) a shared file mapping allocates a page even when
 // it is only read: the walks must stop at what the table has used, or the
 // first expiry walk would make the whole file real (here 136 MB).

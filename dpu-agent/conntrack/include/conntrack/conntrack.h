@@ -207,6 +207,8 @@ class Table {
   uint32_t adoptedConnections() const { return adopted_; }
   uint32_t droppedDamaged() const { return dropped_damaged_; }
   std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
+  // The file's filesystem when it is on a disk ("" in memory or not persistent).
+  std::string persistDisk() const { return persist_ != nullptr ? persist_->diskFilesystem() : std::string(); }
   // One past the highest entry id ever used: where the walks stop.
   uint32_t highWater() const { return static_cast<uint32_t>(high_water_->load(std::memory_order_acquire)); }
   // Bytes the table holds per entry of capacity (entries and index).
