@@ -120,13 +120,7 @@ inline void countHit(FlowEntry& e, const rte_mbuf* m) {
 // Both MACs from the record with one 12-byte copy (it keeps them as the
 // frame has them, destination first).
 inline void writeMacs(uint8_t* frame, const FlowActions& a) {
-  const uint8_t* macs = reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst);
-  uint64_t head;
-  uint32_t tail;
-  std::memcpy(&head, macs, 8);
-  std::memcpy(&tail, macs + 8, 4);
-  std::memcpy(frame, &head, 8);
-  std::memcpy(frame + 8, &tail, 4);
+  std::memcpy(frame, reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowActions, set_dst), 12);
 }
 
 }  // namespace
