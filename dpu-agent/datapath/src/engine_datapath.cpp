@@ -327,21 +327,6 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
 // NAT-T itself, so the setting can change node by node, while it has
 // inbound SAs).
 namespace {
-// Two addresses as the headers have them, IPv4 (4 bytes) or IPv6 (16),
-// compared inline (a memcmp of a size chosen at run time calls libc).
-inline bool sameAddress(const uint8_t* a, const uint8_t* b, bool v6) {
-  if (v6) {
-    uint64_t x[2], y[2];
-    std::memcpy(x, a, 16);
-    std::memcpy(y, b, 16);
-    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-  }
-  uint32_t x, y;
-  std::memcpy(&x, a, 4);
-  std::memcpy(&y, b, 4);
-  return x == y;
-}
-
 inline bool isEsp(const rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   // IPv4: room for a 20-byte header and a UDP header (a NAT keepalive is 43

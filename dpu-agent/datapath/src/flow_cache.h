@@ -115,14 +115,23 @@ struct TunnelProbe {
     std::memcpy(w, &ip, sizeof ip);
     std::memcpy(remote.data(), w, sizeof w);
   }
-  // Equal to a 16-byte address, compared as two words (not a memcmp call).
-  static bool sameAddress(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b) {
+};
+
+// Two addresses as the headers have them, IPv4 (4 bytes) or IPv6 (16),
+// compared inline as words (a memcmp of a size chosen at run time, or of
+// two std::arrays, is a libc call).
+inline bool sameAddress(const uint8_t* a, const uint8_t* b, bool v6) {
+  if (v6) {
     uint64_t x[2], y[2];
-    std::memcpy(x, a.data(), sizeof x);
-    std::memcpy(y, b.data(), sizeof y);
+    std::memcpy(x, a, 16);
+    std::memcpy(y, b, 16);
     return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
   }
-};
+  uint32_t x, y;
+  std::memcpy(&x, a, 4);
+  std::memcpy(&y, b, 4);
+  return x == y;
+}
 
 // A flow key in 40 bytes. With the FlowKey's eight words w0..w7 (bytes 0-7,
 // 8-15, ...): w0..w3 as they are (port, VNI, MACs, VLANs, ethertype,
@@ -438,7 +447,7 @@ struct alignas(32) FlowExtra {
     return tun_family == 4 && ((have[0] ^ want) | have[1]) == 0 && tun_ingress == ingress && tun_egress == egress;
   }
   bool matchesTunnel(const TunnelProbe& probe) const {
-    return tun_family == probe.family && TunnelProbe::sameAddress(tun_remote, probe.remote) &&
+    return tun_family == probe.family && sameAddress(tun_remote.data(), probe.remote.data(), true) &&
            tun_ingress == probe.ingress && tun_egress == probe.egress;
   }
 };
