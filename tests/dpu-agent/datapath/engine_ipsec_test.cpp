@@ -317,15 +317,8 @@ TEST_CASE("engine ipsec: the lanes send what the general routine sends, ESP both
   const dpv1::LogicalModel m = ipsecModel(true);
   const LaneRun on = runLaneScenarios(true, scenarios, m);
   const LaneRun off = runLaneScenarios(false, scenarios, m);
-  REQUIRE(on.sent.size() == off.sent.size());
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    INFO("scenario " << i);
-    REQUIRE(on.sent[i].size() == off.sent[i].size());
-    for (size_t j = 0; j < on.sent[i].size(); ++j) {
-      CHECK(dpu::test::toHex(on.sent[i][j]) == dpu::test::toHex(off.sent[i][j]));
-    }
-  }
-  CHECK(on.counters == off.counters);
+  REQUIRE(on.sent.size() == scenarios.size());
+  checkLanesAgree(on, off);
   CHECK(on.counters.at("EspReplay") == 10);
   CHECK(on.counters.at("IpsecPlaintext") == 3);
   // The decrypted flows were hit, not only set up.
@@ -336,7 +329,6 @@ TEST_CASE("engine ipsec: the lanes send what the general routine sends, ESP both
     CHECK(on.kinds.count(lane.kind) == 1);
   }
   CHECK(on.kinds.count(kActionsDecap) == 1);
-  CHECK(off.kinds == std::set<int>{kActionsGeneral});
 }
 
 TEST_CASE("engine ipsec: an outbound SA never sends above its sequence_limit; a raised limit resumes it",

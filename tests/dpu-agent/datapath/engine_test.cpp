@@ -1774,15 +1774,8 @@ TEST_CASE("engine: every lane sends what the general routine sends, for every ki
   };
   const LaneRun on = runLaneScenarios(true, scenarios, m);
   const LaneRun off = runLaneScenarios(false, scenarios, m);
-  REQUIRE(on.sent.size() == off.sent.size());
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    INFO("scenario " << i);
-    REQUIRE(on.sent[i].size() == off.sent[i].size());
-    for (size_t j = 0; j < on.sent[i].size(); ++j) {
-      CHECK(dpu::test::toHex(on.sent[i][j]) == dpu::test::toHex(off.sent[i][j]));
-    }
-  }
-  CHECK(on.counters == off.counters);
+  REQUIRE(on.sent.size() == scenarios.size());
+  checkLanesAgree(on, off);
   CHECK(on.counters.at("FlowHit") > 0);
   // The lanes ran, and only with the lanes on.
   for (const Lane& lane : kLanes) {
@@ -1791,7 +1784,6 @@ TEST_CASE("engine: every lane sends what the general routine sends, for every ki
     CHECK(on.kinds.count(lane.kind) == 1);
   }
   CHECK(on.kinds.count(kActionsGeneral) == 1);
-  CHECK(off.kinds == std::set<int>{kActionsGeneral});
 }
 
 // The port limit: every table the engine indexes by port id follows kMaxPorts
