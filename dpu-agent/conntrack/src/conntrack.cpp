@@ -413,7 +413,7 @@ std::optional<Hit> Table::find(const Tuple& t, Entry* out) const {
   return Hit{found - 1, s.gen, dir};
 }
 
-std::optional<Hit> Table::track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out) {
+std::optional<Hit> Table::track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out, State* before) {
   const uint32_t b = bucketOf(t);
   std::lock_guard guard(stripeOf(b).lock);
   Dir dir;
@@ -421,6 +421,7 @@ std::optional<Hit> Table::track(const Tuple& t, uint8_t tcp_flags, uint64_t now_
   if (found == 0) return std::nullopt;
   Slot& s = slots_[found - 1];
   std::lock_guard entry(s.lock);
+  if (before != nullptr) *before = s.state;
   s.state = next(s.state, s.protocol, dir, tcp_flags);
   s.last_ms = now_ms;
   if (out != nullptr) copyOut(found - 1, *out);

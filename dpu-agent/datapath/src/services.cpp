@@ -147,11 +147,8 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   const uint8_t flags = tcpFlagsOf(pc);
   conntrack::Entry e;
   if (pk.fragment != overlay::Fragment::kLater) {
-    const conntrack::State before_state = [&] {
-      conntrack::Entry peek;
-      return conntrack_->find(t, &peek) ? peek.state : conntrack::State::kNew;
-    }();
-    if (auto hit = conntrack_->track(t, flags, w.now_ms, &e)) {
+    conntrack::State before_state = conntrack::State::kNew;
+    if (auto hit = conntrack_->track(t, flags, w.now_ms, &e, &before_state)) {
       const bool reopened = hit->dir == conntrack::Dir::kOriginal && proto == overlay::ipproto::kTcp &&
                             (flags & (conntrack::kTcpSyn | conntrack::kTcpAck)) == conntrack::kTcpSyn &&
                             (before_state == conntrack::State::kTimeWait || before_state == conntrack::State::kClose);

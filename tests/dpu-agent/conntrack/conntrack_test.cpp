@@ -128,9 +128,11 @@ TEST_CASE("conntrack: a connection is found by either direction, with its NAT", 
   CHECK(e.nat == kNatDst);
   CHECK(e.service == 7);
   CHECK(e.backend == 3);
-  auto g = t.track(reply, kTcpSyn | kTcpAck, 1500, &e);
+  State before = State::kClose;
+  auto g = t.track(reply, kTcpSyn | kTcpAck, 1500, &e, &before);
   REQUIRE(g);
   CHECK(g->dir == Dir::kReply);
+  CHECK(before == State::kSynSent);
   CHECK(e.state == State::kSynReceived);
   CHECK(e.last_ms == 1500);
   // The untranslated reverse of the original is not the reply.

@@ -167,8 +167,10 @@ class Table {
   // The connection `t` belongs to, and in which direction; `out` gets a copy of its entry.
   std::optional<Hit> find(const Tuple& t, Entry* out = nullptr) const;
   // The same, counting a packet with `tcp_flags` (TCP) seen at `now_ms`: the
-  // state advances and the last use moves (`out`: the entry after it).
-  std::optional<Hit> track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out = nullptr);
+  // state advances and the last use moves (`out`: the entry after it;
+  // `before`: its state before the packet, one lookup for both).
+  std::optional<Hit> track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out = nullptr,
+                           State* before = nullptr);
   // A new connection in state `initial`. kExhausted when the table is full,
   // kConflict when either tuple already belongs to a connection.
   Result<Hit> insert(const Tuple& original, const Tuple& reply, uint8_t nat, State initial, uint64_t now_ms,
