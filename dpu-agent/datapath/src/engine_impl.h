@@ -93,13 +93,23 @@ struct NatPlan {
   // The packet belongs to a connection conntrack knows (translated or
   // tracked for NetworkPolicy): it was judged when the connection began.
   bool established = false;
-  // A TCP connection still in its handshake: its packets are forwarded
-  // uncached, so conntrack sees the handshake end (the flow it then installs
-  // is the established connection's). Also a flushed connection's late
-  // answer: no flow may outlive its tombstone. The same for a connection
-  // tracked for NetworkPolicy only (untranslated, `active` false).
+  // The packet is forwarded uncached: the packet that opens a connection
+  // (openerOnce), a TCP connection's packets until its handshake ends, so
+  // conntrack sees it end (the flow it then installs is the established
+  // connection's), and a flushed connection's late answer (no flow may
+  // outlive its tombstone). The same for a connection tracked for
+  // NetworkPolicy only (untranslated, `active` false).
   bool once = false;
 };
+
+// Whether the packet that opens a connection is forwarded uncached: yes,
+// unless it picks up a connection mid-stream (`loose`: a TCP segment of a
+// connection that lived before a restart, which goes on cached at once). A
+// TCP SYN is the handshake's; a UDP, ICMP or SCTP connection is cached by
+// its next packet, either way. So a one-packet exchange (a DNS query and
+// its answer) costs no flow for its query and no NIC rule, and a new
+// connection costs one table insert (conntrack's), not three.
+inline bool openerOnce(bool loose) { return !loose; }
 
 // A TCP connection in these states has not finished its handshake.
 inline bool inHandshake(conntrack::State s) {
@@ -288,9 +298,9 @@ class EngineImpl final : public Engine {
   std::optional<Decision> policyStage(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const SnapPort* from,
                                       const uint8_t* dst, bool v6, uint16_t dst_port, FlowRecord& f, bool& track);
   // Tracks an allowed connection (untranslated) so its replies pass; false:
-  // the table is full (the connection is dropped: ConntrackFull). A TCP
-  // connection opened by its SYN sets plan.once: its handshake is forwarded
-  // uncached, as a translated connection's is.
+  // the table is full (the connection is dropped: ConntrackFull). The
+  // packet that opened it sets plan.once (openerOnce), as a translated
+  // connection's does.
   bool trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, NatPlan& plan);
   // After a change of some ports' PortPolicy (control thread): every
   // tracked connection with an end on such a port is judged again; those

@@ -106,7 +106,7 @@ bool EngineImpl::trackForPolicy(WorkerContext& w, PacketContext& pc, bool v6, Na
   w.ct_hit = *hit;
   w.ct_hit_valid = true;
   w.policy_tracked = true;
-  plan.once = inHandshake(*initial);
+  plan.once = openerOnce(loose);
   return true;
 }
 

@@ -291,6 +291,7 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   made.reply = reply;
   made.state = *initial;
   planFromEntry(made, conntrack::Dir::kOriginal, plan);
+  plan.once = openerOnce(loose);
   plan.dep = fe->dep;
   return std::nullopt;
 }
@@ -348,6 +349,7 @@ std::optional<Decision> EngineImpl::egressSnat(WorkerContext& w, const Snapshot&
   made.reply = reply;
   made.state = *initial;
   planFromEntry(made, conntrack::Dir::kOriginal, plan);
+  plan.once = openerOnce(loose);
   plan.dep = kDepNode;
   return std::nullopt;
 }

@@ -250,6 +250,8 @@ TEST_CASE("services: a mid-stream packet is picked up loose, as after a dataplan
   f.inject(kRepA, tcp4(kRouterMac, kMacA, "10.244.1.5", 41000, kVip, 80, kAck | kPsh));
   CHECK(Fixture::drain(kRepB).size() == 1);
   CHECK(f.stat("ConntrackLoose") == 1);
+  // It goes on as it was: cached at once, not from its next packet.
+  CHECK(f.stat("FlowInstalled") == 1);
   const auto conns = connections(*f.engine);
   REQUIRE(conns.size() == 1);
   CHECK(conns[0].state == "established");
@@ -261,6 +263,43 @@ TEST_CASE("services: a mid-stream packet is picked up loose, as after a dataplan
   CHECK(Fixture::drain(kRepB).size() == 1);
   CHECK(connections(*f.engine)[0].state == "close");
   CHECK(f.stat("ConntrackClosed") == 1);
+}
+
+TEST_CASE("services: the datagram that opens a connection is forwarded uncached, its next packet either way caches",
+          "[engine][services]") {
+  Fixture f(EngineConfig{}, false);
+  programServices(f);
+  // A query and its answer: the query opens the connection uncached, the
+  // answer caches only its own direction.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80));
+  REQUIRE(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("ConntrackNew") == 1);
+  CHECK(f.stat("FlowInstalled") == 0);
+  CHECK(f.flows().empty());
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 7000));
+  auto at_a = Fixture::drain(kRepA);
+  REQUIRE(at_a.size() == 1);
+  CHECK(dpu::test::toHex(at_a[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kVip, 80, "10.244.1.5", 7000, 63)));
+  CHECK(f.stat("FlowInstalled") == 1);
+  // The client's next datagram caches its way; from then on both hit.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80));
+  CHECK(f.stat("FlowInstalled") == 2);
+  const uint64_t hits = f.stat("FlowHit");
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7000, kVip, 80));
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 7000));
+  const auto at_b = Fixture::drain(kRepB);
+  REQUIRE(at_b.size() == 2);
+  CHECK(dpu::test::toHex(at_b.back()) ==
+        dpu::test::toHex(udp4p(kMacB, kRouterMac, "10.244.1.5", 7000, "10.244.1.6", 8080, 63)));
+  CHECK(Fixture::drain(kRepA).size() == 1);
+  CHECK(f.stat("FlowHit") == hits + 2);
+  CHECK(f.stat("ConntrackNew") == 1);
+  // A one-way stream is cached by its second datagram.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7002, kVip, 80));
+  CHECK(f.stat("FlowInstalled") == 2);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 7002, kVip, 80));
+  CHECK(f.stat("FlowInstalled") == 3);
+  CHECK(Fixture::drain(kRepB).size() == 2);
 }
 
 TEST_CASE("services: a UDP client whose backend leaves reaches another one at once", "[engine][services]") {
@@ -690,8 +729,9 @@ TEST_CASE("services: a Delta of one service flushes that service's UDP clients a
   const Bytes to_remote = udp4p(kRouterMac, kMacA, "10.244.1.5", 7001, kRemoteVip, 80);
   f.inject(kRepA, to_web);
   REQUIRE(Fixture::drain(kRepB).size() == 1);
-  f.inject(kRepA, to_remote);
-  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  // Twice: the first datagram opens the connection uncached, the second caches it.
+  f.inject(kRepA, {to_remote, to_remote});
+  REQUIRE(Fixture::drain(kUplink).size() == 2);
   REQUIRE(connections(*f.engine).size() == 2);
   // The cached flows of the other service's connection (matched on its
   // client port): a Delta of web-udp must leave them valid.
