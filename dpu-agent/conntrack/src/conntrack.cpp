@@ -399,6 +399,12 @@ void Table::copyOut(uint32_t id, Entry& out) const {
   out.user[1] = s.user[1];
 }
 
+void Table::prefetch(const Tuple& t) const {
+  const uint32_t b = bucketOf(t);
+  __builtin_prefetch(&buckets_[b], 1);
+  __builtin_prefetch(&stripeOf(b), 1);
+}
+
 std::optional<Hit> Table::find(const Tuple& t, Entry* out) const {
   const uint32_t b = bucketOf(t);
   std::lock_guard guard(stripeOf(b).lock);

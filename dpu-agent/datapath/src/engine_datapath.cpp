@@ -593,6 +593,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
   const uint32_t stamp = snap.stamp;
   while (count > 0) {
     const uint16_t n = count < kBurst ? count : static_cast<uint16_t>(kBurst);
+    w.burst_n = n;
     // The frames, all at once (a NIC's DMA leaves them out of the core's
     // caches), and the bytes, as the mbufs are read here anyway.
     for (uint16_t i = 0; i < n; ++i) {
@@ -954,7 +955,17 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   missPath(w, snap, pc);
 }
 
+void EngineImpl::prefetchNextConnection(const WorkerContext& w, const PacketContext& pc) const {
+  const auto at = reinterpret_cast<uintptr_t>(&pc), first = reinterpret_cast<uintptr_t>(&w.burst[0]);
+  if (at < first || at >= first + sizeof w.burst) return;  // not a burst packet
+  const size_t next = (at - first) / sizeof(PacketContext) + 1;
+  // A lane packet: an IPv4 TCP or UDP packet, its key compact.
+  if (next >= w.burst_n || w.lane[next].mbuf == nullptr) return;
+  conntrack_->prefetch(connectionTuple(w.lane[next].key.expand(), false));
+}
+
 [[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  prefetchNextConnection(w, pc);
   // The budget first: a miss over it costs a drop, not a slow path (miss_budget.h).
   const MissBudget::Admission admission =
       w.miss.admit(pc.rx_port, readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));

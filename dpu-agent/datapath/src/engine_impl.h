@@ -252,6 +252,11 @@ class EngineImpl final : public Engine {
   // Out of line, so the hit path that calls them stays small: a miss (slow
   // path, install, apply) and a flow whose stamp is older than the snapshot's.
   void missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc);
+  // A miss streak (a flood of new connections) spends its time in
+  // conntrack's lookups, each a cache miss in a large table: missPath of
+  // burst packet `pc` starts loading the next packet's conntrack bucket
+  // (a lane packet's; a guess: it may hit its flow).
+  void prefetchNextConnection(const WorkerContext& w, const PacketContext& pc) const;
   bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a);
   // Fills the ParsedPacket fields the hit path's fast parse skipped.
   static void completeParse(PacketContext& pc);

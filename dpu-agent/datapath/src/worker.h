@@ -173,6 +173,7 @@ class alignas(64) WorkerContext {
   FlowEntry uncached;
   FlowActions uncached_actions;
   PacketContext burst[kBurst];
+  uint16_t burst_n = 0;  // packets in burst[] and lane[] (runBurst's current part)
   LanePacket lane[kBurst];
   LaneTunnel lane_tunnel[kBurst];
   SpscRing offload_ring;
