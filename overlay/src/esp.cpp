@@ -26,13 +26,7 @@ namespace {
 constexpr int kMaxExtHeaders = 8;
 constexpr uint32_t kMaxIpLength = 65535;
 
-// Where ESP goes (encrypt) or is (decrypt) in a transport-mode packet.
-struct IpLayout {
-  uint32_t header_len = 0;      // bytes before the ESP header / protected payload
-  uint32_t packet_len = 0;      // from the IP length field; <= the buffer's size
-  uint32_t next_header_at = 0;  // offset of the byte that names what follows header_len
-  bool ipv6 = false;
-};
+using IpLayout = EspLayout;
 
 enum class Direction { kEncrypt, kDecrypt };
 
@@ -502,19 +496,30 @@ struct NoGuard {
 
 Status EspInboundSa::decrypt(PacketBuffer& packet) {
   NoGuard one_owner;
-  const Status s = decryptPacket(packet, one_owner);
+  const Status s = decryptPacket(packet, one_owner, nullptr);
   countResult(counters_, s, packet.size());
   return s;
 }
 
-Status EspInboundSa::decryptShared(PacketBuffer& packet) { return decryptPacket(packet, window_lock_); }
+Status EspInboundSa::decryptShared(PacketBuffer& packet) { return decryptPacket(packet, window_lock_, nullptr); }
+
+Status EspInboundSa::decryptShared(PacketBuffer& packet, const EspLayout& layout) {
+  return decryptPacket(packet, window_lock_, &layout);
+}
 
 template <class Guard>
-Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
+Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known) {
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
-  IpLayout layout;
-  if (Status s = parseEspPacket(p, size, layout); s != Status::kOk) return s;
+  // espParse's layout of these bytes, read where it is: copied whole, its
+  // fields just stored one by one would not forward to the wide load.
+  IpLayout parsed;
+  if (known == nullptr) {
+    if (Status s = parseEspPacket(p, size, parsed); s != Status::kOk) return s;
+  } else if (known->packet_len > size || known->header_len > known->packet_len) {
+    return Status::kTruncated;  // a caller's slip must not read past the bytes
+  }
+  const IpLayout& layout = known != nullptr ? *known : parsed;
 
   // 1. SPI. The caller looked the SA up by SPI; a mismatch is its bug or a
   //    stale table, and must not reach the crypto.
@@ -618,8 +623,7 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard) {
   return Status::kOk;
 }
 
-Status espPeekSpi(std::span<const uint8_t> ip_packet, uint32_t& spi) {
-  IpLayout layout;
+Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi) {
   const auto size = static_cast<uint32_t>(std::min<size_t>(ip_packet.size(), UINT32_MAX));
   if (Status s = parseEspPacket(ip_packet.data(), size, layout); s != Status::kOk) return s;
   if (layout.packet_len - layout.header_len < kEspHeaderSize) return Status::kEspBadLength;

@@ -11,7 +11,9 @@
 //                 SA's key under a well-formed outer header (IPv4 or IPv6 by
 //                 bit 6), so decryption gets past the ICV and the padding,
 //                 next-header and inner-packet checks see hostile input;
-//             3 = espPeekSpi on the rest.
+//             3 = espParse on the rest.
+// A received packet (0) is also parsed once and decrypted with that layout,
+// as the dataplane does: the same verdict and bytes.
 // SAs use fixed test keys; the seed corpus (tests/fuzz/corpus/esp/) holds
 // valid packets from these SAs and malformed ones. A fresh inbound SA per
 // input keeps runs reproducible.
@@ -65,6 +67,20 @@ void decryptRaw(const EspSaConfig& config, const uint8_t* data, size_t size) {
   const Status s = in->decrypt(b.buf);
   // The failure contract: a rejected packet is left exactly as it came.
   if (s != Status::kOk && std::vector<uint8_t>(b.buf.data(), b.buf.data() + b.buf.size()) != before) abort();
+  // As the dataplane receives it: parsed once (espParse), decrypted with
+  // that layout by a shared SA: the same verdict and the same bytes.
+  auto shared = EspInboundSa::create(config);
+  if (!shared) abort();
+  Buffer c(data, size);
+  EspLayout layout;
+  uint32_t spi = 0;
+  const Status parsed = espParse({c.buf.data(), c.buf.size()}, layout, spi);
+  if (parsed != Status::kOk) return;
+  const Status t = shared->decryptShared(c.buf, layout);
+  if (t != s || c.buf.headroom() != b.buf.headroom() || c.buf.size() != b.buf.size() ||
+      std::memcmp(c.buf.data(), b.buf.data(), b.buf.size()) != 0) {
+    abort();
+  }
 }
 
 void encryptMutateDecrypt(const EspSaConfig& config, const uint8_t* data, size_t size) {
@@ -165,7 +181,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 3: {
       uint32_t spi = 0;
-      (void)espPeekSpi({data, size}, spi);
+      EspLayout layout;
+      (void)espParse({data, size}, layout, spi);
       break;
     }
   }

@@ -388,7 +388,8 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
     src = ip + 12;
   }
   uint32_t spi = 0;
-  const overlay::Status peek = overlay::espPeekSpi({ip, m->data_len - kEth}, spi);
+  overlay::EspLayout layout;
+  const overlay::Status peek = overlay::espParse({ip, m->data_len - kEth}, layout, spi);
   if (peek != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(peek)), EspReceived::kDropped;
   const size_t peer_len = v6 ? 16 : 4;
   WorkerContext::LastInboundSa& last = w.last_inbound_sa;
@@ -416,7 +417,9 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   }
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  if (sa->decrypt(buf, st, w.index()) != EspVerdict::kOk) return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  if (sa->decrypt(buf, layout, st, w.index()) != EspVerdict::kOk) {
+    return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
+  }
   // Authenticated: the port its NAT sends from is where replies go
   // (RFC 3948 §3.1: never learned from a packet that did not authenticate).
   if (nat != nullptr && nat_sport != 0 && nat->port.load(std::memory_order_relaxed) != nat_sport) [[unlikely]] {

@@ -72,9 +72,10 @@ EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& stat
   return EspVerdict::kOk;
 }
 
-EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker) {
+EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
+                            unsigned worker) {
   Lane& l = lane(worker);
-  status = in_->decryptShared(packet);
+  status = in_->decryptShared(packet, layout);
   if (status != overlay::Status::kOk) [[unlikely]] {
     switch (status) {
       case overlay::Status::kEspReplay:

@@ -54,8 +54,10 @@ class EspSlot {
   // sequence number is above sequence_limit, nothing done; kFailed:
   // `status` says why (the packet is as it was, or must be dropped).
   EspVerdict encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
-  // Authenticates, anti-replays and decrypts the ESP packet in `packet`.
-  EspVerdict decrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
+  // Authenticates, anti-replays and decrypts the ESP packet in `packet`,
+  // whose layout overlay::espParse found.
+  EspVerdict decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
+                     unsigned worker);
 
   // --- control ---
   // The model object it was built from (its key compared, never shown).

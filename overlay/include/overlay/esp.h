@@ -227,6 +227,14 @@ class EspOutboundSa {
   EspSaCounters counters_;
 };
 
+// Where ESP goes in (encrypt) or is in (decrypt) a transport-mode IP packet.
+struct EspLayout {
+  uint32_t header_len = 0;      // bytes before the ESP header / the protected payload
+  uint32_t packet_len = 0;      // from the IP length field; <= the buffer's size
+  uint32_t next_header_at = 0;  // offset of the byte that names what follows header_len
+  bool ipv6 = false;
+};
+
 class EspInboundSa {
  public:
   static Result<EspInboundSa> create(const EspSaConfig& config);
@@ -238,6 +246,9 @@ class EspInboundSa {
   // replayWindow() must then not be read; highestSequence() may be, from
   // any thread. counters() are not touched.
   Status decryptShared(PacketBuffer& packet);
+  // The same for a packet espParse took, `layout` what it found in these
+  // very bytes (the packet starting at the buffer's data, unchanged since).
+  Status decryptShared(PacketBuffer& packet, const EspLayout& layout);
   // The highest sequence number authenticated so far (0: none yet).
   uint64_t highestSequence() const { return top_.load(); }
 
@@ -251,7 +262,7 @@ class EspInboundSa {
  private:
   EspInboundSa() = default;
   template <class Guard>
-  Status decryptPacket(PacketBuffer& packet, Guard& guard);
+  Status decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known);
 
   std::unique_ptr<AeadContext> aead_;
   ReplayWindow window_;
@@ -265,9 +276,11 @@ class EspInboundSa {
   EspSaCounters counters_;
 };
 
-// The SPI of the ESP packet starting at `ip_packet` (IPv4, or IPv6 with
-// extension headers before ESP), for the inbound SA lookup. kOk and `spi` set,
-// or the reason it is not a well-formed ESP packet.
-Status espPeekSpi(std::span<const uint8_t> ip_packet, uint32_t& spi);
+// Where ESP is in a received packet starting at `ip_packet` (IPv4, or IPv6
+// with extension headers before ESP), and its SPI, for the inbound SA lookup:
+// kOk and both set, or the reason it is not a well-formed ESP packet. The
+// layout then serves the SA's decryptShared of the same bytes, which need
+// not be parsed twice.
+Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
 
 }  // namespace dpu::overlay

@@ -13,6 +13,7 @@
 // no allocation, no locks. One window belongs to one inbound SA on one lcore.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -68,5 +69,54 @@ class ReplayWindow {
   uint32_t block_mask_ = 0;  // ring length in blocks - 1 (a power of two)
   std::unique_ptr<uint64_t[]> bits_;
 };
+
+// Inline: each runs on every ESP packet received (a call apiece cost more
+// than their bodies).
+inline uint64_t ReplayWindow::inferEsn(uint64_t top, uint32_t size, uint32_t seq_low) {
+  const uint32_t tl = static_cast<uint32_t>(top);
+  const uint32_t th = static_cast<uint32_t>(top >> 32);
+  const uint32_t w = size;
+  // The bottom of the window, as a low half (mod 2^32).
+  const uint32_t bottom = tl - w + 1;
+  uint32_t seqh;
+  if (tl >= w - 1) {
+    // Case A: the window lies within one subspace of 2^32. A low half at or
+    // above its bottom belongs to the same subspace; below it, the next one.
+    seqh = seq_low >= bottom ? th : th + 1;
+  } else {
+    // Case B: the window straddles a subspace boundary. A low half at or above
+    // the (wrapped) bottom is in the previous subspace, which does not exist
+    // before the first wrap.
+    if (seq_low >= bottom) {
+      if (th == 0) return 0;
+      seqh = th - 1;
+    } else {
+      seqh = th;
+    }
+  }
+  return uint64_t{seqh} << 32 | seq_low;
+}
+
+inline Status ReplayWindow::check(uint64_t seq) const {
+  if (seq == 0) return Status::kEspTooOld;  // RFC 4303 §3.3.3: the first packet is 1
+  if (seq > top_) return Status::kOk;
+  if (top_ - seq >= size_) return Status::kEspTooOld;
+  return (block(seq) >> (seq & 63)) & 1 ? Status::kEspReplay : Status::kOk;
+}
+
+inline void ReplayWindow::update(uint64_t seq) {
+  if (seq > top_) {
+    const uint64_t old_block = top_ >> 6;
+    const uint64_t new_block = seq >> 6;
+    const uint64_t ring = uint64_t{block_mask_} + 1;
+    if (new_block - old_block >= ring) {
+      std::fill(bits_.get(), bits_.get() + ring, 0);
+    } else {
+      for (uint64_t b = old_block + 1; b <= new_block; ++b) bits_[b & block_mask_] = 0;
+    }
+    top_ = seq;
+  }
+  block(seq) |= uint64_t{1} << (seq & 63);
+}
 
 }  // namespace dpu::overlay

@@ -143,7 +143,8 @@ Bytes natKeepalive(const Bytes& like, uint16_t sport = 4500, bool padded = false
 
 uint32_t spiOf(const Bytes& frame) {
   uint32_t spi = 0;
-  REQUIRE(overlay::espPeekSpi({frame.data() + 14, frame.size() - 14}, spi) == overlay::Status::kOk);
+  overlay::EspLayout layout;
+  REQUIRE(overlay::espParse({frame.data() + 14, frame.size() - 14}, layout, spi) == overlay::Status::kOk);
   return spi;
 }
 

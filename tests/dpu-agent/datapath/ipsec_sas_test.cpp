@@ -63,6 +63,16 @@ struct Packet {
   PacketBuffer buf;
 };
 
+// An ESP packet received as the dataplane receives it: parsed once, then
+// decrypted by the slot with that layout.
+EspVerdict receive(EspSlot& slot, Packet& p, Status& st, unsigned worker) {
+  dpu::overlay::EspLayout layout;
+  uint32_t spi = 0;
+  st = dpu::overlay::espParse({p.buf.data(), p.buf.size()}, layout, spi);
+  if (st != Status::kOk) return EspVerdict::kFailed;
+  return slot.decrypt(p.buf, layout, st, worker);
+}
+
 template <class F>
 void onWorkers(F body) {
   std::atomic<unsigned> ready{0};
@@ -159,7 +169,7 @@ TEST_CASE("esp slot: workers on one inbound SA accept each packet once and count
       const unsigned i = (k + w * 7) % kPackets;
       Packet p(esp[i]);
       Status st = Status::kOk;
-      if (slot.decrypt(p.buf, st, w) == EspVerdict::kOk) accepted[i].fetch_add(1);
+      if (receive(slot, p, st, w) == EspVerdict::kOk) accepted[i].fetch_add(1);
     }
   });
   unsigned once = 0, never = 0;
@@ -180,7 +190,7 @@ TEST_CASE("esp slot: workers on one inbound SA accept each packet once and count
   // Replay is still caught afterwards.
   Packet again(esp.back());
   Status s = Status::kOk;
-  CHECK(slot.decrypt(again.buf, s, 0) == EspVerdict::kFailed);
+  CHECK(receive(slot, again, s, 0) == EspVerdict::kFailed);
   CHECK(s == Status::kEspReplay);
   CHECK(report(slot).replay_drops() == st.replay_drops() + 1);
 }

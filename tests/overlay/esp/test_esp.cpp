@@ -426,9 +426,13 @@ TEST_CASE("ESP decrypt: SPI, length, next header, padding and dummy packets", "[
     expect(tiny, Status::kEspBadLength);
 
     uint32_t spi = 0;
-    CHECK(espPeekSpi(other, spi) == Status::kOk);
+    EspLayout layout;
+    CHECK(espParse(other, layout, spi) == Status::kOk);
     CHECK(spi == config.spi + 1);
-    CHECK(espPeekSpi(not_esp, spi) == Status::kNotEsp);
+    CHECK(layout.header_len == 20);
+    CHECK(layout.packet_len == other.size());
+    CHECK(!layout.ipv6);
+    CHECK(espParse(not_esp, layout, spi) == Status::kNotEsp);
   }
 }
 
