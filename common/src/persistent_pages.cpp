@@ -110,6 +110,22 @@ Result<PersistentPages> PersistentPages::open(const std::string& path, uint64_t 
   return p;
 }
 
+std::optional<uint64_t> PersistentPages::storedLayout(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  Header h{};
+  struct stat st {};
+  const bool read = ::fstat(fd, &st) == 0 && ::pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+  ::close(fd);
+  const std::string boot = bootId();
+  if (!read || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || boot.empty() ||
+      std::strncmp(h.boot_id, boot.c_str(), sizeof h.boot_id) != 0 ||
+      static_cast<uint64_t>(st.st_size) != kPage + h.bytes) {
+    return std::nullopt;
+  }
+  return h.layout;
+}
+
 PersistentPages::PersistentPages(PersistentPages&& o) noexcept { *this = std::move(o); }
 
 PersistentPages& PersistentPages::operator=(PersistentPages&& o) noexcept {

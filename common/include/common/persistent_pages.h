@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -37,6 +38,11 @@ class PersistentPages {
   // capacity, format version): a file of another layout starts afresh. The
   // error says which file and what failed.
   static Result<PersistentPages> open(const std::string& path, uint64_t layout, size_t bytes);
+  // The layout of the table file at `path` when this boot wrote it whole
+  // (nullopt: no such file, not a table, or from before the last boot): a
+  // caller whose layout changed (a new capacity) can read the old table,
+  // opening it with that layout, before it starts its own afresh.
+  static std::optional<uint64_t> storedLayout(const std::string& path);
 
   PersistentPages() = default;
   PersistentPages(PersistentPages&& o) noexcept;

@@ -8,12 +8,15 @@
 #include "conntrack/conntrack.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <bit>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace dpu::conntrack {
 namespace {
@@ -231,17 +234,73 @@ Table::Table(uint32_t capacity, Timeouts timeouts, std::unique_ptr<PersistentPag
   }
 }
 
-Result<std::unique_ptr<Table>> Table::openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path) {
-  // What the file holds: the format, the entry sizes and the capacity.
+// What a table file holds: the format, the entry sizes and the capacity
+// (below 2^40).
+uint64_t Table::layoutOf(uint32_t capacity) {
   constexpr uint64_t kFormat = 1;
-  const uint64_t layout = kFormat << 56 | uint64_t{sizeof(Slot)} << 48 | uint64_t{sizeof(Ipv6Rest)} << 40 | capacity;
+  return kFormat << 56 | uint64_t{sizeof(Slot)} << 48 | uint64_t{sizeof(Ipv6Rest)} << 40 | capacity;
+}
+
+Result<std::unique_ptr<Table>> Table::openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path) {
+  const uint64_t layout = layoutOf(capacity);
+  // A table this boot left for another capacity: moved aside and read
+  // (adopted as it was), its connections carried over, then removed.
+  std::unique_ptr<Table> old;
+  const std::string aside = path + ".resize";
+  if (const auto stored = PersistentPages::storedLayout(path);
+      stored && *stored != layout && *stored >> 40 == layout >> 40) {
+    const auto old_capacity = static_cast<uint32_t>(*stored & ((uint64_t{1} << 40) - 1));
+    if (old_capacity != 0 && ::rename(path.c_str(), aside.c_str()) == 0) {
+      auto t = openPersistent(old_capacity, timeouts, aside);
+      if (t && (*t)->adopted()) old = std::move(*t);
+      if (old == nullptr) ::unlink(aside.c_str());
+    }
+  }
   const size_t bytes = PersistentPages::pageAlign(sizeof(Slot) * capacity) +
                        PersistentPages::pageAlign(sizeof(Ipv6Rest) * capacity) +
                        PersistentPages::pageAlign(sizeof(uint32_t) * bucketCount(capacity));
   auto pages = PersistentPages::open(path, layout, bytes);
-  if (!pages) return std::move(pages).takeError();
-  return std::unique_ptr<Table>(
-      new Table(capacity, timeouts, std::make_unique<PersistentPages>(std::move(*pages))));
+  if (!pages) {
+    if (old != nullptr) {
+      old.reset();
+      ::rename(aside.c_str(), path.c_str());  // as it was: the next start may carry it over
+    }
+    return std::move(pages).takeError();
+  }
+  std::unique_ptr<Table> table(new Table(capacity, timeouts, std::make_unique<PersistentPages>(std::move(*pages))));
+  if (old != nullptr) {
+    table->resized_from_ = old->capacity();
+    table->dropped_damaged_ = old->droppedDamaged();
+    std::vector<Entry> entries;
+    entries.reserve(old->size());
+    old->forEach([&entries](uint32_t, const Entry& e) { entries.push_back(e); });
+    old.reset();
+    // Into a smaller table, the most recently used first.
+    if (entries.size() > capacity) {
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const Entry& a, const Entry& b) { return a.last_ms > b.last_ms; });
+    }
+    for (const Entry& e : entries) {
+      if (table->restore(e)) {
+        ++table->adopted_;
+      } else {
+        ++table->dropped_no_room_;
+      }
+    }
+    ::unlink(aside.c_str());
+  }
+  return table;
+}
+
+bool Table::restore(const Entry& e) {
+  if (size() >= capacity_) return false;  // not counted as a new connection refused
+  auto hit = insert(e.original, e.reply, e.nat, e.state, e.last_ms, e.service, e.backend, e.loose);
+  if (!hit) return false;
+  Slot& s = slots_[hit->id];
+  std::lock_guard entry(s.lock);
+  s.created_s = static_cast<uint32_t>(e.created_ms / 1000);
+  if (e.flushed) setFlags(s, static_cast<uint8_t>(s.flags | kFlushed));
+  return true;
 }
 
 void Table::adopt() {

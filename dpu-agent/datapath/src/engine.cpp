@@ -109,7 +109,17 @@ Result<void> EngineImpl::openConnectionTables() {
                                     "opens connections waits for it; put the programming socket's directory on a "
                                     "tmpfs (as /run is on systemd hosts), or set conntrack.persist: false";
       }
-      if (conntrack_->adopted()) {
+      if (conntrack_->resizedFrom() != 0) {
+        DPU_LOG(kInfo, "engine") << "conntrack: carried " << conntrack_->adoptedConnections()
+                                 << " connections over from the table of " << conntrack_->resizedFrom()
+                                 << " entries a previous dataplane left in " << config_.conntrack_file << " into one of "
+                                 << conntrack_->capacity() << " (conntrack.max_entries changed)"
+                                 << (conntrack_->droppedNoRoom() != 0
+                                         ? "; " + std::to_string(conntrack_->droppedNoRoom()) +
+                                               " used least recently did not fit and were dropped"
+                                         : std::string());
+        control_events_[static_cast<size_t>(Event::kConntrackAdopted)] += conntrack_->adoptedConnections();
+      } else if (conntrack_->adopted()) {
         DPU_LOG(kInfo, "engine") << "conntrack: took over " << conntrack_->adoptedConnections()
                                  << " connections a previous dataplane left in " << config_.conntrack_file
                                  << (conntrack_->droppedDamaged() != 0

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -516,14 +517,94 @@ TEST_CASE("conntrack: a persistent table's connections outlive it; the next one 
   // Expiry walks what was taken over.
   CHECK(t->expire(100'000'000'000ull, t->capacity()) == want.size() + 1);
   CHECK(t->size() == 0);
-  t.reset();
+}
 
-  // A table of another size starts empty, and says why.
-  auto other = openTable(path, 2048);
-  CHECK_FALSE(other->adopted());
-  CHECK(other->persistNote() == "another size");
-  CHECK(other->size() == 0);
-  CHECK_FALSE(other->find(o1).has_value());
+TEST_CASE("conntrack: a table of another size carries the connections over, the most recent first when smaller",
+          "[conntrack][persist]") {
+  TempDir dir;
+  const std::string path = dir.path + "/conntrack";
+  std::vector<Tuple> originals;
+  {
+    auto t = openTable(path, 1024);
+    for (uint16_t i = 0; i < 40; ++i) {
+      const Tuple o = v4(kClient, 2000 + i, kVip, 80), r = v4(kBackend, 8080, kClient, 2000 + i);
+      REQUIRE(t->insert(o, r, kNatDst, i % 2 ? State::kEstablished : State::kSynSent, 10'000 + 100 * i, 7, i).ok());
+      originals.push_back(o);
+    }
+    for (uint8_t i = 0; i < 10; ++i) {
+      const Tuple o = v6(i, 3000, 9, 443), r = v6(9, 443, i, 3000);
+      REQUIRE(t->insert(o, r, 0, State::kEstablished, 20'000 + i, 0, 0, /*loose=*/true).ok());
+      originals.push_back(o);
+    }
+    // A tombstone (its backend left) stays one.
+    CHECK(t->markFlushedIf([](const Entry& e) { return e.original.src_port == 2003; }) == 1);
+    t->setUser(*t->find(originals[5]), Dir::kOriginal, 0xabcdef);
+  }
+  // The old table as it was, to compare with.
+  std::map<std::string, Entry> before;
+  {
+    auto t = openTable(path, 1024);
+    REQUIRE(t->adopted());
+    t->forEach([&before](uint32_t, const Entry& e) { before[e.original.str()] = e; });
+  }
+  REQUIRE(before.size() == 50);
+
+  auto bigger = openTable(path, 4096);
+  CHECK(bigger->resizedFrom() == 1024);
+  CHECK(bigger->adoptedConnections() == 50);
+  CHECK(bigger->droppedNoRoom() == 0);
+  CHECK(bigger->capacity() == 4096);
+  CHECK(bigger->size() == 50);
+  CHECK_FALSE(std::filesystem::exists(path + ".resize"));
+  for (const Tuple& o : originals) {
+    INFO(o.str());
+    Entry e;
+    auto h = bigger->find(o, &e);
+    REQUIRE(h.has_value());
+    CHECK(h->dir == Dir::kOriginal);
+    const Entry& b = before.at(o.str());
+    CHECK(e.reply == b.reply);
+    CHECK(e.state == b.state);
+    CHECK(e.nat == b.nat);
+    CHECK(e.loose == b.loose);
+    CHECK(e.flushed == b.flushed);
+    CHECK(e.service == b.service);
+    CHECK(e.backend == b.backend);
+    CHECK(e.created_ms == b.created_ms);
+    CHECK(e.last_ms == b.last_ms);
+    CHECK(e.user[0] == 0);  // named the old process's flows
+    REQUIRE(bigger->find(b.reply).has_value());
+  }
+  CHECK(before.at(originals[3].str()).flushed);
+  CHECK(before.at(originals[45].str()).loose);
+  // It goes on from there: tracked, conflicting, counted.
+  REQUIRE(bigger->track(originals[0], kTcpSyn | kTcpAck, 50'000));
+  CHECK(bigger->insert(originals[1], v4(kBackend, 9999, kClient, 2001), kNatDst, State::kSynSent, 1).code() ==
+        dpu::ErrorCode::kConflict);
+  bigger.reset();
+
+  // Into a smaller table: the 16 used last, the rest dropped and counted.
+  auto smaller = openTable(path, 16);
+  CHECK(smaller->resizedFrom() == 4096);
+  CHECK(smaller->adoptedConnections() == 16);
+  CHECK(smaller->droppedNoRoom() == 34);
+  CHECK(smaller->size() == 16);
+  std::vector<uint64_t> last;
+  for (const auto& [name, e] : before) last.push_back(e.original.str() == originals[0].str() ? 50'000 : e.last_ms);
+  std::sort(last.rbegin(), last.rend());
+  for (const auto& [name, e] : before) {
+    const uint64_t used = e.original.str() == originals[0].str() ? 50'000 : e.last_ms;
+    INFO(name << " last used " << used);
+    CHECK(smaller->find(e.original).has_value() == (used >= last[15]));
+  }
+  CHECK(smaller->stats().refused_full == 0);  // what did not fit is no new connection refused
+  smaller.reset();
+
+  // The same size again: taken over as any restart's.
+  auto same = openTable(path, 16);
+  CHECK(same->adopted());
+  CHECK(same->resizedFrom() == 0);
+  CHECK(same->adoptedConnections() == 16);
 }
 
 TEST_CASE("conntrack: a process killed mid-work leaves a table the next takes over; damage is dropped",

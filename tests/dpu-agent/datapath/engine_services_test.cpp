@@ -828,23 +828,41 @@ TEST_CASE("services: a restarted engine on the same table files takes connection
     REQUIRE(connections(*f.engine).size() == 11);
   }  // the process is gone
 
+  {
+    Fixture f(c, false);
+    REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
+    CHECK(f.stat("ConntrackAdopted") == 11);
+    CHECK(connections(*f.engine).size() == 11);
+    // The backend answers first: translated back to the service's address.
+    f.inject(kUplink,
+             fromRemote(udp4p(kRouterMac, kRemotePodMac, backend.c_str(), 8081, "10.244.1.5", 5003, 63), 10, 9, 1));
+    auto back = Fixture::drain(kRepA);
+    REQUIRE(back.size() == 1);
+    CHECK(dpu::test::toHex(back[0]) ==
+          dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5003, 63)));
+    // A new connection of the client: its backend, by the affinity the last process recorded.
+    const uint64_t sticky = f.stat("ServiceAffinity");
+    for (uint16_t sport = 5100; sport < 5110; ++sport) {
+      f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kRemoteVip, 80));
+      const auto out = Fixture::drain(kUplink);
+      REQUIRE(out.size() == 1);
+      CHECK(backendOf(out[0]) == backend);
+    }
+    CHECK(f.stat("ServiceAffinity") == sticky + 10);
+    CHECK(f.stat("ConntrackNew") == 10);
+  }
+
+  // Restarted with another conntrack.max_entries: the connections are
+  // carried over into the new table, and the backend's answer is still
+  // translated back.
+  c.conntrack_entries = 4096;
   Fixture f(c, false);
   REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
-  CHECK(f.stat("ConntrackAdopted") == 11);
-  CHECK(connections(*f.engine).size() == 11);
-  // The backend answers first: translated back to the service's address.
-  f.inject(kUplink, fromRemote(udp4p(kRouterMac, kRemotePodMac, backend.c_str(), 8081, "10.244.1.5", 5003, 63), 10, 9, 1));
+  CHECK(f.stat("ConntrackAdopted") == 21);
+  CHECK(connections(*f.engine).size() == 21);
+  f.inject(kUplink, fromRemote(udp4p(kRouterMac, kRemotePodMac, backend.c_str(), 8081, "10.244.1.5", 5105, 63), 10, 9, 1));
   auto back = Fixture::drain(kRepA);
   REQUIRE(back.size() == 1);
-  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5003, 63)));
-  // A new connection of the client: its backend, by the affinity the last process recorded.
-  const uint64_t sticky = f.stat("ServiceAffinity");
-  for (uint16_t sport = 5100; sport < 5110; ++sport) {
-    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kRemoteVip, 80));
-    const auto out = Fixture::drain(kUplink);
-    REQUIRE(out.size() == 1);
-    CHECK(backendOf(out[0]) == backend);
-  }
-  CHECK(f.stat("ServiceAffinity") == sticky + 10);
-  CHECK(f.stat("ConntrackNew") == 10);
+  CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5105, 63)));
+  CHECK(f.stat("ConntrackNew") == 0);
 }

@@ -153,7 +153,10 @@ class Table {
  public:
   Table(uint32_t capacity, Timeouts timeouts = {});
   // A table whose memory is the file `path`: adopted() tells whether it took
-  // over the connections a previous process of this boot left there. The
+  // over the connections a previous process of this boot left there. A file
+  // this boot wrote for another capacity (conntrack.max_entries changed) is
+  // read first: its connections are carried over into the new table (as
+  // many as fit; resizedFrom() says from what capacity), then it goes. The
   // error names the file and what failed.
   static Result<std::unique_ptr<Table>> openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path);
   ~Table();
@@ -212,6 +215,10 @@ class Table {
   bool adopted() const { return persist_ != nullptr && persist_->adopted(); }
   uint32_t adoptedConnections() const { return adopted_; }
   uint32_t droppedDamaged() const { return dropped_damaged_; }
+  // Carried over from a table of another capacity: that capacity (0: none),
+  // and the connections that did not fit in this one.
+  uint32_t resizedFrom() const { return resized_from_; }
+  uint32_t droppedNoRoom() const { return dropped_no_room_; }
   std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
   // The file's filesystem when it is on a disk ("" in memory or not persistent).
   std::string persistDisk() const { return persist_ != nullptr ? persist_->diskFilesystem() : std::string(); }
@@ -237,6 +244,10 @@ class Table {
   // expiry, still idle since `idle_since`).
   bool removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_since);
   void copyOut(uint32_t id, Entry& out) const;
+  // A connection of another table as it was there (its state, NAT, times,
+  // flags); false when it does not fit.
+  bool restore(const Entry& e);
+  static uint64_t layoutOf(uint32_t capacity);
   // Entry `id`'s tuples: written, read back, compared with a packet's.
   void store(uint32_t id, const Tuple& original, const Tuple& reply);
   Tuple tupleOf(uint32_t id, Dir dir) const;
@@ -255,6 +266,8 @@ class Table {
   std::atomic<uint64_t>* high_water_ = &high_water_local_;  // the file's header word when persistent
   uint32_t adopted_ = 0;
   uint32_t dropped_damaged_ = 0;
+  uint32_t resized_from_ = 0;
+  uint32_t dropped_no_room_ = 0;
   // The entries and the chain heads are zero pages from the kernel, each
   // faulted in on its first use (common/zeroed_pages.h): a large table costs
   // nothing at start (a dataplane restart waits for it) and only the pages in
