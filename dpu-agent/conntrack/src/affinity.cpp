@@ -5,6 +5,9 @@
 #include <bit>
 #include <cstring>
 #include <type_traits>
+#include <vector>
+
+#include "open_resizing.h"
 
 namespace dpu::conntrack {
 
@@ -48,11 +51,31 @@ Affinity::Affinity(uint32_t capacity, std::unique_ptr<PersistentPages> persist)
 
 Result<std::unique_ptr<Affinity>> Affinity::openPersistent(uint32_t capacity, const std::string& path) {
   constexpr uint64_t kFormat = 1;
+  auto layoutOf = [](uint32_t buckets) { return kFormat << 56 | uint64_t{sizeof(Bucket)} << 40 | buckets; };
+  auto open = [&layoutOf](uint64_t buckets, const std::string& file) -> Result<std::unique_ptr<Affinity>> {
+    const auto n = static_cast<uint32_t>(buckets);
+    auto pages = PersistentPages::open(file, layoutOf(n), sizeof(Bucket) * n);
+    if (!pages) return std::move(pages).takeError();
+    return std::unique_ptr<Affinity>(new Affinity(n * kWays, std::make_unique<PersistentPages>(std::move(*pages))));
+  };
+  auto carry = [](Affinity& old, Affinity& fresh) {
+    fresh.resized_from_ = old.capacity();
+    std::vector<Entry> entries;
+    for (uint32_t b = 0; b < old.buckets_; ++b) {
+      for (const Entry& e : old.table_[b].ways) {
+        if (e.used) entries.push_back(e);
+      }
+    }
+    // Least recently used first: where a bucket of the new table overflows,
+    // the clients used last stay.
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used_ms < b.used_ms; });
+    for (const Entry& e : entries) fresh.record(e.frontend, e.client, e.target, e.used_ms);
+    for (uint32_t b = 0; b < fresh.buckets_; ++b) {
+      for (const Entry& e : fresh.table_[b].ways) fresh.carried_over_ += e.used ? 1 : 0;
+    }
+  };
   const uint32_t buckets = bucketCount(capacity);
-  const uint64_t layout = kFormat << 56 | uint64_t{sizeof(Bucket)} << 40 | buckets;
-  auto pages = PersistentPages::open(path, layout, sizeof(Bucket) * buckets);
-  if (!pages) return std::move(pages).takeError();
-  return std::unique_ptr<Affinity>(new Affinity(capacity, std::make_unique<PersistentPages>(std::move(*pages))));
+  return detail::openResizing<Affinity>(path, layoutOf(buckets), 40, buckets, open, carry);
 }
 
 Affinity::~Affinity() = default;

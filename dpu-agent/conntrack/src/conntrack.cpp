@@ -8,15 +8,15 @@
 #include "conntrack/conntrack.h"
 
 #include <arpa/inet.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <bit>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "open_resizing.h"
 
 namespace dpu::conntrack {
 namespace {
@@ -242,54 +242,34 @@ uint64_t Table::layoutOf(uint32_t capacity) {
 }
 
 Result<std::unique_ptr<Table>> Table::openPersistent(uint32_t capacity, Timeouts timeouts, const std::string& path) {
-  const uint64_t layout = layoutOf(capacity);
-  // A table this boot left for another capacity: moved aside and read
-  // (adopted as it was), its connections carried over, then removed.
-  std::unique_ptr<Table> old;
-  const std::string aside = path + ".resize";
-  if (const auto stored = PersistentPages::storedLayout(path);
-      stored && *stored != layout && *stored >> 40 == layout >> 40) {
-    const auto old_capacity = static_cast<uint32_t>(*stored & ((uint64_t{1} << 40) - 1));
-    if (old_capacity != 0 && ::rename(path.c_str(), aside.c_str()) == 0) {
-      auto t = openPersistent(old_capacity, timeouts, aside);
-      if (t && (*t)->adopted()) old = std::move(*t);
-      if (old == nullptr) ::unlink(aside.c_str());
-    }
-  }
-  const size_t bytes = PersistentPages::pageAlign(sizeof(Slot) * capacity) +
-                       PersistentPages::pageAlign(sizeof(Ipv6Rest) * capacity) +
-                       PersistentPages::pageAlign(sizeof(uint32_t) * bucketCount(capacity));
-  auto pages = PersistentPages::open(path, layout, bytes);
-  if (!pages) {
-    if (old != nullptr) {
-      old.reset();
-      ::rename(aside.c_str(), path.c_str());  // as it was: the next start may carry it over
-    }
-    return std::move(pages).takeError();
-  }
-  std::unique_ptr<Table> table(new Table(capacity, timeouts, std::make_unique<PersistentPages>(std::move(*pages))));
-  if (old != nullptr) {
-    table->resized_from_ = old->capacity();
-    table->dropped_damaged_ = old->droppedDamaged();
+  auto open = [timeouts](uint64_t size, const std::string& file) -> Result<std::unique_ptr<Table>> {
+    const auto cap = static_cast<uint32_t>(size);
+    const size_t bytes = PersistentPages::pageAlign(sizeof(Slot) * cap) + PersistentPages::pageAlign(sizeof(Ipv6Rest) * cap) +
+                         PersistentPages::pageAlign(sizeof(uint32_t) * bucketCount(cap));
+    auto pages = PersistentPages::open(file, layoutOf(cap), bytes);
+    if (!pages) return std::move(pages).takeError();
+    return std::unique_ptr<Table>(new Table(cap, timeouts, std::make_unique<PersistentPages>(std::move(*pages))));
+  };
+  auto carry = [](Table& old, Table& fresh) {
+    fresh.resized_from_ = old.capacity();
+    fresh.dropped_damaged_ = old.droppedDamaged();
     std::vector<Entry> entries;
-    entries.reserve(old->size());
-    old->forEach([&entries](uint32_t, const Entry& e) { entries.push_back(e); });
-    old.reset();
+    entries.reserve(old.size());
+    old.forEach([&entries](uint32_t, const Entry& e) { entries.push_back(e); });
     // Into a smaller table, the most recently used first.
-    if (entries.size() > capacity) {
+    if (entries.size() > fresh.capacity()) {
       std::stable_sort(entries.begin(), entries.end(),
                        [](const Entry& a, const Entry& b) { return a.last_ms > b.last_ms; });
     }
     for (const Entry& e : entries) {
-      if (table->restore(e)) {
-        ++table->adopted_;
+      if (fresh.restore(e)) {
+        ++fresh.adopted_;
       } else {
-        ++table->dropped_no_room_;
+        ++fresh.dropped_no_room_;
       }
     }
-    ::unlink(aside.c_str());
-  }
-  return table;
+  };
+  return detail::openResizing<Table>(path, layoutOf(capacity), 40, capacity, open, carry);
 }
 
 bool Table::restore(const Entry& e) {

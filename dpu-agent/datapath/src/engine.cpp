@@ -137,7 +137,11 @@ Result<void> EngineImpl::openConnectionTables() {
       auto a = conntrack::Affinity::openPersistent(config_.affinity_entries, config_.affinity_file);
       if (!a) return Error{"engine: session affinity: " + a.error() + " (conntrack.persist: false keeps it in memory)"};
       affinity_ = std::move(*a);
-      if (affinity_->adopted()) {
+      if (affinity_->resizedFrom() != 0) {
+        DPU_LOG(kInfo, "engine") << "session affinity: " << affinity_->carriedOver()
+                                 << " clients' backends carried over from the table of " << affinity_->resizedFrom()
+                                 << " entries in " << config_.affinity_file << " into one of " << affinity_->capacity();
+      } else if (affinity_->adopted()) {
         DPU_LOG(kInfo, "engine") << "session affinity: clients' backends taken over from " << config_.affinity_file;
       }
     }

@@ -704,10 +704,36 @@ TEST_CASE("affinity: a persistent table keeps each client's backend for the next
   CHECK_FALSE((*a)->find(42, client, 12'000, 10'000, got));  // past its timeout, as before
   CHECK_FALSE((*a)->find(43, client, 5'000, 10'000, got));
   a->reset();
+  // Another size: the clients' backends are carried over.
   auto other = Affinity::openPersistent(8192, path);
   REQUIRE(other.ok());
-  CHECK_FALSE((*other)->adopted());
-  CHECK_FALSE((*other)->find(42, client, 5'000, 10'000, got));
+  CHECK((*other)->resizedFrom() == 4096);
+  CHECK((*other)->carriedOver() == 1);
+  CHECK((*other)->capacity() == 8192);
+  REQUIRE((*other)->find(42, client, 5'000, 10'000, got));
+  CHECK(got.ip == backend.ip);
+  CHECK_FALSE((*other)->find(42, client, 12'000, 10'000, got));  // its time kept
+  CHECK_FALSE(std::filesystem::exists(path + ".resize"));
+  other->reset();
+
+  // Into a table of one bucket (4 ways): the four clients used last stay.
+  {
+    auto many = Affinity::openPersistent(8192, path);
+    REQUIRE(many.ok());
+    for (uint8_t i = 0; i < 10; ++i) {
+      std::array<uint8_t, 16> c{10, 244, 3, i};
+      (*many)->record(7, c, backend, 2'000 + i);
+    }
+  }
+  auto tiny = Affinity::openPersistent(4, path);
+  REQUIRE(tiny.ok());
+  CHECK((*tiny)->resizedFrom() == 8192);
+  CHECK((*tiny)->carriedOver() == 4);
+  for (uint8_t i = 0; i < 10; ++i) {
+    std::array<uint8_t, 16> c{10, 244, 3, i};
+    INFO(int{i});
+    CHECK((*tiny)->find(7, c, 3'000, 10'000, got) == (i >= 6));
+  }
 }
 
 // A table file on a disk filesystem is written back under traffic (the

@@ -852,10 +852,11 @@ TEST_CASE("services: a restarted engine on the same table files takes connection
     CHECK(f.stat("ConntrackNew") == 10);
   }
 
-  // Restarted with another conntrack.max_entries: the connections are
-  // carried over into the new table, and the backend's answer is still
-  // translated back.
+  // Restarted with other sizes for both tables: the connections and the
+  // clients' backends are carried over, the backend's answer is still
+  // translated back and the client's next connection still sticks.
   c.conntrack_entries = 4096;
+  c.affinity_entries = 1024;
   Fixture f(c, false);
   REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
   CHECK(f.stat("ConntrackAdopted") == 21);
@@ -865,4 +866,10 @@ TEST_CASE("services: a restarted engine on the same table files takes connection
   REQUIRE(back.size() == 1);
   CHECK(dpu::test::toHex(back[0]) == dpu::test::toHex(udp4p(kMacA, kRouterMac, kRemoteVip, 80, "10.244.1.5", 5105, 63)));
   CHECK(f.stat("ConntrackNew") == 0);
+  const uint64_t sticky = f.stat("ServiceAffinity");
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 5200, kRemoteVip, 80));
+  const auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  CHECK(backendOf(out[0]) == backend);
+  CHECK(f.stat("ServiceAffinity") == sticky + 1);
 }

@@ -35,7 +35,9 @@ class Affinity {
  public:
   explicit Affinity(uint32_t capacity);
   // The table in the file `path`; adopted() when it took over a previous
-  // process's entries. The error names the file and what failed.
+  // process's entries. A file this boot wrote for another capacity is read
+  // first and its entries carried over (resizedFrom()). The error names the
+  // file and what failed.
   static Result<std::unique_ptr<Affinity>> openPersistent(uint32_t capacity, const std::string& path);
   ~Affinity();
   Affinity(const Affinity&) = delete;
@@ -52,6 +54,10 @@ class Affinity {
   void record(uint64_t frontend, const std::array<uint8_t, 16>& client, const Target& target, uint64_t now_ms);
   uint32_t capacity() const { return buckets_ * kWays; }
   bool adopted() const { return persist_ != nullptr && persist_->adopted(); }
+  // Carried over from a table of another capacity: that capacity (0: none),
+  // and how many clients' entries came over.
+  uint32_t resizedFrom() const { return resized_from_; }
+  uint32_t carriedOver() const { return carried_over_; }
   std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
 
  private:
@@ -70,6 +76,8 @@ class Affinity {
   ZeroedArray<Bucket> table_mem_;
   Bucket* table_ = nullptr;
   std::unique_ptr<Stripe[]> stripes_;
+  uint32_t resized_from_ = 0;
+  uint32_t carried_over_ = 0;
 };
 
 }  // namespace dpu::conntrack
