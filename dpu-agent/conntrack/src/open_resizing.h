@@ -25,6 +25,9 @@ Result<std::unique_ptr<T>> openResizing(const std::string& path, uint64_t layout
                                         uint64_t size, Open&& open, Carry&& carry) {
   std::unique_ptr<T> old;
   const std::string aside = path + ".resize";
+  // A file left aside means a carry that did not finish (the process died
+  // before it opened for traffic): the table aside is the one in force.
+  if (::access(aside.c_str(), F_OK) == 0) ::rename(aside.c_str(), path.c_str());
   if (const auto stored = PersistentPages::storedLayout(path);
       stored && *stored != layout && *stored >> kind_shift == layout >> kind_shift) {
     const uint64_t old_size = *stored & ((uint64_t{1} << kind_shift) - 1);

@@ -605,6 +605,22 @@ TEST_CASE("conntrack: a table of another size carries the connections over, the 
   CHECK(same->adopted());
   CHECK(same->resizedFrom() == 0);
   CHECK(same->adoptedConnections() == 16);
+  same.reset();
+
+  // A carry that did not finish (the process died with the old table moved
+  // aside and the new one half-filled): the next start carries from the
+  // table aside again, not from the half-filled one.
+  std::filesystem::copy_file(path, path + ".resize");
+  {
+    auto half = openTable(path + ".half", 64);
+    REQUIRE(half->insert(v4(kClient, 9000, kVip, 80), v4(kBackend, 8080, kClient, 9000), kNatDst, State::kSynSent, 1).ok());
+  }
+  std::filesystem::rename(path + ".half", path);
+  auto again = openTable(path, 32);
+  CHECK(again->resizedFrom() == 16);
+  CHECK(again->adoptedConnections() == 16);
+  CHECK_FALSE(again->find(v4(kClient, 9000, kVip, 80)).has_value());
+  CHECK_FALSE(std::filesystem::exists(path + ".resize"));
 }
 
 TEST_CASE("conntrack: a process killed mid-work leaves a table the next takes over; damage is dropped",
