@@ -19,6 +19,8 @@
 #    picked up loose: `dpuctl conntrack` shows the entry as it was); a
 #    process that lost them would send it by Maglev to the other backend,
 #    whose stack resets it; the longest gap in the bytes received;
+#  - the same across a restart with another conntrack.max_entries (the old
+#    table's connections carried into the new one, the log saying so);
 #  - the same for an egress-SNAT connection to the external namespace: it
 #    goes on after the restart, translated to the node-IP port it had (its
 #    longer gap: the new process learns the host's and the gateway's MACs
@@ -197,7 +199,38 @@ adopted=$(dl_drop_count 1 ConntrackAdopted)
 [ "$(dl_drop_count 1 ConntrackLoose)" = 0 ] && pass "node1's new dataplane picked up no connection loose" ||
   fail "node1's new dataplane picked up $(dl_drop_count 1 ConntrackLoose) connection(s) loose (before: $loose0)"
 echo "FIGURE: dataplane restart under an iperf3 stream through a ClusterIP (affinity against Maglev): longest gap $(field "$r" gap_ms) ms in the bytes received (100 ms intervals), $(field "$r" retransmits) retransmits; the new process was ready $(awk -v a="$t_kill" -v b="$t_up" 'BEGIN { printf "%d", (b - a) * 1000 }') ms after the kill"
+
 lab service add iperf --port tcp/5201 --backends node2/web1,node2/web2 >/dev/null || fail "service add iperf (no affinity)"
+
+# --- 2b. A restart with another conntrack.max_entries (a changed config: a
+# cold start, the standby that read the old one stopped first): the new
+# process carries the old table's connections into its own: the transfer
+# goes on, its entry as it was, none picked up loose.
+pick_ports 40150 || fail "no data port found that Maglev sends where the control port goes"
+stream_start resize "$vip" 5201 "$DPORT" || fail "the iperf3 transfer through $vip did not start"
+sleep 1  # mid-stream
+before=$(ct_entry "$vip" "$DPORT")
+dl_proc_stop "$DL_DIR/n1/dataplane-standby.pid"
+grep -q '^conntrack:' "$DL_DIR/n1/dataplane.yaml" && fail "node1's dataplane config sets conntrack already"
+echo "conntrack: {max_entries: 131072}" >> "$DL_DIR/n1/dataplane.yaml"
+log_lines=$(wc -l < "$DL_DIR/n1/dataplane.log")
+dl_daemon_stop 1 dataplane -9
+dl_daemon_start 1 dataplane || fail "dpu-dataplane of node1 did not start again with the new table size"
+wait "$STREAM_PID"
+r=$(stream_result resize "$DPORT")
+after=$(ct_entry "$vip" "$DPORT")
+resumed "$r" "$DPORT" &&
+  pass "restart with conntrack.max_entries 262144 -> 131072 mid-stream: the transfer went on on its one connection ($r)" ||
+  fail "restart with another conntrack.max_entries mid-stream: $r"
+[ -n "$before" ] && [ "${after% *}" = "${before% *}" ] && [ "$(backend_of "$DPORT")" = "$BACKEND" ] &&
+  pass "the resized table holds the connection's entry as it was, to $BACKEND: $after" ||
+  fail "conntrack entry of the data connection before the resizing restart: '$before'; after: '$after' (backend $BACKEND)"
+said=$(tail -n +"$(( log_lines + 1 ))" "$DL_DIR/n1/dataplane.log" | grep -m1 'conntrack: carried .* connections over from the table of 262144 entries')
+[ -n "$said" ] && pass "node1's dataplane log: ${said#*engine: }" ||
+  fail "node1's dataplane log does not say it carried connections over: $(tail -n +"$(( log_lines + 1 ))" "$DL_DIR/n1/dataplane.log" | grep conntrack | head -3)"
+[ "$(dl_drop_count 1 ConntrackLoose)" = 0 ] && pass "the resized dataplane picked up no connection loose" ||
+  fail "the resized dataplane picked up $(dl_drop_count 1 ConntrackLoose) connection(s) loose"
+echo "FIGURE: dataplane restart with another conntrack.max_entries under an iperf3 stream through a ClusterIP: longest gap $(field "$r" gap_ms) ms, $(field "$r" retransmits) retransmits"
 
 # --- 3. egress SNAT: a pod's connection to the external namespace across a dataplane restart.
 snat_port() { dl_dpuctl 1 conntrack --address "$ext" --port "$1" 2>/dev/null |
