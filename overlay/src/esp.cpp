@@ -26,11 +26,9 @@ namespace {
 constexpr int kMaxExtHeaders = 8;
 constexpr uint32_t kMaxIpLength = 65535;
 
-using IpLayout = EspLayout;
-
 enum class Direction { kEncrypt, kDecrypt };
 
-[[gnu::always_inline]] inline Status parseIpv4(const uint8_t* p, uint32_t size, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseIpv4(const uint8_t* p, uint32_t size, EspLayout& out) {
   if (size < ipv4::kMinHeaderLen) return Status::kTruncated;
   const auto header_len = static_cast<uint32_t>(ipv4::headerLen(p));
   if (header_len < ipv4::kMinHeaderLen || header_len > size) return Status::kBadIpv4HeaderLength;
@@ -49,7 +47,7 @@ enum class Direction { kEncrypt, kDecrypt };
 // that precede a routing header (those are read by intermediate hops) — the
 // placement of Linux's ip6_find_1stfragopt() and of scapy, RFC 4303 §3.1.1.
 // Decrypt walks the same kinds of headers until it finds ESP.
-Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
+Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, EspLayout& out) {
   if (size < ipv6::kHeaderLen) return Status::kTruncated;
   const uint32_t total = ipv6::kHeaderLen + ipv6::payloadLength(p);
   if (total > size) return Status::kBadIpv6PayloadLength;
@@ -98,7 +96,7 @@ Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) 
   return Status::kOk;
 }
 
-[[gnu::always_inline]] inline Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) {
+[[gnu::always_inline]] inline Status parseTransport(const uint8_t* p, uint32_t size, Direction dir, EspLayout& out) {
   if (size == 0) return Status::kTruncated;
   Status s;
   switch (p[0] >> 4) {
@@ -114,7 +112,7 @@ Status parseIpv6(const uint8_t* p, uint32_t size, Direction dir, IpLayout& out) 
 }
 
 // The outer header of a received tunnel-mode packet is parsed the same way.
-Status parseEspPacket(const uint8_t* p, uint32_t size, IpLayout& out) {
+Status parseEspPacket(const uint8_t* p, uint32_t size, EspLayout& out) {
   return parseTransport(p, size, Direction::kDecrypt, out);
 }
 
@@ -393,7 +391,7 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserv
   uint32_t ip_len = 0;
   uint8_t next_header = 0;
   uint8_t ds = 0;
-  IpLayout layout;
+  EspLayout layout;
   if (mode_ == EspMode::kTransport) {
     const Status s = parseTransport(p, size, Direction::kEncrypt, layout);
     if (s != Status::kOk) return s;
@@ -513,13 +511,13 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
   const uint32_t size = packet.size();
   // espParse's layout of these bytes, read where it is: copied whole, its
   // fields just stored one by one would not forward to the wide load.
-  IpLayout parsed;
+  EspLayout parsed;
   if (known == nullptr) {
     if (Status s = parseEspPacket(p, size, parsed); s != Status::kOk) return s;
   } else if (known->packet_len > size || known->header_len > known->packet_len) {
     return Status::kTruncated;  // a caller's slip must not read past the bytes
   }
-  const IpLayout& layout = known != nullptr ? *known : parsed;
+  const EspLayout& layout = known != nullptr ? *known : parsed;
 
   // 1. SPI. The caller looked the SA up by SPI; a mismatch is its bug or a
   //    stale table, and must not reach the crypto.
