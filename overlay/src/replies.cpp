@@ -86,6 +86,61 @@ Status buildArpProbe(const MacAddress& sender_mac, uint32_t target_ip, PacketBuf
   return arpRequestFrame(sender_mac, 0, target_ip, eth::kBroadcast, out);
 }
 
+namespace {
+
+Status solicitFrame(const MacAddress& sender_mac, const Ipv6Address& sender_ip, const Ipv6Address& target,
+                    const MacAddress& dst_mac, PacketBuffer& out) {
+  const bool dad = ipv6::isUnspecified(sender_ip.data());
+  const uint32_t ns_len = icmp6::kNdOptionsOffset + (dad ? 0 : icmp6::kNdLinkAddrOptionLen);
+  uint8_t* o = resize(out, uint32_t{eth::kHeaderLen} + uint32_t{ipv6::kHeaderLen} + ns_len);
+  if (o == nullptr) return Status::kNoRoom;
+  const bool multicast = !isUnicastMac(dst_mac.data());
+  const Ipv6Address dst = multicast ? ipv6::solicitedNode(target.data()) : target;
+  eth::setDst(o, multicast ? eth::ipv6MulticastMac(dst.data()) : dst_mac);
+  eth::setSrc(o, sender_mac);
+  eth::setType(o, eth::kTypeIpv6);
+  uint8_t* ip = o + eth::kHeaderLen;
+  ipv6::setVersionClassFlow(ip, 0, 0);
+  ipv6::setPayloadLength(ip, static_cast<uint16_t>(ns_len));
+  ipv6::setNextHeader(ip, ipproto::kIcmpv6);
+  ipv6::setHopLimit(ip, icmp6::kNdHopLimit);
+  ipv6::setSrc(ip, sender_ip);
+  ipv6::setDst(ip, dst);
+  uint8_t* ns = ip + ipv6::kHeaderLen;
+  icmp6::setType(ns, icmp6::kTypeNeighborSolicit);
+  icmp6::setCode(ns, 0);
+  icmp6::setChecksum(ns, 0);
+  store32(ns + 4, 0);  // reserved
+  icmp6::setNdTarget(ns, target);
+  if (!dad) {
+    uint8_t* opt = ns + icmp6::kNdOptionsOffset;
+    opt[0] = icmp6::kNdOptSourceLinkAddr;
+    opt[1] = 1;  // in units of 8 bytes
+    std::memcpy(opt + 2, sender_mac.data(), sender_mac.size());
+  }
+  const uint32_t sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kIcmpv6, ns_len);
+  icmp6::setChecksum(ns, checksumFinish(checksumAdd(ns, ns_len, sum)));
+  return Status::kOk;
+}
+
+}  // namespace
+
+Status buildNeighborSolicit(const MacAddress& sender_mac, const Ipv6Address& sender_ip, const Ipv6Address& target,
+                            const MacAddress& dst_mac, PacketBuffer& out) {
+  if (!isUnicastMac(sender_mac.data()) || ipv6::isUnspecified(sender_ip.data()) ||
+      ipv6::isMulticast(sender_ip.data()) || ipv6::isMulticast(target.data())) {
+    return Status::kUnsupported;
+  }
+  return solicitFrame(sender_mac, sender_ip, target, dst_mac, out);
+}
+
+Status buildNeighborProbe(const MacAddress& sender_mac, const Ipv6Address& target, PacketBuffer& out) {
+  if (!isUnicastMac(sender_mac.data()) || ipv6::isUnspecified(target.data()) || ipv6::isMulticast(target.data())) {
+    return Status::kUnsupported;
+  }
+  return solicitFrame(sender_mac, Ipv6Address{}, target, eth::ipv6MulticastMac(ipv6::kAllNodes.data()), out);
+}
+
 Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPacket& pkt,
                            const MacAddress& gateway_mac, PacketBuffer& out) {
   const uint8_t* in = solicitation.data();

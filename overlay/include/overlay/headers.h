@@ -230,6 +230,10 @@ inline bool isUnspecified(const uint8_t* a) {
   return std::memcmp(a, kZero, kAddrLen) == 0;
 }
 inline constexpr Ipv6Address kAllNodes = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+// The solicited-node group of `a` (RFC 4291 §2.7.1): ff02::1:ff + its low 24 bits.
+inline Ipv6Address solicitedNode(const uint8_t* a) {
+  return {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, a[13], a[14], a[15]};
+}
 
 // Extension headers (RFC 8200 §4): byte 0 is the next header; the length rules differ.
 inline bool isExtensionHeader(uint8_t next_header) {

@@ -51,6 +51,25 @@ Status buildArpRequest(const MacAddress& sender_mac, uint32_t sender_ip, uint32_
 // kUnsupported when `sender_mac` is not unicast or `target_ip` is 0.
 Status buildArpProbe(const MacAddress& sender_mac, uint32_t target_ip, PacketBuffer& out);
 
+// A neighbor solicitation (RFC 4861 §4.3, §7.2.2) for `target` from
+// `sender_mac` and `sender_ip`, with a source link-layer address option,
+// untagged: to the target's solicited-node group when `dst_mac` is multicast
+// (resolving an unknown neighbour; the frame goes to the group's MAC), else
+// to `target` itself at `dst_mac` (a unicast probe of a known one, §7.3.3).
+// kUnsupported when `sender_mac` is not unicast, `sender_ip` is unspecified
+// or multicast (that would be duplicate address detection, below), or
+// `target` is multicast.
+Status buildNeighborSolicit(const MacAddress& sender_mac, const Ipv6Address& sender_ip, const Ipv6Address& target,
+                            const MacAddress& dst_mac, PacketBuffer& out);
+
+// A solicitation from the unspecified address (duplicate address detection,
+// RFC 4862 §5.4.2) for `target`, to its solicited-node group, with no source
+// link-layer option: the IPv6 counterpart of buildArpProbe. A host holding
+// `target` answers it with an advertisement to all-nodes carrying its MAC
+// (RFC 4861 §7.2.4), learning nothing from it. kUnsupported when `sender_mac`
+// is not unicast or `target` is unspecified or multicast.
+Status buildNeighborProbe(const MacAddress& sender_mac, const Ipv6Address& target, PacketBuffer& out);
+
 // Answers a neighbor solicitation (RFC 4861 §7.2.4) for its target address with
 // a solicited advertisement from that address, flags Router and Override, and
 // a target link-layer address option. A solicitation from the unspecified

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -291,6 +292,13 @@ TEST_CASE("slow-path replies match scapy") {
     REQUIRE(buildArpRequest(kPodMac, kPodV4, kGwV4, eth::kBroadcast, out.buf) == Status::kOk);
     CHECK(toHex(out.contents()) == toHex(packet("arp_request")));
   }
+  SECTION("neighbor solicitation from an address and from none (a probe), to the solicited-node group") {
+    Buffer out;
+    REQUIRE(buildNeighborSolicit(kPodMac, kPodV6, kGwV6, eth::kBroadcast, out.buf) == Status::kOk);
+    CHECK(toHex(out.contents()) == toHex(packet("icmpv6_ns")));
+    REQUIRE(buildNeighborProbe(kPodMac, kGwV6, out.buf) == Status::kOk);
+    CHECK(toHex(out.contents()) == toHex(packet("icmpv6_ns_dad")));
+  }
   SECTION("neighbor advertisement, solicited and for duplicate address detection") {
     for (auto [request, reply] : {std::pair{"icmpv6_ns", "icmpv6_na"}, {"icmpv6_ns_dad", "icmpv6_na_dad"}}) {
       INFO(request);
@@ -390,6 +398,34 @@ TEST_CASE("ARP requests: a unicast probe, refusals, no room") {
   std::array<uint8_t, 40> small{};
   PacketBuffer tiny(small.data(), small.size(), 0, 10);
   CHECK(buildArpRequest(kPodMac, kPodV4, kGwV4, kPeerMac, tiny) == Status::kNoRoom);
+  CHECK(tiny.size() == 10);
+}
+
+TEST_CASE("neighbor solicitations: a unicast probe, refusals, no room") {
+  Buffer out;
+  REQUIRE(buildNeighborSolicit(kPodMac, kPodV6, kGwV6, kPeerMac, out.buf) == Status::kOk);
+  // To the neighbour's own address and MAC; a receiver accepts it (RFC 4861 §7.1.1).
+  const ParsedPacket p = parseOk(out.contents());
+  REQUIRE(p.l4 == L4Type::kIcmpv6);
+  NeighborMessage msg;
+  REQUIRE(parseNeighborMessage(out.contents(), p, msg) == Status::kOk);
+  CHECK(eth::dst(out.contents().data()) == kPeerMac);
+  CHECK(std::memcmp(out.contents().data() + p.l3_offset + ipv6::kDstOffset, kGwV6.data(), 16) == 0);
+  CHECK(std::memcmp(out.contents().data() + msg.target_offset, kGwV6.data(), 16) == 0);
+  CHECK(msg.has_link_addr);
+  CHECK(msg.link_addr == kPodMac);
+  // Never from a multicast MAC, from :: (that is a probe) or a group, nor for a group.
+  const Ipv6Address unspecified{};
+  CHECK(buildNeighborSolicit(eth::kBroadcast, kPodV6, kGwV6, kPeerMac, out.buf) == Status::kUnsupported);
+  CHECK(buildNeighborSolicit(kPodMac, unspecified, kGwV6, kPeerMac, out.buf) == Status::kUnsupported);
+  CHECK(buildNeighborSolicit(kPodMac, ipv6::kAllNodes, kGwV6, kPeerMac, out.buf) == Status::kUnsupported);
+  CHECK(buildNeighborSolicit(kPodMac, kPodV6, ipv6::kAllNodes, kPeerMac, out.buf) == Status::kUnsupported);
+  CHECK(buildNeighborProbe(eth::kBroadcast, kGwV6, out.buf) == Status::kUnsupported);
+  CHECK(buildNeighborProbe(kPodMac, unspecified, out.buf) == Status::kUnsupported);
+  std::array<uint8_t, 70> small{};  // a solicitation is 86 bytes, a probe 78
+  PacketBuffer tiny(small.data(), small.size(), 0, 10);
+  CHECK(buildNeighborSolicit(kPodMac, kPodV6, kGwV6, kPeerMac, tiny) == Status::kNoRoom);
+  CHECK(buildNeighborProbe(kPodMac, kGwV6, tiny) == Status::kNoRoom);
   CHECK(tiny.size() == 10);
 }
 
