@@ -5,7 +5,7 @@
 #pragma once
 
 #include <rte_cycles.h>
-#include <rte_mbuf_core.h>
+#include <rte_mbuf.h>
 
 #include <atomic>
 #include <deque>
@@ -185,8 +185,8 @@ class EngineImpl final : public Engine {
   // rate-limited). A known neighbour not confirmed for a while is probed and
   // used. A flow built from it records out.dep. `pc` gives the mbuf pool of
   // the request. Public for the engine's tests, which act as the lcore.
-  DropReason northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, uint32_t dst,
-                             NorthSouthRoute& out);
+  DropReason northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, const uint8_t* dst,
+                             bool v6, NorthSouthRoute& out);
   // The snapshot in force (the control thread, or a test acting as an lcore between bursts).
   const Snapshot& currentSnapshot() const { return *current_.load(std::memory_order_acquire); }
 
@@ -273,7 +273,8 @@ class EngineImpl final : public Engine {
                          const uint8_t* dst, bool v6, FlowRecord& f, bool translated);
   // The fabric side of routeFromPort: IPv4 through the node network's next
   // hop (northSouthRoute), from the host's MAC for the node IP.
-  Decision toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst, FlowRecord& f);
+  Decision toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst, bool v6,
+                    FlowRecord& f);
   // Where a packet entered the service stage.
   enum class From : uint8_t {
     kPod,     // a pod's port: new connections to any frontend are balanced
@@ -331,19 +332,46 @@ class EngineImpl final : public Engine {
   // dropped), in pipeline.cpp; the helpers in north_south.cpp.
   Decision slowPathFromHost(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
   Decision slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& out);
-  // Learning from an ARP frame the slow path sees (either port).
+  // Learning from an ARP frame, or an IPv6 neighbour solicitation or
+  // advertisement, the slow path sees (either port); both end in
+  // learnNeighbour: `sender` at `mac`, `asked` the address the frame asked
+  // for or answered to (nullptr: none, an unsolicited one), `reply` whether
+  // it answers.
   void learnFromArp(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host);
+  void learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host);
+  void learnNeighbour(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host,
+                      const IpAddress& sender, const overlay::MacAddress& mac, const uint8_t* asked, bool reply);
   // Reports to the control thread; `news` (something the snapshot does not
   // have yet) wakes it at once.
   void observeNorthSouth(WorkerContext& w, const NorthSouthObservation& o, bool news);
-  // An ARP probe to the host for `node_ip` (the host PF port), whose
-  // answer says which of the host's MACs holds it.
-  void askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, uint32_t node_ip);
-  bool sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
-                      uint32_t target, const overlay::MacAddress& dst);
+  // An ARP probe (IPv6: a solicitation from ::) to the host for `node_ip`
+  // (the host PF port), whose answer says which of the host's MACs holds it.
+  void askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const IpAddress& node_ip);
+  // An ARP request or neighbour solicitation for `target` from the node IP
+  // `from`, to `dst` (broadcast: resolve; a neighbour's MAC: probe it).
+  bool sendSolicitation(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp& from,
+                        const IpAddress& target, const overlay::MacAddress& dst);
   void tooBig(WorkerContext& w, const Snapshot& snap, const FlowActions& a, PacketContext& pc);
   void drop(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, DropReason reason);
   void enqueueTx(WorkerContext& w, uint16_t port, rte_mbuf* m);
+  // Sends on `port` the frame `build(overlay::PacketBuffer&)` writes into a
+  // new mbuf of `pool` (a reply, a request the dataplane makes itself). False,
+  // nothing sent, when the pool is empty or the builder refuses.
+  template <typename Build>
+  bool sendBuilt(WorkerContext& w, rte_mempool* pool, uint16_t port, Build&& build) {
+    rte_mbuf* r = rte_pktmbuf_alloc(pool);
+    if (r == nullptr) return false;
+    overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
+    if (build(out) != overlay::Status::kOk) {
+      rte_pktmbuf_free(r);
+      return false;
+    }
+    r->data_off = static_cast<uint16_t>(out.headroom());
+    r->data_len = static_cast<uint16_t>(out.size());
+    r->pkt_len = out.size();
+    enqueueTx(w, port, r);
+    return true;
+  }
   void txPort(WorkerContext& w, uint16_t port);
   void sweep(WorkerContext& w, const Snapshot& snap, uint32_t buckets);
   uint64_t now() const;

@@ -29,13 +29,11 @@ overlay::MacAddress fromKey(uint64_t k) {
   return m;
 }
 
-std::string ipText(uint32_t host_order) { return IpAddress::v4(host_order).str(); }
-
-const char* sourceText(uint8_t source) {
+const char* sourceText(uint8_t source, bool v6) {
   switch (source) {
-    case NorthSouthObservation::kReplyToHost: return "ARP reply to the host";
-    case NorthSouthObservation::kRequestToHost: return "ARP request to a node IP";
-    default: return "ARP from the fabric";
+    case NorthSouthObservation::kReplyToHost: return v6 ? "neighbour advertisement to a node IP" : "ARP reply to the host";
+    case NorthSouthObservation::kRequestToHost: return v6 ? "neighbour solicitation for a node IP" : "ARP request to a node IP";
+    default: return v6 ? "neighbour discovery from the fabric" : "ARP from the fabric";
   }
 }
 
@@ -51,21 +49,21 @@ bool SnapNorthSouth::refusedMac(const overlay::MacAddress& m) const {
   return std::binary_search(refused_macs.begin(), refused_macs.end(), macKey(m));
 }
 
-const SnapNodeIp4* SnapNorthSouth::nodeIp4(uint32_t ip) const {
-  for (const auto& n : node_ipv4)
-    if (n.ip == ip) return &n;
-  return nullptr;
-}
-
-bool SnapNorthSouth::isNodeIp6(const uint8_t* a) const {
-  for (const auto& n : node_ipv6)
-    if (std::memcmp(n.ip.data(), a, 16) == 0) return true;
+bool SnapNorthSouth::hasNodeIp(bool v6) const {
+  for (const auto& n : node_ips)
+    if (n.v6() == v6) return true;
   return false;
 }
 
-const SnapNodeIp4* SnapNorthSouth::onLink4(uint32_t a) const {
-  for (const auto& n : node_ipv4)
-    if (n.onLink(a)) return &n;
+const SnapNodeIp* SnapNorthSouth::nodeIp(const uint8_t* a, bool v6) const {
+  for (const auto& n : node_ips)
+    if (n.v6() == v6 && std::memcmp(n.ip.bytes.data(), a, v6 ? 16 : 4) == 0) return &n;
+  return nullptr;
+}
+
+const SnapNodeIp* SnapNorthSouth::onLink(const uint8_t* a, bool v6) const {
+  for (const auto& n : node_ips)
+    if (n.v6() == v6 && n.onLink(a)) return &n;
   return nullptr;
 }
 
@@ -90,35 +88,27 @@ void buildNorthSouth(const SnapshotInputs& in, const MacAddress& uplink_mac, Dep
   std::string content = "host_pf=" + std::to_string(ns.host_pf_port);
   for (const auto& ifa : m.node_ips) {
     content += "|ip=" + ifa.str();
-    if (ifa.address.isV4()) {
-      SnapNodeIp4 n;
-      n.ip = ifa.address.v4HostOrder();
-      n.mask = ifa.length == 0 ? 0 : ~uint32_t{0} << (32 - ifa.length);
-      // The host's MAC for it: what its ARP said, else its only MAC.
-      if (t != nullptr) {
-        if (auto owner = t->node_ip_owner.find(n.ip); owner != t->node_ip_owner.end()) {
-          n.has_mac = true;
-          n.mac = owner->second.bytes;
-        } else if (t->host_macs.size() == 1) {
-          n.has_mac = true;
-          n.mac = t->host_macs.begin()->first.bytes;
-        }
+    SnapNodeIp n;
+    n.ip = ifa.address;
+    n.length = ifa.length;
+    // The host's MAC for it: what its ARP or ND said, else its only MAC.
+    if (t != nullptr) {
+      if (auto owner = t->node_ip_owner.find(n.ip); owner != t->node_ip_owner.end()) {
+        n.has_mac = true;
+        n.mac = owner->second.bytes;
+      } else if (t->host_macs.size() == 1) {
+        n.has_mac = true;
+        n.mac = t->host_macs.begin()->first.bytes;
       }
-      if (n.has_mac) content += "@" + MacAddress{n.mac}.str();
-      ns.node_ipv4.push_back(n);
-    } else {
-      SnapNodeIp6 n;
-      std::memcpy(n.ip.data(), ifa.address.bytes.data(), 16);
-      n.length = ifa.length;
-      ns.node_ipv6.push_back(n);
     }
+    if (n.has_mac) content += "@" + MacAddress{n.mac}.str();
+    ns.node_ips.push_back(n);
   }
   for (const auto& gw : m.node_gateways) {
     content += "|gw=" + gw.str();
-    if (gw.isV4()) {
-      ns.has_gw4 = true;
-      ns.gw4 = gw.v4HostOrder();
-    }
+    const bool v6 = !gw.isV4();
+    ns.has_gw[v6] = true;
+    ns.gw[v6] = gw;
   }
   // What the host may not claim: the cluster's own MACs.
   ns.refused_macs.push_back(macKey(m.router_mac.bytes));
@@ -139,15 +129,15 @@ void buildNorthSouth(const SnapshotInputs& in, const MacAddress& uplink_mac, Dep
     sn.ip = ip;
     sn.mac = n.mac.bytes;
     sn.confirmed_ms = n.confirmed_ms;
-    sn.dep = deps.idFor("neighbour/" + ipText(ip));
+    sn.dep = deps.idFor("neighbour/" + ip.str());
     // What a flow through it depends on: its MAC, and the node IP and host
     // MAC it is reached from, and the uplink.
     std::string c = n.mac.str() + uplink;
-    if (const SnapNodeIp4* via = ns.onLink4(ip); via != nullptr) {
-      c += "|via=" + ipText(via->ip) + (via->has_mac ? "@" + MacAddress{via->mac}.str() : std::string());
+    if (const SnapNodeIp* via = ns.onLink(ip.bytes.data(), !ip.isV4()); via != nullptr) {
+      c += "|via=" + via->ip.str() + (via->has_mac ? "@" + MacAddress{via->mac}.str() : std::string());
     }
     deps.touch(sn.dep, c);
-    ns.neighbours4.emplace(ip, sn);
+    ns.neighbours.emplace(ip, sn);
   }
 }
 
@@ -177,46 +167,79 @@ void EngineImpl::observeNorthSouth(WorkerContext& w, const NorthSouthObservation
   }
 }
 
-void EngineImpl::learnFromArp(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host) {
+void EngineImpl::learnNeighbour(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host,
+                                const IpAddress& sender, const overlay::MacAddress& mac, const uint8_t* asked,
+                                bool reply) {
   const SnapNorthSouth& ns = snap.north_south;
-  const uint8_t* a = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
-  const overlay::MacAddress sha = overlay::arp::senderMac(a);
-  const uint32_t spa = overlay::arp::senderIp(a);
-  if (spa == 0 || (sha[0] & 1) != 0 || macKey(sha) == 0) return;  // a probe (RFC 5227), or no sender
+  const bool v6 = !sender.isV4();
+  if ((mac[0] & 1) != 0 || macKey(mac) == 0) return;
   NorthSouthObservation o;
-  o.mac = sha;
-  o.ip = spa;
+  o.mac = mac;
+  o.setAddress(sender);
   if (from_host) {
     // The host says which of its MACs holds a node IP (the SNAT source MAC).
-    const SnapNodeIp4* node = ns.nodeIp4(spa);
-    if (node == nullptr || sha != pc.key.eth_src) return;
+    const SnapNodeIp* node = ns.nodeIp(sender.bytes.data(), v6);
+    if (node == nullptr || mac != pc.key.eth_src) return;
     o.kind = NorthSouthObservation::kNodeIpClaim;
-    observeNorthSouth(w, o, !node->has_mac || node->mac != sha);
+    observeNorthSouth(w, o, !node->has_mac || node->mac != mac);
     return;
   }
   // A neighbour on the node network: on-link, not one of ours, not the host.
-  if (ns.nodeIp4(spa) != nullptr || ns.onLink4(spa) == nullptr || ns.isHostMac(sha) || ns.refusedMac(sha)) return;
-  const SnapNeighbour* known = ns.neighbour4(spa);
-  const bool to_node = ns.nodeIp4(overlay::arp::targetIp(a)) != nullptr;
-  // Only ARP to a node IP adds a neighbour (an address the host talks to or
-  // is asked by); other ARP only updates one (a gratuitous ARP after a move).
+  if (ns.nodeIp(sender.bytes.data(), v6) != nullptr || ns.onLink(sender.bytes.data(), v6) == nullptr ||
+      ns.isHostMac(mac) || ns.refusedMac(mac)) {
+    return;
+  }
+  const SnapNeighbour* known = ns.neighbour(sender);
+  const bool to_node = asked != nullptr && ns.nodeIp(asked, v6) != nullptr;
+  // Only a request to or reply for a node IP adds a neighbour (an address
+  // the host talks to or is asked by); the rest only updates one (a
+  // gratuitous ARP or an unsolicited advertisement after a move).
   if (!to_node && known == nullptr) return;
   o.kind = NorthSouthObservation::kNeighbour;
   o.source = !to_node ? NorthSouthObservation::kOtherArp
-             : overlay::arp::op(a) == overlay::arp::kOpReply ? NorthSouthObservation::kReplyToHost
-                                                              : NorthSouthObservation::kRequestToHost;
-  observeNorthSouth(w, o, known == nullptr || known->mac != sha);
+             : reply  ? NorthSouthObservation::kReplyToHost
+                      : NorthSouthObservation::kRequestToHost;
+  observeNorthSouth(w, o, known == nullptr || known->mac != mac);
+}
+
+void EngineImpl::learnFromArp(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host) {
+  const uint8_t* a = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
+  if (overlay::arp::senderIp(a) == 0) return;  // a probe (RFC 5227)
+  learnNeighbour(w, snap, pc, from_host, ipAt(a + overlay::arp::kSenderIpOffset, false), overlay::arp::senderMac(a),
+                 a + overlay::arp::kTargetIpOffset, overlay::arp::op(a) == overlay::arp::kOpReply);
+}
+
+// An advertisement names its target's MAC (its target link-layer option, or
+// the frame's source); a solicitation its sender's (its source link-layer
+// option; one from :: names nobody).
+void EngineImpl::learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host) {
+  const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
+  overlay::NeighborMessage msg;
+  if (overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pc.parsed, msg) != overlay::Status::kOk) return;
+  const uint8_t* l3 = frame + pc.parsed.l3_offset;
+  const uint8_t* target = frame + msg.target_offset;
+  if (frame[pc.parsed.l4_offset] == overlay::icmp6::kTypeNeighborAdvert) {
+    const overlay::MacAddress mac = msg.has_link_addr ? msg.link_addr : overlay::eth::src(frame);
+    const uint8_t* to = l3 + overlay::ipv6::kDstOffset;
+    // Solicited (to a node IP: the host asked) adds; the rest updates.
+    learnNeighbour(w, snap, pc, from_host, ipAt(target, true), mac, overlay::ipv6::isMulticast(to) ? nullptr : to,
+                   true);
+    return;
+  }
+  const uint8_t* from = l3 + overlay::ipv6::kSrcOffset;
+  if (overlay::ipv6::isUnspecified(from) || !msg.has_link_addr) return;
+  learnNeighbour(w, snap, pc, from_host, ipAt(from, true), msg.link_addr, target, false);
 }
 
 namespace {
 
-// Whether this worker may ask for `target` now (`sending`: an ARP request;
-// else only report it wanted): at most once a second per address, and
-// kArpPerSecond requests in all. A yes is recorded; a report does not hold
-// back the first request once one can be sent.
-bool mayAsk(WorkerContext& w, uint32_t target, bool sending) {
+// Whether this worker may ask for `target` now (`sending`: an ARP request
+// or a solicitation; else only report it wanted): at most once a second per
+// address, and kArpPerSecond in all. A yes is recorded; a report does not
+// hold back the first request once one can be sent.
+bool mayAsk(WorkerContext& w, const IpAddress& target, bool sending) {
   NorthSouthWorker& ns = w.north_south;
-  NorthSouthWorker::Asked& asked = ns.asked[(target * 0x9e3779b1u) >> 26];
+  NorthSouthWorker::Asked& asked = ns.asked[IpAddressHash{}(target) % std::size(ns.asked)];
   if (asked.ip == target && w.now_ms - asked.ms < kArpInterval && (asked.sent || !sending)) return false;
   if (sending) {
     if (w.now_ms - ns.arp_window_ms >= 1000) {
@@ -234,69 +257,67 @@ bool mayAsk(WorkerContext& w, uint32_t target, bool sending) {
 
 }  // namespace
 
-bool EngineImpl::sendArpRequest(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp4& from,
-                                uint32_t target, const overlay::MacAddress& dst) {
+bool EngineImpl::sendSolicitation(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const SnapNodeIp& from,
+                                  const IpAddress& target, const overlay::MacAddress& dst) {
   if (snap.uplink_port < 0 || !mayAsk(w, target, true)) {
     bump(w.counters.events[static_cast<size_t>(Event::kNeighbourArpLimited)]);
     return false;
   }
-  rte_mbuf* r = rte_pktmbuf_alloc(pool);
-  if (r == nullptr) return false;
-  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
-  if (overlay::buildArpRequest(from.mac, from.ip, target, dst, out) != overlay::Status::kOk) {
-    rte_pktmbuf_free(r);
-    return false;
-  }
-  r->data_off = static_cast<uint16_t>(out.headroom());
-  r->data_len = static_cast<uint16_t>(out.size());
-  r->pkt_len = out.size();
-  enqueueTx(w, static_cast<uint16_t>(snap.uplink_port), r);
-  bump(w.counters.events[static_cast<size_t>(Event::kNeighbourArpRequest)]);
-  return true;
+  const bool v6 = from.v6();
+  const bool sent = sendBuilt(w, pool, static_cast<uint16_t>(snap.uplink_port), [&](overlay::PacketBuffer& out) {
+    if (v6) {
+      overlay::Ipv6Address src, dst_ip;
+      std::memcpy(src.data(), from.ip.bytes.data(), 16);
+      std::memcpy(dst_ip.data(), target.bytes.data(), 16);
+      return overlay::buildNeighborSolicit(from.mac, src, dst_ip, dst, out);
+    }
+    return overlay::buildArpRequest(from.mac, from.ip.v4HostOrder(), target.v4HostOrder(), dst, out);
+  });
+  if (sent) bump(w.counters.events[static_cast<size_t>(v6 ? Event::kNeighbourSolicitation : Event::kNeighbourArpRequest)]);
+  return sent;
 }
 
-void EngineImpl::askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, uint32_t node_ip) {
+void EngineImpl::askHost(WorkerContext& w, const Snapshot& snap, rte_mempool* pool, const IpAddress& node_ip) {
   const int host = snap.north_south.host_pf_port;
   // Keyed by the node IP, which is never a next hop: its own once-a-second.
   if (host < 0 || !mayAsk(w, node_ip, true)) return;
-  rte_mbuf* r = rte_pktmbuf_alloc(pool);
-  if (r == nullptr) return;
-  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
-  if (overlay::buildArpProbe(snap.router_mac, node_ip, out) != overlay::Status::kOk) {
-    rte_pktmbuf_free(r);
-    return;
-  }
-  r->data_off = static_cast<uint16_t>(out.headroom());
-  r->data_len = static_cast<uint16_t>(out.size());
-  r->pkt_len = out.size();
-  enqueueTx(w, static_cast<uint16_t>(host), r);
-  bump(w.counters.events[static_cast<size_t>(Event::kHostArpProbe)]);
+  const bool v6 = !node_ip.isV4();
+  const bool sent = sendBuilt(w, pool, static_cast<uint16_t>(host), [&](overlay::PacketBuffer& out) {
+    if (v6) {
+      overlay::Ipv6Address target;
+      std::memcpy(target.data(), node_ip.bytes.data(), 16);
+      return overlay::buildNeighborProbe(snap.router_mac, target, out);
+    }
+    return overlay::buildArpProbe(snap.router_mac, node_ip.v4HostOrder(), out);
+  });
+  if (sent) bump(w.counters.events[static_cast<size_t>(v6 ? Event::kHostNdProbe : Event::kHostArpProbe)]);
 }
 
-DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, uint32_t dst,
-                                       NorthSouthRoute& out) {
+DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, const PacketContext& pc,
+                                       const uint8_t* dst, bool v6, NorthSouthRoute& out) {
   const SnapNorthSouth& ns = snap.north_south;
   if (snap.uplink_port < 0) return DropReason::kNoUplink;
-  uint32_t hop = dst;
-  const SnapNodeIp4* via = ns.onLink4(dst);
+  IpAddress hop = ipAt(dst, v6);
+  const SnapNodeIp* via = ns.onLink(dst, v6);
   if (via == nullptr) {
-    if (!ns.has_gw4) return DropReason::kNoRoute;
-    hop = ns.gw4;
-    via = ns.onLink4(hop);
+    const IpAddress* gw = ns.gateway(v6);
+    if (gw == nullptr) return DropReason::kNoRoute;
+    hop = *gw;
+    via = ns.onLink(hop.bytes.data(), v6);
     if (via == nullptr) return DropReason::kNoRoute;  // the model keeps gateways on-link
   }
   NorthSouthObservation o;
-  o.ip = hop;
-  const SnapNeighbour* n = ns.neighbour4(hop);
+  o.setAddress(hop);
+  const SnapNeighbour* n = ns.neighbour(hop);
   if (n == nullptr || !via->has_mac) {
     // Reported (and asked for) at most once a second per address: a flood
     // towards an unresolved next hop costs a drop per packet, nothing more.
-    // Without the host's MAC for the node IP (its ARP not seen yet, as
+    // Without the host's MAC for the node IP (its ARP or ND not seen yet, as
     // after a dataplane restart) no request can be sent: the host is asked
-    // which MAC holds the node IP, and its answer teaches it (learnFromArp);
-    // the address is listed as wanted anyway.
+    // which MAC holds the node IP, and its answer teaches it (learnFromArp,
+    // learnFromNd); the address is listed as wanted anyway.
     if (via->has_mac) {
-      o.requested = sendArpRequest(w, snap, pc.mbuf->pool, *via, hop, overlay::eth::kBroadcast);
+      o.requested = sendSolicitation(w, snap, pc.mbuf->pool, *via, hop, overlay::eth::kBroadcast);
       if (!o.requested) return DropReason::kNeighbourUnresolved;
     } else {
       askHost(w, snap, pc.mbuf->pool, via->ip);
@@ -306,7 +327,7 @@ DropReason EngineImpl::northSouthRoute(WorkerContext& w, const Snapshot& snap, c
     observeNorthSouth(w, o, true);
     return DropReason::kNeighbourUnresolved;
   }
-  if (w.now_ms - n->confirmed_ms > ns.stale_ms && sendArpRequest(w, snap, pc.mbuf->pool, *via, hop, n->mac)) {
+  if (w.now_ms - n->confirmed_ms > ns.stale_ms && sendSolicitation(w, snap, pc.mbuf->pool, *via, hop, n->mac)) {
     o.kind = NorthSouthObservation::kProbed;
     observeNorthSouth(w, o, false);
   }
@@ -334,6 +355,7 @@ Result<void> EngineImpl::initNorthSouth() {
 
 bool EngineImpl::applyObservation(const NorthSouthObservation& o, uint64_t now_ms) {
   const MacAddress mac{o.mac};
+  const IpAddress ip = o.address();
   auto event = [this](Event e) { ++control_events_[static_cast<size_t>(e)]; };
   switch (o.kind) {
     case NorthSouthObservation::kHostMac: {
@@ -351,21 +373,21 @@ bool EngineImpl::applyObservation(const NorthSouthObservation& o, uint64_t now_m
     case NorthSouthObservation::kNodeIpClaim: {
       auto it = ns_.host_macs.find(mac);
       if (it == ns_.host_macs.end()) return false;
-      bool changed = it->second.node_ips.insert(o.ip).second;
-      auto& owner = ns_.node_ip_owner[o.ip];
+      bool changed = it->second.node_ips.insert(ip).second;
+      auto& owner = ns_.node_ip_owner[ip];
       if (owner != mac) {
         // The node IP moved to another of the host's MACs.
-        if (auto old = ns_.host_macs.find(owner); old != ns_.host_macs.end()) old->second.node_ips.erase(o.ip);
+        if (auto old = ns_.host_macs.find(owner); old != ns_.host_macs.end()) old->second.node_ips.erase(ip);
         owner = mac;
         changed = true;
       }
       return changed;
     }
     case NorthSouthObservation::kNeighbour: {
-      auto it = ns_.neighbours.find(o.ip);
+      auto it = ns_.neighbours.find(ip);
       if (it == ns_.neighbours.end()) {
         if (o.source == NorthSouthObservation::kOtherArp) return false;
-        it = ns_.neighbours.emplace(o.ip, NorthSouthTables::Neighbour{}).first;
+        it = ns_.neighbours.emplace(ip, NorthSouthTables::Neighbour{}).first;
       }
       NorthSouthTables::Neighbour& n = it->second;
       const bool changed = !n.complete || n.mac != mac;
@@ -390,25 +412,25 @@ bool EngineImpl::applyObservation(const NorthSouthObservation& o, uint64_t now_m
         event(Event::kNeighbourLearned);
       }
       n.confirmed_ms = now_ms;
-      n.learned_from = sourceText(o.source);
+      n.learned_from = sourceText(o.source, o.v6 != 0);
       return changed;
     }
     case NorthSouthObservation::kWanted: {
-      auto it = ns_.neighbours.find(o.ip);
+      auto it = ns_.neighbours.find(ip);
       if (it == ns_.neighbours.end()) {
         size_t incomplete = 0;
         for (const auto& [ip, n] : ns_.neighbours) incomplete += !n.complete;
         if (incomplete >= ns_.max_neighbours) return false;
         NorthSouthTables::Neighbour n;
         n.confirmed_ms = now_ms;
-        it = ns_.neighbours.emplace(o.ip, n).first;
+        it = ns_.neighbours.emplace(ip, n).first;
       }
       it->second.wanted_ms = now_ms;
       it->second.requests += o.requested;
       return false;  // an address being resolved is not in the snapshot
     }
     case NorthSouthObservation::kProbed: {
-      if (auto it = ns_.neighbours.find(o.ip); it != ns_.neighbours.end()) ++it->second.requests;
+      if (auto it = ns_.neighbours.find(ip); it != ns_.neighbours.end()) ++it->second.requests;
       return false;
     }
   }
@@ -478,7 +500,7 @@ void EngineImpl::northSouthUpdate() {
   // (and probe it): refreshed when they lag by half the stale time.
   if (!changed) {
     const Snapshot& snap = *current_.load(std::memory_order_relaxed);
-    for (const auto& [ip, sn] : snap.north_south.neighbours4) {
+    for (const auto& [ip, sn] : snap.north_south.neighbours) {
       auto it = ns_.neighbours.find(ip);
       if (it != ns_.neighbours.end() && it->second.confirmed_ms - sn.confirmed_ms > ns_.stale_ms / 2) {
         changed = true;
@@ -517,13 +539,13 @@ void EngineImpl::northSouthOperate(dataplane::v1::OperatorReply& reply) const {
     h->set_mac(mac.str());
     h->set_idle_ms(t - entry.seen_ms);
     h->set_age_ms(t - entry.learned_ms);
-    for (uint32_t ip : entry.node_ips) h->add_node_ips(ipText(ip));
+    for (const auto& ip : entry.node_ips) h->add_node_ips(ip.str());
   }
   out->set_host_macs_max(ns_.max_host_macs);
   out->set_host_mac_ageing_ms(ns_.host_mac_ageing_ms);
   for (const auto& [ip, entry] : ns_.neighbours) {
     auto* n = out->add_neighbours();
-    n->set_ip(ipText(ip));
+    n->set_ip(ip.str());
     if (entry.complete) {
       n->set_mac(entry.mac.str());
       n->set_state(t - entry.confirmed_ms > ns_.stale_ms ? "stale" : "reachable");

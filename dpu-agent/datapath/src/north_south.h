@@ -46,6 +46,7 @@
 // is retired when any of them changes.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -89,58 +90,85 @@ inline uint64_t macKey(const overlay::MacAddress& m) {
   return k;
 }
 
-struct SnapNodeIp4 {
-  uint32_t ip = 0;    // host order
-  uint32_t mask = 0;  // its prefix
-  bool has_mac = false;
-  overlay::MacAddress mac{};  // the host's MAC for it (its ARP sender, or the only host MAC)
-  bool onLink(uint32_t a) const { return (a & mask) == (ip & mask); }
+// An address of either family as the tables key it.
+struct IpAddressHash {
+  size_t operator()(const IpAddress& a) const {
+    uint64_t lo, hi;
+    std::memcpy(&lo, a.bytes.data(), 8);
+    std::memcpy(&hi, a.bytes.data() + 8, 8);
+    // Every output bit depends on every input bit (a multiply alone leaves
+    // the low bits to the first byte's): the low bits pick a slot.
+    uint64_t x = lo * 0x9e3779b97f4a7c15ull ^ hi * 0xc2b2ae3d27d4eb4full ^ uint64_t(a.family);
+    x ^= x >> 32;
+    x *= 0xff51afd7ed558ccdull;
+    return static_cast<size_t>(x ^ x >> 29);
+  }
 };
 
-struct SnapNodeIp6 {
-  overlay::Ipv6Address ip{};
-  uint8_t length = 0;
+// The address at `a` (4 or 16 bytes, network order).
+inline IpAddress ipAt(const uint8_t* a, bool v6) {
+  IpAddress ip;
+  ip.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
+  std::memcpy(ip.bytes.data(), a, v6 ? 16 : 4);
+  return ip;
+}
+
+// A node IP of either family.
+struct SnapNodeIp {
+  IpAddress ip;
+  uint8_t length = 0;  // its prefix
+  bool has_mac = false;
+  overlay::MacAddress mac{};  // the host's MAC for it (its ARP or ND, or the only host MAC)
+  bool v6() const { return !ip.isV4(); }
+  // Whether `a` (of the node IP's family) is on its prefix.
+  bool onLink(const uint8_t* a) const {
+    unsigned bits = length;
+    const uint8_t* n = ip.bytes.data();
+    for (; bits >= 8; bits -= 8, ++a, ++n)
+      if (*a != *n) return false;
+    return bits == 0 || ((*a ^ *n) & static_cast<uint8_t>(0xff00u >> bits)) == 0;
+  }
 };
 
 struct SnapNeighbour {
-  uint32_t ip = 0;  // host order
+  IpAddress ip;
   overlay::MacAddress mac{};
   uint32_t dep = 0;             // what a flow using it records (snapshot.h)
-  uint64_t confirmed_ms = 0;    // engine clock: the last ARP from it
+  uint64_t confirmed_ms = 0;    // engine clock: the last ARP or ND from it
 };
 
 // The north–south part of a Snapshot (immutable once published).
 struct SnapNorthSouth {
   int32_t host_pf_port = -1;  // the bound kHostPf port; -1: none, the uplink carries only tunnel traffic
   uint32_t dep = 0;           // the bridging flows' dependency: host PF binding, node addresses, host MACs
-  std::vector<SnapNodeIp4> node_ipv4;
-  std::vector<SnapNodeIp6> node_ipv6;
-  bool has_gw4 = false;
-  uint32_t gw4 = 0;  // host order
+  std::vector<SnapNodeIp> node_ips;
+  bool has_gw[2] = {};        // by family: [0] IPv4, [1] IPv6
+  IpAddress gw[2];
   std::vector<uint64_t> host_macs;     // sorted macKey()s
   std::vector<uint64_t> refused_macs;  // sorted: what the host may not claim (router, pods, uplink)
   uint32_t max_host_macs = 0;
   uint64_t stale_ms = 0;
-  std::unordered_map<uint32_t, SnapNeighbour> neighbours4;
+  std::unordered_map<IpAddress, SnapNeighbour, IpAddressHash> neighbours;
 
   bool isHostMac(const overlay::MacAddress& m) const;
   bool refusedMac(const overlay::MacAddress& m) const;
-  const SnapNodeIp4* nodeIp4(uint32_t ip) const;
-  bool isNodeIp6(const uint8_t* a) const;
+  bool hasNodeIp(bool v6) const;
+  const SnapNodeIp* nodeIp(const uint8_t* a, bool v6) const;
   // The node IP whose prefix holds `a` (on-link on the node network), or nullptr.
-  const SnapNodeIp4* onLink4(uint32_t a) const;
-  const SnapNeighbour* neighbour4(uint32_t ip) const {
-    auto it = neighbours4.find(ip);
-    return it == neighbours4.end() ? nullptr : &it->second;
+  const SnapNodeIp* onLink(const uint8_t* a, bool v6) const;
+  const IpAddress* gateway(bool v6) const { return has_gw[v6] ? &gw[v6] : nullptr; }
+  const SnapNeighbour* neighbour(const IpAddress& ip) const {
+    auto it = neighbours.find(ip);
+    return it == neighbours.end() ? nullptr : &it->second;
   }
 };
 
-// How a packet from a node IP leaves through the uplink towards an IPv4
+// How a packet from a node IP leaves through the uplink towards a
 // destination off the cluster (EngineImpl::northSouthRoute): the services
 // work's SNAT builds its flow from this.
 struct NorthSouthRoute {
-  uint32_t next_hop = 0;              // host order: the gateway, or the destination itself when on-link
-  uint32_t node_ip = 0;               // the node IP on the next hop's network: the SNAT source
+  IpAddress next_hop;                 // the gateway, or the destination itself when on-link
+  IpAddress node_ip;                  // the node IP on the next hop's network: the SNAT source
   overlay::MacAddress host_mac{};     // the host's MAC for that node IP: the Ethernet source
   overlay::MacAddress next_hop_mac{}; // the Ethernet destination
   uint16_t out_port = 0;              // the uplink
@@ -151,21 +179,27 @@ struct NorthSouthRoute {
 struct NorthSouthObservation {
   enum Kind : uint8_t {
     kHostMac,      // a frame from `mac` on the host PF
-    kNodeIpClaim,  // the host's ARP says node IP `ip` is at `mac`
-    kNeighbour,    // an ARP from `ip` at `mac` (source: how it was seen)
-    kWanted,       // `ip` was needed and is not known (an ARP request went out when `requested`)
+    kNodeIpClaim,  // the host's ARP or ND says node IP `ip` is at `mac`
+    kNeighbour,    // an ARP or ND from `ip` at `mac` (source: how it was seen)
+    kWanted,       // `ip` was needed and is not known (an ARP request or solicitation went out when `requested`)
     kProbed,       // a stale `ip` was probed
   };
   enum Source : uint8_t { kReplyToHost, kRequestToHost, kOtherArp };
   uint8_t kind = kHostMac;
   uint8_t source = 0;
   uint8_t requested = 0;
-  uint8_t reserved = 0;
+  uint8_t v6 = 0;  // the family of `ip`
   overlay::MacAddress mac{};
-  uint8_t pad[2] = {};
-  uint32_t ip = 0;  // host order
+  uint8_t pad[6] = {};
+  std::array<uint8_t, 16> ip{};  // network order (IPv4: the first 4 bytes)
+
+  IpAddress address() const { return ipAt(ip.data(), v6 != 0); }
+  void setAddress(const IpAddress& a) {
+    v6 = !a.isV4();
+    ip = a.bytes;
+  }
 };
-static_assert(sizeof(NorthSouthObservation) == 16);
+static_assert(sizeof(NorthSouthObservation) == 32);
 
 // One lcore's north–south state (WorkerContext::north_south).
 struct NorthSouthWorker {
@@ -184,7 +218,7 @@ struct NorthSouthWorker {
   // dataplane into an ARP storm.
   static constexpr uint32_t kArpPerSecond = 64;
   struct Asked {
-    uint32_t ip = 0;
+    IpAddress ip;
     bool sent = false;  // a request went out (else it was only reported wanted)
     uint64_t ms = 0;
   };
@@ -220,20 +254,20 @@ struct NorthSouthTables {
   struct HostMac {
     uint64_t learned_ms = 0;
     uint64_t seen_ms = 0;
-    std::set<uint32_t> node_ips;  // claimed in its ARP
+    std::set<IpAddress> node_ips;  // claimed in its ARP or ND
   };
   struct Neighbour {
     bool complete = false;          // false: asked for, no answer yet
     MacAddress mac;
     uint64_t learned_ms = 0;
-    uint64_t confirmed_ms = 0;      // complete: the last ARP from it; else the first request
-    uint64_t requests = 0;          // ARP requests sent for it (and probes)
+    uint64_t confirmed_ms = 0;      // complete: the last ARP or ND from it; else the first request
+    uint64_t requests = 0;          // ARP requests or solicitations sent for it (and probes)
     uint64_t wanted_ms = 0;         // last time a flow needed it
     std::string learned_from;
   };
   std::map<MacAddress, HostMac> host_macs;
-  std::map<uint32_t, Neighbour> neighbours;  // by address, host order
-  std::map<uint32_t, MacAddress> node_ip_owner;
+  std::map<IpAddress, Neighbour> neighbours;
+  std::map<IpAddress, MacAddress> node_ip_owner;
   uint32_t max_host_macs = 16;
   uint64_t host_mac_ageing_ms = 300000;
   uint32_t max_neighbours = 1024;

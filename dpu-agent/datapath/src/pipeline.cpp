@@ -37,13 +37,6 @@ Decision dropNow(overlay::Status s) { return {Decision::kDrop, toDropReason(s)};
 
 bool isLinkLocal6(const uint8_t* a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }
 
-IpAddress toIpAddress(const uint8_t* a, bool v6) {
-  IpAddress ip;
-  ip.family = v6 ? IpAddress::Family::kV6 : IpAddress::Family::kV4;
-  std::memcpy(ip.bytes.data(), a, v6 ? 16 : 4);
-  return ip;
-}
-
 bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
   for (const auto& s : snap.local_subnets) {
     if (!s.has_gateway || s.gateway.isV4() == v6) continue;
@@ -55,7 +48,7 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
 // A destination no part of the cluster has: not a pod subnet here or on
 // another node, not a cluster or service address, not a gateway.
 bool offCluster(const Snapshot& snap, const uint8_t* dst, bool v6) {
-  return !v6 && !snap.inLocalSubnet(dst, v6) && snap.routeRemote(dst, v6).node == nullptr &&
+  return !snap.inLocalSubnet(dst, v6) && snap.routeRemote(dst, v6).node == nullptr &&
          !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6) && !isGatewayAddress(snap, dst, v6);
 }
 
@@ -67,7 +60,8 @@ bool isSnatReturn(const PacketContext& pc, const uint8_t* frame) {
   uint16_t port = 0;
   if (pk.l4 == overlay::L4Type::kTcp || pk.l4 == overlay::L4Type::kUdp) {
     port = pc.key.l4_dst;
-  } else if (pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoReply) {
+  } else if ((pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoReply) ||
+             (pk.l4 == overlay::L4Type::kIcmpv6 && frame[pk.l4_offset] == overlay::icmp6::kTypeEchoReply)) {
     port = pc.key.l4_dst;  // the identifier
   } else {
     return false;
@@ -75,15 +69,24 @@ bool isSnatReturn(const PacketContext& pc, const uint8_t* frame) {
   return port >= kSnatPorts.first && port <= kSnatPorts.second;
 }
 
+// An unfragmented IPv6 neighbour solicitation or advertisement.
+bool isNeighbourDiscovery(const overlay::ParsedPacket& pk, const uint8_t* frame) {
+  if (pk.l3 != overlay::L3Type::kIpv6 || pk.l4 != overlay::L4Type::kIcmpv6 || pk.fragment != overlay::Fragment::kNone) {
+    return false;
+  }
+  const uint8_t type = frame[pk.l4_offset];
+  return type == overlay::icmp6::kTypeNeighborSolicit || type == overlay::icmp6::kTypeNeighborAdvert;
+}
+
 }  // namespace
 
-Decision EngineImpl::toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst,
+Decision EngineImpl::toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst, bool v6,
                               FlowRecord& f) {
   NorthSouthRoute r;
-  const DropReason why = northSouthRoute(w, snap, pc, overlay::load32(dst), r);
+  const DropReason why = northSouthRoute(w, snap, pc, dst, v6, r);
   if (why != DropReason::kOk) return dropNow(why);
   const uint8_t* l3 = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*) + pc.parsed.l3_offset;
-  if (overlay::ipv4::ttl(l3) <= 1) return dropNow(DropReason::kTtlExpired);
+  if ((v6 ? overlay::ipv6::hopLimit(l3) : overlay::ipv4::ttl(l3)) <= 1) return dropNow(DropReason::kTtlExpired);
   f.dep_out = r.dep;
   f.ops = op::kDecTtl | op::kSetEthSrc | op::kSetEthDst | op::kOutput;
   f.set_src = r.host_mac;
@@ -240,8 +243,8 @@ Decision EngineImpl::routeFromPort(WorkerContext& w, const Snapshot& snap, Packe
   }
   const Snapshot::RouteTarget route = snap.routeRemote(dst, v6);
   if (route.node == nullptr) {
-    if (translated && !v6 && !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6)) {
-      return toFabric(w, snap, pc, dst, f);
+    if (translated && !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6)) {
+      return toFabric(w, snap, pc, dst, v6, f);
     }
     f.dep_out = kDepRouting;
     return cacheDrop(f, DropReason::kNoRoute);
@@ -296,7 +299,7 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   const uint8_t* dst = v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset;
 
   // The sending node may only speak for its own subnets.
-  const IpAddress src_ip = toIpAddress(src, v6);
+  const IpAddress src_ip = ipAt(src, v6);
   bool src_ok = false;
   for (const auto& s : peer->subnets) src_ok = src_ok || s.prefix.contains(src_ip);
   if (!src_ok) return cacheDrop(f, DropReason::kTunnelSourceSpoof);
@@ -309,7 +312,7 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
   // The reply of a connection this node translated towards the fabric (a
   // masqueraded node-port client): out through the node network.
   if ((plan.active || w.related) && offCluster(snap, dst, v6)) {
-    Decision d = toFabric(w, snap, pc, dst, f);
+    Decision d = toFabric(w, snap, pc, dst, v6, f);
     if (d.kind != Decision::kFlow) return d;
     f.ops |= op::kDecap;
     if (plan.active) addNat(pc, plan, f, d);
@@ -365,9 +368,9 @@ Decision EngineImpl::slowPathFromTunnel(WorkerContext& w, const Snapshot& snap, 
 // came (a cached flow of one Output, which offloads as a represented-port
 // rule). A source MAC the host may not use is refused; a new one is learned
 // (north_south.h) and its frames are forwarded uncached until the snapshot
-// has it, so that no flow is cached against a table about to change. ARP is
-// forwarded uncached every time: the host's ARP says which MAC holds which
-// node IP.
+// has it, so that no flow is cached against a table about to change. ARP and
+// IPv6 neighbour discovery are forwarded uncached every time: the host's ARP
+// and advertisements say which MAC holds which node IP.
 Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const SnapNorthSouth& ns = snap.north_south;
   f.dep_in = ns.dep;
@@ -383,8 +386,10 @@ Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, Pa
   observeNorthSouth(w, seen, !known);
   const auto uplink = static_cast<uint16_t>(snap.uplink_port);
   const bool arp = pc.parsed.l3 == overlay::L3Type::kArp;
+  const bool nd = isNeighbourDiscovery(pc.parsed, rte_pktmbuf_mtod(pc.mbuf, const uint8_t*));
   if (arp) learnFromArp(w, snap, pc, true);
-  if (!known || arp) {
+  if (nd) learnFromNd(w, snap, pc, true);
+  if (!known || arp || nd) {
     enqueueTx(w, uplink, pc.mbuf);
     return {Decision::kSent, DropReason::kOk};
   }
@@ -395,11 +400,12 @@ Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, Pa
 
 // The uplink's frames that are not for our tunnel address (prepare took
 // those): the host's, or nobody's here. Unicast to a host MAC is a cached
-// flow of one Output to the host PF; ARP and IPv6 neighbour solicitations for
-// a node IP (broadcast and multicast included) are forwarded uncached, each
-// learned from; the rest is dropped (FabricNotForHost: cached, except ARP,
-// which is learned from, and solicitations, whose flow key holds the
-// solicited-node group, not the target address that decided).
+// flow of one Output to the host PF; ARP and IPv6 neighbour discovery are
+// learned from and forwarded uncached (ARP and solicitations for a node IP,
+// broadcast and multicast included, and what is unicast to a host MAC); the
+// rest is dropped (FabricNotForHost: cached, except ARP and neighbour
+// discovery, which are learned from, and whose flow key does not hold the
+// target address that decided).
 Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const SnapNorthSouth& ns = snap.north_south;
   f.dep_in = ns.dep;
@@ -416,7 +422,7 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
   const auto host = static_cast<uint16_t>(ns.host_pf_port);
   if (pk.l3 == overlay::L3Type::kArp) {
     learnFromArp(w, snap, pc, false);
-    if (ns.nodeIp4(overlay::arp::targetIp(frame + pk.l3_offset)) == nullptr) {
+    if (ns.nodeIp(frame + pk.l3_offset + overlay::arp::kTargetIpOffset, false) == nullptr) {
       return dropNow(DropReason::kFabricNotForHost);
     }
     enqueueTx(w, host, pc.mbuf);
@@ -424,38 +430,42 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
   }
   const overlay::MacAddress& dst = pc.key.eth_dst;
   const bool unicast = (dst[0] & 1) == 0;
-  // A solicitation sent to the solicited-node group (unicast ones to a host
-  // MAC take the flow below).
-  if (!unicast && pk.l3 == overlay::L3Type::kIpv6 && pk.l4 == overlay::L4Type::kIcmpv6 &&
-      pk.fragment == overlay::Fragment::kNone && frame[pk.l4_offset] == overlay::icmp6::kTypeNeighborSolicit) {
-    overlay::NeighborMessage msg;
-    if (overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pk, msg) != overlay::Status::kOk ||
-        !ns.isNodeIp6(frame + msg.target_offset)) {
-      return dropNow(DropReason::kFabricNotForHost);
+  if (isNeighbourDiscovery(pk, frame)) {
+    learnFromNd(w, snap, pc, false);
+    // To the host: what is unicast to one of its MACs, and a solicitation
+    // for a node IP sent to the solicited-node group. An unsolicited
+    // advertisement to all-nodes only updates a neighbour.
+    bool for_host = unicast && ns.isHostMac(dst);
+    if (!unicast && frame[pk.l4_offset] == overlay::icmp6::kTypeNeighborSolicit) {
+      overlay::NeighborMessage msg;
+      for_host = overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pk, msg) == overlay::Status::kOk &&
+                 ns.nodeIp(frame + msg.target_offset, true) != nullptr;
     }
+    if (!for_host) return dropNow(DropReason::kFabricNotForHost);
     enqueueTx(w, host, pc.mbuf);
     return {Decision::kSent, DropReason::kOk};
   }
-  if (unicast && ns.isHostMac(dst) && pk.l3 == overlay::L3Type::kIpv4) {
+  if (unicast && ns.isHostMac(dst) && pk.isIp()) {
     // Node ports and external IPs, and the replies of connections this node
     // translated (egress SNAT, masqueraded node-port clients): the cluster's.
     NatPlan plan;
     if (auto d = serviceStage(w, snap, pc, From::kFabric, f, plan)) return *d;
     if (plan.active || w.related) {
+      const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
       const uint8_t* l3 = frame + pk.l3_offset;
-      const uint8_t* to = plan.active ? plan.dst.data() : l3 + overlay::ipv4::kDstOffset;
+      const uint8_t* to = plan.active ? plan.dst.data() : v6 ? overlay::ipv6::dst(l3) : l3 + overlay::ipv4::kDstOffset;
       // NetworkPolicy: a new node-port or external-IP connection is judged at
       // its local backend's ingress against the client's own address (before
       // the masquerade); a remote backend's node judges it.
       bool track = false;
       if (plan.established || w.related) {
-        f.allowed_ingress = snap.portByAddress(to, false) != nullptr ? kAllowedConnection : kAllowedNone;
-      } else if (auto d = policyStage(w, snap, pc, nullptr, to, false, plan.dport, f, track)) {
+        f.allowed_ingress = snap.portByAddress(to, v6) != nullptr ? kAllowedConnection : kAllowedNone;
+      } else if (auto d = policyStage(w, snap, pc, nullptr, to, v6, plan.dport, f, track)) {
         if (w.ct_hit_valid) (void)conntrack_->remove(w.ct_hit);  // the connection just balanced is not made
         w.ct_hit_valid = false;
         return *d;
       }
-      Decision d = routeFromPort(w, snap, pc, kRouterEgressPortKey, to, false, f, true);
+      Decision d = routeFromPort(w, snap, pc, kRouterEgressPortKey, to, v6, f, true);
       if (plan.active && d.kind == Decision::kFlow && (f.ops & op::kOutput)) addNat(pc, plan, f, d);
       return d;
     }
@@ -498,40 +508,27 @@ void EngineImpl::tooBig(WorkerContext& w, const Snapshot& snap, const FlowAction
 // port the request came from. The request itself is the caller's to free.
 bool EngineImpl::sendReply(WorkerContext& w, const Snapshot& snap, PacketContext& pc, int kind, const SnapPort& port, uint32_t mtu) {
   rte_mbuf* m = pc.mbuf;
-  rte_mbuf* r = rte_pktmbuf_alloc(m->pool);
-  if (r == nullptr) return false;
   const std::span<const uint8_t> in(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
-  overlay::Status st = overlay::Status::kUnsupported;
   const overlay::MacAddress& gw_mac = snap.router_mac;
   Event event = Event::kArpReply;
-  switch (kind) {
-    case kReplyArp:
-      st = overlay::buildArpReply(in, pc.parsed, gw_mac, out);
-      break;
-    case kReplyNa:
-      st = overlay::buildNeighborAdvert(in, pc.parsed, gw_mac, out);
-      event = Event::kNdReply;
-      break;
-    case kReplyFragNeeded:
-      st = overlay::buildIcmpFragNeeded(in, pc.parsed, gw_mac, port.gw4, static_cast<uint16_t>(mtu), out);
-      event = Event::kIcmpFragNeeded;
-      break;
-    case kReplyPacketTooBig:
-      st = overlay::buildIcmp6PacketTooBig(in, pc.parsed, gw_mac, port.gw6, mtu, out);
-      event = Event::kIcmp6PacketTooBig;
-      break;
-  }
-  if (st != overlay::Status::kOk) {
-    rte_pktmbuf_free(r);
-    return false;
-  }
-  r->data_off = static_cast<uint16_t>(out.headroom());
-  r->data_len = static_cast<uint16_t>(out.size());
-  r->pkt_len = out.size();
-  bump(w.counters.events[static_cast<size_t>(event)]);
-  enqueueTx(w, pc.rx_port, r);
-  return true;
+  const bool sent = sendBuilt(w, m->pool, pc.rx_port, [&](overlay::PacketBuffer& out) {
+    switch (kind) {
+      case kReplyArp:
+        return overlay::buildArpReply(in, pc.parsed, gw_mac, out);
+      case kReplyNa:
+        event = Event::kNdReply;
+        return overlay::buildNeighborAdvert(in, pc.parsed, gw_mac, out);
+      case kReplyFragNeeded:
+        event = Event::kIcmpFragNeeded;
+        return overlay::buildIcmpFragNeeded(in, pc.parsed, gw_mac, port.gw4, static_cast<uint16_t>(mtu), out);
+      case kReplyPacketTooBig:
+        event = Event::kIcmp6PacketTooBig;
+        return overlay::buildIcmp6PacketTooBig(in, pc.parsed, gw_mac, port.gw6, mtu, out);
+    }
+    return overlay::Status::kUnsupported;
+  });
+  if (sent) bump(w.counters.events[static_cast<size_t>(event)]);
+  return sent;
 }
 
 }  // namespace dpu::datapath

@@ -107,22 +107,13 @@ void planFromEntry(const conntrack::Entry& e, conntrack::Dir dir, NatPlan& plan)
 
 Decision EngineImpl::reject(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
   rte_mbuf* m = pc.mbuf;
-  rte_mbuf* r = rte_pktmbuf_alloc(m->pool);
-  if (r == nullptr) return dropNow(DropReason::kServiceRejectFailed);
   const std::span<const uint8_t> in(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  overlay::PacketBuffer out(static_cast<uint8_t*>(r->buf_addr), r->buf_len, r->data_off, 0);
-  const overlay::Status st = pc.parsed.l4 == overlay::L4Type::kTcp
-                                 ? overlay::buildTcpReset(in, pc.parsed, snap.router_mac, out)
-                                 : overlay::buildIcmpPortUnreachable(in, pc.parsed, snap.router_mac, out);
-  if (st != overlay::Status::kOk) {
-    rte_pktmbuf_free(r);
-    return dropNow(DropReason::kServiceRejectFailed);
-  }
-  r->data_off = static_cast<uint16_t>(out.headroom());
-  r->data_len = static_cast<uint16_t>(out.size());
-  r->pkt_len = out.size();
+  const bool sent = sendBuilt(w, m->pool, pc.rx_port, [&](overlay::PacketBuffer& out) {
+    return pc.parsed.l4 == overlay::L4Type::kTcp ? overlay::buildTcpReset(in, pc.parsed, snap.router_mac, out)
+                                                 : overlay::buildIcmpPortUnreachable(in, pc.parsed, snap.router_mac, out);
+  });
+  if (!sent) return dropNow(DropReason::kServiceRejectFailed);
   bump(w.counters.events[static_cast<size_t>(Event::kServiceRejected)]);
-  enqueueTx(w, pc.rx_port, r);
   return {Decision::kReplied, DropReason::kOk};
 }
 
@@ -315,25 +306,27 @@ std::optional<Decision> EngineImpl::egressSnat(WorkerContext& w, const Snapshot&
                                                NatPlan& plan) {
   const overlay::FlowKey& k = pc.key;
   const overlay::ParsedPacket& pk = pc.parsed;
-  if (snap.north_south.node_ipv4.empty() || pk.l3 != overlay::L3Type::kIpv4) return std::nullopt;
+  const bool v6 = pk.l3 == overlay::L3Type::kIpv6;
+  if (!snap.north_south.hasNodeIp(v6)) return std::nullopt;
   const uint8_t proto = k.ip_proto;
   const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
-  const bool echo = pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoRequest;
+  const bool echo = v6 ? pk.l4 == overlay::L4Type::kIcmpv6 && frame[pk.l4_offset] == overlay::icmp6::kTypeEchoRequest
+                       : pk.l4 == overlay::L4Type::kIcmp && frame[pk.l4_offset] == overlay::icmp::kTypeEchoRequest;
   if (proto != overlay::ipproto::kTcp && proto != overlay::ipproto::kUdp && !echo) return std::nullopt;
   if (pk.fragment != overlay::Fragment::kNone) return dropNow(DropReason::kSnatFragment);
   NorthSouthRoute r;
-  const DropReason why = northSouthRoute(w, snap, pc, overlay::load32(k.l3_dst.data()), r);
+  const DropReason why = northSouthRoute(w, snap, pc, k.l3_dst.data(), v6, r);
   if (why != DropReason::kOk) return dropNow(why);
   bool loose = false;
   const auto initial = conntrack::Table::initialState(proto, tcpFlagsOf(pc), loose);
   if (!initial) return dropNow(DropReason::kServiceNotAConnection);
-  const conntrack::Tuple t = connectionTuple(k, false);
+  const conntrack::Tuple t = connectionTuple(k, v6);
   conntrack::Tuple reply;
-  reply.family = 4;
+  reply.family = v6 ? 6 : 4;
   reply.protocol = proto;
   reply.src = t.dst;
   reply.src_port = t.dst_port;
-  overlay::store32(reply.dst.data(), r.node_ip);
+  std::memcpy(reply.dst.data(), r.node_ip.bytes.data(), v6 ? 16 : 4);
   auto hit = insertAllocating(*conntrack_, t, reply, conntrack::kNatSrc, *initial, w.now_ms, loose, 0, kSnatPorts.first,
                               kSnatPorts.second);
   if (!hit) {

@@ -137,7 +137,7 @@ lb::MaglevTable maglev(const std::vector<SnapBackend>& backends, bool v6) {
   return lb::MaglevTable(ids);
 }
 
-// `node_ips`: this node's IPv4 addresses (north–south), where each node port
+// `node_ips`: this node's addresses (north–south, both families), where each node port
 // is served; part of `content_hash`.
 std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, uint64_t content_hash, uint32_t dep,
                                                 const std::vector<IpAddress>& node_ips) {
@@ -183,8 +183,8 @@ std::shared_ptr<const SnapService> buildService(const model::ModelService& svc, 
         f.backends = set;
         out->frontends.push_back(std::move(f));
       }
-      // The node port on each node IP of the family (only IPv4 reaches the
-      // fabric so far), with the external traffic policy.
+      // The node port on each node IP of the family, with the external
+      // traffic policy.
       for (const auto& nip : node_ips) {
         if (port.node_port == 0 || nip.isV4() == v6) continue;
         SnapFrontend f;
@@ -541,7 +541,6 @@ Result<std::unique_ptr<Snapshot>> buildSnapshot(const SnapshotInputs& in, DepReg
   std::vector<IpAddress> node_ips;
   std::string node_ips_text;
   for (const auto& a : m.node_ips) {
-    if (!a.address.isV4()) continue;
     node_ips.push_back(a.address);
     node_ips_text += a.address.str() + ",";
   }

@@ -107,13 +107,15 @@ inline MacAddress senderMac(const uint8_t* h) {
   std::memcpy(m.data(), h + 8, 6);
   return m;
 }
-inline uint32_t senderIp(const uint8_t* h) { return load32(h + 14); }
+inline constexpr size_t kSenderIpOffset = 14;
+inline constexpr size_t kTargetIpOffset = 24;
+inline uint32_t senderIp(const uint8_t* h) { return load32(h + kSenderIpOffset); }
 inline MacAddress targetMac(const uint8_t* h) {
   MacAddress m;
   std::memcpy(m.data(), h + 18, 6);
   return m;
 }
-inline uint32_t targetIp(const uint8_t* h) { return load32(h + 24); }
+inline uint32_t targetIp(const uint8_t* h) { return load32(h + kTargetIpOffset); }
 inline void setOp(uint8_t* h, uint16_t v) { store16(h + 6, v); }
 inline void setSenderMac(uint8_t* h, const MacAddress& m) { std::memcpy(h + 8, m.data(), 6); }
 inline void setSenderIp(uint8_t* h, uint32_t v) { store32(h + 14, v); }

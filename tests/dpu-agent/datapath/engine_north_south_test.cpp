@@ -16,6 +16,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,6 +82,7 @@ uint64_t testClock() { return g_clock.load(); }
 uint64_t stillCycles() { return 0; }
 
 overlay::MacAddress mac(const char* text) { return MacAddress::parse(text).value().bytes; }
+std::string hex(const Bytes& b) { return test::toHex(b.data(), b.size()); }
 uint32_t ip4(const char* text) { return IpAddress::parse(text).value().v4HostOrder(); }
 overlay::Ipv6Address ip6(const char* text) {
   overlay::Ipv6Address a;
@@ -108,13 +110,21 @@ dataplane::v1::LogicalModel baseModel(bool gateway = true) {
   n->set_pod_mtu(1400);
   n->set_router_mac("0a:58:a9:fe:00:01");
   n->add_cluster_cidrs("10.244.0.0/16");
+  n->add_cluster_cidrs("fd00:10:244::/48");
   n->add_node_ips("172.18.0.1/24");
   n->add_node_ips("2001:db8:18::1/64");
-  if (gateway) n->add_node_gateways("172.18.0.254");
+  if (gateway) {
+    n->add_node_gateways("172.18.0.254");
+    n->add_node_gateways("2001:db8:18::fe");
+  }
   auto* s = m.add_local_subnets();
   s->set_cidr("10.244.1.0/24");
   s->set_gateway_ip("10.244.1.1");
   s->set_datapath_key(10);
+  auto* s6 = m.add_local_subnets();
+  s6->set_cidr("fd00:10:244:1::/64");
+  s6->set_gateway_ip("fd00:10:244:1::1");
+  s6->set_datapath_key(10);
   auto* p = m.add_ports();
   p->set_name("pod-a");
   p->set_key(1);
@@ -122,6 +132,7 @@ dataplane::v1::LogicalModel baseModel(bool gateway = true) {
   p->set_representor("pf0vf0");
   p->set_mac("0a:58:0a:f4:01:05");
   p->add_ips("10.244.1.5");
+  p->add_ips("fd00:10:244:1::5");
   p->set_datapath_key(10);
   auto* r = m.add_remote_nodes();
   r->set_name("node2");
@@ -129,6 +140,9 @@ dataplane::v1::LogicalModel baseModel(bool gateway = true) {
   auto* rs = r->add_subnets();
   rs->set_cidr("10.244.2.0/24");
   rs->set_datapath_key(20);
+  auto* rs6 = r->add_subnets();
+  rs6->set_cidr("fd00:10:244:2::/64");
+  rs6->set_datapath_key(20);
   return m;
 }
 
@@ -235,7 +249,8 @@ struct Fixture {
     PacketContext pc{};
     pc.mbuf = rte_pktmbuf_alloc(env().pool);
     REQUIRE(pc.mbuf != nullptr);
-    const DropReason r = impl().northSouthRoute(w, impl().currentSnapshot(), pc, ip4(dst), out);
+    const IpAddress to = IpAddress::parse(dst).value();
+    const DropReason r = impl().northSouthRoute(w, impl().currentSnapshot(), pc, to.bytes.data(), !to.isV4(), out);
     rte_pktmbuf_free(pc.mbuf);
     engine->flush(w);
     engine->quiescent(w);
@@ -269,16 +284,34 @@ Bytes tcp6(overlay::MacAddress dst, overlay::MacAddress src, const char* from, c
       .payload(body)
       .build();
 }
-Bytes neighborSolicit(const char* from, const char* target) {
+// A neighbour solicitation from `from` at `src` (from ::, none: no source
+// link-layer option) for `target`: to its solicited-node group, or unicast
+// to `target` at `to`.
+Bytes neighborSolicit(const char* from, const char* target, overlay::MacAddress src = kGatewayMac,
+                      std::optional<overlay::MacAddress> to = std::nullopt) {
   const overlay::Ipv6Address t = ip6(target);
   overlay::Ipv6Address group = ip6("ff02::1:ff00:0");
   std::memcpy(group.data() + 13, t.data() + 13, 3);
+  const overlay::Ipv6Address sender = ip6(from);
+  const bool dad = overlay::ipv6::isUnspecified(sender.data());
   return PacketBuilder()
-      .ethernet(overlay::eth::ipv6MulticastMac(group.data()), kGatewayMac)
-      .ipv6({.src = ip6(from), .dst = group, .hop_limit = 255})
-      .neighborSolicit(t, kGatewayMac)
+      .ethernet(to ? *to : overlay::eth::ipv6MulticastMac(group.data()), src)
+      .ipv6({.src = sender, .dst = to ? t : group, .hop_limit = 255})
+      .neighborSolicit(t, dad ? std::nullopt : std::optional<overlay::MacAddress>(src))
       .build();
 }
+// An advertisement of `target` at `mac` from `src`, to `dst` (an address,
+// or all-nodes) at `to`.
+Bytes neighborAdvert(overlay::MacAddress src, overlay::MacAddress to, const char* dst, const char* target,
+                     overlay::MacAddress mac, bool solicited) {
+  using overlay::icmp6::kNaFlagOverride, overlay::icmp6::kNaFlagSolicited;
+  return PacketBuilder()
+      .ethernet(to, src)
+      .ipv6({.src = ip6(target), .dst = ip6(dst), .hop_limit = 255})
+      .neighborAdvert(kNaFlagOverride | (solicited ? kNaFlagSolicited : 0u), ip6(target), mac)
+      .build();
+}
+const auto kAllNodesMac = mac("33:33:00:00:00:01");
 // Geneve from node2's DPU for pod-a, to `local` (our tunnel IP, or not).
 Bytes fromNode2(const char* local) {
   const Bytes inner = PacketBuilder()
@@ -517,8 +550,8 @@ TEST_CASE("north-south: an unknown next hop is asked for from the node IP; the a
   f.bridged(kUplink, kHost, arpReply(kGatewayMac, "172.18.0.254", kHostMac, "172.18.0.1"));
   f.update();
   REQUIRE(f.route("203.0.113.1", r) == DropReason::kOk);
-  CHECK(IpAddress::v4(r.next_hop).str() == "172.18.0.254");
-  CHECK(IpAddress::v4(r.node_ip).str() == "172.18.0.1");
+  CHECK(r.next_hop.str() == "172.18.0.254");
+  CHECK(r.node_ip.str() == "172.18.0.1");
   CHECK(r.host_mac == kHostMac);
   CHECK(r.next_hop_mac == kGatewayMac);
   CHECK(r.out_port == env().port[kUplink]);
@@ -557,6 +590,100 @@ TEST_CASE("north-south: without a gateway only the node network is reachable", "
   NorthSouthRoute r;
   CHECK(f.route("203.0.113.1", r) == DropReason::kNoRoute);
   CHECK(f.route("172.18.0.9", r) == DropReason::kNeighbourUnresolved);
+}
+
+TEST_CASE("north-south: IPv6 next hops are solicited from the node IP; neighbour discovery teaches them, and the "
+          "host's MAC for the node IP",
+          "[engine][north-south]") {
+  EngineConfig c;
+  c.neighbour_stale_ms = 30000;
+  Fixture f(c);
+  NorthSouthRoute r;
+  // The host's MAC for the node's IPv6 address is not known: the host is
+  // asked with a solicitation from :: (duplicate address detection's form,
+  // which claims no address), once a second however many packets wait.
+  CHECK(f.route("2001:db8:99::1", r) == DropReason::kNeighbourUnresolved);
+  CHECK(f.route("2001:db8:99::1", r) == DropReason::kNeighbourUnresolved);
+  CHECK(Fixture::drain(kUplink).empty());
+  auto asked = Fixture::drain(kHost);
+  REQUIRE(asked.size() == 1);
+  CHECK(hex(asked[0]) == hex(neighborSolicit("::", "2001:db8:18::1", kRouterMac)));
+  CHECK(f.stat("HostNdProbe") == 1);
+  // Its answer goes to all-nodes with its MAC: bridged, and the node IP's MAC learned.
+  const Bytes claim = neighborAdvert(kHostMac, kAllNodesMac, "ff02::1", "2001:db8:18::1", kHostMac, false);
+  f.bridged(kHost, kUplink, claim);
+  f.update();
+  auto ns = f.neighbours();
+  REQUIRE(ns.host_macs_size() == 1);
+  REQUIRE(ns.host_macs(0).node_ips_size() == 1);
+  CHECK(ns.host_macs(0).node_ips(0) == "2001:db8:18::1");
+
+  // Off the node network: through the IPv6 gateway, solicited from the node IP and the host's MAC.
+  CHECK(f.route("2001:db8:99::1", r) == DropReason::kNeighbourUnresolved);
+  auto sent = Fixture::drain(kUplink);
+  REQUIRE(sent.size() == 1);
+  CHECK(hex(sent[0]) == hex(neighborSolicit("2001:db8:18::1", "2001:db8:18::fe", kHostMac)));
+  CHECK(f.stat("NeighbourSolicitation") == 1);
+  CHECK(f.stat("NeighbourArpRequest") == 0);
+  f.update();
+  REQUIRE(f.neighbour("2001:db8:18::fe") != nullptr);
+  CHECK(f.neighbour("2001:db8:18::fe")->state() == "incomplete");
+
+  // The gateway's answer comes to the host's MAC and node IP: the host gets
+  // it, the dataplane learns from it. Neighbour discovery is never cached:
+  // the same answer again is bridged and read again.
+  const Bytes answer = neighborAdvert(kGatewayMac, kHostMac, "2001:db8:18::1", "2001:db8:18::fe", kGatewayMac, true);
+  const uint64_t installed = f.stat("FlowInstalled");
+  f.bridged(kUplink, kHost, answer);
+  f.bridged(kUplink, kHost, answer);
+  f.bridged(kHost, kUplink, claim);
+  CHECK(f.stat("FlowInstalled") == installed);
+  f.update();
+  REQUIRE(f.route("2001:db8:99::1", r) == DropReason::kOk);
+  CHECK(r.next_hop.str() == "2001:db8:18::fe");
+  CHECK(r.node_ip.str() == "2001:db8:18::1");
+  CHECK(r.host_mac == kHostMac);
+  CHECK(r.next_hop_mac == kGatewayMac);
+  CHECK(r.out_port == env().port[kUplink]);
+  CHECK(f.neighbour("2001:db8:18::fe")->learned_from() == "neighbour advertisement to a node IP");
+  CHECK(f.stat("NeighbourLearned") == 1);
+
+  // A flow built from the route records its dep: an unsolicited advertisement
+  // of a new MAC (to all-nodes, not the host's) moves the gateway and retires it.
+  const uint32_t flow_stamp = f.impl().currentSnapshot().stamp;
+  CHECK(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep, kDepNode));
+  const uint64_t not_host = f.stat("FabricNotForHost");
+  f.inject(kUplink, neighborAdvert(kGatewayMac2, kAllNodesMac, "ff02::1", "2001:db8:18::fe", kGatewayMac2, false));
+  for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
+  CHECK(f.stat("FabricNotForHost") == not_host + 1);
+  f.update();
+  CHECK_FALSE(f.impl().currentSnapshot().depsValid(flow_stamp, r.dep, r.dep, kDepNode));
+  REQUIRE(f.route("2001:db8:99::1", r) == DropReason::kOk);
+  CHECK(r.next_hop_mac == kGatewayMac2);
+  CHECK(f.neighbour("2001:db8:18::fe")->learned_from() == "neighbour discovery from the fabric");
+  // An unsolicited advertisement of an address nobody asked for teaches nothing.
+  f.inject(kUplink, neighborAdvert(kPeerMac, kAllNodesMac, "ff02::1", "2001:db8:18::7", kPeerMac, false));
+  f.update();
+  CHECK(f.neighbour("2001:db8:18::7") == nullptr);
+
+  // A neighbour soliciting the node IP names its MAC (and the host gets the solicitation).
+  f.bridged(kUplink, kHost, neighborSolicit("2001:db8:18::9", "2001:db8:18::1", kPeerMac));
+  f.update();
+  REQUIRE(f.neighbour("2001:db8:18::9") != nullptr);
+  CHECK(f.neighbour("2001:db8:18::9")->mac() == "02:18:00:00:00:09");
+  CHECK(f.neighbour("2001:db8:18::9")->learned_from() == "neighbour solicitation for a node IP");
+  REQUIRE(f.route("2001:db8:18::9", r) == DropReason::kOk);
+  CHECK(r.next_hop.str() == "2001:db8:18::9");
+
+  // Not confirmed for the stale time: still used, and probed with a unicast solicitation.
+  g_clock += 31000;
+  REQUIRE(f.route("2001:db8:99::1", r) == DropReason::kOk);
+  sent = Fixture::drain(kUplink);
+  REQUIRE(sent.size() == 1);
+  CHECK(hex(sent[0]) == hex(neighborSolicit("2001:db8:18::1", "2001:db8:18::fe", kHostMac, kGatewayMac2)));
+  f.update();
+  CHECK(f.neighbour("2001:db8:18::fe")->state() == "stale");
+  CHECK(f.neighbour("2001:db8:18::fe")->requests() == 2);
 }
 
 TEST_CASE("north-south: the neighbour table is bounded, the least recently confirmed evicted",
@@ -648,11 +775,17 @@ TEST_CASE("north-south: bridged flows offload as one Output rule each way", "[en
 
 namespace {
 
+// The IP header of either family, as the addresses' text says.
+PacketBuilder& ipTo(PacketBuilder& b, const char* from, const char* to, uint8_t ttl) {
+  const IpAddress src = IpAddress::parse(from).value();
+  if (src.isV4()) return b.ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl});
+  return b.ipv6({.src = ip6(from), .dst = ip6(to), .hop_limit = ttl});
+}
 Bytes tcpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, uint16_t sport, const char* to,
             uint16_t dport, uint8_t flags, uint8_t ttl = 64) {
-  return PacketBuilder()
-      .ethernet(dst, src)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
+  PacketBuilder b;
+  b.ethernet(dst, src);
+  return ipTo(b, from, to, ttl)
       .tcp({.src_port = sport, .dst_port = dport, .seq = 7, .ack = (flags & overlay::tcp::kFlagAck) ? 9u : 0u,
             .flags = flags})
       .payload(Bytes(30, 0x33))
@@ -660,12 +793,9 @@ Bytes tcpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, 
 }
 Bytes udpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, uint16_t sport, const char* to,
             uint16_t dport, uint8_t ttl = 64) {
-  return PacketBuilder()
-      .ethernet(dst, src)
-      .ipv4({.src = ip4(from), .dst = ip4(to), .ttl = ttl})
-      .udp(sport, dport)
-      .payload(Bytes(24, 0x44))
-      .build();
+  PacketBuilder b;
+  b.ethernet(dst, src);
+  return ipTo(b, from, to, ttl).udp(sport, dport).payload(Bytes(24, 0x44)).build();
 }
 
 // Geneve from node2's DPU carrying `inner` (its router MAC to ours).
@@ -698,28 +828,34 @@ Bytes innerOf(const Bytes& outer) {
   return Bytes(pb.data(), pb.data() + pb.size());
 }
 
-// A node port for pod-a (local) and one for a pod on node2 (remote).
+// A node port for pod-a (local) and one for a pod on node2 (remote), both
+// dual-stack: a cluster IP and a backend of each family.
 dataplane::v1::LogicalModel nodePortModel(bool local_policy) {
   auto m = baseModel();
   m.mutable_node()->add_service_cidrs("10.96.0.0/16");
-  auto add = [&](const char* name, const char* vip, uint32_t node_port, const char* backend, bool local) {
+  m.mutable_node()->add_service_cidrs("fd00:96::/112");
+  auto add = [&](const char* name, const char* vip, const char* vip6, uint32_t node_port, const char* backend,
+                 const char* backend6, bool local) {
     auto* s = m.add_services();
     s->set_name(name);
     s->add_cluster_ips(vip);
+    s->add_cluster_ips(vip6);
     s->set_external_local(local_policy);
     auto* p = s->add_ports();
     p->set_protocol(dataplane::v1::TCP);
     p->set_port(80);
     p->set_node_port(node_port);
-    auto* b = p->add_backends();
-    b->set_ip(backend);
-    b->set_port(8080);
-    b->set_local(local);
-    b->set_ready(true);
-    b->set_serving(true);
+    for (const char* ip : {backend, backend6}) {
+      auto* b = p->add_backends();
+      b->set_ip(ip);
+      b->set_port(8080);
+      b->set_local(local);
+      b->set_ready(true);
+      b->set_serving(true);
+    }
   };
-  add("default/here", "10.96.0.10", 30080, "10.244.1.5", true);
-  add("default/there", "10.96.0.20", 30081, "10.244.2.7", false);
+  add("default/here", "10.96.0.10", "fd00:96::10", 30080, "10.244.1.5", "fd00:10:244:1::5", true);
+  add("default/there", "10.96.0.20", "fd00:96::20", 30081, "10.244.2.7", "fd00:10:244:2::7", false);
   return m;
 }
 
@@ -733,17 +869,19 @@ void program(Fixture& f, const dataplane::v1::LogicalModel& m, uint64_t generati
   REQUIRE(r.problems_size() == 0);
 }
 
-// The host's MAC for its node IP and the gateway's, as the dataplane learns them.
+// The host's MAC for its node IPs and the gateways', as the dataplane learns them.
 void resolveGateway(Fixture& f) {
   hostArps(f);
   f.bridged(kUplink, kHost, arpReply(kGatewayMac, "172.18.0.254", kHostMac, "172.18.0.1"));
+  f.bridged(kHost, kUplink, neighborSolicit("2001:db8:18::1", "2001:db8:18::fe", kHostMac));
+  f.bridged(kUplink, kHost,
+            neighborAdvert(kGatewayMac, kHostMac, "2001:db8:18::1", "2001:db8:18::fe", kGatewayMac, true));
   f.update();
 }
 
 constexpr uint8_t kSyn = overlay::tcp::kFlagSyn, kAck = overlay::tcp::kFlagAck;
 constexpr uint8_t kSynAck = kSyn | kAck;
 
-std::string hex(const Bytes& b) { return test::toHex(b.data(), b.size()); }
 
 }  // namespace
 
@@ -941,4 +1079,112 @@ TEST_CASE("egress SNAT: after a restart the pod's next packet takes its old port
   auto back = Fixture::drain(kRep);
   REQUIRE(back.size() == 1);
   CHECK(hex(back[0]) == hex(tcpTo(kPodMac, kRouterMac, "198.51.100.80", 443, "10.244.1.5", 41000, kAck, 63)));
+}
+
+TEST_CASE("node port over IPv6: a client on the fabric reaches the node's IPv6 address, under either policy",
+          "[engine][north-south][services]") {
+  for (const bool local : {false, true}) {
+    INFO((local ? "Local" : "Cluster"));
+    Fixture f;
+    program(f, nodePortModel(local), 2);
+    resolveGateway(f);
+    f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40000, "2001:db8:18::1", 30080, kSyn));
+    auto at_pod = Fixture::drain(kRep);
+    REQUIRE(at_pod.size() == 1);
+    CHECK(Fixture::drain(kHost).empty());
+    // Cluster: from this node's IPv6 pod gateway address; Local: from the client itself.
+    const char* client = local ? "2001:db8:99::7" : "fd00:10:244:1::1";
+    CHECK(hex(at_pod[0]) == hex(tcpTo(kPodMac, kRouterMac, client, 40000, "fd00:10:244:1::5", 8080, kSyn, 63)));
+    f.inject(kRep, tcpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 8080, client, 40000, kSynAck));
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    CHECK(hex(out[0]) ==
+          hex(tcpTo(kGatewayMac, kHostMac, "2001:db8:18::1", 30080, "2001:db8:99::7", 40000, kSynAck, 63)));
+    // Established: both directions cached with their translation.
+    f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40000, "2001:db8:18::1", 30080, kAck));
+    f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40000, "2001:db8:18::1", 30080, kAck));
+    at_pod = Fixture::drain(kRep);
+    REQUIRE(at_pod.size() == 2);
+    CHECK(hex(at_pod[1]) == hex(tcpTo(kPodMac, kRouterMac, client, 40000, "fd00:10:244:1::5", 8080, kAck, 63)));
+    // The backend on node2: through the tunnel under Cluster, dropped under Local.
+    f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40001, "2001:db8:18::1", 30081, kSyn));
+    out = Fixture::drain(kUplink);
+    if (local) {
+      CHECK(out.empty());
+      CHECK(f.stat("ServiceNoLocalEndpoint") == 1);
+    } else {
+      REQUIRE(out.size() == 1);
+      CHECK(hex(innerOf(out[0])) ==
+            hex(tcpTo(kRouterMac, kRouterMac, "fd00:10:244:1::1", 40001, "fd00:10:244:2::7", 8080, kSyn, 63)));
+      f.inject(kUplink, geneveFromNode2(tcpTo(kRouterMac, mac("0a:58:0a:f4:02:07"), "fd00:10:244:2::7", 8080,
+                                              "fd00:10:244:1::1", 40001, kSynAck, 63)));
+      out = Fixture::drain(kUplink);
+      REQUIRE(out.size() == 1);
+      CHECK(hex(out[0]) ==
+            hex(tcpTo(kGatewayMac, kHostMac, "2001:db8:18::1", 30081, "2001:db8:99::7", 40001, kSynAck, 62)));
+    }
+    // The host's own traffic to its IPv6 node IP is still the host's.
+    f.bridged(kUplink, kHost, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40002, "2001:db8:18::1", 22, kSyn));
+  }
+}
+
+TEST_CASE("egress SNAT over IPv6: a pod's connection leaves from the node's IPv6 address on a port of its own",
+          "[engine][north-south][services]") {
+  Fixture f;
+  resolveGateway(f);
+  constexpr size_t kSport = 14 + 40;  // the UDP source port, and the echo identifier's offset less 4
+  f.inject(kRep, udpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 5353, "2001:db8:99::53", 53));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].size() > kSport + 2);
+  const uint16_t port = static_cast<uint16_t>(out[0][kSport] << 8 | out[0][kSport + 1]);
+  CHECK(port >= kSnatPorts.first);
+  CHECK(port <= kSnatPorts.second);
+  CHECK(hex(out[0]) == hex(udpTo(kGatewayMac, kHostMac, "2001:db8:18::1", port, "2001:db8:99::53", 53, 63)));
+  CHECK(f.stat("SnatNew") == 1);
+  // The reply, to the node IP and that port: the pod's, not the host's.
+  f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "2001:db8:99::53", 53, "2001:db8:18::1", port));
+  auto back = Fixture::drain(kRep);
+  REQUIRE(back.size() == 1);
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(hex(back[0]) == hex(udpTo(kPodMac, kRouterMac, "2001:db8:99::53", 53, "fd00:10:244:1::5", 5353, 63)));
+  // From then on both directions are cached.
+  const uint64_t hits = f.stat("FlowHit");
+  for (int i = 0; i < 2; ++i) {
+    f.inject(kRep, udpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 5353, "2001:db8:99::53", 53));
+    f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "2001:db8:99::53", 53, "2001:db8:18::1", port));
+  }
+  CHECK(Fixture::drain(kUplink).size() == 2);
+  CHECK(Fixture::drain(kRep).size() == 2);
+  CHECK(f.stat("FlowHit") == hits + 3);
+  // A TCP connection from the pod, the same way.
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 41000, "2001:db8:99::80", 443, kSyn));
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const uint16_t tcp_port = static_cast<uint16_t>(out[0][kSport] << 8 | out[0][kSport + 1]);
+  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "2001:db8:18::1", tcp_port, "2001:db8:99::80", 443, kSyn, 63)));
+  // A ping: its identifier translated (ICMPv6's checksum covers the addresses too), its reply back.
+  auto echo = [](overlay::MacAddress dst, overlay::MacAddress src, const char* from, const char* to, uint8_t type,
+                 uint16_t id, uint8_t hops) {
+    return PacketBuilder()
+        .ethernet(dst, src)
+        .ipv6({.src = ip6(from), .dst = ip6(to), .hop_limit = hops})
+        .icmpv6Echo(type, id, 1)
+        .build();
+  };
+  using overlay::icmp6::kTypeEchoRequest, overlay::icmp6::kTypeEchoReply;
+  f.inject(kRep, echo(kRouterMac, kPodMac, "fd00:10:244:1::5", "2001:db8:99::53", kTypeEchoRequest, 77, 64));
+  out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const uint16_t id = static_cast<uint16_t>(out[0][kSport + 4] << 8 | out[0][kSport + 5]);
+  CHECK(id >= kSnatPorts.first);
+  CHECK(hex(out[0]) == hex(echo(kGatewayMac, kHostMac, "2001:db8:18::1", "2001:db8:99::53", kTypeEchoRequest, id, 63)));
+  f.inject(kUplink, echo(kHostMac, kGatewayMac, "2001:db8:99::53", "2001:db8:18::1", kTypeEchoReply, id, 64));
+  back = Fixture::drain(kRep);
+  REQUIRE(back.size() == 1);
+  CHECK(hex(back[0]) == hex(echo(kPodMac, kRouterMac, "2001:db8:99::53", "fd00:10:244:1::5", kTypeEchoReply, 77, 63)));
+  // An echo reply to an identifier no connection holds is not the host's either.
+  f.inject(kUplink, echo(kHostMac, kGatewayMac, "2001:db8:99::53", "2001:db8:18::1", kTypeEchoReply, 64999, 64));
+  CHECK(Fixture::drain(kHost).empty());
+  CHECK(f.stat("SnatNoConnection") == 1);
 }
