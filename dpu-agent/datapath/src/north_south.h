@@ -26,16 +26,18 @@
 //
 // Neighbours on the node network (what the services work's SNAT needs: the
 // MAC of the gateway, or of an on-link destination) are learned from the ARP
-// the dataplane sees: replies and requests to a node IP from an on-link
-// sender (added), and any other ARP from a known neighbour (updated, as Linux
-// updates an entry from a gratuitous ARP). An address needed and not known is
-// asked for with an ARP request from the node IP and the host's MAC for it
-// (rate-limited per worker and address); the reply comes to the host's MAC, is
-// bridged to the host, and is learned on the way. Entries are bounded (the
-// least recently confirmed evicted) and never expire: one not confirmed for
-// neighbour_stale_ms is still used, and probed (a unicast ARP request) when a
-// new flow uses it. IPv4 only: IPv6 node addresses are bridged (their
-// neighbour solicitations reach the host) but not resolved.
+// and IPv6 neighbour discovery the dataplane sees: replies and requests to a
+// node IP from an on-link sender (added), and any other ARP or advertisement
+// from a known neighbour (updated, as Linux updates an entry from a
+// gratuitous ARP). An address needed and not known is asked for with an ARP
+// request (IPv6: a solicitation to its solicited-node group) from the node
+// IP and the host's MAC for it (rate-limited per worker and address); the
+// reply comes to the host's MAC, is bridged to the host, and is learned on
+// the way. Entries are bounded (the least recently confirmed evicted) and
+// never expire: one not confirmed for neighbour_stale_ms is still used, and
+// probed (a unicast request or solicitation) when a new flow uses it. Which
+// host MAC holds a node IP comes from the host's own ARP and neighbour
+// discovery, or from asking it (an ARP probe; a solicitation from ::).
 //
 // Lcores learn nothing themselves: they push observations on a per-worker
 // single-producer ring, and the control thread (northSouthUpdate, woken by an
