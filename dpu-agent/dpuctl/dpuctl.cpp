@@ -50,7 +50,7 @@ void usage(FILE* out) {
                "                 port's steps on its backend, sockets, agent, first full sync,\n"
                "                 forwarding), in milliseconds from its start\n"
                "  neighbours     north-south: the host PF port, the node IPs and gateways, the host\n"
-               "                 MACs learned on the host PF, the node network's neighbours (ARP)\n"
+               "                 MACs learned on the host PF, the node network's neighbours (ARP, IPv6 ND)\n"
                "  ipsec          the IPsec SAs in force (never a key): peer, direction, SPI, epochs,\n"
                "                 highest sequence number, packets, bytes, drops, age; encryption on or\n"
                "                 not, and the crypto backend\n"

@@ -21,7 +21,7 @@ constexpr std::array<const char*, static_cast<size_t>(Feature::kCount_)> kFeatur
     "item IPV6",             "item UDP",         "item TCP",           "item ICMP",
     "item ICMP6",            "item GENEVE",      "item GENEVE_OPT",    "item TCP (tcp_flags)", "action RAW_DECAP",
     "action RAW_ENCAP",      "action SET_MAC",   "action DEC_TTL",     "action SET_IPV4",
-    "action SET_TP",         "action REPRESENTED_PORT", "action DROP", "action COUNT",
+    "action SET_IPV6",       "action SET_TP",         "action REPRESENTED_PORT", "action DROP", "action COUNT",
     "action AGE",            "action PORT_REPRESENTOR",
 };
 
@@ -277,7 +277,10 @@ Result<FeatureSet> offloadFeatures(const flow::FlowSpec& flow) {
         return Error{"inline IPsec is not available through DPDK on mlx5 (docs/hardware.md); ESP stays in software"};
       case ActionType::kSetIpv6Src:
       case ActionType::kSetIpv6Dst:
-        return Error{"an IPv6 address rewrite is not translated to rte_flow (SET_IPV6_*); it stays in software"};
+        if (encapped) return Error{"a NAT rewrite after Geneve encap is not offloaded"};
+        if (v4) return Error{"an IPv6 address rewrite on a non-IPv6 flow is not offloaded"};
+        f.add(Feature::kActionSetIpv6);
+        break;
       case ActionType::kOutput:
         ++fates;
         f.add(Feature::kActionRepresentedPort);

@@ -475,6 +475,15 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
                  b.keep(conf));
         break;
       }
+      case ActionType::kSetIpv6Src:
+      case ActionType::kSetIpv6Dst: {
+        rte_flow_action_set_ipv6 conf{};
+        std::memcpy(conf.ipv6_addr, a.ipv6.data(), sizeof conf.ipv6_addr);
+        b.action(a.type == ActionType::kSetIpv6Src ? RTE_FLOW_ACTION_TYPE_SET_IPV6_SRC
+                                                   : RTE_FLOW_ACTION_TYPE_SET_IPV6_DST,
+                 b.keep(conf));
+        break;
+      }
       case ActionType::kSetL4Src:
       case ActionType::kSetL4Dst: {
         rte_flow_action_set_tp conf{};
@@ -498,9 +507,6 @@ Result<RteFlowRule> buildRteFlowRule(const flow::FlowSpec& flow, const PortMap& 
       case ActionType::kEspDecrypt:
         // offloadFeatures refused these already.
         return Error{"inline IPsec is not available through DPDK on mlx5"};
-      case ActionType::kSetIpv6Src:
-      case ActionType::kSetIpv6Dst:
-        return Error{"an IPv6 address rewrite is not translated to rte_flow"};
     }
   }
   if (options.count) b.action(RTE_FLOW_ACTION_TYPE_COUNT, b.keep(rte_flow_action_count{}));
@@ -624,6 +630,8 @@ std::string actionTypeName(rte_flow_action_type type) {
     case RTE_FLOW_ACTION_TYPE_DEC_TTL: return "DEC_TTL";
     case RTE_FLOW_ACTION_TYPE_SET_IPV4_SRC: return "SET_IPV4_SRC";
     case RTE_FLOW_ACTION_TYPE_SET_IPV4_DST: return "SET_IPV4_DST";
+    case RTE_FLOW_ACTION_TYPE_SET_IPV6_SRC: return "SET_IPV6_SRC";
+    case RTE_FLOW_ACTION_TYPE_SET_IPV6_DST: return "SET_IPV6_DST";
     case RTE_FLOW_ACTION_TYPE_SET_TP_SRC: return "SET_TP_SRC";
     case RTE_FLOW_ACTION_TYPE_SET_TP_DST: return "SET_TP_DST";
     case RTE_FLOW_ACTION_TYPE_COUNT: return "COUNT";

@@ -176,6 +176,22 @@ FlowSpec nat(const Options& o) {
   return f;
 }
 
+// The same over IPv6 (a dual-stack service, or an IPv6 pod's egress SNAT).
+FlowSpec nat6(const Options& o) {
+  FlowSpec f = routed(o, true, overlay::ipproto::kTcp);
+  f.match.key.l3_dst = {0xfd, 0x00, 0, 0x96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10};  // fd00:96::10
+  FlowAction dst_ip = act(ActionType::kSetIpv6Dst);
+  dst_ip.ipv6 = v6(7);
+  FlowAction dst_port = act(ActionType::kSetL4Dst);
+  dst_port.l4_port = 8080;
+  FlowAction src_ip = act(ActionType::kSetIpv6Src);
+  src_ip.ipv6 = v6(1);
+  FlowAction src_port = act(ActionType::kSetL4Src);
+  src_port.l4_port = 61000;
+  f.actions.insert(f.actions.begin(), {dst_ip, dst_port, src_ip, src_port});
+  return f;
+}
+
 FlowSpec dropFlow(const Options& o) {
   FlowSpec f;
   f.match.key = podKey(o.vf[0], false, overlay::ipproto::kUdp);
@@ -207,6 +223,7 @@ std::vector<Kind> catalogue(const Options& o) {
       {"vf_to_geneve", "VF -> Geneve (IPv4 underlay): RAW_ENCAP with the OVN option", encap(o, false)},
       {"geneve_to_vf", "Geneve -> VF: GENEVE + GENEVE_OPT match, RAW_DECAP", decap(o)},
       {"nat", "service connection: SET_IPV4_DST/SRC, SET_TP_DST/SRC, after its port's FIN/SYN/RST punt rules", nat(o)},
+      {"nat_ipv6", "IPv6 service connection: SET_IPV6_DST/SRC, SET_TP_DST/SRC, after its punt rules", nat6(o)},
       {"drop", "port-security drop: DROP", dropFlow(o)},
       {"esp", "Geneve under ESP (IPsec)", esp(o)},
       {"geneve_ipv6_underlay", "VF -> Geneve over an IPv6 underlay", encap(o, true)},

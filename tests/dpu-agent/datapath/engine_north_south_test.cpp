@@ -13,6 +13,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -1187,4 +1188,51 @@ TEST_CASE("egress SNAT over IPv6: a pod's connection leaves from the node's IPv6
   f.inject(kUplink, echo(kHostMac, kGatewayMac, "2001:db8:99::53", "2001:db8:18::1", kTypeEchoReply, 64999, 64));
   CHECK(Fixture::drain(kHost).empty());
   CHECK(f.stat("SnatNoConnection") == 1);
+}
+
+TEST_CASE("egress SNAT over IPv6: an established connection's two flows run in the NIC with their IPv6 rewrites",
+          "[engine][north-south][services][offload]") {
+  using dpu::offload::testing::EswitchProfile;
+  using dpu::offload::testing::FakeEswitch;
+  FakeEswitch eswitch(EswitchProfile::mlx5Like());
+  EngineConfig c;
+  c.offload = &eswitch;
+  Fixture f(c);
+  resolveGateway(f);
+  const size_t installed_before = eswitch.installedCount();  // the bridged ND and ARP are never cached
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 41000, "2001:db8:99::80", 443, kSyn));
+  auto out = Fixture::drain(kUplink);
+  REQUIRE(out.size() == 1);
+  const uint16_t port = static_cast<uint16_t>(out[0][54] << 8 | out[0][55]);
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::80", 443, "2001:db8:18::1", port, kSynAck));
+  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 41000, "2001:db8:99::80", 443, kAck));
+  f.inject(kUplink, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::80", 443, "2001:db8:18::1", port, kAck));
+  REQUIRE(Fixture::drain(kRep).size() == 2);
+  REQUIRE(Fixture::drain(kUplink).size() == 1);
+  f.engine->maintain();
+  REQUIRE(eswitch.installedCount() == installed_before + 2);
+  int rewrites = 0;
+  for (const auto& fl : f.flows()) {
+    INFO(fl.match() << " " << fl.offload_status());
+    CHECK(fl.in_hw());
+    CHECK(fl.offload_status() == "offloaded+punt:fin,syn,rst");
+  }
+  const IpAddress node = IpAddress::parse("2001:db8:18::1").value();
+  const IpAddress pod = IpAddress::parse("fd00:10:244:1::5").value();
+  for (uint64_t id = 0; id < 16; ++id) {
+    const flow::FlowSpec* spec = eswitch.installed(dpu::offload::OffloadHandle{id});
+    if (spec == nullptr || spec->match.key.ethertype != overlay::eth::kTypeIpv6) continue;
+    for (const auto& a : spec->actions) {
+      // Out: the source becomes the node's IPv6 address; back: the destination the pod's.
+      if (a.type == flow::ActionType::kSetIpv6Src) {
+        ++rewrites;
+        CHECK(std::equal(a.ipv6.begin(), a.ipv6.end(), node.bytes.begin()));
+      }
+      if (a.type == flow::ActionType::kSetIpv6Dst) {
+        ++rewrites;
+        CHECK(std::equal(a.ipv6.begin(), a.ipv6.end(), pod.bytes.begin()));
+      }
+    }
+  }
+  CHECK(rewrites == 2);
 }

@@ -170,6 +170,22 @@ inline FlowSpec natFlow() {
   return f;
 }
 
+// The same over IPv6: DNAT to a backend pod's IPv6 address and SNAT to a
+// node address, then local delivery.
+inline FlowSpec natFlow6() {
+  FlowSpec f = localFlow(true, overlay::ipproto::kTcp);
+  FlowAction dst_ip = act(ActionType::kSetIpv6Dst);
+  dst_ip.ipv6 = v6(9);
+  FlowAction dst_port = act(ActionType::kSetL4Dst);
+  dst_port.l4_port = 8080;
+  FlowAction src_ip = act(ActionType::kSetIpv6Src);
+  src_ip.ipv6 = v6(0x11);
+  FlowAction src_port = act(ActionType::kSetL4Src);
+  src_port.l4_port = 61000;
+  f.actions.insert(f.actions.begin(), {dst_ip, dst_port, src_ip, src_port});
+  return f;
+}
+
 // A service connection's reply from a backend on another node: Geneve from
 // the peer, decapsulated, un-DNATed back to the service (source rewritten)
 // and delivered to VF2. TCP, so its close punt rules go to the uplink.

@@ -19,7 +19,7 @@ cat "$out"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$rc" -eq 0 ] || fail "exit status $rc (expected 0: the check ran)"
 
-device_kinds=(vf_to_vf vf_to_vf_ipv6 vf_to_geneve geneve_to_vf nat drop)
+device_kinds=(vf_to_vf vf_to_vf_ipv6 vf_to_geneve geneve_to_vf nat nat_ipv6 drop)
 design_kinds=(esp geneve_ipv6_underlay)
 for k in "${device_kinds[@]}"; do
   grep -qE "^    verdict:  $k: refused by the device: " "$out" || fail "$k is not reported as refused by the device"
@@ -35,7 +35,7 @@ grep -q "^  port 0: root jump rule for port 0 (group 0 -> 1) not installed: rte_
   fail "the uplink's root jump refusal is not reported"
 grep -q "^counters (COUNT) after traffic: no rule installed$" "$out" || fail "counters line missing"
 grep -q "^  not measured: the device refused the first rule: " "$out" || fail "insertion rate not reported as not measured"
-grep -qE "^summary: 8 kinds: 0 offloaded, 6 refused by the device, 2 software by design, 0 not translated$" "$out" ||
+grep -qE "^summary: 9 kinds: 0 offloaded, 7 refused by the device, 2 software by design, 0 not translated$" "$out" ||
   fail "summary line"
 # Bad arguments are refused with the usage, not by the EAL.
 if "${bin[@]}" --vf 1 -- --no-huge >/dev/null 2>&1; then fail "a single --vf was accepted"; fi

@@ -38,6 +38,17 @@ TEST_CASE("offloadFeatures: the kinds each flow needs", "[offloadable]") {
   CHECK(nat.has(Feature::kActionSetTp));
   CHECK(nat.has(Feature::kItemTcp));
   CHECK(features(decapFlow(true, true)).has(Feature::kItemIpv6));
+  const FeatureSet nat6 = features(natFlow6());
+  CHECK(nat6.has(Feature::kActionSetIpv6));
+  CHECK_FALSE(nat6.has(Feature::kActionSetIpv4));
+  CHECK(nat6.has(Feature::kItemIpv6));
+  // An address rewrite of the other family than the flow's is refused.
+  auto crossed = natFlow6();
+  crossed.actions[0] = act(ActionType::kSetIpv4Dst);
+  CHECK_FALSE(offloadFeatures(crossed).ok());
+  auto crossed4 = natFlow();
+  crossed4.actions[0] = act(ActionType::kSetIpv6Dst);
+  CHECK_FALSE(offloadFeatures(crossed4).ok());
   // North–south bridging: a match and one output, nothing rewritten.
   CHECK(features(bridgedFlow(kHostPf, kUplink)) == FeatureSet{}
                                                       .add(Feature::kItemRepresentedPort)

@@ -360,6 +360,20 @@ TEST_CASE("NAT hooks become SET_IPV4 and SET_TP actions in flow order", "[rte_fl
   CHECK(conf<rte_flow_action_set_tp>(r.action(RTE_FLOW_ACTION_TYPE_SET_TP_SRC)).port == rte_cpu_to_be_16(61000));
 }
 
+TEST_CASE("IPv6 NAT hooks become SET_IPV6 and SET_TP actions in flow order", "[rte_flow][nat][ipv6]") {
+  const RteFlowRule r = build(natFlow6());
+  CHECK(describePattern(r) == "REPRESENTED_PORT ETH IPV6 TCP END");
+  CHECK(describeActions(r) ==
+        "SET_IPV6_DST SET_TP_DST SET_IPV6_SRC SET_TP_SRC DEC_TTL SET_MAC_SRC SET_MAC_DST COUNT REPRESENTED_PORT END");
+  const auto backend = v6(9), node = v6(0x11);
+  CHECK(std::memcmp(conf<rte_flow_action_set_ipv6>(r.action(RTE_FLOW_ACTION_TYPE_SET_IPV6_DST)).ipv6_addr,
+                    backend.data(), 16) == 0);
+  CHECK(std::memcmp(conf<rte_flow_action_set_ipv6>(r.action(RTE_FLOW_ACTION_TYPE_SET_IPV6_SRC)).ipv6_addr,
+                    node.data(), 16) == 0);
+  CHECK(conf<rte_flow_action_set_tp>(r.action(RTE_FLOW_ACTION_TYPE_SET_TP_DST)).port == rte_cpu_to_be_16(8080));
+  CHECK(conf<rte_flow_action_set_tp>(r.action(RTE_FLOW_ACTION_TYPE_SET_TP_SRC)).port == rte_cpu_to_be_16(61000));
+}
+
 namespace {
 
 // The close punt rules a flow's port holds for the flow's shape, on the

@@ -43,6 +43,7 @@ enum class Feature : uint8_t {
   kActionSetMac,
   kActionDecTtl,
   kActionSetIpv4,
+  kActionSetIpv6,
   kActionSetTp,
   kActionRepresentedPort,
   kActionDrop,
