@@ -27,6 +27,40 @@ void writeL2(uint8_t* o, const uint8_t* in, const ParsedPacket& pkt, const MacAd
 
 bool isUnicastMac(const uint8_t* mac) { return (mac[0] & 0x01) == 0; }
 
+// Neighbour discovery (RFC 4861 §4.3, §4.4): at `ip`, the IPv6 header (hop
+// limit 255) and a solicitation or advertisement of `len` bytes with
+// `flags` (an advertisement's; 0, a solicitation's reserved word) for
+// `target`, its checksum 0 until ndChecksum. Returns the ICMPv6 header.
+uint8_t* ndMessage(uint8_t* ip, const Ipv6Address& src, const Ipv6Address& dst, uint32_t len, uint8_t type,
+                   uint32_t flags, const Ipv6Address& target) {
+  ipv6::setVersionClassFlow(ip, 0, 0);
+  ipv6::setPayloadLength(ip, static_cast<uint16_t>(len));
+  ipv6::setNextHeader(ip, ipproto::kIcmpv6);
+  ipv6::setHopLimit(ip, icmp6::kNdHopLimit);
+  ipv6::setSrc(ip, src);
+  ipv6::setDst(ip, dst);
+  uint8_t* m = ip + ipv6::kHeaderLen;
+  icmp6::setType(m, type);
+  icmp6::setCode(m, 0);
+  icmp6::setChecksum(m, 0);
+  icmp6::setNaFlags(m, flags);
+  icmp6::setNdTarget(m, target);
+  return m;
+}
+
+// The message's one option: a source or target link-layer address.
+void ndLinkAddrOption(uint8_t* message, uint8_t type, const MacAddress& mac) {
+  uint8_t* opt = message + icmp6::kNdOptionsOffset;
+  opt[0] = type;
+  opt[1] = 1;  // in units of 8 bytes
+  std::memcpy(opt + 2, mac.data(), mac.size());
+}
+
+void ndChecksum(const uint8_t* ip, uint8_t* message, uint32_t len) {
+  const uint32_t sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kIcmpv6, len);
+  icmp6::setChecksum(message, checksumFinish(checksumAdd(message, len, sum)));
+}
+
 // A source an IPv4 error may be sent to: one host (RFC 1122 §3.2.2 and §3.2.1.3:
 // not 0.0.0.0, loopback, class D or E, or the limited broadcast).
 bool isSingleHostV4(uint32_t a) { return a != 0 && (a >> 24) != 127 && (a >> 28) < 0xe; }
@@ -100,26 +134,9 @@ Status solicitFrame(const MacAddress& sender_mac, const Ipv6Address& sender_ip, 
   eth::setSrc(o, sender_mac);
   eth::setType(o, eth::kTypeIpv6);
   uint8_t* ip = o + eth::kHeaderLen;
-  ipv6::setVersionClassFlow(ip, 0, 0);
-  ipv6::setPayloadLength(ip, static_cast<uint16_t>(ns_len));
-  ipv6::setNextHeader(ip, ipproto::kIcmpv6);
-  ipv6::setHopLimit(ip, icmp6::kNdHopLimit);
-  ipv6::setSrc(ip, sender_ip);
-  ipv6::setDst(ip, dst);
-  uint8_t* ns = ip + ipv6::kHeaderLen;
-  icmp6::setType(ns, icmp6::kTypeNeighborSolicit);
-  icmp6::setCode(ns, 0);
-  icmp6::setChecksum(ns, 0);
-  store32(ns + 4, 0);  // reserved
-  icmp6::setNdTarget(ns, target);
-  if (!dad) {
-    uint8_t* opt = ns + icmp6::kNdOptionsOffset;
-    opt[0] = icmp6::kNdOptSourceLinkAddr;
-    opt[1] = 1;  // in units of 8 bytes
-    std::memcpy(opt + 2, sender_mac.data(), sender_mac.size());
-  }
-  const uint32_t sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kIcmpv6, ns_len);
-  icmp6::setChecksum(ns, checksumFinish(checksumAdd(ns, ns_len, sum)));
+  uint8_t* ns = ndMessage(ip, sender_ip, dst, ns_len, icmp6::kTypeNeighborSolicit, 0, target);
+  if (!dad) ndLinkAddrOption(ns, icmp6::kNdOptSourceLinkAddr, sender_mac);
+  ndChecksum(ip, ns, ns_len);
   return Status::kOk;
 }
 
@@ -166,25 +183,10 @@ Status buildNeighborAdvert(std::span<const uint8_t> solicitation, const ParsedPa
 
   writeL2(o, in, pkt, dst_mac, gateway_mac);
   uint8_t* ip = o + pkt.l3_offset;
-  ipv6::setVersionClassFlow(ip, 0, 0);
-  ipv6::setPayloadLength(ip, kNaLen);
-  ipv6::setNextHeader(ip, ipproto::kIcmpv6);
-  ipv6::setHopLimit(ip, icmp6::kNdHopLimit);
-  ipv6::setSrc(ip, target);
-  ipv6::setDst(ip, dst);
-
-  uint8_t* na = ip + ipv6::kHeaderLen;
-  icmp6::setType(na, icmp6::kTypeNeighborAdvert);
-  icmp6::setCode(na, 0);
-  icmp6::setChecksum(na, 0);
-  icmp6::setNaFlags(na, icmp6::kNaFlagRouter | icmp6::kNaFlagOverride | (dad ? 0 : icmp6::kNaFlagSolicited));
-  icmp6::setNdTarget(na, target);
-  uint8_t* opt = na + icmp6::kNdOptionsOffset;
-  opt[0] = icmp6::kNdOptTargetLinkAddr;
-  opt[1] = 1;  // in units of 8 bytes
-  std::memcpy(opt + 2, gateway_mac.data(), gateway_mac.size());
-  const uint32_t sum = pseudoHeaderSumV6(ip + ipv6::kSrcOffset, ip + ipv6::kDstOffset, ipproto::kIcmpv6, kNaLen);
-  icmp6::setChecksum(na, checksumFinish(checksumAdd(na, kNaLen, sum)));
+  const uint32_t flags = icmp6::kNaFlagRouter | icmp6::kNaFlagOverride | (dad ? 0 : icmp6::kNaFlagSolicited);
+  uint8_t* na = ndMessage(ip, target, dst, kNaLen, icmp6::kTypeNeighborAdvert, flags, target);
+  ndLinkAddrOption(na, icmp6::kNdOptTargetLinkAddr, gateway_mac);
+  ndChecksum(ip, na, kNaLen);
   return Status::kOk;
 }
 

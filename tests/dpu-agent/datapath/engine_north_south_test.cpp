@@ -798,6 +798,17 @@ Bytes udpTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, 
   b.ethernet(dst, src);
   return ipTo(b, from, to, ttl).udp(sport, dport).payload(Bytes(24, 0x44)).build();
 }
+// An echo request (or reply) of either family, identifier `id`, sequence 1.
+Bytes echoTo(overlay::MacAddress dst, overlay::MacAddress src, const char* from, const char* to, bool request,
+             uint16_t id, uint8_t ttl) {
+  PacketBuilder b;
+  b.ethernet(dst, src);
+  ipTo(b, from, to, ttl);
+  if (IpAddress::parse(from).value().isV4()) {
+    return b.icmpEcho(request ? overlay::icmp::kTypeEchoRequest : overlay::icmp::kTypeEchoReply, id, 1).build();
+  }
+  return b.icmpv6Echo(request ? overlay::icmp6::kTypeEchoRequest : overlay::icmp6::kTypeEchoReply, id, 1).build();
+}
 
 // Geneve from node2's DPU carrying `inner` (its router MAC to ours).
 Bytes geneveFromNode2(const Bytes& inner) {
@@ -988,53 +999,65 @@ TEST_CASE("node port: a backend on another node is reached through the tunnel an
 
 TEST_CASE("egress SNAT: a pod's connection leaves from the node IP on a port of its own and its replies come back",
           "[engine][north-south][services]") {
-  Fixture f;
-  resolveGateway(f);
-  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5353, "198.51.100.53", 53));
-  auto out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  REQUIRE(out[0].size() > 36);
-  const uint16_t port = static_cast<uint16_t>(out[0][34] << 8 | out[0][35]);
-  CHECK(port >= kSnatPorts.first);
-  CHECK(port <= kSnatPorts.second);
-  CHECK(hex(out[0]) == hex(udpTo(kGatewayMac, kHostMac, "172.18.0.1", port, "198.51.100.53", 53, 63)));
-  CHECK(f.stat("SnatNew") == 1);
-  // The reply, to the node IP and that port: the pod's, not the host's.
-  f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "198.51.100.53", 53, "172.18.0.1", port));
-  auto back = Fixture::drain(kRep);
-  REQUIRE(back.size() == 1);
-  CHECK(Fixture::drain(kHost).empty());
-  CHECK(hex(back[0]) == hex(udpTo(kPodMac, kRouterMac, "198.51.100.53", 53, "10.244.1.5", 5353, 63)));
-  // The opening datagram went uncached, the reply cached its way; the pod's
-  // next datagram caches its own, and from then on both hit.
-  const uint64_t hits = f.stat("FlowHit");
-  for (int i = 0; i < 2; ++i) {
-    f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5353, "198.51.100.53", 53));
-    f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "198.51.100.53", 53, "172.18.0.1", port));
+  struct Family {
+    const char* pod;
+    const char* node;
+    const char* server;
+    size_t sport;  // where the UDP source port is, and the echo identifier 4 bytes on
+  };
+  for (const Family& fam : {Family{"10.244.1.5", "172.18.0.1", "198.51.100.53", 14 + 20},
+                            Family{"fd00:10:244:1::5", "2001:db8:18::1", "2001:db8:99::53", 14 + 40}}) {
+    INFO(fam.pod);
+    Fixture f;
+    resolveGateway(f);
+    const size_t at = fam.sport;
+    f.inject(kRep, udpTo(kRouterMac, kPodMac, fam.pod, 5353, fam.server, 53));
+    auto out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].size() > at + 2);
+    const uint16_t port = static_cast<uint16_t>(out[0][at] << 8 | out[0][at + 1]);
+    CHECK(port >= kSnatPorts.first);
+    CHECK(port <= kSnatPorts.second);
+    CHECK(hex(out[0]) == hex(udpTo(kGatewayMac, kHostMac, fam.node, port, fam.server, 53, 63)));
+    CHECK(f.stat("SnatNew") == 1);
+    // The reply, to the node IP and that port: the pod's, not the host's.
+    f.inject(kUplink, udpTo(kHostMac, kGatewayMac, fam.server, 53, fam.node, port));
+    auto back = Fixture::drain(kRep);
+    REQUIRE(back.size() == 1);
+    CHECK(Fixture::drain(kHost).empty());
+    CHECK(hex(back[0]) == hex(udpTo(kPodMac, kRouterMac, fam.server, 53, fam.pod, 5353, 63)));
+    // The opening datagram went uncached, the reply cached its way; the pod's
+    // next datagram caches its own, and from then on both hit.
+    const uint64_t hits = f.stat("FlowHit");
+    for (int i = 0; i < 2; ++i) {
+      f.inject(kRep, udpTo(kRouterMac, kPodMac, fam.pod, 5353, fam.server, 53));
+      f.inject(kUplink, udpTo(kHostMac, kGatewayMac, fam.server, 53, fam.node, port));
+    }
+    CHECK(Fixture::drain(kUplink).size() == 2);
+    CHECK(Fixture::drain(kRep).size() == 2);
+    CHECK(f.stat("FlowHit") == hits + 3);
+    // Another pod connection to the same server gets another port.
+    f.inject(kRep, udpTo(kRouterMac, kPodMac, fam.pod, 5354, fam.server, 53));
+    out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    CHECK(static_cast<uint16_t>(out[0][at] << 8 | out[0][at + 1]) != port);
+    // A ping leaves the same way, its identifier translated (ICMPv6's
+    // checksum covers the addresses too), and its reply comes back.
+    f.inject(kRep, echoTo(kRouterMac, kPodMac, fam.pod, fam.server, true, 77, 64));
+    out = Fixture::drain(kUplink);
+    REQUIRE(out.size() == 1);
+    const uint16_t id = static_cast<uint16_t>(out[0][at + 4] << 8 | out[0][at + 5]);
+    CHECK(id >= kSnatPorts.first);
+    CHECK(hex(out[0]) == hex(echoTo(kGatewayMac, kHostMac, fam.node, fam.server, true, id, 63)));
+    f.inject(kUplink, echoTo(kHostMac, kGatewayMac, fam.server, fam.node, false, id, 64));
+    back = Fixture::drain(kRep);
+    REQUIRE(back.size() == 1);
+    CHECK(hex(back[0]) == hex(echoTo(kPodMac, kRouterMac, fam.server, fam.pod, false, 77, 63)));
+    // An echo reply to an identifier no connection holds is not the host's either.
+    f.inject(kUplink, echoTo(kHostMac, kGatewayMac, fam.server, fam.node, false, 64999, 64));
+    CHECK(Fixture::drain(kHost).empty());
+    CHECK(f.stat("SnatNoConnection") == 1);
   }
-  CHECK(Fixture::drain(kUplink).size() == 2);
-  CHECK(Fixture::drain(kRep).size() == 2);
-  CHECK(f.stat("FlowHit") == hits + 3);
-  // Another pod connection to the same server gets another port.
-  f.inject(kRep, udpTo(kRouterMac, kPodMac, "10.244.1.5", 5354, "198.51.100.53", 53));
-  out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  CHECK(static_cast<uint16_t>(out[0][34] << 8 | out[0][35]) != port);
-  // A ping leaves the same way, its identifier translated.
-  f.inject(kRep, PacketBuilder()
-                     .ethernet(kRouterMac, kPodMac)
-                     .ipv4({.src = ip4("10.244.1.5"), .dst = ip4("198.51.100.53")})
-                     .icmpEcho(overlay::icmp::kTypeEchoRequest, 77, 1)
-                     .build());
-  out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  const uint16_t id = static_cast<uint16_t>(out[0][38] << 8 | out[0][39]);
-  CHECK(id >= kSnatPorts.first);
-  CHECK(hex(out[0]) == hex(PacketBuilder()
-                               .ethernet(kGatewayMac, kHostMac)
-                               .ipv4({.src = ip4("172.18.0.1"), .dst = ip4("198.51.100.53"), .ttl = 63})
-                               .icmpEcho(overlay::icmp::kTypeEchoRequest, id, 1)
-                               .build()));
 }
 
 TEST_CASE("egress SNAT: without a node network route a pod's packet off the cluster is dropped as before",
@@ -1127,67 +1150,6 @@ TEST_CASE("node port over IPv6: a client on the fabric reaches the node's IPv6 a
     // The host's own traffic to its IPv6 node IP is still the host's.
     f.bridged(kUplink, kHost, tcpTo(kHostMac, kGatewayMac, "2001:db8:99::7", 40002, "2001:db8:18::1", 22, kSyn));
   }
-}
-
-TEST_CASE("egress SNAT over IPv6: a pod's connection leaves from the node's IPv6 address on a port of its own",
-          "[engine][north-south][services]") {
-  Fixture f;
-  resolveGateway(f);
-  constexpr size_t kSport = 14 + 40;  // the UDP source port, and the echo identifier's offset less 4
-  f.inject(kRep, udpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 5353, "2001:db8:99::53", 53));
-  auto out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  REQUIRE(out[0].size() > kSport + 2);
-  const uint16_t port = static_cast<uint16_t>(out[0][kSport] << 8 | out[0][kSport + 1]);
-  CHECK(port >= kSnatPorts.first);
-  CHECK(port <= kSnatPorts.second);
-  CHECK(hex(out[0]) == hex(udpTo(kGatewayMac, kHostMac, "2001:db8:18::1", port, "2001:db8:99::53", 53, 63)));
-  CHECK(f.stat("SnatNew") == 1);
-  // The reply, to the node IP and that port: the pod's, not the host's.
-  f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "2001:db8:99::53", 53, "2001:db8:18::1", port));
-  auto back = Fixture::drain(kRep);
-  REQUIRE(back.size() == 1);
-  CHECK(Fixture::drain(kHost).empty());
-  CHECK(hex(back[0]) == hex(udpTo(kPodMac, kRouterMac, "2001:db8:99::53", 53, "fd00:10:244:1::5", 5353, 63)));
-  // From then on both directions are cached.
-  const uint64_t hits = f.stat("FlowHit");
-  for (int i = 0; i < 2; ++i) {
-    f.inject(kRep, udpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 5353, "2001:db8:99::53", 53));
-    f.inject(kUplink, udpTo(kHostMac, kGatewayMac, "2001:db8:99::53", 53, "2001:db8:18::1", port));
-  }
-  CHECK(Fixture::drain(kUplink).size() == 2);
-  CHECK(Fixture::drain(kRep).size() == 2);
-  CHECK(f.stat("FlowHit") == hits + 3);
-  // A TCP connection from the pod, the same way.
-  f.inject(kRep, tcpTo(kRouterMac, kPodMac, "fd00:10:244:1::5", 41000, "2001:db8:99::80", 443, kSyn));
-  out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  const uint16_t tcp_port = static_cast<uint16_t>(out[0][kSport] << 8 | out[0][kSport + 1]);
-  CHECK(hex(out[0]) == hex(tcpTo(kGatewayMac, kHostMac, "2001:db8:18::1", tcp_port, "2001:db8:99::80", 443, kSyn, 63)));
-  // A ping: its identifier translated (ICMPv6's checksum covers the addresses too), its reply back.
-  auto echo = [](overlay::MacAddress dst, overlay::MacAddress src, const char* from, const char* to, uint8_t type,
-                 uint16_t id, uint8_t hops) {
-    return PacketBuilder()
-        .ethernet(dst, src)
-        .ipv6({.src = ip6(from), .dst = ip6(to), .hop_limit = hops})
-        .icmpv6Echo(type, id, 1)
-        .build();
-  };
-  using overlay::icmp6::kTypeEchoRequest, overlay::icmp6::kTypeEchoReply;
-  f.inject(kRep, echo(kRouterMac, kPodMac, "fd00:10:244:1::5", "2001:db8:99::53", kTypeEchoRequest, 77, 64));
-  out = Fixture::drain(kUplink);
-  REQUIRE(out.size() == 1);
-  const uint16_t id = static_cast<uint16_t>(out[0][kSport + 4] << 8 | out[0][kSport + 5]);
-  CHECK(id >= kSnatPorts.first);
-  CHECK(hex(out[0]) == hex(echo(kGatewayMac, kHostMac, "2001:db8:18::1", "2001:db8:99::53", kTypeEchoRequest, id, 63)));
-  f.inject(kUplink, echo(kHostMac, kGatewayMac, "2001:db8:99::53", "2001:db8:18::1", kTypeEchoReply, id, 64));
-  back = Fixture::drain(kRep);
-  REQUIRE(back.size() == 1);
-  CHECK(hex(back[0]) == hex(echo(kPodMac, kRouterMac, "2001:db8:99::53", "fd00:10:244:1::5", kTypeEchoReply, 77, 63)));
-  // An echo reply to an identifier no connection holds is not the host's either.
-  f.inject(kUplink, echo(kHostMac, kGatewayMac, "2001:db8:99::53", "2001:db8:18::1", kTypeEchoReply, 64999, 64));
-  CHECK(Fixture::drain(kHost).empty());
-  CHECK(f.stat("SnatNoConnection") == 1);
 }
 
 TEST_CASE("egress SNAT over IPv6: an established connection's two flows run in the NIC with their IPv6 rewrites",
