@@ -12,8 +12,8 @@
 #   - a management network: bridge "kube" in the fabric netns, and per node a
 #     veth "oob0" in the DPU netns ($DL_KUBE_NET.N/24), as a BlueField's
 #     out-of-band port reaches the cluster's API;
-#   - the Nodes node1..N (spec.podCIDR, the kubernetes.io/hostname label, status
-#     Ready with the node IP, on the host PF, as InternalIP) and the Namespace dpu-cni (the
+#   - the Nodes node1..N (spec.podCIDR and podCIDRs, an IPv6 one too in a dual-stack lab, the
+#     kubernetes.io/hostname label, status Ready with the node IP(s), on the host PF, as InternalIP) and the Namespace dpu-cni (the
 #     fake serves no ServiceAccounts: the agents' token is a static token of
 #     user system:serviceaccount:dpu-cni:dpu-agent, which the binding names);
 #   - every dpu-agent with `clusterSource: kubernetes` (a kubeconfig with the
@@ -142,11 +142,14 @@ metadata:
   labels: {kubernetes.io/hostname: $name, kubernetes.io/os: linux, dpu-cni.io/lab: "$DL_NAME"}
 spec:
   podCIDR: $(dl_pod_cidr "$n")
-  podCIDRs: [$(dl_pod_cidr "$n")]
+  podCIDRs: [$(dl_pod_cidrs "$n")]
 EOF
 ) || { dl_die "kubectl could not register Node $name: $out"; return 1; }
+  local ip6=""
+  dl_dual_stack && ip6=$(dl_node_ip6 "$n")
   out=$(dl_kubectl patch node "$name" --subresource=status --type=merge -p "$(jq -nc --arg ip "$(dl_node_ip "$n")" \
-    --arg name "$name" '{status: {addresses: [{type: "InternalIP", address: $ip}, {type: "Hostname", address: $name}],
+    --arg ip6 "$ip6" --arg name "$name" '{status: {addresses: ([{type: "InternalIP", address: $ip}]
+      + (if $ip6 == "" then [] else [{type: "InternalIP", address: $ip6}] end) + [{type: "Hostname", address: $name}]),
       conditions: [{type: "Ready", status: "True", reason: "KubeletReady", message: "dpu-lab node"}]}}')" 2>&1) ||
     { dl_die "kubectl could not set the status of Node $name: $out"; return 1; }
 }

@@ -24,9 +24,10 @@ env_file=$1
 lab_dir=$(dirname "$env_file")
 DPU_BUILD_DIR=$(sed -n 's/^DPU_BUILD_DIR=//p' "$env_file")
 DL_POD_CIDR_LEN=$(sed -n 's/^DL_POD_CIDR_LEN=//p' "$env_file")
+DL_DUAL_STACK=$(sed -n 's/^DL_DUAL_STACK=//p' "$env_file")
 DL_RUN_DIR=$(dirname "$lab_dir")
 DL_QUIET=1
-export DPU_BUILD_DIR DL_POD_CIDR_LEN DL_RUN_DIR
+export DPU_BUILD_DIR DL_POD_CIDR_LEN DL_DUAL_STACK DL_RUN_DIR
 source "$(dirname "$(readlink -f "$0")")/lab.bash"
 dl_init "$(basename "$lab_dir")" || exit 2
 state=$DL_DIR/kubelet/pods
@@ -38,9 +39,12 @@ declare -A retry_at=()
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 set_running() {  # NS NAME N IP
-  local body
-  body=$(jq -nc --arg ip "$4" --arg host "$(dl_tunnel_ip "$3")" --arg t "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-    '{status: {phase: "Running", podIP: $ip, podIPs: [{ip: $ip}], hostIP: $host, hostIPs: [{ip: $host}], startTime: $t,
+  local body ip6=""
+  # Dual stack: both of the pod's addresses, IPv4 first (the cluster's first family), as a kubelet reports them.
+  dl_dual_stack && ip6=$(dl_pod_ip6 "$3" "$1.$2")
+  body=$(jq -nc --arg ip "$4" --arg ip6 "$ip6" --arg host "$(dl_tunnel_ip "$3")" --arg t "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    '{status: {phase: "Running", podIP: $ip, podIPs: ([{ip: $ip}] + (if $ip6 == "" then [] else [{ip: $ip6}] end)),
+      hostIP: $host, hostIPs: [{ip: $host}], startTime: $t,
       conditions: [{type: "Initialized", status: "True", lastTransitionTime: $t},
                    {type: "Ready", status: "True", lastTransitionTime: $t},
                    {type: "ContainersReady", status: "True", lastTransitionTime: $t},

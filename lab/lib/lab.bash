@@ -37,7 +37,8 @@
 # DL_IPSEC (the agents' ipsec setting: false, true, or "{mode: keys}"; default false), DL_IPSEC_PSK=1 (with
 # IPsec, a cluster PSK made for the lab), DL_IPSEC_GRACE (the agents' gracePeriodSeconds when the lab sets
 # IPsec per node, default 5),
-# DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
+# DL_POD_CIDR_LEN (24: pod CIDR 10.244.N.0/24), DL_DUAL_STACK=1 (IPv6 beside IPv4: pod, cluster and service
+# CIDRs, node IPs, the external side; topology.bash has the addresses), DL_CNI_RUNTIME (cnidriver | exec), DL_RUN_DIR (/run/dpu-lab),
 # DL_NAT="N..." / DL_NAT_MODE (static | masquerade) / DL_NAT_KEEPALIVE (seconds, default 20): nodes behind
 # a NAT (nat.bash; needs IPsec), DL_KUBE=1 (Kubernetes mode: pods come from kubectl, see kube.bash), DL_QUIET=1 (no progress lines), DL_MATRIX_RETRIES (1), DL_TCP_BYTES / DL_UDP_MBIT / DL_UDP_BYTES (matrix sizes).
 # Fault tests: dl_daemon_stop N agent|dataplane|host-shim [-9], dl_daemon_start, dl_wipe_dpu_state N
@@ -85,6 +86,7 @@ dl_up() {
   [[ "${DL_IPSEC:-false}" =~ ^(false|true|\{mode:\ (off|keys|on)\})$ ]] ||
     { dl_die "DL_IPSEC must be false, true, or \"{mode: off|keys|on}\", not '${DL_IPSEC}'"; return 1; }
   dl_nat_check "$nodes" || return 1
+  [ "${DL_DUAL_STACK:-0}" = 0 ] || [ "${DL_DUAL_STACK:-0}" = 1 ] || { dl_die "DL_DUAL_STACK must be 0 or 1"; return 1; }
   local kube=${DL_KUBE:-0}
   [ "$kube" = 0 ] || [ "$kube" = 1 ] || { dl_die "DL_KUBE must be 0 or 1"; return 1; }
   [ "$kube" = 0 ] || [ "$pods" = 0 ] ||
@@ -100,9 +102,9 @@ dl_up() {
   mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
   mkdir -p "$DL_DIR" || return 1
   : > "$DL_DIR/created"
-  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\nDL_IPSEC=%s\nDL_IPSEC_GRACE=%s\nDL_NAT_KEEPALIVE=%s\n' \
+  printf 'DL_NODES=%s\nDL_VFS=%s\nDL_POD_CIDR_LEN=%s\nDL_KUBE=%s\nDPU_BUILD_DIR=%s\nDL_IPSEC=%s\nDL_IPSEC_GRACE=%s\nDL_NAT_KEEPALIVE=%s\nDL_DUAL_STACK=%s\n' \
     "$nodes" "$vfs" "${DL_POD_CIDR_LEN:-24}" "$kube" "$DPU_BUILD_DIR" "${DL_IPSEC:-false}" "${DL_IPSEC_GRACE:-5}" \
-    "${DL_NAT_KEEPALIVE:-20}" > "$DL_DIR/lab.env"
+    "${DL_NAT_KEEPALIVE:-20}" "${DL_DUAL_STACK:-0}" > "$DL_DIR/lab.env"
   dl_nat_record || return 1
   if [ "${DL_IPSEC_PSK:-0}" = 1 ]; then dl_ipsec_make_psk || return 1; fi
   dl_log "wires: fabric bridge, $nodes node(s) with $vfs VFs each"
@@ -178,14 +180,25 @@ dl_status() {
   local n w pid
   echo "lab $DL_NAME: state $DL_DIR, binaries $(grep ^DPU_BUILD_DIR= "$DL_DIR/lab.env" | cut -d= -f2)"
   echo "fabric: netns $(dl_fabric_ns), bridge fabric"
-  echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 (the node network's gateway) and $(dl_external_ip) (outside every cluster range)"
+  if dl_dual_stack; then
+    echo "dual stack: IPv4 and IPv6; cluster CIDRs $(dl_cluster_cidrs), service CIDRs $(dl_service_cidrs)"
+    echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 and $DL_NODE_GATEWAY6/64 (the node network's gateway) and $(dl_external_ip), $(dl_external_ip6) (outside every cluster range)"
+  else
+    echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 (the node network's gateway) and $(dl_external_ip) (outside every cluster range)"
+  fi
   if dl_kube_enabled; then
     echo "kubernetes: API https://$DL_KUBE_IP:$DL_KUBE_PORT (fake_kube_apiserver, pid $(cat "$DL_DIR/kube/apiserver.pid" 2>/dev/null)), admin kubeconfig $DL_DIR/kube/admin.kubeconfig (dpu-lab kubectl ...)"
   fi
   for n in $(dl_nodes); do
-    printf 'node%s: host netns %s, dpu netns %s, node IP %s/24 (host PF %s, representor pf0hpf), tunnel %s, pod CIDR %s, management port %s\n' "$n" \
-      "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_node_ip "$n")" "$DL_HOST_PF" "$(dl_tunnel_ip "$n")" \
-      "$(dl_pod_cidr "$n")" "$(dl_mgmt_ip "$n")"
+    if dl_dual_stack; then
+      printf 'node%s: host netns %s, dpu netns %s, node IPs %s/24 %s/64 (host PF %s, representor pf0hpf), tunnel %s, pod CIDRs %s, management port %s %s\n' "$n" \
+        "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_node_ip "$n")" "$(dl_node_ip6 "$n")" "$DL_HOST_PF" \
+        "$(dl_tunnel_ip "$n")" "$(dl_pod_cidrs "$n")" "$(dl_mgmt_ip "$n")" "$(dl_mgmt_ip6 "$n")"
+    else
+      printf 'node%s: host netns %s, dpu netns %s, node IP %s/24 (host PF %s, representor pf0hpf), tunnel %s, pod CIDR %s, management port %s\n' "$n" \
+        "$(dl_node_ns "$n" host)" "$(dl_node_ns "$n" dpu)" "$(dl_node_ip "$n")" "$DL_HOST_PF" "$(dl_tunnel_ip "$n")" \
+        "$(dl_pod_cidr "$n")" "$(dl_mgmt_ip "$n")"
+    fi
     if dl_nat_node "$n"; then
       printf '  behind a NAT: netns %s, public address %s (its natAddress), mode %s\n' "$(dl_nat_ns "$n")" \
         "$(dl_nat_address "$n")" "$(dl_nat_mode "$n")"
@@ -197,7 +210,8 @@ dl_status() {
   done
   local pod
   while read -r n pod; do
-    [ -n "$pod" ] && printf '  pod node%s/%s: %s (netns %s)\n' "$n" "$pod" "$(dl_pod_ip "$n" "$pod")" "$(dl_pod_ns "$n" "$pod")"
+    [ -n "$pod" ] && printf '  pod node%s/%s: %s (netns %s)\n' "$n" "$pod" \
+      "$(dl_pod_ip "$n" "$pod")$(dl_dual_stack && echo " $(dl_pod_ip6 "$n" "$pod")")" "$(dl_pod_ns "$n" "$pod")"
   done < <(dl_pods)
   local name ip ports backends
   while read -r name ip ports backends; do

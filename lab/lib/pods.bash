@@ -15,8 +15,9 @@
 #                               the runtime's `ips` capability)
 #   dl_pod_del N POD            CNI DEL, then delete its netns (idempotent)
 #   dl_pod_ip N POD             its IPv4 address on eth0 (no prefix)
+#   dl_pod_ip6 N POD            its global IPv6 address on eth0 (dual stack; empty when it has none)
 #   dl_pods                     "N POD" per existing pod
-#   dl_mgmt_ip N                the host management port's address (dpu-mgmt)
+#   dl_mgmt_ip N / dl_mgmt_ip6 N  the host management port's address (dpu-mgmt), IPv4 / IPv6
 #   dl_cni N VERB POD           run the runtime's VERB (add, del, check) for the pod, output on stdout
 
 dl_node_ref() {
@@ -117,6 +118,16 @@ dl_pod_del() {
 
 dl_pod_ip() {
   ip -n "$(dl_pod_ns "$1" "$2")" -4 -o addr show dev eth0 scope global 2>/dev/null |
+    awk '{split($4, a, "/"); print a[1]; exit}'
+}
+
+dl_pod_ip6() {
+  ip -n "$(dl_pod_ns "$1" "$2")" -6 -o addr show dev eth0 scope global 2>/dev/null |
+    awk '{split($4, a, "/"); print a[1]; exit}'
+}
+
+dl_mgmt_ip6() {
+  ip -n "$(dl_node_ns "$1" host)" -6 -o addr show dev dpu-mgmt scope global 2>/dev/null |
     awk '{split($4, a, "/"); print a[1]; exit}'
 }
 

@@ -25,6 +25,21 @@
 #                     network's gateway) and, on its loopback, 203.0.113.1 (an address outside
 #                     every cluster range: "the internet", reached through the gateway)
 #
+# Dual stack (`dpu-lab up --dual-stack`, DL_DUAL_STACK=1; recorded in lab.env) adds IPv6 beside
+# every IPv4 range above, which stays as it is:
+#   pod CIDR          fd00:10:244:N::/64 (gateway ::1 on the DPU, management port ::2, pods from
+#                     ::3), inside the cluster CIDR fd00:10:244::/48 (N written in decimal digits: a
+#                     distinct group per node); a pod gets one address of each family
+#   service CIDR      fd00:10:96::/112 (a dual-stack service's IPv6 cluster IP: the first free
+#                     fd00:10:96::X from ::a)
+#   host PF           hostpf0 also has the node IP fd00:18::N/64 (nodad: no DAD wait), default
+#                     route via fd00:18::fe. pf0hpf keeps IPv6 off: the dataplane bridges the
+#                     frames, the representor has no address of its own and sends nothing
+#   external          ext0 also has fd00:18::fe/64 (the gateway) and, on its loopback,
+#                     2001:db8:1::1 (the IPv6 "internet", reached through the gateway)
+#   fabric            the bridge does no multicast snooping: a hub for neighbour solicitations,
+#                     whichever MLD reports it saw before the dataplanes ran
+#
 # Functions (public):
 #   dl_fabric_up                    the fabric netns and its bridge
 #   dl_node_wires_up N NUMVFS       host + DPU netns, link, VFs, uplink of node N
@@ -33,6 +48,11 @@
 #                                   deleted pod's VF asynchronously: poll)
 #   dl_tunnel_ip N / dl_pod_cidr N / dl_node_name N / dl_node_ip N (the node IP, no prefix)
 #   dl_external_ns / dl_external_ip (203.0.113.1) / DL_NODE_GATEWAY (172.18.0.254)
+#   dl_dual_stack                   true in a dual-stack lab (DL_DUAL_STACK=1)
+#   dl_pod_cidr6 N / dl_node_ip6 N / dl_external_ip6 (2001:db8:1::1) / DL_NODE_GATEWAY6 (fd00:18::fe)
+#                                   the IPv6 ones (defined in any lab; used only in a dual-stack one)
+#   dl_pod_cidrs N / dl_cluster_cidrs / dl_service_cidrs
+#                                   "A, B" lists of the lab's CIDRs (IPv4 first; IPv6 in dual stack)
 #   dl_ns_exec NS CMD...            ip netns exec NS CMD...
 
 DL_LINK_HOST_IP=169.254.0.1
@@ -45,6 +65,14 @@ DL_HOST_PF=hostpf0        # the host PF netdev in the host netns (its represento
 DL_NODE_NET=172.18.0      # the node network (/24): node N is .N, the gateway .254
 DL_NODE_GATEWAY=$DL_NODE_NET.254
 DL_EXTERNAL_IP=203.0.113.1
+DL_CLUSTER_CIDR=10.244.0.0/16
+DL_SERVICE_CIDR=10.96.0.0/12
+# Dual stack (DL_DUAL_STACK=1): the IPv6 ranges.
+DL_NODE_NET6=fd00:18:     # the node network (/64): node N is ::N, the gateway ::fe
+DL_NODE_GATEWAY6=fd00:18::fe
+DL_EXTERNAL_IP6=2001:db8:1::1
+DL_CLUSTER_CIDR6=fd00:10:244::/48
+DL_SERVICE_CIDR6=fd00:10:96::/112
 
 # Behind a NAT (nat.bash) a node's tunnel IP is a private one.
 dl_tunnel_ip() { if dl_nat_node "$1"; then echo "10.200.$1.2"; else echo "192.168.100.$1"; fi; }
@@ -52,6 +80,13 @@ dl_node_ip() { echo "$DL_NODE_NET.$1"; }
 dl_external_ns() { echo "$DL_NAME-external"; }
 dl_external_ip() { echo "$DL_EXTERNAL_IP"; }
 dl_pod_cidr() { echo "10.244.$1.0/${DL_POD_CIDR_LEN:-24}"; }
+dl_dual_stack() { [ "${DL_DUAL_STACK:-0}" = 1 ]; }
+dl_node_ip6() { echo "$DL_NODE_NET6:$1"; }
+dl_external_ip6() { echo "$DL_EXTERNAL_IP6"; }
+dl_pod_cidr6() { echo "fd00:10:244:$1::/64"; }
+dl_pod_cidrs() { if dl_dual_stack; then echo "$(dl_pod_cidr "$1"), $(dl_pod_cidr6 "$1")"; else dl_pod_cidr "$1"; fi; }
+dl_cluster_cidrs() { if dl_dual_stack; then echo "$DL_CLUSTER_CIDR, $DL_CLUSTER_CIDR6"; else echo "$DL_CLUSTER_CIDR"; fi; }
+dl_service_cidrs() { if dl_dual_stack; then echo "$DL_SERVICE_CIDR, $DL_SERVICE_CIDR6"; else echo "$DL_SERVICE_CIDR"; fi; }
 dl_node_name() { echo "node$1"; }
 dl_ns_exec() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
@@ -70,6 +105,9 @@ dl_fabric_up() {
   ns=$(dl_fabric_ns)
   _dl_netns_add "$ns" || return 1
   ip -n "$ns" link add fabric type bridge || return 1
+  # A dumb switch for IPv6 too: a solicitation reaches every port, whatever MLD
+  # reports the bridge saw (a host's went nowhere while its dataplane was not up yet).
+  if dl_dual_stack; then ip -n "$ns" link set fabric type bridge mcast_snooping 0 || return 1; fi
   ip -n "$ns" link set fabric up
   # The world outside the cluster: the node network's gateway, and beyond it an
   # address in no cluster range.
@@ -79,6 +117,10 @@ dl_fabric_up() {
   ip -n "$ext" addr add "$DL_NODE_GATEWAY/24" dev ext0
   # (On its loopback: a dummy netdev needs a kernel module a CI machine may lack.)
   ip -n "$ext" addr add "$DL_EXTERNAL_IP/32" dev lo || return 1
+  if dl_dual_stack; then
+    ip -n "$ext" addr add "$DL_NODE_GATEWAY6/64" dev ext0 nodad || return 1
+    ip -n "$ext" addr add "$DL_EXTERNAL_IP6/128" dev lo || return 1
+  fi
   _dl_no_offload "$ext" ext0
   _dl_no_offload "$ns" ext
   ip -n "$ns" link set ext master fabric
@@ -139,6 +181,11 @@ dl_node_wires_up() {
   ip -n "$host" addr add "$(dl_node_ip "$n")/24" dev "$DL_HOST_PF"
   ip -n "$host" link set "$DL_HOST_PF" up
   ip -n "$host" route add default via "$DL_NODE_GATEWAY" dev "$DL_HOST_PF"
+  if dl_dual_stack; then
+    # nodad: the address is usable at once (the node network's addresses are the lab's to give).
+    ip -n "$host" addr add "$(dl_node_ip6 "$n")/64" dev "$DL_HOST_PF" nodad || return 1
+    ip -n "$host" -6 route add default via "$DL_NODE_GATEWAY6" dev "$DL_HOST_PF" || return 1
+  fi
   # VFs: the fake SR-IOV PF in the host netns, then each representor to the DPU.
   fake_sysfs_create "$DL_DIR/n$n/sysfs" "$DL_PF" "$vfs" "$DL_VF_PREFIX" "$host" || return 1
   for (( i = 0; i < vfs; i++ )); do _dl_vf_to_dpu "$n" "$i" || return 1; done
