@@ -25,25 +25,30 @@
 #   dl_service_add NAME [--ip IP] --port PROTO/PORT[:TARGET]... [--node-port N] [--affinity SECONDS]
 #                  [--itp Local] [--etp Local] [--backends NODE/POD[=STATE],...]
 #                        create or replace service NAME in namespace default: cluster IP IP (default: the
-#                        first free 10.96.0.X from .10), each --port a TCP/UDP/SCTP port (tcp/80:8080 or
+#                        first free 10.96.0.X from .10; in a dual-stack lab also an IPv6 one, the first free
+#                        fd00:10:96::X from ::a, or the one a second --ip gives: clusterIPs [IPv4, IPv6],
+#                        ipFamilies [IPv4, IPv6], ipFamilyPolicy PreferDualStack), each --port a TCP/UDP/SCTP port (tcp/80:8080 or
 #                        80/TCP:8080; TARGET, a number or a port name such as http, defaults to PORT);
 #                        --node-port makes it type NodePort with
 #                        node port N (30000-32767) on its first port; backends as in dl_service_backends
 #   dl_service_backends NAME NODE/POD[=STATE],...
-#                        replace its endpoints (an empty list: none). STATE: ready (default),
+#                        replace its endpoints (an empty list: none); a dual-stack service gets an IPv6 slice
+#                        beside each IPv4 one (NAME-lab-v6...), with the pods' IPv6 addresses. STATE: ready (default),
 #                        terminating (serving and terminating) or unready (neither ready nor serving)
 #   dl_service_pod_ports N POD NAME=PORT[/PROTO],...
 #                        the pod's named ports (PROTO tcp by default), which resolve target ports
 #                        given by name; rewrites the slices of every service (an empty list: none)
 #   dl_service_del NAME  remove the service and its slices (idempotent), or an applied Service default/NAME
 #   dl_service_list      "NAME CLUSTER-IP PORTS BACKENDS" per service (PORTS: a node port as
-#                        tcp/80:8080@30080); an applied one outside namespace default as NS/NAME, its
+#                        tcp/80:8080@30080; CLUSTER-IP: IPV4,IPV6 for a dual-stack service); an applied one
+#                        outside namespace default as NS/NAME, its
 #                        backends NODE/POD (an endpoint without a pod: its address)
 #   dl_apply FILE        create or replace the Services, EndpointSlices, Namespaces and NetworkPolicies
 #                        of a kubectl-style YAML or JSON file (multi-document or a List); the whole file or
 #                        nothing (Namespaces and NetworkPolicies: policy.bash)
 #   dl_delete FILE       remove the objects it names (absent ones: said, not an error)
-#   dl_service_ip NAME   its cluster IP
+#   dl_service_ip NAME   its (IPv4) cluster IP;  dl_service_ip6 NAME: its IPv6 one (dual stack; else empty)
+#   dl_service_ips NAME  its cluster IPs as the list shows them (IPV4 or IPV4,IPV6)
 #   dl_service_raw NAME SERVICE [SLICE]
 #                        write service NAME's entry (and its slice's) into the cluster file as given, one YAML
 #                        flow mapping each, unchecked: how a test hands the agents an object they must refuse
@@ -149,6 +154,18 @@ dl_service_ip() {
   _dl_service_field "$1" ip
 }
 
+dl_service_ip6() {
+  [ -f "$(_dl_services_dir)/$1.svc" ] || { dl_die "no service '$1' in lab $DL_NAME"; return 1; }
+  _dl_service_field "$1" ip6
+}
+
+dl_service_ips() {
+  local ip ip6
+  ip=$(dl_service_ip "$1") || return 1
+  ip6=$(_dl_service_field "$1" ip6)
+  echo "$ip${ip6:+,$ip6}"
+}
+
 _dl_free_service_ip() {
   local x ip f used=" "
   for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
@@ -161,14 +178,36 @@ _dl_free_service_ip() {
   dl_die "no free cluster IP left in 10.96.0.10-254"; return 1
 }
 
+# The IPv6 service CIDR fd00:10:96::/112, written as the lab writes its addresses: fd00:10:96::X, X 1-4 hex digits.
+_dl_service_ip6_ok() { [[ "$1" =~ ^fd00:10:96::[0-9a-f]{1,4}$ ]]; }
+
+_dl_free_service_ip6() {
+  local x ip f used=" "
+  for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
+    [ -e "$f" ] && used+="$(sed -n 's/^# ip6=//p' "$f") "
+  done
+  for (( x = 10; x < 65536; x++ )); do
+    ip=fd00:10:96::$(printf %x $x)
+    [[ "$used" == *" $ip "* ]] || { echo "$ip"; return 0; }
+  done
+  dl_die "no free IPv6 cluster IP left in fd00:10:96::/112"; return 1
+}
+
 dl_service_add() {
   dl_kube_enabled && { dl_die "in Kubernetes mode services come from kubectl (dpu-lab kubectl apply)"; return 1; }
-  local name=${1:-} ip="" affinity="" itp="" etp="" node_port="" backends="" have_backends=0 ports=() p
+  local name=${1:-} ip="" ip6="" affinity="" itp="" etp="" node_port="" backends="" have_backends=0 ports=() p
   _dl_service_name_ok "$name" || return 1
   shift
   while [ $# -gt 0 ]; do
     case $1 in
-      --ip) ip=${2:-}; shift 2 ;;
+      --ip) if [[ "${2:-}" == *:* ]]; then
+              [ -z "$ip6" ] || { dl_die "--ip: one IPv6 cluster IP per service (dual stack: one per family)"; return 1; }
+              ip6=${2,,}
+            else
+              [ -z "$ip" ] || { dl_die "--ip: one IPv4 cluster IP per service (dual stack: one per family)"; return 1; }
+              ip=${2:-}
+            fi
+            shift 2 ;;
       --port) p=$(_dl_service_port "${2:-}") || return 1; ports+=("$p"); shift 2 ;;
       --affinity) affinity=${2:-}; shift 2 ;;
       --itp) itp=${2:-}; shift 2 ;;
@@ -201,11 +240,24 @@ dl_service_add() {
   fi
   [[ "$ip" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
     { dl_die "--ip '$ip' must be an IPv4 address in the service CIDR 10.96.0.0/12"; return 1; }
+  # Dual stack: an IPv6 cluster IP beside it (kept when the service is replaced).
+  if dl_dual_stack; then
+    if [ -z "$ip6" ]; then
+      if [ -f "$dir/$name.svc" ]; then ip6=$(_dl_service_field "$name" ip6); fi
+      [ -n "$ip6" ] || ip6=$(_dl_free_service_ip6) || return 1
+    fi
+    _dl_service_ip6_ok "$ip6" ||
+      { dl_die "--ip '$ip6' must be an IPv6 address in the service CIDR fd00:10:96::/112, written fd00:10:96::X"; return 1; }
+  elif [ -n "$ip6" ]; then
+    dl_die "--ip '$ip6': lab $DL_NAME is IPv4 only (an IPv6 cluster IP needs a lab up --dual-stack)"; return 1
+  fi
   local f other
   for f in "$dir"/*.svc "$dir"/applied/service.*; do
     [ -e "$f" ] && [ "$f" != "$dir/$name.svc" ] && [ "$f" != "$dir/applied/service.default.$name" ] || continue
     other=$(sed -n 's/^# ip=//p' "$f")
     [ "$other" != "$ip" ] || { dl_die "cluster IP $ip is service $(_dl_service_file_name "$f")'s"; return 1; }
+    [ -z "$ip6" ] || [ "$(sed -n 's/^# ip6=//p' "$f")" != "$ip6" ] ||
+      { dl_die "cluster IP $ip6 is service $(_dl_service_file_name "$f")'s"; return 1; }
     [ -z "$node_port" ] || [[ " $(sed -n 's/^# node_port=//p' "$f") " != *" $node_port "* ]] ||
       { dl_die "node port $node_port is service $(_dl_service_file_name "$f")'s"; return 1; }
   done
@@ -221,16 +273,19 @@ dl_service_add() {
     shown+="${sep:+,}${proto,,}/$port:$target${np:+@$node_port}"
     sep=", "
   done
-  local extra=""
+  local extra="" ips="clusterIP: $ip"
+  # Dual stack as the API server writes a PreferDualStack service in a cluster whose first family is IPv4.
+  [ -n "$ip6" ] && ips+=", clusterIPs: [$ip, \"$ip6\"], ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack"
   [ -n "$affinity" ] && extra+=", sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: $affinity}}"
   [ -n "$itp" ] && extra+=", internalTrafficPolicy: $itp"
   [ -n "$etp" ] && extra+=", externalTrafficPolicy: $etp"
   {
     echo "# ip=$ip"
+    [ -n "$ip6" ] && echo "# ip6=$ip6"
     echo "# node_port=$node_port"
     echo "# ports=$shown"
     echo "# targets=$targets"
-    echo "  - {namespace: default, name: $name, type: $type, clusterIP: $ip, ports: [$spec]$extra}"
+    echo "  - {namespace: default, name: $name, type: $type, $ips, ports: [$spec]$extra}"
   } > "$dir/$name.svc.tmp" || return 1
   # Keep the endpoints of a replaced service unless new ones are given.
   local keep=""
@@ -248,10 +303,11 @@ dl_service_backends() {
   [ -f "$dir/applied/service.default.$name" ] &&
     { dl_die "service '$name' was applied from a file: change its EndpointSlices there (dpu-lab apply FILE)"; return 1; }
   [ -f "$dir/$name.svc" ] || { dl_die "no service '$name' in lab $DL_NAME (dpu-lab service add $name ...)"; return 1; }
-  local targets
+  local targets dual=0
   read -r -a targets <<< "$(_dl_service_field "$name" targets)"
+  [ -n "$(_dl_service_field "$name" ip6)" ] && dual=1
   # Slices by their ports (the endpoints' resolved numbers), in order of first use.
-  local -A slice_eps=()
+  local -A slice_eps=() slice_eps6=()
   local slice_keys=()
   local items=()
   IFS=, read -r -a items <<< "$list"
@@ -281,8 +337,14 @@ dl_service_backends() {
       sep=", "
     done
     # (Keys carry a prefix: bash refuses an empty one, a pod with none of the ports.)
-    [ -n "${slice_eps[k$ports]+x}" ] || { slice_keys+=("$ports"); slice_eps[k$ports]=""; }
+    [ -n "${slice_eps[k$ports]+x}" ] || { slice_keys+=("$ports"); slice_eps[k$ports]=""; slice_eps6[k$ports]=""; }
     slice_eps[k$ports]+="${slice_eps[k$ports]:+, }{addresses: [$ip], conditions: $cond, nodeName: $(dl_node_name "$n"), targetRef: {kind: Pod, namespace: default, name: $pod}}"
+    if [ $dual = 1 ]; then
+      # The controller's IPv6 slice: the pod's IPv6 address (a pod without one is in no IPv6 slice).
+      ip=$(dl_pod_ip6 "$n" "$pod")
+      [ -z "$ip" ] ||
+        slice_eps6[k$ports]+="${slice_eps6[k$ports]:+, }{addresses: [\"$ip\"], conditions: $cond, nodeName: $(dl_node_name "$n"), targetRef: {kind: Pod, namespace: default, name: $pod}}"
+    fi
   done
   # No endpoint: one empty slice with the ports given by number.
   if [ ${#slice_keys[@]} = 0 ]; then
@@ -293,19 +355,25 @@ dl_service_backends() {
       ports+="$sep{name: $pname, protocol: $proto, port: $target}"
       sep=", "
     done
-    slice_keys=("$ports"); slice_eps[k$ports]=""
+    slice_keys=("$ports"); slice_eps[k$ports]=""; slice_eps6[k$ports]=""
   fi
-  local i slice
+  local i slice family
   for (( i = 1; i <= ${#slice_keys[@]}; i++ )); do
-    slice=$name-lab; [ $i -gt 1 ] && slice+=-$i
-    [ ! -e "$dir/applied/slice.default.$slice" ] ||
-      { dl_die "EndpointSlice default/$slice was applied from a file and service $name's own slice takes that name (dpu-lab delete FILE first)"; return 1; }
+    for family in "" -v6; do
+      [ -z "$family" ] || [ $dual = 1 ] || continue
+      slice=$name-lab$family; [ $i -gt 1 ] && slice+=-$i
+      [ ! -e "$dir/applied/slice.default.$slice" ] ||
+        { dl_die "EndpointSlice default/$slice was applied from a file and service $name's own slice takes that name (dpu-lab delete FILE first)"; return 1; }
+    done
   done
   i=0
   {
     for ports in "${slice_keys[@]}"; do
       i=$(( i + 1 )); slice=$name-lab; [ $i -gt 1 ] && slice+=-$i
       echo "  - {namespace: default, name: $slice, service: $name, addressType: IPv4, endpoints: [${slice_eps[k$ports]}], ports: [$ports]}"
+      [ $dual = 1 ] || continue
+      slice=$name-lab-v6; [ $i -gt 1 ] && slice+=-$i
+      echo "  - {namespace: default, name: $slice, service: $name, addressType: IPv6, endpoints: [${slice_eps6[k$ports]}], ports: [$ports]}"
     done
   } > "$dir/$name.eps.tmp" && mv "$dir/$name.eps.tmp" "$dir/$name.eps" || return 1
   echo "$list" > "$dir/$name.backends"
@@ -345,7 +413,7 @@ dl_service_list() {
   for f in "$(_dl_services_dir)"/*.svc; do
     [ -e "$f" ] || continue
     name=$(basename "$f" .svc)
-    printf '%s %s %s %s\n' "$name" "$(_dl_service_field "$name" ip)" \
+    printf '%s %s %s %s\n' "$name" "$(dl_service_ips "$name")" \
       "$(_dl_service_field "$name" ports)" "$(cat "$(_dl_services_dir)/$name.backends" 2>/dev/null)"
   done
   for f in "$(_dl_services_dir)"/applied/service.*; do
