@@ -111,6 +111,42 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
 ) && pass "library: service verbs check their arguments and write Services and EndpointSlices" ||
   fail "library: service verbs"
 
+# Dual stack (DL_DUAL_STACK=1): the IPv6 addresses beside the IPv4 ones, and
+# the service verbs writing a cluster IP and an EndpointSlice per family.
+(
+  source "$src/lab/lib/lab.bash"
+  dl_init "q6" || exit 1
+  [ "$(dl_pod_cidrs 2)" = 10.244.2.0/24 ] && [ "$(dl_cluster_cidrs)" = 10.244.0.0/16 ] &&
+    [ "$(dl_service_cidrs)" = 10.96.0.0/12 ] || exit 1
+  mkdir -p "$DL_DIR" && echo "nodes: []" > "$DL_DIR/cluster.nodes.yaml" || exit 1
+  out=$(dl_service_add v4 --port tcp/80 --ip fd00:10:96::a 2>&1) && exit 1
+  grep -q "lab q6 is IPv4 only (an IPv6 cluster IP needs a lab up --dual-stack)" <<< "$out" || exit 1
+  export DL_DUAL_STACK=1
+  [ "$(dl_pod_cidrs 2)" = "10.244.2.0/24, fd00:10:244:2::/64" ] && [ "$(dl_node_ip6 3)" = fd00:18::3 ] &&
+    [ "$(dl_cluster_cidrs)" = "10.244.0.0/16, fd00:10:244::/48" ] &&
+    [ "$(dl_service_cidrs)" = "10.96.0.0/12, fd00:10:96::/112" ] || exit 1
+  f=$DL_DIR/cluster.yaml
+  dl_service_add web --port tcp/80:8080 --backends "" || exit 1
+  grep -qF '  - {namespace: default, name: web, type: ClusterIP, clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10, "fd00:10:96::a"], ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack, ports: [{name: tcp-80, protocol: TCP, port: 80, targetPort: 8080}]}' "$f" &&
+    grep -qxF '  - {namespace: default, name: web-lab, service: web, addressType: IPv4, endpoints: [], ports: [{name: tcp-80, protocol: TCP, port: 8080}]}' "$f" &&
+    grep -qxF '  - {namespace: default, name: web-lab-v6, service: web, addressType: IPv6, endpoints: [], ports: [{name: tcp-80, protocol: TCP, port: 8080}]}' "$f" || exit 1
+  dl_service_add dns --port udp/53 --ip fd00:10:96::35 --ip 10.96.0.53 || exit 1
+  [ "$(dl_service_ips dns)" = "10.96.0.53,fd00:10:96::35" ] && [ "$(dl_service_ip6 web)" = fd00:10:96::a ] || exit 1
+  out=$(dl_service_add other --port tcp/80 --ip fd00:10:96::35 2>&1) && exit 1
+  grep -q "cluster IP fd00:10:96::35 is service dns's" <<< "$out" || exit 1
+  out=$(dl_service_add other --port tcp/80 --ip fd00:99::1 2>&1) && exit 1
+  grep -q "must be an IPv6 address in the service CIDR fd00:10:96::/112" <<< "$out" || exit 1
+  out=$(dl_service_add other --port tcp/80 --ip fd00:10:96::b --ip fd00:10:96::c 2>&1) && exit 1
+  grep -q "one IPv6 cluster IP per service" <<< "$out" || exit 1
+  # Replaced, it keeps both cluster IPs; the next one takes the next free IPv6 one.
+  dl_service_add web --port tcp/81 || exit 1
+  dl_service_add third --port tcp/80 || exit 1
+  [ "$(dl_service_list)" = "dns 10.96.0.53,fd00:10:96::35 udp/53:53 
+third 10.96.0.11,fd00:10:96::b tcp/80:80 
+web 10.96.0.10,fd00:10:96::a tcp/81:81 " ]
+) && pass "library: dual-stack addresses; service verbs write a cluster IP and an EndpointSlice per family" ||
+  fail "library: dual stack"
+
 # The NetworkPolicy verbs' arguments and the cluster file entries they write,
 # without a lab: namespaces and their labels, a pod's labels and ports
 # refused before anything is written.
