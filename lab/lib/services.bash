@@ -531,7 +531,7 @@ _dl_node_port_for() {  # GIVEN PORT PROTO OLD-ENTRY
 
 # One decoded Service into the staged services dir; prints what was done.
 _dl_apply_service() {
-  local o=$1 where=$2 ns=$3 name=$4 dir self_file replaced_file="" old="" old_ip="" ip ips entry verb_done
+  local o=$1 where=$2 ns=$3 name=$4 dir self_file replaced_file="" old="" old_ip="" ip ip6="" ips entry verb_done one
   dir=$(_dl_services_dir)
   self_file=$dir/applied/service.$ns.$name
   local ref="Service $ns/$name"
@@ -547,9 +547,18 @@ _dl_apply_service() {
     ip=$old_ip
     [ -n "$ip" ] || ip=$(_dl_free_service_ip) || return 1
   else
-    for ip in $ips; do
-      [[ "$ip" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
-        { dl_die "apply: $where: $ref: cluster IP $ip is not in the lab's service CIDR 10.96.0.0/12 (IPv4 only)"; return 1; }
+    for one in $ips; do
+      if [[ "$one" == *:* ]] && dl_dual_stack; then
+        # A dual-stack lab's first family is IPv4: a service lists its IPv4 cluster IP first.
+        [ "$one" != "${ips%% *}" ] ||
+          { dl_die "apply: $where: $ref: clusterIPs must list the IPv4 cluster IP first (IPv4 is the lab's first family), not $one"; return 1; }
+        _dl_service_ip6_ok "$one" ||
+          { dl_die "apply: $where: $ref: cluster IP $one is not in the lab's IPv6 service CIDR fd00:10:96::/112 (written fd00:10:96::X)"; return 1; }
+        ip6=$one
+      else
+        [[ "$one" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
+          { dl_die "apply: $where: $ref: cluster IP $one is not in the lab's service CIDR 10.96.0.0/12$(dl_dual_stack || echo " (IPv4 only)")"; return 1; }
+      fi
     done
     ip=${ips%% *}
     [ -z "$old_ip" ] || [ "$old_ip" = "$ip" ] ||
@@ -561,6 +570,8 @@ _dl_apply_service() {
       [ -e "$f" ] && [ "$f" != "$self_file" ] && [ "$f" != "$replaced_file" ] || continue
       [ "$(sed -n 's/^# ip=//p' "$f")" != "$ip" ] ||
         { dl_die "apply: $where: $ref: cluster IP $ip is service $(_dl_service_file_name "$f")'s"; return 1; }
+      [ -z "$ip6" ] || [ "$(sed -n 's/^# ip6=//p' "$f")" != "$ip6" ] ||
+        { dl_die "apply: $where: $ref: cluster IP $ip6 is service $(_dl_service_file_name "$f")'s"; return 1; }
     done
   fi
   # Node ports: a NodePort or LoadBalancer service has one on every port.
@@ -585,8 +596,9 @@ _dl_apply_service() {
     state=configured verb_done=" (replaces the one dpu-lab service add made, and its slices)"
   fi
   mkdir -p "$dir/applied" &&
-    printf '# ip=%s\n# node_port=%s\n  - %s\n' "$ip" "$(tr -s ' ' <<< "${taken_here# }")" "$entry" > "$self_file" || return 1
-  echo "service $ns/$name $state${ip:+, cluster IP $ip}$verb_done"
+    { printf '# ip=%s\n' "$ip"; [ -z "$ip6" ] || printf '# ip6=%s\n' "$ip6"
+      printf '# node_port=%s\n  - %s\n' "$(tr -s ' ' <<< "${taken_here# }")" "$entry"; } > "$self_file" || return 1
+  echo "service $ns/$name $state${ip:+, cluster IP $ip}${ip6:+,$ip6}$verb_done"
 }
 
 # One decoded EndpointSlice into the staged services dir; prints what was done.
@@ -667,9 +679,11 @@ dl_delete() {
 
 # APPLIED-FILE SHOWN-NAME: its dl_service_list row.
 _dl_applied_row() {
-  local f=$1 entry ip ns name backends slices
+  local f=$1 entry ip ip6 ns name backends slices
   entry=$(_dl_entry_of "$f")
   ip=$(sed -n 's/^# ip=//p' "$f")
+  ip6=$(sed -n 's/^# ip6=//p' "$f")
+  [ -z "$ip6" ] || ip+=",$ip6"
   read -r ns name < <(jq -r '"\(.namespace) \(.name)"' <<< "$entry")
   slices=("$(_dl_services_dir)"/applied/slice.*)
   backends=""

@@ -143,7 +143,18 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
   dl_service_add third --port tcp/80 || exit 1
   [ "$(dl_service_list)" = "dns 10.96.0.53,fd00:10:96::35 udp/53:53 
 third 10.96.0.11,fd00:10:96::b tcp/80:80 
-web 10.96.0.10,fd00:10:96::a tcp/81:81 " ]
+web 10.96.0.10,fd00:10:96::a tcp/81:81 " ] || exit 1
+  # dpu-lab apply: a dual-stack Service's clusterIPs, IPv4 first.
+  if [ -x "$(dl_bin agent)" ]; then
+    printf '%s\n' 'apiVersion: v1' 'kind: Service' 'metadata: {name: app}' \
+      'spec: {ipFamilyPolicy: RequireDualStack, ipFamilies: [IPv6, IPv4], clusterIPs: ["fd00:10:96::50", 10.96.0.50], ports: [{port: 80}]}' \
+      > "$DL_DIR/app.yaml"
+    out=$(dl_apply "$DL_DIR/app.yaml" 2>&1) && exit 1
+    grep -q "clusterIPs must list the IPv4 cluster IP first" <<< "$out" || exit 1
+    sed -i 's/ipFamilies: \[IPv6, IPv4\], clusterIPs: \["fd00:10:96::50", 10.96.0.50\]/ipFamilies: [IPv4, IPv6], clusterIPs: [10.96.0.50, "fd00:10:96::50"]/' "$DL_DIR/app.yaml"
+    out=$(dl_apply "$DL_DIR/app.yaml") && [ "$out" = "service default/app created, cluster IP 10.96.0.50,fd00:10:96::50" ] &&
+      [ "$(dl_service_list | grep '^app ')" = "app 10.96.0.50,fd00:10:96::50 tcp/80:80 " ] || exit 1
+  fi
 ) && pass "library: dual-stack addresses; service verbs write a cluster IP and an EndpointSlice per family" ||
   fail "library: dual stack"
 
