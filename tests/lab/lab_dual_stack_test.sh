@@ -20,11 +20,12 @@
 #    fd00:18::fe on-link and 2001:db8:1::1 behind it (ping and TCP, bridged by
 #    the DPU), the external side reaches the node IP, and `dpuctl neighbours`
 #    shows the IPv6 node IP and gateway;
-#  - (needs the dataplane's IPv6 north–south: neighbour discovery on the node
-#    network, IPv6 SNAT, IPv6 node ports) egress SNAT over IPv6: a pod's TCP,
-#    UDP and ping -6 to 2001:db8:1::1 arrive from its node's fd00:18::N on a
-#    port (echo identifier) in 61000-65535, and the replies come back;
-#  - (same) an IPv6 node port: the external side reaches a NodePort service on
+#  - egress SNAT over IPv6 (docs/services.md "North–south", which the
+#    dataplane's neighbour discovery on the node network makes possible): a
+#    pod's TCP, UDP and ping -6 to 2001:db8:1::1 arrive from its node's
+#    fd00:18::N on a port (echo identifier) in 61000-65535, and the replies
+#    come back;
+#  - an IPv6 node port: the external side reaches a NodePort service on
 #    [fd00:18::N]:30080 of each node, under externalTrafficPolicy Cluster (both
 #    backends; the client masqueraded to the ingress node's IPv6 pod gateway
 #    fd00:10:244:N::1, as IPv4's is to 10.244.N.1) and Local (only the node's own
@@ -171,7 +172,7 @@ grep -qF "node IPs: 172.18.0.1/24, $node1/64; gateways: 172.18.0.254, $gw6" <<< 
   pass "dpuctl neighbours on node1: the IPv6 node IP and gateway from the agent's northSouth" ||
   fail "dpuctl neighbours on node1: $nb"
 
-# --- egress SNAT over IPv6 (needs the dataplane's IPv6 SNAT and node-network ND).
+# --- egress SNAT over IPv6.
 # The external side's view of echo requests: a raw ICMPv6 socket prints "SOURCE ID" per request.
 cat > "$DL_DIR/echo_seen.py" <<'PYEOF'
 import socket, struct, sys
@@ -223,7 +224,7 @@ snat=$(( $(dl_drop_count 1 SnatNew) - snat_before ))
 [ "$snat" -ge 7 ] && pass "node1's stats: SnatNew counted $snat new IPv6 egress connections" ||
   fail "node1's SnatNew moved by $snat after IPv6 egress: $(dl_dpuctl 1 stats 2>&1 | grep -iE 'snat|noroute|neigh' | tr -s ' ' | tr '\n' ';')"
 
-# --- an IPv6 node port (needs the dataplane's IPv6 node ports), a backend on each node.
+# --- an IPv6 node port, a backend on each node.
 np=30080
 lab service add np --port tcp/80:8080 --node-port $np --backends node1/a,node2/c >/dev/null ||
   fail "dpu-lab service add np --node-port $np"
