@@ -101,7 +101,7 @@ dl_node_configs() {
   # The node network: the node IP and the gateway of each family.
   local node_ips gateways=$DL_NODE_GATEWAY
   node_ips="$(dl_node_ip "$n")/24"
-  dl_dual_stack && { node_ips+=", $(dl_node_ip6 "$n")/64"; gateways+=", $DL_NODE_GATEWAY6"; }
+  dl_dual_stack && { node_ips+=", $(dl_node_ip6 "$n")/64"; gateways+=", $DL_NODE_ROUTER6"; }
   local json_cidrs json_services
   json_cidrs=$(sed 's/[^, ][^, ]*/"&"/g' <<< "$(dl_cluster_cidrs)")
   json_services=$(sed 's/[^, ][^, ]*/"&"/g' <<< "$(dl_service_cidrs)")

@@ -182,7 +182,7 @@ dl_status() {
   echo "fabric: netns $(dl_fabric_ns), bridge fabric"
   if dl_dual_stack; then
     echo "dual stack: IPv4 and IPv6; cluster CIDRs $(dl_cluster_cidrs), service CIDRs $(dl_service_cidrs)"
-    echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 and $DL_NODE_GATEWAY6/64 (the node network's gateway) and $(dl_external_ip), $(dl_external_ip6) (outside every cluster range)"
+    echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 and $DL_NODE_GATEWAY6/64, $DL_NODE_ROUTER6 (the node network's gateway) and $(dl_external_ip), $(dl_external_ip6) (outside every cluster range)"
   else
     echo "external: netns $(dl_external_ns), $DL_NODE_GATEWAY/24 (the node network's gateway) and $(dl_external_ip) (outside every cluster range)"
   fi

@@ -33,10 +33,12 @@
 #   service CIDR      fd00:10:96::/112 (a dual-stack service's IPv6 cluster IP: the first free
 #                     fd00:10:96::X from ::a)
 #   host PF           hostpf0 also has the node IP fd00:18::N/64 (nodad: no DAD wait), default
-#                     route via fd00:18::fe. pf0hpf keeps IPv6 off: the dataplane bridges the
+#                     route via fe80::fe, the gateway's link-local address, as a router
+#                     advertisement gives it (and so in the agent's northSouth.gateways). pf0hpf
+#                     keeps IPv6 off: the dataplane bridges the
 #                     frames, the representor has no address of its own and sends nothing
-#   external          ext0 also has fd00:18::fe/64 (the gateway) and, on its loopback,
-#                     2001:db8:1::1 (the IPv6 "internet", reached through the gateway)
+#   external          ext0 also has fd00:18::fe/64 and fe80::fe (the gateway) and, on its
+#                     loopback, 2001:db8:1::1 (the IPv6 "internet", reached through the gateway)
 #   fabric            the bridge does no multicast snooping: a hub for neighbour solicitations,
 #                     whichever MLD reports it saw before the dataplanes ran
 #
@@ -69,7 +71,8 @@ DL_CLUSTER_CIDR=10.244.0.0/16
 DL_SERVICE_CIDR=10.96.0.0/12
 # Dual stack (DL_DUAL_STACK=1): the IPv6 ranges.
 DL_NODE_NET6=fd00:18:     # the node network (/64): node N is ::N, the gateway ::fe
-DL_NODE_GATEWAY6=fd00:18::fe
+DL_NODE_GATEWAY6=fd00:18::fe   # the gateway's address on the node network
+DL_NODE_ROUTER6=fe80::fe       # and its link-local one, which the routes and northSouth.gateways use
 DL_EXTERNAL_IP6=2001:db8:1::1
 DL_CLUSTER_CIDR6=fd00:10:244::/48
 DL_SERVICE_CIDR6=fd00:10:96::/112
@@ -119,6 +122,7 @@ dl_fabric_up() {
   ip -n "$ext" addr add "$DL_EXTERNAL_IP/32" dev lo || return 1
   if dl_dual_stack; then
     ip -n "$ext" addr add "$DL_NODE_GATEWAY6/64" dev ext0 nodad || return 1
+    ip -n "$ext" addr add "$DL_NODE_ROUTER6/64" dev ext0 nodad || return 1
     ip -n "$ext" addr add "$DL_EXTERNAL_IP6/128" dev lo || return 1
   fi
   _dl_no_offload "$ext" ext0
@@ -184,7 +188,7 @@ dl_node_wires_up() {
   if dl_dual_stack; then
     # nodad: the address is usable at once (the node network's addresses are the lab's to give).
     ip -n "$host" addr add "$(dl_node_ip6 "$n")/64" dev "$DL_HOST_PF" nodad || return 1
-    ip -n "$host" -6 route add default via "$DL_NODE_GATEWAY6" dev "$DL_HOST_PF" || return 1
+    ip -n "$host" -6 route add default via "$DL_NODE_ROUTER6" dev "$DL_HOST_PF" || return 1
   fi
   # VFs: the fake SR-IOV PF in the host netns, then each representor to the DPU.
   fake_sysfs_create "$DL_DIR/n$n/sysfs" "$DL_PF" "$vfs" "$DL_VF_PREFIX" "$host" || return 1

@@ -20,7 +20,9 @@
 #    fd00:18::fe on-link and 2001:db8:1::1 behind it (ping and TCP, bridged by
 #    the DPU), the external side reaches the node IP, and `dpuctl neighbours`
 #    shows the IPv6 node IP and gateway;
-#  - egress SNAT over IPv6 (docs/services.md "North–south", which the
+#  - egress SNAT over IPv6 through the gateway's link-local address fe80::fe
+#    (the routes and northSouth.gateways name it, as a router advertisement
+#    would; docs/services.md "North–south", which the
 #    dataplane's neighbour discovery on the node network makes possible): a
 #    pod's TCP, UDP and ping -6 to 2001:db8:1::1 arrive from its node's
 #    fd00:18::N on a port (echo identifier) in 61000-65535, and the replies
@@ -168,8 +170,8 @@ check "TCP node1's host -> [$gw6]:9000: the external side sees $node1" dl_wait 1
 check "TCP node2's host -> [$ext6]:9000: the external side sees $node2" dl_wait 10 sees node2/host "[$ext6]:9000" ext "$node2"
 check "the external side pings node2's node IP $node2" dl_wait 10 ping6 external "$node2"
 nb=$(dl_dpuctl 1 neighbours 2>&1)
-grep -qF "node IPs: 172.18.0.1/24, $node1/64; gateways: 172.18.0.254, $gw6" <<< "$nb" &&
-  pass "dpuctl neighbours on node1: the IPv6 node IP and gateway from the agent's northSouth" ||
+grep -qF "node IPs: 172.18.0.1/24, $node1/64; gateways: 172.18.0.254, $DL_NODE_ROUTER6" <<< "$nb" &&
+  pass "dpuctl neighbours on node1: the IPv6 node IP and the link-local gateway from the agent's northSouth" ||
   fail "dpuctl neighbours on node1: $nb"
 
 # --- egress SNAT over IPv6.
@@ -220,6 +222,10 @@ grep -qE "^tcp +\[$a6\]:[0-9]+ -> \[$ext6\]:9000 +\[$ext6\]:9000 -> \[$node1\]:6
   grep -qE "^udp +\[$a6\]:[0-9]+ -> \[$ext6\]:9000 +\[$ext6\]:9000 -> \[$node1\]:6[1-5][0-9]{3} .* snat " <<< "$ct" &&
   pass "dpuctl conntrack on node1: node1/a's TCP and UDP to $ext6, masqueraded to $node1" ||
   fail "dpuctl conntrack --address $ext6 on node1: $ct"
+# The pods' IPv6 egress left through the gateway's link-local address, which node1's dataplane solicited.
+grep -qE "^$DL_NODE_ROUTER6 +[0-9a-f:]{17} +(reachable|stale) " <<< "$(dl_dpuctl 1 neighbours 2>&1)" &&
+  pass "dpuctl neighbours on node1: the link-local gateway $DL_NODE_ROUTER6 resolved by neighbour discovery" ||
+  fail "dpuctl neighbours on node1 (the link-local gateway): $(dl_dpuctl 1 neighbours 2>&1)"
 snat=$(( $(dl_drop_count 1 SnatNew) - snat_before ))
 [ "$snat" -ge 7 ] && pass "node1's stats: SnatNew counted $snat new IPv6 egress connections" ||
   fail "node1's SnatNew moved by $snat after IPv6 egress: $(dl_dpuctl 1 stats 2>&1 | grep -iE 'snat|noroute|neigh' | tr -s ' ' | tr '\n' ';')"

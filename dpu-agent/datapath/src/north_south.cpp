@@ -62,8 +62,12 @@ const SnapNodeIp* SnapNorthSouth::nodeIp(const uint8_t* a, bool v6) const {
 }
 
 const SnapNodeIp* SnapNorthSouth::onLink(const uint8_t* a, bool v6) const {
+  // An IPv6 link-local address (fe80::/10) is on the node network's link
+  // whatever the prefixes: reached from the first IPv6 node IP, which a
+  // solicitation may come from (RFC 4861 §7.2.2).
+  const bool link_local = v6 && a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
   for (const auto& n : node_ips)
-    if (n.v6() == v6 && n.onLink(a)) return &n;
+    if (n.v6() == v6 && (link_local || n.onLink(a))) return &n;
   return nullptr;
 }
 

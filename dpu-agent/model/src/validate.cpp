@@ -693,7 +693,9 @@ Result<NodeAddresses> parseNodeAddresses(const std::vector<std::string>& ips, co
       if (ip.address.family != gw->family) continue;
       has_family = true;
       if (ip.address == *gw) return invalid(what + " is a node IP; the gateway is another host on the node network");
-      on_link = on_link || ip.network().contains(*gw);
+      // An IPv6 link-local gateway (what router advertisements give) is on
+      // every IPv6 link: solicited from a node IP (RFC 4861 §7.2.2).
+      on_link = on_link || ip.network().contains(*gw) || (!gw->isV4() && isLinkLocal(*gw));
     }
     if (!has_family) {
       return invalid(what + ": no node IP of its family in " + ips_field + " (a gateway is reached from one)");

@@ -1198,3 +1198,30 @@ TEST_CASE("egress SNAT over IPv6: an established connection's two flows run in t
   }
   CHECK(rewrites == 2);
 }
+
+TEST_CASE("north-south: an IPv6 link-local gateway is solicited from the node's IPv6 address and used",
+          "[engine][north-south]") {
+  Fixture f;
+  auto m = baseModel();
+  m.mutable_node()->set_node_gateways(1, "fe80::1");
+  program(f, m, 2);
+  f.bridged(kHost, kUplink, neighborAdvert(kHostMac, kAllNodesMac, "ff02::1", "2001:db8:18::1", kHostMac, false));
+  f.update();
+  NorthSouthRoute r;
+  CHECK(f.route("2001:db8:99::1", r) == DropReason::kNeighbourUnresolved);
+  auto sent = Fixture::drain(kUplink);
+  REQUIRE(sent.size() == 1);
+  CHECK(hex(sent[0]) == hex(neighborSolicit("2001:db8:18::1", "fe80::1", kHostMac)));
+  // The router answers the node IP from its link-local address.
+  f.bridged(kUplink, kHost, neighborAdvert(kGatewayMac, kHostMac, "2001:db8:18::1", "fe80::1", kGatewayMac, true));
+  f.update();
+  REQUIRE(f.route("2001:db8:99::1", r) == DropReason::kOk);
+  CHECK(r.next_hop.str() == "fe80::1");
+  CHECK(r.node_ip.str() == "2001:db8:18::1");
+  CHECK(r.next_hop_mac == kGatewayMac);
+  // Another link-local neighbour soliciting the node IP is on the link too.
+  f.bridged(kUplink, kHost, neighborSolicit("fe80::9", "2001:db8:18::1", kPeerMac));
+  f.update();
+  REQUIRE(f.neighbour("fe80::9") != nullptr);
+  CHECK(f.neighbour("fe80::9")->mac() == "02:18:00:00:00:09");
+}

@@ -570,6 +570,11 @@ TEST_CASE("model: the node's north–south addresses are in force as given", "[m
   auto host = parseNodeAddresses({"172.18.0.7/32", "172.18.1.0/31"}, {}, *IpAddress::parse("192.168.100.1"), {}, {},
                                  "ips", "gws");
   CHECK(host.ok());
+  // An IPv6 gateway may be link-local (what router advertisements give), reached from an IPv6 node IP.
+  auto link_local = parseNodeAddresses({"172.18.0.1/24", "2001:db8:18::1/64"}, {"fe80::1"},
+                                       *IpAddress::parse("192.168.100.1"), {}, {}, "ips", "gws");
+  REQUIRE(link_local.ok());
+  CHECK(link_local->gateways.at(0).str() == "fe80::1");
 }
 
 TEST_CASE("model: bad node addresses refuse the request whole, naming the field", "[model][north-south]") {
@@ -597,6 +602,8 @@ TEST_CASE("model: bad node addresses refuse the request whole, naming the field"
       {{"172.18.0.1/24"}, {"172.19.0.1"}, "is in none of the node IPs' prefixes"},
       {{"172.18.0.1/24"}, {"172.18.0.1"}, "is a node IP"},
       {{"172.18.0.1/24"}, {"2001:db8::1"}, "no node IP of its family"},
+      {{"172.18.0.1/24"}, {"fe80::1"}, "no node IP of its family"},
+      {{"172.18.0.1/24"}, {"169.254.0.1"}, "is in none of the node IPs' prefixes"},
       {{"172.18.0.1/24"}, {"172.18.0.254", "172.18.0.253"}, "is the IPv4 gateway already"},
       {{"172.18.0.1/24"}, {"172.18.0.254/24"}, "node.node_gateways \"172.18.0.254/24\": "},
   };
