@@ -15,6 +15,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine_impl.h"
@@ -45,10 +46,21 @@ bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
   return false;
 }
 
+// An address a router never forwards a packet to off the link it came on
+// (RFC 4291 §2.5.6, RFC 3927 §7): link-local, loopback, unspecified, multicast
+// (IPv4: also 0/8 and the limited broadcast, in 224/4 and above).
+bool linkScoped(const uint8_t* a, bool v6) {
+  if (v6) return isLinkLocal6(a) || overlay::ipv6::isMulticast(a) || overlay::ipv6::isUnspecified(a) ||
+                 (std::all_of(a, a + 15, [](uint8_t b) { return b == 0; }) && a[15] == 1);
+  return (a[0] == 169 && a[1] == 254) || a[0] == 127 || a[0] == 0 || a[0] >= 224;
+}
+
 // A destination no part of the cluster has: not a pod subnet here or on
-// another node, not a cluster or service address, not a gateway.
+// another node, not a cluster or service address, not a gateway; and one a
+// router may forward to (not link-scoped: a pod's packet to fe80::1 is not
+// the node network's).
 bool offCluster(const Snapshot& snap, const uint8_t* dst, bool v6) {
-  return !snap.inLocalSubnet(dst, v6) && snap.routeRemote(dst, v6).node == nullptr &&
+  return !linkScoped(dst, v6) && !snap.inLocalSubnet(dst, v6) && snap.routeRemote(dst, v6).node == nullptr &&
          !snap.inClusterCidr(dst, v6) && !snap.inServiceCidr(dst, v6) && !isGatewayAddress(snap, dst, v6);
 }
 

@@ -1004,9 +1004,11 @@ TEST_CASE("egress SNAT: a pod's connection leaves from the node IP on a port of 
     const char* node;
     const char* server;
     size_t sport;  // where the UDP source port is, and the echo identifier 4 bytes on
+    std::vector<const char*> link_scoped;  // off the cluster, but never forwarded off the link
   };
-  for (const Family& fam : {Family{"10.244.1.5", "172.18.0.1", "198.51.100.53", 14 + 20},
-                            Family{"fd00:10:244:1::5", "2001:db8:18::1", "2001:db8:99::53", 14 + 40}}) {
+  for (const Family& fam :
+       {Family{"10.244.1.5", "172.18.0.1", "198.51.100.53", 14 + 20, {"169.254.1.1", "127.0.0.1", "224.0.0.9"}},
+        Family{"fd00:10:244:1::5", "2001:db8:18::1", "2001:db8:99::53", 14 + 40, {"fe80::1", "::1", "ff0e::9"}}}) {
     INFO(fam.pod);
     Fixture f;
     resolveGateway(f);
@@ -1057,6 +1059,16 @@ TEST_CASE("egress SNAT: a pod's connection leaves from the node IP on a port of 
     f.inject(kUplink, echoTo(kHostMac, kGatewayMac, fam.server, fam.node, false, 64999, 64));
     CHECK(Fixture::drain(kHost).empty());
     CHECK(f.stat("SnatNoConnection") == 1);
+    // A link-local, loopback or multicast destination is not routed off the link, translated or not.
+    const uint64_t snat = f.stat("SnatNew"), no_route = f.stat("NoRoute");
+    for (const char* scoped : fam.link_scoped) {
+      INFO(scoped);
+      f.inject(kRep, udpTo(kRouterMac, kPodMac, fam.pod, 5353, scoped, 53));
+      CHECK(Fixture::drain(kUplink).empty());
+      CHECK(Fixture::drain(kHost).empty());
+    }
+    CHECK(f.stat("SnatNew") == snat);
+    CHECK(f.stat("NoRoute") == no_route + 3);
   }
 }
 
