@@ -27,6 +27,7 @@
 #include "common/config_doc.h"
 #include "common/net_address.h"
 #include "fake_kube_schema.h"
+#include "fake_kube_services.h"
 
 namespace dpu::fakes {
 namespace {
@@ -81,6 +82,7 @@ const char* reasonPhrase(int code) {
     case 410: return "Gone";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Entity";
+    case 500: return "Internal Server Error";
     default: return "Error";
   }
 }
@@ -114,21 +116,22 @@ std::string labelProblem(const std::string& k, const std::string& v) {
   return "";
 }
 
-uint32_t ipv4(const std::string& s) {
-  in_addr a{};
-  if (inet_pton(AF_INET, s.c_str(), &a) != 1) return 0;
-  return ntohl(a.s_addr);
-}
-
-std::string ipv4Text(uint32_t v) {
-  in_addr a{};
-  a.s_addr = htonl(v);
-  char buf[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &a, buf, sizeof buf);
-  return buf;
-}
-
 using Invalid = std::function<void(const std::string&, const std::string&)>;
+
+// An object refused as the real server's validation refuses it (422 Invalid,
+// a cause per field); the details ride on the message, a JSON suffix after a
+// newline that the handler splits off.
+Error invalidObject(const KubeKind& k, const std::string& name,
+                    const std::vector<std::pair<std::string, std::string>>& causes) {
+  json details = {{"name", name}, {"group", k.group}, {"kind", k.kind}, {"causes", json::array()}};
+  std::string msg = std::string(k.kind) + " \"" + name + "\" is invalid: ";
+  for (size_t i = 0; i < causes.size(); ++i) {
+    msg += (i ? ", " : "") + causes[i].first + ": " + causes[i].second;
+    details["causes"].push_back(
+        {{"reason", "FieldValueInvalid"}, {"message", causes[i].second}, {"field", causes[i].first}});
+  }
+  return Error{msg + "\n" + details.dump(), ErrorCode::kInvalid};
+}
 
 // IntOrString naming a port, as ValidatePortNumOrName checks it.
 void portOrName(const std::string& field, const json& v, const Invalid& invalid) {
@@ -463,8 +466,9 @@ Result<void> FakeKubeApiServer::start(const FakeKubeApiServerOptions& options) {
     if (auto r = rbac_.loadFile(f); !r) return Error{"fake API server: " + r.error()};
   }
   rbac_on_ = !options.rbac_files.empty();
-  if (ipv4(options.service_cidr.substr(0, options.service_cidr.find('/'))) == 0)
-    return Error{"fake API server: service CIDR " + options.service_cidr + " is not an IPv4 CIDR"};
+  auto cidrs = ServiceCidrs::parse(options.service_cidr);
+  if (!cidrs) return Error{"fake API server: " + cidrs.error()};
+  service_cidrs_ = std::move(*cidrs);
   // A client that goes away mid-write must not kill the test process.
   ::signal(SIGPIPE, SIG_IGN);
   if (!options.cert_file.empty()) {
@@ -1261,36 +1265,31 @@ Result<void> FakeKubeApiServer::validateLocked(KubeResource r, json& obj, const 
     }
     default: break;
   }
-  if (!causes.empty()) {
-    json details = {{"name", name}, {"group", k.group}, {"kind", kind}, {"causes", json::array()}};
-    std::string msg = kind + " \"" + name + "\" is invalid: ";
-    for (size_t i = 0; i < causes.size(); ++i) {
-      msg += (i ? ", " : "") + causes[i].first + ": " + causes[i].second;
-      details["causes"].push_back({{"reason", "FieldValueInvalid"}, {"message", causes[i].second}, {"field", causes[i].first}});
-    }
-    // The details ride on the message (a JSON suffix the handler splits off).
-    return Error{msg + "\n" + details.dump(), ErrorCode::kInvalid};
-  }
+  if (!causes.empty()) return invalidObject(k, name, causes);
   return {};
 }
 
-std::string FakeKubeApiServer::allocateClusterIpLocked() {
-  std::string cidr = options_.service_cidr;
-  size_t slash = cidr.find('/');
-  uint32_t base = ipv4(cidr.substr(0, slash));
-  int len = slash == std::string::npos ? 24 : std::stoi(cidr.substr(slash + 1));
-  uint32_t size = len >= 32 ? 1 : (1u << (32 - len));
-  std::set<std::string> used;
+Result<void> FakeKubeApiServer::assignServiceIpsLocked(const std::string& store_key, json& obj, const json* old) {
+  std::set<IpAddress> taken;
   for (const auto& [k, s] : objects_[static_cast<int>(KubeResource::kServices)]) {
+    if (k == store_key) continue;
     json o = json::parse(s->json, nullptr, false);
-    if (!o.is_discarded()) used.insert(o.value("/spec/clusterIP"_json_pointer, std::string()));
+    if (o.is_discarded()) continue;
+    json ips = o.value("/spec/clusterIPs"_json_pointer, json::array());
+    if (!ips.is_array()) ips = json::array();
+    ips.push_back(o.value("/spec/clusterIP"_json_pointer, json()));
+    for (const auto& ip : ips)
+      if (ip.is_string())
+        if (auto a = IpAddress::parse(ip.get<std::string>())) taken.insert(*a);
   }
-  // .1 is the kubernetes Service; the rest in order (a real server picks at random).
-  for (uint32_t i = 1; i + 1 < size; ++i) {
-    std::string ip = ipv4Text(base + i);
-    if (!used.count(ip)) return ip;
-  }
-  return "";
+  if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
+  json old_spec = old != nullptr ? old->value("spec", json::object()) : json();
+  auto problems = assignServiceIps(obj["spec"], old != nullptr ? &old_spec : nullptr, service_cidrs_, taken);
+  if (!problems.internal.empty()) return Error{problems.internal};
+  if (!problems.causes.empty())
+    return invalidObject(info(KubeResource::kServices), obj.value("/metadata/name"_json_pointer, std::string()),
+                         problems.causes);
+  return {};
 }
 
 void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old) {
@@ -1354,17 +1353,8 @@ void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old
       if (!spec.contains("type")) spec["type"] = "ClusterIP";
       if (!spec.contains("sessionAffinity")) spec["sessionAffinity"] = "None";
       std::string type = spec["type"];
-      if (old != nullptr && (*old).contains("/spec/clusterIP"_json_pointer) && !spec.contains("clusterIP")) {
-        spec["clusterIP"] = (*old)["spec"]["clusterIP"];
-        if ((*old)["spec"].contains("clusterIPs")) spec["clusterIPs"] = (*old)["spec"]["clusterIPs"];
-      }
-      if (type != "ExternalName") {
-        if (!spec.contains("clusterIP") || spec["clusterIP"] == "") spec["clusterIP"] = allocateClusterIpLocked();
-        if (!spec.contains("clusterIPs")) spec["clusterIPs"] = {spec["clusterIP"]};
-        if (!spec.contains("ipFamilies")) spec["ipFamilies"] = {"IPv4"};
-        if (!spec.contains("ipFamilyPolicy")) spec["ipFamilyPolicy"] = "SingleStack";
-        if (!spec.contains("internalTrafficPolicy")) spec["internalTrafficPolicy"] = "Cluster";
-      }
+      // (The cluster IP fields: assignServiceIpsLocked, before this.)
+      if (type != "ExternalName" && !spec.contains("internalTrafficPolicy")) spec["internalTrafficPolicy"] = "Cluster";
       std::set<int64_t> node_ports;
       for (const auto& [sk, stored] : objects_[static_cast<int>(KubeResource::kServices)]) {
         json o = json::parse(stored->json, nullptr, false);
@@ -1422,6 +1412,15 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, con
   auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
     return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
   };
+  // A refusal of validation or allocation: 422 with the causes, else `code`.
+  auto refused = [&](const Result<void>& r, int code) {
+    if (r.code() == ErrorCode::kInvalid) {
+      size_t nl = r.error().find('\n');
+      return bad(422, "Invalid", r.error().substr(0, nl), json::parse(r.error().substr(nl + 1)));
+    }
+    if (code == 500) return bad(500, "InternalError", "Internal error occurred: " + r.error());
+    return bad(code, "BadRequest", r.error());
+  };
   auto body = parseBody(req.body, req.header("content-type"));
   if (!body)
     return body.code() == ErrorCode::kNotSupported ? bad(415, "UnsupportedMediaType", body.error())
@@ -1453,13 +1452,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, con
     meta["name"] = meta["generateName"].get<std::string>() + suffix;
   }
   std::vector<std::string> warnings;
-  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, true); !v) {
-    if (v.code() == ErrorCode::kInvalid) {
-      size_t nl = v.error().find('\n');
-      return bad(422, "Invalid", v.error().substr(0, nl), json::parse(v.error().substr(nl + 1)));
-    }
-    return bad(400, "BadRequest", v.error());
-  }
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, true); !v) return refused(v, 400);
   std::string name = meta.value("name", "");
   if (k.namespaced) {
     auto& namespaces = objects_[static_cast<int>(KubeResource::kNamespaces)];
@@ -1478,6 +1471,8 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, con
                {{"name", name}, {"group", k.group}, {"kind", k.plural}});
   meta.erase("resourceVersion");
   meta.erase("selfLink");
+  if (k.id == KubeResource::kServices)
+    if (auto a = assignServiceIpsLocked(store_key, obj, nullptr); !a) return refused(a, 500);
   defaultLocked(k.id, obj, nullptr);
   stats_.writes++;
   if (req.param("dryRun") == "All") return Reply{201, obj.dump(), "application/json", warnings};
@@ -1490,6 +1485,15 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
   const KubeKind& k = *route.kind;
   auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
     return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
+  };
+  // A refusal of validation or allocation: 422 with the causes, else `code`.
+  auto refused = [&](const Result<void>& r, int code) {
+    if (r.code() == ErrorCode::kInvalid) {
+      size_t nl = r.error().find('\n');
+      return bad(422, "Invalid", r.error().substr(0, nl), json::parse(r.error().substr(nl + 1)));
+    }
+    if (code == 500) return bad(500, "InternalError", "Internal error occurred: " + r.error());
+    return bad(code, "BadRequest", r.error());
   };
   std::string ct = req.header("content-type");
   std::lock_guard<std::mutex> lock(mu_);
@@ -1574,13 +1578,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
     }
   }
   std::vector<std::string> warnings;
-  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, false); !v) {
-    if (v.code() == ErrorCode::kInvalid) {
-      size_t nl = v.error().find('\n');
-      return bad(422, "Invalid", v.error().substr(0, nl), json::parse(v.error().substr(nl + 1)));
-    }
-    return bad(400, "BadRequest", v.error());
-  }
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, false); !v) return refused(v, 400);
   // What cannot change after create.
   if (k.id == KubeResource::kPods && route.sub.empty()) {
     json a = old.value("spec", json::object()), b = obj.value("spec", json::object());
@@ -1599,13 +1597,8 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
                  "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                  "(allow it to be set to 1 if it was previously negative)");
   }
-  if (k.id == KubeResource::kServices) {
-    std::string was = old.value("/spec/clusterIP"_json_pointer, std::string());
-    std::string now = obj.value("/spec/clusterIP"_json_pointer, std::string());
-    if (!was.empty() && !now.empty() && was != now)
-      return bad(422, "Invalid", "Service \"" + route.name + "\" is invalid: spec.clusterIPs[0]: Invalid value: [\"" + now +
-                                     "\"]: may not change once set");
-  }
+  if (k.id == KubeResource::kServices && route.sub.empty())
+    if (auto a = assignServiceIpsLocked(route.storeKey(), obj, &old); !a) return refused(a, 500);
   if (k.id == KubeResource::kNamespaces && old.contains("spec")) obj["spec"] = old["spec"];
   defaultLocked(k.id, obj, &old);
   stats_.writes++;
@@ -1967,14 +1960,17 @@ void FakeKubeApiServer::bootstrapLocked() {
     storeLocked(KubeResource::kNamespaces, ns, o.dump(), "ADDED");
   }
   if (!objects_[static_cast<int>(KubeResource::kServices)].count("default/kubernetes")) {
-    std::string cidr = options_.service_cidr;
+    // The first address of the primary range, single stack: the real server's
+    // `kubernetes` Service (that address is kept for it, so nothing else can hold it).
     json o = {{"apiVersion", "v1"},
               {"kind", "Service"},
               {"metadata", {{"name", "kubernetes"}, {"namespace", "default"},
                             {"labels", {{"component", "apiserver"}, {"provider", "kubernetes"}}}}},
               {"spec",
-               {{"clusterIP", ipv4Text(ipv4(cidr.substr(0, cidr.find('/'))) + 1)},
+               {{"clusterIP", service_cidrs_.firstPrimary().str()},
+                {"ipFamilyPolicy", "SingleStack"},
                 {"ports", {{{"name", "https"}, {"port", 443}, {"protocol", "TCP"}, {"targetPort", port_}}}}}}};
+    assignServiceIps(o["spec"], nullptr, service_cidrs_, {});
     defaultLocked(KubeResource::kServices, o, nullptr);
     o["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
     storeLocked(KubeResource::kServices, "default/kubernetes", o.dump(), "ADDED");
@@ -2046,10 +2042,7 @@ void FakeKubeApiServer::syncEndpointSlicesLocked() {
     if (selector.empty() || svc.value("/spec/type"_json_pointer, std::string()) == "ExternalName") continue;
     std::string ns = svc.value("/metadata/namespace"_json_pointer, std::string());
     std::string name = svc.value("/metadata/name"_json_pointer, std::string());
-    std::string slice_name = name + "-" + std::to_string(std::hash<std::string>{}(svc.value("/metadata/uid"_json_pointer, name)) % 100000);
-    std::string slice_key = key(ns, slice_name);
-    wanted.insert(slice_key);
-    json endpoints = json::array();
+    std::string uid = svc.value("/metadata/uid"_json_pointer, name);
     json ports = json::array();
     for (const auto& port : svc.value("/spec/ports"_json_pointer, json::array())) {
       json target = port.value("targetPort", port.value("port", json(0)));
@@ -2068,52 +2061,77 @@ void FakeKubeApiServer::syncEndpointSlicesLocked() {
       }
       ports.push_back(out);
     }
-    for (const auto& p : pods) {
-      if (p.value("/metadata/namespace"_json_pointer, std::string()) != ns) continue;
-      if (!selectorMatches(selector, p.value("/metadata/labels"_json_pointer, json::object()))) continue;
-      std::string ip = p.value("/status/podIP"_json_pointer, std::string());
-      if (ip.empty()) continue;
-      bool ready = false;
-      for (const auto& c : p.value("/status/conditions"_json_pointer, json::array()))
-        if (c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
-      bool terminating = p.contains("/metadata/deletionTimestamp"_json_pointer);
-      endpoints.push_back({{"addresses", {ip}},
-                           {"conditions", {{"ready", ready && !terminating}, {"serving", ready}, {"terminating", terminating}}},
-                           {"nodeName", p.value("/spec/nodeName"_json_pointer, std::string())},
-                           {"targetRef",
-                            {{"kind", "Pod"},
-                             {"namespace", ns},
-                             {"name", p.value("/metadata/name"_json_pointer, std::string())},
-                             {"uid", p.value("/metadata/uid"_json_pointer, std::string())}}}});
-    }
-    json slice = {{"apiVersion", "discovery.k8s.io/v1"},
-                  {"kind", "EndpointSlice"},
-                  {"metadata",
-                   {{"name", slice_name},
-                    {"namespace", ns},
-                    {"labels",
-                     {{"kubernetes.io/service-name", name},
-                      {"endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"}}},
-                    {"ownerReferences",
-                     {{{"apiVersion", "v1"}, {"kind", "Service"}, {"name", name},
-                       {"uid", svc.value("/metadata/uid"_json_pointer, std::string())}, {"controller", true},
-                       {"blockOwnerDeletion", true}}}}}},
-                  {"addressType", "IPv4"},
-                  {"endpoints", endpoints},
-                  {"ports", ports}};
-    auto it = slices.find(slice_key);
-    if (it != slices.end()) {
-      json cur = json::parse(it->second->json, nullptr, false);
-      if (!cur.is_discarded() && cur["endpoints"] == slice["endpoints"] && cur["ports"] == slice["ports"]) continue;
-      if (!cur.is_discarded()) {
-        slice["metadata"]["uid"] = cur["metadata"].value("uid", "");
-        slice["metadata"]["creationTimestamp"] = cur["metadata"].value("creationTimestamp", "");
+    // A slice per address family of the Service (the real controller's), each
+    // with the selected pods' addresses of that family.
+    for (const std::string& family : serviceAddressTypes(svc.value("spec", json::object()))) {
+      // The IPv4 slice keeps the name it had before slices were per family.
+      std::string slice_name =
+          name + "-" + std::to_string(std::hash<std::string>{}(family == "IPv4" ? uid : uid + "/" + family) % 100000);
+      std::string slice_key = key(ns, slice_name);
+      wanted.insert(slice_key);
+      json endpoints = json::array();
+      for (const auto& p : pods) {
+        if (p.value("/metadata/namespace"_json_pointer, std::string()) != ns) continue;
+        if (!selectorMatches(selector, p.value("/metadata/labels"_json_pointer, json::object()))) continue;
+        // status.podIPs (podIP alone: a status written by a client that knows only podIP, which
+        // the real server copies into podIPs).
+        std::vector<std::string> ips;
+        for (const auto& entry : p.value("/status/podIPs"_json_pointer, json::array()))
+          if (entry.is_object() && entry.value("ip", json()).is_string()) ips.push_back(entry["ip"]);
+        if (ips.empty() && !p.value("/status/podIP"_json_pointer, std::string()).empty())
+          ips.push_back(p["status"]["podIP"]);
+        std::string ip;
+        for (const auto& candidate : ips)
+          if (auto a = IpAddress::parse(candidate); a && a->isV4() == (family == "IPv4")) {
+            ip = candidate;
+            break;
+          }
+        if (ip.empty()) continue;
+        bool ready = false;
+        for (const auto& c : p.value("/status/conditions"_json_pointer, json::array()))
+          if (c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
+        bool terminating = p.contains("/metadata/deletionTimestamp"_json_pointer);
+        endpoints.push_back({{"addresses", {ip}},
+                             {"conditions",
+                              {{"ready", ready && !terminating}, {"serving", ready}, {"terminating", terminating}}},
+                             {"nodeName", p.value("/spec/nodeName"_json_pointer, std::string())},
+                             {"targetRef",
+                              {{"kind", "Pod"},
+                               {"namespace", ns},
+                               {"name", p.value("/metadata/name"_json_pointer, std::string())},
+                               {"uid", p.value("/metadata/uid"_json_pointer, std::string())}}}});
       }
-    } else {
-      defaultLocked(KubeResource::kEndpointSlices, slice, nullptr);
+      json slice = {{"apiVersion", "discovery.k8s.io/v1"},
+                    {"kind", "EndpointSlice"},
+                    {"metadata",
+                     {{"name", slice_name},
+                      {"namespace", ns},
+                      {"labels",
+                       {{"kubernetes.io/service-name", name},
+                        {"endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"}}},
+                      {"ownerReferences",
+                       {{{"apiVersion", "v1"}, {"kind", "Service"}, {"name", name},
+                         {"uid", svc.value("/metadata/uid"_json_pointer, std::string())}, {"controller", true},
+                         {"blockOwnerDeletion", true}}}}}},
+                    {"addressType", family},
+                    {"endpoints", endpoints},
+                    {"ports", ports}};
+      auto it = slices.find(slice_key);
+      if (it != slices.end()) {
+        json cur = json::parse(it->second->json, nullptr, false);
+        if (!cur.is_discarded() && cur["endpoints"] == slice["endpoints"] && cur["ports"] == slice["ports"] &&
+            cur.value("addressType", "") == family)
+          continue;
+        if (!cur.is_discarded()) {
+          slice["metadata"]["uid"] = cur["metadata"].value("uid", "");
+          slice["metadata"]["creationTimestamp"] = cur["metadata"].value("creationTimestamp", "");
+        }
+      } else {
+        defaultLocked(KubeResource::kEndpointSlices, slice, nullptr);
+      }
+      slice["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
+      storeLocked(KubeResource::kEndpointSlices, slice_key, slice.dump(), "MODIFIED");
     }
-    slice["metadata"]["resourceVersion"] = std::to_string(rv_ + 1);
-    storeLocked(KubeResource::kEndpointSlices, slice_key, slice.dump(), "MODIFIED");
   }
   std::vector<std::string> stale;
   for (const auto& [k, s] : slices) {

@@ -19,7 +19,10 @@
 //    deletecollection; decoding and field validation as the real server does
 //    it (fieldValidation Strict/Warn/Ignore, wrong types refused, names
 //    checked, namespaces must exist, resourceVersion conflicts), server-set
-//    metadata and the defaults clients rely on (a Service's clusterIP);
+//    metadata and the defaults clients rely on; a Service's cluster IPs from
+//    one service CIDR or two (dual stack: ipFamilyPolicy and ipFamilies
+//    defaulted, validated, allocated and released as the real server does,
+//    fake_kube_services.h);
 //  - ?watch=true streams (chunked, one JSON event per line) from a
 //    resourceVersion: one global counter for every change, a bounded event
 //    history, 410 Gone (an ERROR event, or the HTTP status if asked) for a
@@ -28,7 +31,8 @@
 //    that watch), and dropped connections (even mid-event) on demand;
 //  - with `controllers`, what a control plane adds: a scheduler (node
 //    selectors, required node affinity, taints and tolerations), the
-//    EndpointSlice controller, namespace finalization, and the namespaces
+//    EndpointSlice controller (a slice per address family of the Service, from
+//    the pods' podIPs), namespace finalization, and the namespaces
 //    and `kubernetes` Service a new cluster has;
 //  - a control API for tests: in-process methods, and the same over HTTP under
 //    /fake/ for a fake running as its own process (fake_kube_apiserver). The
@@ -59,6 +63,7 @@
 #include "common/result.h"
 #include "fake_kube_rbac.h"
 #include "fake_kube_resources.h"
+#include "fake_kube_services.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -88,7 +93,10 @@ struct FakeKubeApiServerOptions {
   std::chrono::milliseconds bookmark_interval{1000};
   bool gone_as_status = false;        // too-old watch: HTTP 410 instead of an ERROR event
   bool controllers = false;           // scheduler, EndpointSlices, namespace finalization, bootstrap objects
-  std::string service_cidr = "10.96.0.0/12";  // IPv4: where Services' clusterIPs come from
+  // Where Services' cluster IPs come from, as kube-apiserver's
+  // --service-cluster-ip-range: one CIDR, or an IPv4 and an IPv6 one
+  // comma-separated (dual stack; the first is the primary family).
+  std::string service_cidr = "10.96.0.0/12";
   std::string git_version = "v1.32.0";        // /version
 };
 
@@ -212,7 +220,10 @@ class FakeKubeApiServer {
   Result<void> validateLocked(KubeResource r, nlohmann::json& obj, const std::string& field_validation,
                               std::vector<std::string>& warnings, bool creating);
   void defaultLocked(KubeResource r, nlohmann::json& obj, const nlohmann::json* old);
-  std::string allocateClusterIpLocked();
+  // A Service's cluster IP fields defaulted, validated and allocated
+  // (fake_kube_services.h) before it is stored under `store_key`; `old` is the
+  // stored version on an update. kInvalid: 422 with the causes.
+  Result<void> assignServiceIpsLocked(const std::string& store_key, nlohmann::json& obj, const nlohmann::json* old);
   void reconcileLocked();
   void scheduleLocked();
   void syncEndpointSlicesLocked();
@@ -227,6 +238,7 @@ class FakeKubeApiServer {
   std::thread controller_thread_;
   std::atomic<bool> stopping_{false};
   KubeRbac rbac_;
+  ServiceCidrs service_cidrs_;
   bool rbac_on_ = false;
 
   mutable std::mutex conns_mu_;

@@ -5,7 +5,7 @@
 //
 //   fake_kube_apiserver [--port N] [--bind ADDR] [--cert FILE --key FILE]
 //                       [--token T] [--token-auth-file FILE] [--rbac FILE]...
-//                       [--controllers] [--service-cidr CIDR]
+//                       [--controllers] [--service-cidr CIDR[,CIDR]]
 //                       [--history N] [--bookmark-ms N] [--scale NODES,PODS_PER_NODE,SERVICES,EPS_PER_SERVICE]
 //
 // --token authenticates system:admin (group system:masters); without any
@@ -13,7 +13,10 @@
 // static token file: one `token,user,uid[,"group1,group2"]` per line. --rbac
 // (repeatable) loads ClusterRoles, Roles and bindings and turns RBAC on.
 // --controllers adds the scheduler, the EndpointSlice controller, namespace
-// finalization and the objects a new cluster has.
+// finalization and the objects a new cluster has. --service-cidr is
+// kube-apiserver's --service-cluster-ip-range: one CIDR, or an IPv4 and an
+// IPv6 one comma-separated for dual-stack Services (the first is the primary
+// family; default 10.96.0.0/12).
 //
 // Prints "listening <url>" on stdout once it accepts connections; runs until
 // SIGINT or SIGTERM. Control endpoints: POST /fake/scale?nodes=..., PUT

@@ -2,7 +2,10 @@
 // clients (kubectl, our agent) depend on: discovery, the REST verbs at their
 // real paths, decoding and field validation, strategic merge patch, RBAC with
 // the real 403 Status, selectors on lists and watches, graceful pod deletion,
-// namespace termination, Tables, and the controllers of the lab mode.
+// namespace termination, Tables, the controllers of the lab mode, and
+// dual-stack Services (fake_kube_services.h): service CIDRs, the defaulting,
+// refusals and update rules of ipFamilyPolicy, ipFamilies and clusterIPs, and
+// an EndpointSlice per family.
 #include <catch2/catch.hpp>
 
 #include <cpprest/http_client.h>
@@ -624,4 +627,362 @@ TEST_CASE("fake API server: controllers schedule pods and keep EndpointSlices", 
   CHECK(slices()[0]["endpoints"][0]["nodeName"] == "host1");
   REQUIRE(c.del("/api/v1/namespaces/default/services/web").code == 200);
   REQUIRE(eventually([&] { return slices().empty(); }));
+}
+
+namespace {
+
+const char* const kDualStack = "10.96.0.0/12,fd00:10:96::/112";
+
+json service(const std::string& name, json spec_extra = json::object()) {
+  json s = {{"apiVersion", "v1"},
+            {"kind", "Service"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"selector", {{"app", "web"}}}, {"ports", {{{"port", 80}}}}}}};
+  s["spec"].merge_patch(spec_extra);
+  return s;
+}
+
+// Every cause of a refusal, "field: message".
+std::vector<std::string> causes(const Response& r) {
+  std::vector<std::string> out;
+  for (const auto& c : r.body.value("/details/causes"_json_pointer, json::array()))
+    out.push_back(c.value("field", "") + ": " + c.value("message", ""));
+  return out;
+}
+
+bool anyStartsWith(const std::vector<std::string>& all, const std::string& prefix) {
+  for (const auto& s : all)
+    if (s.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("fake API server: service CIDRs as kube-apiserver's --service-cluster-ip-range takes them", "[fake-kube]") {
+  for (const char* good : {"10.96.0.0/12", "fd00:10:96::/112", kDualStack, "fd00:10:96::/112,10.96.0.0/12"}) {
+    FakeKubeApiServerOptions opt;
+    opt.service_cidr = good;
+    FakeKubeApiServer fake;
+    INFO(good);
+    CHECK(fake.start(opt).ok());
+  }
+  struct Bad {
+    const char* cidrs;
+    const char* why;
+  };
+  const Bad bad[] = {
+      {"10.96.0.0/12,10.100.0.0/16", "[0] and [1] must be of different IP families"},
+      {"10.96.0.0/12,fd00:10:96::/112,10.200.0.0/16", "one CIDR, or two of different families comma-separated"},
+      {"10.96.0.0/12,", "[1] is not a valid CIDR"},
+      {"nope", "[0] is not a valid CIDR"},
+      {"10.96.0.1/12", "has host bits set"},
+      {"10.0.0.0/8", "10.0.0.0/8 is too large; for 32-bit addresses, the mask must be >= 12"},
+      {"10.96.0.0/12,fd00::/64", "fd00::/64 is too large; for 128-bit addresses, the mask must be >= 108"},
+  };
+  for (const auto& b : bad) {
+    FakeKubeApiServerOptions opt;
+    opt.service_cidr = b.cidrs;
+    FakeKubeApiServer fake;
+    auto r = fake.start(opt);
+    INFO(b.cidrs);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), Catch::Contains(std::string("service CIDRs \"") + b.cidrs + "\"") && Catch::Contains(b.why));
+  }
+}
+
+TEST_CASE("fake API server: Services' ipFamilyPolicy, ipFamilies and cluster IPs defaulted as the real server does",
+          "[fake-kube]") {
+  FakeKubeApiServerOptions opt;
+  opt.controllers = true;
+  opt.service_cidr = kDualStack;
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start(opt).ok());
+  Client c(fake.url());
+  auto spec = [&](const json& s) {
+    auto r = c.post("/api/v1/namespaces/default/services", s);
+    INFO(s.dump() << " -> " << r.text);
+    REQUIRE(r.code == 201);
+    CHECK(r.body["spec"].value("clusterIP", "") == r.body["spec"]["clusterIPs"][0]);
+    return r.body["spec"];
+  };
+  // The kubernetes Service: single stack, the primary family's first address.
+  auto k8s = c.get("/api/v1/namespaces/default/services/kubernetes").body["spec"];
+  CHECK(k8s["clusterIPs"] == json({"10.96.0.1"}));
+  CHECK(k8s["ipFamilies"] == json({"IPv4"}));
+  CHECK(k8s["ipFamilyPolicy"] == "SingleStack");
+  // No policy: SingleStack in the primary family.
+  auto single = spec(service("single"));
+  CHECK(single["ipFamilyPolicy"] == "SingleStack");
+  CHECK(single["ipFamilies"] == json({"IPv4"}));
+  CHECK(single["clusterIPs"] == json({"10.96.0.2"}));
+  // PreferDualStack on a dual-stack server: both families, the primary first.
+  auto prefer = spec(service("prefer", {{"ipFamilyPolicy", "PreferDualStack"}}));
+  CHECK(prefer["ipFamilies"] == json({"IPv4", "IPv6"}));
+  CHECK(prefer["clusterIPs"] == json({"10.96.0.3", "fd00:10:96::1"}));
+  // RequireDualStack with IPv6 first: that order.
+  auto require = spec(service("require", {{"ipFamilyPolicy", "RequireDualStack"}, {"ipFamilies", {"IPv6"}}}));
+  CHECK(require["ipFamilies"] == json({"IPv6", "IPv4"}));
+  CHECK(require["clusterIPs"] == json({"fd00:10:96::2", "10.96.0.4"}));
+  // The family of a given cluster IP.
+  auto given6 = spec(service("given6", {{"clusterIP", "fd00:10:96::100"}}));
+  CHECK(given6["ipFamilies"] == json({"IPv6"}));
+  CHECK(given6["clusterIPs"] == json({"fd00:10:96::100"}));
+  CHECK(given6["ipFamilyPolicy"] == "SingleStack");
+  auto both = spec(service("both", {{"ipFamilyPolicy", "PreferDualStack"},
+                                    {"clusterIP", "10.96.0.50"},
+                                    {"clusterIPs", {"10.96.0.50", "fd00:10:96::50"}}}));
+  CHECK(both["ipFamilies"] == json({"IPv4", "IPv6"}));
+  CHECK(both["clusterIPs"] == json({"10.96.0.50", "fd00:10:96::50"}));
+  // Headless: families, no addresses; without a selector RequireDualStack.
+  auto headless = spec(service("headless", {{"clusterIP", "None"}, {"ipFamilyPolicy", "PreferDualStack"}}));
+  CHECK(headless["clusterIPs"] == json({"None"}));
+  CHECK(headless["ipFamilies"] == json({"IPv4", "IPv6"}));
+  json bare = service("bare", {{"clusterIP", "None"}});
+  bare["spec"].erase("selector");
+  auto selectorless = spec(bare);
+  CHECK(selectorless["ipFamilyPolicy"] == "RequireDualStack");
+  CHECK(selectorless["ipFamilies"] == json({"IPv4", "IPv6"}));
+  CHECK(selectorless["clusterIPs"] == json({"None"}));
+  // ExternalName gets none of it.
+  auto external = c.post("/api/v1/namespaces/default/services",
+                         json{{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", {{"name", "ext"}}},
+                              {"spec", {{"type", "ExternalName"}, {"externalName", "example.com"}}}});
+  REQUIRE(external.code == 201);
+  for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"})
+    CHECK_FALSE(external.body["spec"].contains(f));
+
+  // A single-stack server: PreferDualStack is one family; IPv6 primary works alike.
+  for (const char* cidr : {"10.96.0.0/12", "fd00:10:96::/112"}) {
+    FakeKubeApiServerOptions one;
+    one.service_cidr = cidr;
+    FakeKubeApiServer f1;
+    REQUIRE(f1.start(one).ok());
+    Client c1(f1.url());
+    REQUIRE(c1.post("/api/v1/namespaces", ns("t")).code == 201);
+    auto r = c1.post("/api/v1/namespaces/t/services", service("p", {{"ipFamilyPolicy", "PreferDualStack"}}));
+    INFO(cidr << " " << r.text);
+    REQUIRE(r.code == 201);
+    bool v6 = std::string(cidr).find(':') != std::string::npos;
+    CHECK(r.body["spec"]["ipFamilies"] == json({v6 ? "IPv6" : "IPv4"}));
+    CHECK(r.body["spec"]["clusterIPs"] == json({v6 ? "fd00:10:96::1" : "10.96.0.1"}));
+    CHECK(r.body["spec"]["ipFamilyPolicy"] == "PreferDualStack");
+  }
+}
+
+TEST_CASE("fake API server: Services' cluster IP fields refused as the real server refuses them", "[fake-kube]") {
+  FakeKubeApiServerOptions dual_opt, single_opt;
+  dual_opt.controllers = single_opt.controllers = true;
+  dual_opt.service_cidr = kDualStack;
+  FakeKubeApiServer dual, single;
+  REQUIRE(dual.start(dual_opt).ok());
+  REQUIRE(single.start(single_opt).ok());
+  struct Bad {
+    bool dual_stack;  // against the dual-stack server, else the IPv4-only one
+    const char* spec;  // merged into a ClusterIP Service's spec
+    const char* cause;  // the first cause, "field: message" (its start)
+  };
+  const Bad bad[] = {
+      {false, R"({"ipFamilyPolicy":"RequireDualStack"})",
+       "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"},
+      {false, R"({"ipFamilies":["IPv6"]})", "spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster"},
+      {false, R"({"clusterIP":"fd00:10:96::5"})",
+       "spec.clusterIPs[0]: Invalid value: [\"fd00:10:96::5\"]: IPv6 is not configured on this cluster"},
+      {true, R"({"clusterIP":"10.96.0.5","clusterIPs":["10.96.0.6"]})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.6\"]: first value must match `clusterIP`"},
+      {true, R"({"clusterIPs":["10.96.0.6"]})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.6\"]: must be empty when `clusterIP` is not specified"},
+      {true, R"({"clusterIP":"10.200.0.5"})",
+       "spec.clusterIPs: Invalid value: [\"10.200.0.5\"]: failed to allocate IP 10.200.0.5: the provided IP (10.200.0.5) "
+       "is not in the valid range. The range of valid IPs is 10.96.0.0/12"},
+      {true, R"({"ipFamilyPolicy":"PreferDualStack","clusterIP":"10.96.0.7","clusterIPs":["10.96.0.7","fd00:10:97::7"]})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.7\",\"fd00:10:97::7\"]: failed to allocate IP fd00:10:97::7: the provided "
+       "IP (fd00:10:97::7) is not in the valid range. The range of valid IPs is fd00:10:96::/112"},
+      {true, R"({"clusterIP":"10.96.0.0"})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.0\"]: failed to allocate IP 10.96.0.0: the provided IP (10.96.0.0) "
+       "is not in the valid range"},
+      {true, R"({"clusterIP":"10.96.0.1"})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.1\"]: failed to allocate IP 10.96.0.1: provided IP is already allocated"},
+      {true,
+       R"({"ipFamilyPolicy":"PreferDualStack","ipFamilies":["IPv6","IPv4"],)"
+       R"("clusterIP":"10.96.0.8","clusterIPs":["10.96.0.8","fd00:10:96::8"]})",
+       "spec.clusterIPs[0]: Invalid value: \"10.96.0.8\": expected an IPv6 value as indicated by `ipFamilies[0]`"},
+      {true, R"({"clusterIP":"10.96.0.9","clusterIPs":["10.96.0.9","fd00:10:96::9"]})",
+       "spec.ipFamilyPolicy: Invalid value: \"SingleStack\": must be 'RequireDualStack' or 'PreferDualStack' when multiple "
+       "cluster IPs are specified"},
+      {true, R"({"ipFamilyPolicy":"PreferDualStack","clusterIP":"10.96.0.9","clusterIPs":["10.96.0.9","10.96.0.10"]})",
+       "spec.clusterIPs: Invalid value: [\"10.96.0.9\",\"10.96.0.10\"]: may specify no more than one IP for each IP family"},
+      {true, R"({"ipFamilyPolicy":"PreferDualStack","ipFamilies":["IPv4","IPv4"]})",
+       "spec.ipFamilies[1]: Duplicate value: \"IPv4\""},
+      {true, R"({"ipFamilies":["IPv5"]})", "spec.ipFamilies[0]: Unsupported value: \"IPv5\""},
+      {true, R"({"ipFamilyPolicy":"DualStack"})", "spec.ipFamilyPolicy: Unsupported value: \"DualStack\""},
+      {true, R"({"clusterIP":"None","clusterIPs":["None","10.96.0.11"]})",
+       "spec.clusterIPs: Invalid value: [\"None\",\"10.96.0.11\"]: 'None' must be the first and only value"},
+      {true, R"({"type":"ExternalName","externalName":"example.com","ipFamilyPolicy":"SingleStack"})",
+       "spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services"},
+  };
+  Client cd(dual.url()), cs(single.url());
+  for (const auto& b : bad) {
+    Client& c = b.dual_stack ? cd : cs;
+    json s = service("bad", json::parse(b.spec));
+    auto r = c.post("/api/v1/namespaces/default/services", s);
+    INFO(s.dump() << " -> " << r.text);
+    CHECK(r.code == 422);
+    CHECK(r.body["reason"] == "Invalid");
+    CHECK_THAT(causes(r).empty() ? std::string() : causes(r)[0], Catch::StartsWith(b.cause));
+    CHECK(c.get("/api/v1/namespaces/default/services/bad").code == 404);
+  }
+  // A full range: 500, as the real allocator's "range is full".
+  FakeKubeApiServerOptions tiny_opt;
+  tiny_opt.service_cidr = "10.96.0.0/30";  // two usable addresses
+  FakeKubeApiServer tiny;
+  REQUIRE(tiny.start(tiny_opt).ok());
+  Client ct(tiny.url());
+  REQUIRE(ct.post("/api/v1/namespaces", ns("t")).code == 201);
+  CHECK(ct.post("/api/v1/namespaces/t/services", service("a")).body["spec"]["clusterIP"] == "10.96.0.1");
+  CHECK(ct.post("/api/v1/namespaces/t/services", service("b")).body["spec"]["clusterIP"] == "10.96.0.2");
+  auto full = ct.post("/api/v1/namespaces/t/services", service("c"));
+  CHECK(full.code == 500);
+  CHECK(full.body["message"] == "Internal error occurred: failed to allocate a serviceIP: range is full");
+  // Deleting a Service releases its address.
+  REQUIRE(ct.del("/api/v1/namespaces/t/services/a").code == 200);
+  CHECK(ct.post("/api/v1/namespaces/t/services", service("c")).body["spec"]["clusterIP"] == "10.96.0.1");
+}
+
+TEST_CASE("fake API server: a Service's update keeps its primary, and upgrades to and downgrades from dual stack",
+          "[fake-kube]") {
+  FakeKubeApiServerOptions opt;
+  opt.controllers = true;
+  opt.service_cidr = kDualStack;
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start(opt).ok());
+  Client c(fake.url());
+  const std::string path = "/api/v1/namespaces/default/services/";
+  const std::string merge = "application/merge-patch+json";
+  REQUIRE(c.post("/api/v1/namespaces/default/services", service("web")).code == 201);
+  auto web = [&] { return c.get(path + "web").body["spec"]; };
+  CHECK(web()["clusterIPs"] == json({"10.96.0.2"}));
+  // SingleStack -> PreferDualStack: the secondary family and an address of it.
+  auto up = c.patch(path + "web", {{"spec", {{"ipFamilyPolicy", "PreferDualStack"}}}}, merge);
+  INFO(up.text);
+  REQUIRE(up.code == 200);
+  CHECK(up.body["spec"]["clusterIP"] == "10.96.0.2");
+  CHECK(up.body["spec"]["clusterIPs"] == json({"10.96.0.2", "fd00:10:96::1"}));
+  CHECK(up.body["spec"]["ipFamilies"] == json({"IPv4", "IPv6"}));
+  // Its IPv6 address is taken now.
+  auto other = c.post("/api/v1/namespaces/default/services", service("other", {{"ipFamilies", {"IPv6"}}}));
+  CHECK(other.body["spec"]["clusterIPs"] == json({"fd00:10:96::2"}));
+  // The whole object written back (kubectl replace, edit): nothing changes.
+  json same = c.get(path + "web").body;
+  auto put = c.put(path + "web", same);
+  REQUIRE(put.code == 200);
+  CHECK(put.body["spec"]["clusterIPs"] == same["spec"]["clusterIPs"]);
+  // Dropping the secondary address needs SingleStack.
+  auto reduced = c.patch(path + "web", {{"spec", {{"clusterIPs", {"10.96.0.2"}}}}}, merge);
+  CHECK(reduced.code == 422);
+  CHECK(anyStartsWith(causes(reduced), "spec.ipFamilyPolicy: Invalid value: \"PreferDualStack\": must be 'SingleStack' to "
+                                       "release the secondary cluster IP"));
+  // The primary never changes: neither clusterIP nor the families' order.
+  // (A new clusterIP alone stands for clusterIPs [it]: on a dual-stack Service
+  // that reads as dropping the secondary, refused for its policy first.)
+  auto moved = c.patch(path + "web", {{"spec", {{"clusterIP", "10.96.0.99"}}}}, merge);
+  CHECK(moved.code == 422);
+  CHECK(anyStartsWith(causes(moved), "spec.ipFamilyPolicy: Invalid value: \"PreferDualStack\": must be 'SingleStack'"));
+  auto moved6 = c.patch(path + "other", {{"spec", {{"clusterIP", "fd00:10:96::99"}}}}, merge);
+  CHECK(moved6.code == 422);
+  CHECK(causes(moved6) ==
+        std::vector<std::string>{"spec.clusterIPs[0]: Invalid value: [\"fd00:10:96::99\"]: may not change once set"});
+  auto swapped = c.patch(path + "web",
+                         {{"spec", {{"clusterIP", "fd00:10:96::1"}, {"clusterIPs", {"fd00:10:96::1", "10.96.0.2"}},
+                                    {"ipFamilies", {"IPv6", "IPv4"}}}}},
+                         merge);
+  CHECK(swapped.code == 422);
+  CHECK(anyStartsWith(causes(swapped), "spec.clusterIPs[0]: Invalid value"));
+  CHECK(anyStartsWith(causes(swapped), "spec.ipFamilies[0]: Invalid value: [\"IPv6\",\"IPv4\"]: may not change once set"));
+  auto refamily = c.patch(path + "other", {{"spec", {{"ipFamilies", {"IPv4"}}}}}, merge);
+  CHECK(refamily.code == 422);
+  CHECK(anyStartsWith(causes(refamily), "spec.clusterIPs[0]: Invalid value: \"fd00:10:96::2\": expected an IPv4 value"));
+  CHECK(web()["clusterIPs"] == json({"10.96.0.2", "fd00:10:96::1"}));
+  // PreferDualStack -> SingleStack: the secondary is released (another Service can have it).
+  auto down = c.patch(path + "web", {{"spec", {{"ipFamilyPolicy", "SingleStack"}}}}, merge);
+  REQUIRE(down.code == 200);
+  CHECK(down.body["spec"]["clusterIPs"] == json({"10.96.0.2"}));
+  CHECK(down.body["spec"]["ipFamilies"] == json({"IPv4"}));
+  auto reuse = c.post("/api/v1/namespaces/default/services",
+                      service("reuse", {{"clusterIP", "fd00:10:96::1"}}));
+  CHECK(reuse.code == 201);
+  // ClusterIP -> ExternalName drops the fields the client left; back allocates anew.
+  auto ext = c.patch(path + "reuse", {{"spec", {{"type", "ExternalName"}, {"externalName", "example.com"}}}}, merge);
+  REQUIRE(ext.code == 200);
+  CHECK_FALSE(ext.body["spec"].contains("clusterIPs"));
+  CHECK_FALSE(ext.body["spec"].contains("ipFamilyPolicy"));
+  auto back = c.patch(path + "reuse", {{"spec", {{"type", "ClusterIP"}, {"externalName", nullptr}}}}, merge);
+  REQUIRE(back.code == 200);
+  CHECK(back.body["spec"]["clusterIPs"] == json({"10.96.0.3"}));
+}
+
+TEST_CASE("fake API server: the EndpointSlice controller keeps a slice per family of a Service", "[fake-kube]") {
+  FakeKubeApiServerOptions opt;
+  opt.controllers = true;
+  opt.service_cidr = kDualStack;
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start(opt).ok());
+  Client c(fake.url());
+  REQUIRE(c.post("/api/v1/nodes", node("host1")).code == 201);
+  REQUIRE(c.post("/api/v1/namespaces/default/pods", pod("dual")).code == 201);
+  REQUIRE(c.post("/api/v1/namespaces/default/pods", pod("v4only")).code == 201);
+  json ready = {{{"type", "Ready"}, {"status", "True"}}};
+  REQUIRE(c.patch("/api/v1/namespaces/default/pods/dual/status",
+                  {{"status", {{"podIP", "10.244.1.5"},
+                               {"podIPs", {{{"ip", "10.244.1.5"}}, {{"ip", "fd00:10:244:1::5"}}}},
+                               {"conditions", ready}}}},
+                  "application/merge-patch+json")
+              .code == 200);
+  // A status with podIP alone (the real server copies it into podIPs).
+  REQUIRE(c.patch("/api/v1/namespaces/default/pods/v4only/status",
+                  {{"status", {{"podIP", "10.244.1.6"}, {"conditions", ready}}}}, "application/merge-patch+json")
+              .code == 200);
+  REQUIRE(c.post("/api/v1/namespaces/default/services", service("web", {{"ipFamilyPolicy", "PreferDualStack"}})).code ==
+          201);
+  auto slices = [&] {
+    std::map<std::string, std::set<std::string>> out;  // addressType -> addresses
+    json items = c.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector="
+                       "kubernetes.io%2Fservice-name%3Dweb")
+                     .body["items"];
+    for (const auto& s : items) {
+      auto& a = out[s.value("addressType", "")];
+      for (const auto& e : s["endpoints"])
+        for (const auto& ip : e["addresses"]) a.insert(ip.get<std::string>());
+    }
+    return out;
+  };
+  using Slices = std::map<std::string, std::set<std::string>>;
+  const Slices both = {{"IPv4", {"10.244.1.5", "10.244.1.6"}}, {"IPv6", {"fd00:10:244:1::5"}}};
+  REQUIRE(eventually([&] { return slices() == both; }));
+  // Back to SingleStack: the IPv6 slice goes.
+  REQUIRE(c.patch("/api/v1/namespaces/default/services/web", {{"spec", {{"ipFamilyPolicy", "SingleStack"}}}},
+                  "application/merge-patch+json")
+              .code == 200);
+  const Slices v4 = {{"IPv4", {"10.244.1.5", "10.244.1.6"}}};
+  REQUIRE(eventually([&] { return slices() == v4; }));
+  // An IPv6-only Service: an IPv6 slice only.
+  REQUIRE(c.post("/api/v1/namespaces/default/services", service("six", {{"ipFamilies", {"IPv6"}}})).code == 201);
+  REQUIRE(eventually([&] {
+    auto items = c.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector="
+                       "kubernetes.io%2Fservice-name%3Dsix")
+                     .body["items"];
+    return items.size() == 1 && items[0]["addressType"] == "IPv6" && items[0]["endpoints"].size() == 1 &&
+           items[0]["endpoints"][0]["addresses"][0] == "fd00:10:244:1::5";
+  }));
+  // A Service stored without ipFamilies (the control API stores what it is given): its clusterIP's family.
+  REQUIRE(fake.apply(KubeResource::kServices,
+                     {{"metadata", {{"name", "legacy"}, {"namespace", "default"}}},
+                      {"spec",
+                       {{"clusterIP", "fd00:10:96::77"}, {"selector", {{"app", "web"}}}, {"ports", {{{"port", 80}}}}}}})
+              .ok());
+  REQUIRE(eventually([&] {
+    auto items = c.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector="
+                       "kubernetes.io%2Fservice-name%3Dlegacy")
+                     .body["items"];
+    return items.size() == 1 && items[0]["addressType"] == "IPv6";
+  }));
 }
