@@ -8,7 +8,10 @@
 #     $DL_KUBE_IP:$DL_KUBE_PORT (a CA and a server certificate made here), with
 #     --controllers (scheduler, EndpointSlices, namespace finalization), static
 #     tokens and RBAC from manifests/base/agent-rbac (so the agents run with
-#     exactly the grants the manifests give them);
+#     exactly the grants the manifests give them), and the lab's service
+#     CIDRs (both families in a dual-stack lab, IPv4 the primary: Services
+#     get the cluster IPs their ipFamilyPolicy asks for, and an EndpointSlice
+#     per family);
 #   - a management network: bridge "kube" in the fabric netns, and per node a
 #     veth "oob0" in the DPU netns ($DL_KUBE_NET.N/24), as a BlueField's
 #     out-of-band port reaches the cluster's API;
@@ -26,8 +29,8 @@
 #     being deleted gets its CNI DEL, then is removed with grace 0.
 #
 # A kubectl pod NAME in namespace NS is lab pod "NS.NAME" on its node (exec
-# target nodeN/NS.NAME). Services and NetworkPolicies reach the agents (their
-# counters show it) but the datapath does nothing with them yet.
+# target nodeN/NS.NAME). Services and NetworkPolicies applied with kubectl
+# reach the agents and their datapaths, as the cluster file's do.
 #
 # Files: $DL_DIR/kube/ (ca.crt, server.crt/key, tokens.csv, admin.kubeconfig,
 # agent.kubeconfig, apiserver.{pid,out,err}), $DL_DIR/kubelet/ (NS.NAME: node,
@@ -115,10 +118,13 @@ dl_kube_up() {
     ip -n "$fab" link set "k$n" master kube
     ip -n "$fab" link set "k$n" up
   done
-  local rbac=$DL_SOURCE_DIR/manifests/base/agent-rbac
+  local rbac=$DL_SOURCE_DIR/manifests/base/agent-rbac service_cidrs=$DL_SERVICE_CIDR
+  # kube-apiserver's --service-cluster-ip-range: the primary family first.
+  dl_dual_stack && service_cidrs+=",$DL_SERVICE_CIDR6"
   dl_spawn "$k/apiserver.pid" "$fab" "$k/apiserver.err" "$(dl_kube_bin)" --bind "$DL_KUBE_IP" --port "$DL_KUBE_PORT" \
     --cert "$k/server.crt" --key "$k/server.key" --token-auth-file "$k/tokens.csv" \
-    --rbac "$rbac/clusterrole.yaml" --rbac "$rbac/clusterrolebinding.yaml" --controllers || return 1
+    --rbac "$rbac/clusterrole.yaml" --rbac "$rbac/clusterrolebinding.yaml" --controllers \
+    --service-cidr "$service_cidrs" || return 1
   dl_wait 15 grep -q '^listening ' "$k/apiserver.err" ||
     { dl_die "fake_kube_apiserver did not start:"; tail -n 20 "$k/apiserver.err" >&2; return 1; }
   # What an installer does first: the namespace. (The fake serves no
