@@ -918,6 +918,22 @@ TEST_CASE("fake API server: a Service's update keeps its primary, and upgrades t
   auto back = c.patch(path + "reuse", {{"spec", {{"type", "ClusterIP"}, {"externalName", nullptr}}}}, merge);
   REQUIRE(back.code == 200);
   CHECK(back.body["spec"]["clusterIPs"] == json({"10.96.0.3"}));
+  // Stored through the control API without any cluster IP (no real server holds one): an update allocates,
+  // as a create would; with an IPv4 address only, PreferDualStack adds the IPv6 one.
+  REQUIRE(fake.apply(KubeResource::kServices, {{"metadata", {{"name", "bare"}, {"namespace", "default"}}},
+                                               {"spec", {{"ports", {{{"port", 80}}}}}}})
+              .ok());
+  auto bare = c.patch(path + "bare", {{"metadata", {{"labels", {{"a", "b"}}}}}}, merge);
+  REQUIRE(bare.code == 200);
+  CHECK(bare.body["spec"]["clusterIPs"] == json({"10.96.0.4"}));
+  REQUIRE(fake.apply(KubeResource::kServices,
+                     {{"metadata", {{"name", "legacy"}, {"namespace", "default"}}},
+                      {"spec", {{"clusterIP", "10.96.0.40"}, {"clusterIPs", {"10.96.0.40"}}, {"ports", {{{"port", 80}}}}}}})
+              .ok());
+  auto legacy = c.patch(path + "legacy", {{"spec", {{"ipFamilyPolicy", "PreferDualStack"}}}}, merge);
+  REQUIRE(legacy.code == 200);
+  CHECK(legacy.body["spec"]["clusterIPs"] == json({"10.96.0.40", "fd00:10:96::1"}));  // ::1: released by reuse
+  CHECK(legacy.body["spec"]["ipFamilies"] == json({"IPv4", "IPv6"}));
 }
 
 TEST_CASE("fake API server: the EndpointSlice controller keeps a slice per family of a Service", "[fake-kube]") {

@@ -351,9 +351,12 @@ ServiceIpProblems assignServiceIps(json& spec, const json* old_spec, const Servi
     if (f.cluster_ip == "None" && f.selectorless) headless = true;
     // Which of the families need an address: all on a create (or a type
     // change from ExternalName), the secondary on an upgrade to dual stack.
+    // Counted by the old Service's addresses, which the real server always
+    // has one of per family; the fake's control API may have stored a
+    // Service without them (without any: as a create).
     size_t from = f.families.size();
-    if (o == nullptr || o->external()) from = 0;
-    else if (!o->headless() && o->families.size() == 1 && f.families.size() == 2) from = 1;
+    if (o == nullptr || o->external() || o->cluster_ips.empty()) from = 0;
+    else if (!o->headless() && o->cluster_ips.size() == 1 && f.families.size() == 2) from = 1;
     if (headless) from = f.families.size();
     for (size_t i = from; i < f.families.size(); ++i) {
       if (f.cluster_ips.size() <= i) f.cluster_ips.resize(i + 1);
