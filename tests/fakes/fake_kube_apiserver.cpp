@@ -1407,38 +1407,42 @@ void FakeKubeApiServer::defaultLocked(KubeResource r, json& obj, const json* old
   if (r == KubeResource::kEndpointSlices) obj.erase("spec");
 }
 
+FakeKubeApiServer::Reply FakeKubeApiServer::statusReply(int code, const std::string& reason, const std::string& msg,
+                                                         const json& details) {
+  return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
+}
+
+// A refusal of validation or allocation: 422 with the causes (they ride on
+// the message, a JSON suffix after its first line), else `code`.
+FakeKubeApiServer::Reply FakeKubeApiServer::refusedReply(const Result<void>& r, int code) {
+  if (r.code() == ErrorCode::kInvalid) {
+    size_t nl = r.error().find('\n');
+    return statusReply(422, "Invalid", r.error().substr(0, nl), json::parse(r.error().substr(nl + 1)));
+  }
+  if (code == 500) return statusReply(500, "InternalError", "Internal error occurred: " + r.error());
+  return statusReply(code, "BadRequest", r.error());
+}
+
 FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, const Request& req) {
   const KubeKind& k = *route.kind;
-  auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
-    return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
-  };
-  // A refusal of validation or allocation: 422 with the causes, else `code`.
-  auto refused = [&](const Result<void>& r, int code) {
-    if (r.code() == ErrorCode::kInvalid) {
-      size_t nl = r.error().find('\n');
-      return bad(422, "Invalid", r.error().substr(0, nl), json::parse(r.error().substr(nl + 1)));
-    }
-    if (code == 500) return bad(500, "InternalError", "Internal error occurred: " + r.error());
-    return bad(code, "BadRequest", r.error());
-  };
   auto body = parseBody(req.body, req.header("content-type"));
   if (!body)
-    return body.code() == ErrorCode::kNotSupported ? bad(415, "UnsupportedMediaType", body.error())
-                                                   : bad(400, "BadRequest", body.error());
+    return body.code() == ErrorCode::kNotSupported ? statusReply(415, "UnsupportedMediaType", body.error())
+                                                   : statusReply(400, "BadRequest", body.error());
   json obj = std::move(*body);
-  if (!obj.is_object()) return bad(400, "BadRequest", "the request body is not a JSON object");
+  if (!obj.is_object()) return statusReply(400, "BadRequest", "the request body is not a JSON object");
   std::string api_version = obj.value("apiVersion", ""), kind = obj.value("kind", "");
   if (kind.empty() || api_version.empty())
-    return bad(400, "BadRequest", "Object 'Kind' is missing in '" + req.body.substr(0, 200) + "'");
+    return statusReply(400, "BadRequest", "Object 'Kind' is missing in '" + req.body.substr(0, 200) + "'");
   if (kind != k.kind || api_version != k.apiVersion())
-    return bad(400, "BadRequest", "the API version in the data (" + api_version + ") does not match the expected API "
+    return statusReply(400, "BadRequest", "the API version in the data (" + api_version + ") does not match the expected API "
                                   "version (" + k.apiVersion() + ") or the kind (" + kind + ") is not " + k.kind);
   if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
   json& meta = obj["metadata"];
   if (k.namespaced) {
     std::string body_ns = meta.value("namespace", "");
     if (!body_ns.empty() && body_ns != route.ns)
-      return bad(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+      return statusReply(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
     meta["namespace"] = route.ns;
   } else {
     meta.erase("namespace");
@@ -1452,27 +1456,27 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, con
     meta["name"] = meta["generateName"].get<std::string>() + suffix;
   }
   std::vector<std::string> warnings;
-  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, true); !v) return refused(v, 400);
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, true); !v) return refusedReply(v, 400);
   std::string name = meta.value("name", "");
   if (k.namespaced) {
     auto& namespaces = objects_[static_cast<int>(KubeResource::kNamespaces)];
     auto ns = namespaces.find(route.ns);
     if (ns == namespaces.end())
-      return bad(404, "NotFound", "namespaces \"" + route.ns + "\" not found",
+      return statusReply(404, "NotFound", "namespaces \"" + route.ns + "\" not found",
                  {{"name", route.ns}, {"kind", "namespaces"}});
     if (ns->second->json.find("\"deletionTimestamp\"") != std::string::npos)
-      return bad(403, "Forbidden", qualified(k) + " \"" + name + "\" is forbidden: unable to create new content in "
+      return statusReply(403, "Forbidden", qualified(k) + " \"" + name + "\" is forbidden: unable to create new content in "
                                    "namespace " + route.ns + " because it is being terminated");
   }
   std::string store_key = k.namespaced ? key(route.ns, name) : name;
   auto& store = objects_[static_cast<int>(k.id)];
   if (store.count(store_key))
-    return bad(409, "AlreadyExists", qualified(k) + " \"" + name + "\" already exists",
+    return statusReply(409, "AlreadyExists", qualified(k) + " \"" + name + "\" already exists",
                {{"name", name}, {"group", k.group}, {"kind", k.plural}});
   meta.erase("resourceVersion");
   meta.erase("selfLink");
   if (k.id == KubeResource::kServices)
-    if (auto a = assignServiceIpsLocked(store_key, obj, nullptr); !a) return refused(a, 500);
+    if (auto a = assignServiceIpsLocked(store_key, obj, nullptr); !a) return refusedReply(a, 500);
   defaultLocked(k.id, obj, nullptr);
   stats_.writes++;
   if (req.param("dryRun") == "All") return Reply{201, obj.dump(), "application/json", warnings};
@@ -1483,18 +1487,6 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleCreate(const Route& route, con
 
 FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, const Request& req, bool patch) {
   const KubeKind& k = *route.kind;
-  auto bad = [](int code, const std::string& reason, const std::string& msg, const json& details = nullptr) {
-    return Reply{code, statusJson(code, reason, msg, details), "application/json", {}};
-  };
-  // A refusal of validation or allocation: 422 with the causes, else `code`.
-  auto refused = [&](const Result<void>& r, int code) {
-    if (r.code() == ErrorCode::kInvalid) {
-      size_t nl = r.error().find('\n');
-      return bad(422, "Invalid", r.error().substr(0, nl), json::parse(r.error().substr(nl + 1)));
-    }
-    if (code == 500) return bad(500, "InternalError", "Internal error occurred: " + r.error());
-    return bad(code, "BadRequest", r.error());
-  };
   std::string ct = req.header("content-type");
   std::lock_guard<std::mutex> lock(mu_);
   if (patch) {
@@ -1504,7 +1496,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
   auto& store = objects_[static_cast<int>(k.id)];
   auto it = store.find(route.storeKey());
   if (it == store.end())
-    return bad(404, "NotFound", route.what() + " not found", {{"name", route.name}, {"kind", k.plural}, {"group", k.group}});
+    return statusReply(404, "NotFound", route.what() + " not found", {{"name", route.name}, {"kind", k.plural}, {"group", k.group}});
   json old = json::parse(it->second->json, nullptr, false);
   if (old.is_discarded()) old = json::object();
   json obj;
@@ -1512,43 +1504,43 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
     obj = old;
     if (ct.rfind("application/merge-patch+json", 0) == 0) {
       json p = json::parse(req.body, nullptr, false);
-      if (p.is_discarded() || !p.is_object()) return bad(400, "BadRequest", "the patch is not a JSON object");
+      if (p.is_discarded() || !p.is_object()) return statusReply(400, "BadRequest", "the patch is not a JSON object");
       obj.merge_patch(p);
     } else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
       json p = json::parse(req.body, nullptr, false);
-      if (p.is_discarded() || !p.is_object()) return bad(400, "BadRequest", "the patch is not a JSON object");
+      if (p.is_discarded() || !p.is_object()) return statusReply(400, "BadRequest", "the patch is not a JSON object");
       std::string type = KubeSchema::builtin().rootType(k.apiVersion(), k.kind);
-      if (auto r = KubeSchema::builtin().strategicMerge(type, obj, p); !r) return bad(400, "BadRequest", r.error());
+      if (auto r = KubeSchema::builtin().strategicMerge(type, obj, p); !r) return statusReply(400, "BadRequest", r.error());
     } else if (ct.rfind("application/json-patch+json", 0) == 0) {
       json p = json::parse(req.body, nullptr, false);
-      if (p.is_discarded() || !p.is_array()) return bad(400, "BadRequest", "the JSON patch is not a list of operations");
+      if (p.is_discarded() || !p.is_array()) return statusReply(400, "BadRequest", "the JSON patch is not a list of operations");
       try {
         obj = obj.patch(p);
       } catch (const std::exception& e) {
-        return bad(422, "Invalid", std::string("the JSON patch cannot be applied: ") + e.what());
+        return statusReply(422, "Invalid", std::string("the JSON patch cannot be applied: ") + e.what());
       }
     } else if (ct.rfind("application/apply-patch", 0) == 0) {
-      return bad(415, "UnsupportedMediaType",
+      return statusReply(415, "UnsupportedMediaType",
                  "server-side apply is not implemented by the fake API server; use client-side apply "
                  "(kubectl apply without --server-side)");
     } else {
-      return bad(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media "
+      return statusReply(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media "
                                               "types include: application/json-patch+json, application/merge-patch+json, "
                                               "application/apply-patch+yaml, application/strategic-merge-patch+json");
     }
   } else {
     auto body = parseBody(req.body, ct);
     if (!body)
-      return body.code() == ErrorCode::kNotSupported ? bad(415, "UnsupportedMediaType", body.error())
-                                                     : bad(400, "BadRequest", body.error());
+      return body.code() == ErrorCode::kNotSupported ? statusReply(415, "UnsupportedMediaType", body.error())
+                                                     : statusReply(400, "BadRequest", body.error());
     obj = std::move(*body);
     if (!obj.is_object() || obj.value("kind", "") != k.kind || obj.value("apiVersion", "") != k.apiVersion())
-      return bad(400, "BadRequest", "the body must be a " + k.apiVersion() + " " + k.kind);
+      return statusReply(400, "BadRequest", "the body must be a " + k.apiVersion() + " " + k.kind);
   }
   if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
   json& meta = obj["metadata"];
   if (meta.value("name", route.name) != route.name)
-    return bad(400, "BadRequest", "the name of the object (" + meta.value("name", "") +
+    return statusReply(400, "BadRequest", "the name of the object (" + meta.value("name", "") +
                                   ") does not match the name on the URL (" + route.name + ")");
   meta["name"] = route.name;
   if (k.namespaced) meta["namespace"] = route.ns;
@@ -1561,7 +1553,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
     patch_names_rv = p.is_object() && p.contains("/metadata/resourceVersion"_json_pointer);
   }
   if ((!patch || patch_names_rv) && !asked.empty() && asked != current)
-    return bad(409, "Conflict", "Operation cannot be fulfilled on " + route.what() +
+    return statusReply(409, "Conflict", "Operation cannot be fulfilled on " + route.what() +
                                     ": the object has been modified; please apply your changes to the latest version "
                                     "and try again",
                {{"name", route.name}, {"group", k.group}, {"kind", k.plural}});
@@ -1578,7 +1570,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
     }
   }
   std::vector<std::string> warnings;
-  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, false); !v) return refused(v, 400);
+  if (auto v = validateLocked(k.id, obj, req.param("fieldValidation"), warnings, false); !v) return refusedReply(v, 400);
   // What cannot change after create.
   if (k.id == KubeResource::kPods && route.sub.empty()) {
     json a = old.value("spec", json::object()), b = obj.value("spec", json::object());
@@ -1591,14 +1583,14 @@ FakeKubeApiServer::Reply FakeKubeApiServer::handleUpdate(const Route& route, con
       s->erase("schedulingGates");
     }
     if (a != b)
-      return bad(422, "Invalid",
+      return statusReply(422, "Invalid",
                  "Pod \"" + route.name + "\" is invalid: spec: Forbidden: pod updates may not change fields other than "
                  "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
                  "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                  "(allow it to be set to 1 if it was previously negative)");
   }
   if (k.id == KubeResource::kServices && route.sub.empty())
-    if (auto a = assignServiceIpsLocked(route.storeKey(), obj, &old); !a) return refused(a, 500);
+    if (auto a = assignServiceIpsLocked(route.storeKey(), obj, &old); !a) return refusedReply(a, 500);
   if (k.id == KubeResource::kNamespaces && old.contains("spec")) obj["spec"] = old["spec"];
   defaultLocked(k.id, obj, &old);
   stats_.writes++;

@@ -195,6 +195,10 @@ class FakeKubeApiServer {
   struct Request;
   struct Route;
   struct Reply;
+  // A Status reply; and the reply refusing what validation or allocation refused.
+  static Reply statusReply(int code, const std::string& reason, const std::string& msg,
+                           const nlohmann::json& details = nullptr);
+  static Reply refusedReply(const Result<void>& r, int code);
 
   void acceptLoop();
   void serve(std::shared_ptr<Conn> conn);
