@@ -166,32 +166,22 @@ dl_service_ips() {
   echo "$ip${ip6:+,$ip6}"
 }
 
-_dl_free_service_ip() {
-  local x ip f used=" "
+_dl_free_service_ip() {  # [6]: the first cluster IP of the family no service holds (10.96.0.10-254; fd00:10:96::a on)
+  local v6=0 x ip f key=ip last=254 used=" "
+  [ "${1:-}" = 6 ] && { v6=1; key=ip6; last=65535; }
   for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
-    [ -e "$f" ] && used+="$(sed -n 's/^# ip=//p' "$f") "
+    [ -e "$f" ] && used+="$(sed -n "s/^# $key=//p" "$f") "
   done
-  for (( x = 10; x < 255; x++ )); do
-    ip=10.96.0.$x
+  for (( x = 10; x <= last; x++ )); do
+    if [ $v6 = 1 ]; then ip=fd00:10:96::$(printf %x $x); else ip=10.96.0.$x; fi
     [[ "$used" == *" $ip "* ]] || { echo "$ip"; return 0; }
   done
-  dl_die "no free cluster IP left in 10.96.0.10-254"; return 1
+  if [ $v6 = 1 ]; then dl_die "no free IPv6 cluster IP left in fd00:10:96::/112"; else dl_die "no free cluster IP left in 10.96.0.10-254"; fi
+  return 1
 }
 
 # The IPv6 service CIDR fd00:10:96::/112, written as the lab writes its addresses: fd00:10:96::X, X 1-4 hex digits.
 _dl_service_ip6_ok() { [[ "$1" =~ ^fd00:10:96::[0-9a-f]{1,4}$ ]]; }
-
-_dl_free_service_ip6() {
-  local x ip f used=" "
-  for f in "$(_dl_services_dir)"/*.svc "$(_dl_services_dir)"/applied/service.*; do
-    [ -e "$f" ] && used+="$(sed -n 's/^# ip6=//p' "$f") "
-  done
-  for (( x = 10; x < 65536; x++ )); do
-    ip=fd00:10:96::$(printf %x $x)
-    [[ "$used" == *" $ip "* ]] || { echo "$ip"; return 0; }
-  done
-  dl_die "no free IPv6 cluster IP left in fd00:10:96::/112"; return 1
-}
 
 dl_service_add() {
   dl_kube_enabled && { dl_die "in Kubernetes mode services come from kubectl (dpu-lab kubectl apply)"; return 1; }
@@ -244,7 +234,7 @@ dl_service_add() {
   if dl_dual_stack; then
     if [ -z "$ip6" ]; then
       if [ -f "$dir/$name.svc" ]; then ip6=$(_dl_service_field "$name" ip6); fi
-      [ -n "$ip6" ] || ip6=$(_dl_free_service_ip6) || return 1
+      [ -n "$ip6" ] || ip6=$(_dl_free_service_ip 6) || return 1
     fi
     _dl_service_ip6_ok "$ip6" ||
       { dl_die "--ip '$ip6' must be an IPv6 address in the service CIDR fd00:10:96::/112, written fd00:10:96::X"; return 1; }
