@@ -35,8 +35,8 @@
 #   host PF           hostpf0 also has the node IP fd00:18::N/64 (nodad: no DAD wait), default
 #                     route via fe80::fe, the gateway's link-local address, as a router
 #                     advertisement gives it (and so in the agent's northSouth.gateways). pf0hpf
-#                     keeps IPv6 off: the dataplane bridges the
-#                     frames, the representor has no address of its own and sends nothing
+#                     keeps IPv6 off: the dataplane bridges the frames, the representor has no
+#                     address of its own and sends nothing
 #   external          ext0 also has fd00:18::fe/64 and fe80::fe (the gateway) and, on its
 #                     loopback, 2001:db8:1::1 (the IPv6 "internet", reached through the gateway)
 #   fabric            the bridge does no multicast snooping: a hub for neighbour solicitations,
@@ -52,6 +52,7 @@
 #   dl_external_ns / dl_external_ip (203.0.113.1) / DL_NODE_GATEWAY (172.18.0.254)
 #   dl_dual_stack                   true in a dual-stack lab (DL_DUAL_STACK=1)
 #   dl_pod_cidr6 N / dl_node_ip6 N / dl_external_ip6 (2001:db8:1::1) / DL_NODE_GATEWAY6 (fd00:18::fe)
+#                                   / DL_NODE_ROUTER6 (fe80::fe, the same gateway's link-local address)
 #                                   the IPv6 ones (defined in any lab; used only in a dual-stack one)
 #   dl_pod_cidrs N / dl_cluster_cidrs / dl_service_cidrs
 #                                   "A, B" lists of the lab's CIDRs (IPv4 first; IPv6 in dual stack)
