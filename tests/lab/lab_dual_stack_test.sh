@@ -127,23 +127,28 @@ except (OSError, socket.timeout) as e:
     print("ERROR %s" % e)
 PYEOF
 udp() { dl_exec "$1" "$PY" "$DL_DIR/udp_query.py" "$2" "$3"; }  # TARGET ADDRESS PORT
-round() {  # N KIND TARGET ADDRESS PORT: "a=X b=Y other=Z peers=P" over N connections (tcp) or queries (udp)
-  local i out na=0 nb=0 other=0 peers=" " p
-  for (( i = 0; i < $1; i++ )); do
-    if [ "$2" = tcp ]; then out=$(http "$3" "$4:$5"); else out=$(udp "$3" "$4" "$5"); fi
-    case $(who "$out") in a) na=$(( na + 1 )) ;; b) nb=$(( nb + 1 )) ;; *) other=$(( other + 1 )) ;; esac
+# N CMD...: CMD run N times, each answer "NAME PEER:PORT" counted as
+# "a=X b=Y c=Z other=W peers=P,Q" (the backends of this test, what else came
+# back, and the peers the backends saw).
+tally() {
+  local n=$1 i out w p other=0 peers=" "; shift
+  local -A count=([a]=0 [b]=0 [c]=0)
+  for (( i = 0; i < n; i++ )); do
+    out=$("$@")
+    w=$(who "$out")
+    if [ -n "${count[$w]+x}" ]; then count[$w]=$(( count[$w] + 1 )); else other=$(( other + 1 )); fi
     p=$(peer "$out")
     [[ -n "$p" && "$peers" != *" $p "* ]] && peers+="$p "
   done
   peers=${peers# }; peers=${peers% }
-  echo "a=$na b=$nb other=$other peers=${peers// /,}"
+  echo "a=${count[a]} b=${count[b]} c=${count[c]} other=$other peers=${peers// /,}"
 }
-r=$(round 12 tcp node2/c "[$vip6]" 80)
-[[ "$r" =~ ^a=[1-9][0-9]*\ b=[1-9][0-9]*\ other=0\ peers=$c6$ ]] &&
+r=$(tally 12 http node2/c "[$vip6]:80")
+[[ "$r" =~ ^a=[1-9][0-9]*\ b=[1-9][0-9]*\ c=0\ other=0\ peers=$c6$ ]] &&
   pass "TCP over IPv6: 12 connections node2/c -> [$vip6]:80 all answered, by both backends, seeing $c6 ($r)" ||
   fail "TCP over IPv6 through [$vip6]:80: $r (want both backends, no failure, peer $c6)"
-r=$(round 12 udp node2/c "$vip6" 53)
-[[ "$r" =~ ^a=[1-9][0-9]*\ b=[1-9][0-9]*\ other=0\ peers=$c6$ ]] &&
+r=$(tally 12 udp node2/c "$vip6" 53)
+[[ "$r" =~ ^a=[1-9][0-9]*\ b=[1-9][0-9]*\ c=0\ other=0\ peers=$c6$ ]] &&
   pass "UDP over IPv6: 12 queries node2/c -> [$vip6]:53 from new ports all answered, by both backends ($r)" ||
   fail "UDP over IPv6 through [$vip6]:53: $r (want both backends, no failure, peer $c6)"
 out=$(http node2/c "$vip:80")
@@ -238,20 +243,9 @@ ext_http() { dl_exec external curl -s --max-time 2 "http://[$1]:$np/"; }  # from
 ext_backend() { [[ "$(who "$(ext_http "$1")")" =~ ^[ac]$ ]]; }
 check "$gw6 reaches the node port on node1 ([$node1]:$np)" dl_wait 10 ext_backend "$node1"
 check "$gw6 reaches the node port on node2 ([$node2]:$np)" dl_wait 10 ext_backend "$node2"
-np_round() {  # NODE-IP N: "a=X c=Y other=Z peers=P,Q"
-  local i out na=0 nc=0 other=0 peers=" " p
-  for (( i = 0; i < $2; i++ )); do
-    out=$(ext_http "$1")
-    case $(who "$out") in a) na=$(( na + 1 )) ;; c) nc=$(( nc + 1 )) ;; *) other=$(( other + 1 )) ;; esac
-    p=$(peer "$out")
-    [[ -n "$p" && "$peers" != *" $p "* ]] && peers+="$p "
-  done
-  peers=${peers# }; peers=${peers% }
-  echo "a=$na c=$nc other=$other peers=${peers// /,}"
-}
 for n in 1 2; do
-  r=$(np_round "$(dl_node_ip6 $n)" 12)
-  [[ "$r" =~ ^a=[1-9][0-9]*\ c=[1-9][0-9]*\ other=0\ peers=fd00:10:244:$n::1$ ]] &&
+  r=$(tally 12 ext_http "$(dl_node_ip6 $n)")
+  [[ "$r" =~ ^a=[1-9][0-9]*\ b=0\ c=[1-9][0-9]*\ other=0\ peers=fd00:10:244:$n::1$ ]] &&
     pass "Cluster: 12 connections from $gw6 to [$(dl_node_ip6 $n)]:$np, both backends, client masqueraded to fd00:10:244:$n::1 ($r)" ||
     fail "Cluster: $gw6 to [$(dl_node_ip6 $n)]:$np: $r (want both backends, no failure, peer fd00:10:244:$n::1)"
 done
