@@ -338,7 +338,9 @@ class EngineImpl final : public Engine {
   // for or answered to (nullptr: none, an unsolicited one), `reply` whether
   // it answers.
   void learnFromArp(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host);
-  void learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host);
+  // learnFromNd also hands the message back (false: not a valid one).
+  bool learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host,
+                   overlay::NeighborMessage& msg);
   void learnNeighbour(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host,
                       const IpAddress& sender, const overlay::MacAddress& mac, const uint8_t* asked, bool reply);
   // Reports to the control thread; `news` (something the snapshot does not

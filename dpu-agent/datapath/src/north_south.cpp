@@ -216,10 +216,10 @@ void EngineImpl::learnFromArp(WorkerContext& w, const Snapshot& snap, const Pack
 // An advertisement names its target's MAC (its target link-layer option, or
 // the frame's source); a solicitation its sender's (its source link-layer
 // option; one from :: names nobody).
-void EngineImpl::learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host) {
+bool EngineImpl::learnFromNd(WorkerContext& w, const Snapshot& snap, const PacketContext& pc, bool from_host,
+                             overlay::NeighborMessage& msg) {
   const uint8_t* frame = rte_pktmbuf_mtod(pc.mbuf, const uint8_t*);
-  overlay::NeighborMessage msg;
-  if (overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pc.parsed, msg) != overlay::Status::kOk) return;
+  if (overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pc.parsed, msg) != overlay::Status::kOk) return false;
   const uint8_t* l3 = frame + pc.parsed.l3_offset;
   const uint8_t* target = frame + msg.target_offset;
   if (frame[pc.parsed.l4_offset] == overlay::icmp6::kTypeNeighborAdvert) {
@@ -228,11 +228,13 @@ void EngineImpl::learnFromNd(WorkerContext& w, const Snapshot& snap, const Packe
     // Solicited (to a node IP: the host asked) adds; the rest updates.
     learnNeighbour(w, snap, pc, from_host, ipAt(target, true), mac, overlay::ipv6::isMulticast(to) ? nullptr : to,
                    true);
-    return;
+    return true;
   }
   const uint8_t* from = l3 + overlay::ipv6::kSrcOffset;
-  if (overlay::ipv6::isUnspecified(from) || !msg.has_link_addr) return;
-  learnNeighbour(w, snap, pc, from_host, ipAt(from, true), msg.link_addr, target, false);
+  if (!overlay::ipv6::isUnspecified(from) && msg.has_link_addr) {
+    learnNeighbour(w, snap, pc, from_host, ipAt(from, true), msg.link_addr, target, false);
+  }
+  return true;
 }
 
 namespace {

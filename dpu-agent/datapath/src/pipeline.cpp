@@ -400,7 +400,8 @@ Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, Pa
   const bool arp = pc.parsed.l3 == overlay::L3Type::kArp;
   const bool nd = isNeighbourDiscovery(pc.parsed, rte_pktmbuf_mtod(pc.mbuf, const uint8_t*));
   if (arp) learnFromArp(w, snap, pc, true);
-  if (nd) learnFromNd(w, snap, pc, true);
+  overlay::NeighborMessage msg;
+  if (nd) (void)learnFromNd(w, snap, pc, true, msg);
   if (!known || arp || nd) {
     enqueueTx(w, uplink, pc.mbuf);
     return {Decision::kSent, DropReason::kOk};
@@ -443,15 +444,14 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
   const overlay::MacAddress& dst = pc.key.eth_dst;
   const bool unicast = (dst[0] & 1) == 0;
   if (isNeighbourDiscovery(pk, frame)) {
-    learnFromNd(w, snap, pc, false);
+    overlay::NeighborMessage msg;
+    const bool valid = learnFromNd(w, snap, pc, false, msg);
     // To the host: what is unicast to one of its MACs, and a solicitation
     // for a node IP sent to the solicited-node group. An unsolicited
     // advertisement to all-nodes only updates a neighbour.
     bool for_host = unicast && ns.isHostMac(dst);
     if (!unicast && frame[pk.l4_offset] == overlay::icmp6::kTypeNeighborSolicit) {
-      overlay::NeighborMessage msg;
-      for_host = overlay::parseNeighborMessage({frame, pc.mbuf->data_len}, pk, msg) == overlay::Status::kOk &&
-                 ns.nodeIp(frame + msg.target_offset, true) != nullptr;
+      for_host = valid && ns.nodeIp(frame + msg.target_offset, true) != nullptr;
     }
     if (!for_host) return dropNow(DropReason::kFabricNotForHost);
     enqueueTx(w, host, pc.mbuf);
