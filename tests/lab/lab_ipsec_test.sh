@@ -45,6 +45,10 @@ mbit=$(dl_tcp $b $a 5M) && pass "TCP node2/pod1 -> node1/pod1 over ESP: $mbit Mb
 sleep 0.5
 kill -INT $cap 2>/dev/null
 wait $cap 2>/dev/null
+# tshark's capture child (dumpcap) writes the file and may outlive it by a few
+# packets: every count below must read the same, final capture.
+_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
+dl_wait 10 _written || fail "the capture's dumpcap did not stop"
 
 # On the fabric: ESP only, both ways, no plaintext Geneve between the tunnel IPs.
 esp=$(tshark -r "$pcap" -Y "esp && ip.src == $t1 && ip.dst == $t2" 2>/dev/null | wc -l)
