@@ -205,6 +205,25 @@ PacketBuilder& PacketBuilder::payload(std::span<const uint8_t> bytes) {
   return *this;
 }
 
+PacketBuilder& PacketBuilder::dhcpReply(const MacAddress& client, uint32_t your_ip, uint8_t message_type) {
+  requireAfter({Kind::kUdp}, "dhcpReply");
+  constexpr size_t kFixed = 236;  // op .. file
+  std::vector<uint8_t> b(kFixed + 4 + 3 + 1, 0);
+  b[0] = dhcp::kOpReply;
+  b[1] = dhcp::kHtypeEthernet;
+  b[2] = 6;
+  store32(b.data() + 4, 0x3903f326);  // xid
+  store16(b.data() + 10, 0x8000);     // flags: BROADCAST
+  store32(b.data() + 16, your_ip);    // yiaddr
+  std::memcpy(b.data() + dhcp::kChaddrOffset, client.data(), client.size());
+  store32(b.data() + kFixed, 0x63825363);  // the magic cookie
+  b[kFixed + 4] = 53;                      // DHCP message type
+  b[kFixed + 5] = 1;
+  b[kFixed + 6] = message_type;
+  b[kFixed + 7] = 255;  // end
+  return payload(b);
+}
+
 std::vector<uint8_t> PacketBuilder::build() const {
   std::vector<uint8_t> out = bytes_;
   uint8_t* base = out.data();

@@ -7,6 +7,8 @@
 #  - a host reaches the gateway on-link and 203.0.113.1 through it, and the
 #    other node's host by its node IP, by ping, through both DPUs;
 #  - the external side reaches a node IP (its ARP for it goes to the host);
+#  - a DHCP server's broadcast answers reach the host whose MAC they name
+#    (dnsmasq on the gateway, busybox udhcpc on node1's host PF);
 #  - TCP (iperf3) runs through the bridging: host -> external as fast as it
 #    goes, then host -> external and external -> host at once, paced, while
 #    two pods on different nodes keep pinging every 20 ms without a loss;
@@ -30,6 +32,27 @@ check "node2's host reaches $ext through the gateway" dl_reachable node2/host "$
 check "node1's host reaches node2's host at $node2" dl_reachable node1/host "$node2" 10
 check "the external side reaches node1's node IP $node1" dl_reachable external "$node1" 10
 check "the external side reaches node2's node IP $node2" dl_reachable external "$node2" 10
+
+# --- DHCP through the DPU: a client that has no address yet asks for broadcast
+# answers (udhcpc -B), and a DHCP server on the node network (dnsmasq on the
+# gateway, which answers broadcast) sends them to all the fabric: node1's DPU
+# gives node1's host the answers whose client MAC is its own. (The client's
+# script changes nothing: the node IP stays.)
+leases=$DL_DIR/dhcp.leases dhcp_log=$DL_DIR/dnsmasq-dhcp.log
+ip netns exec "$(dl_external_ns)" /usr/sbin/dnsmasq --keep-in-foreground --port=0 --interface=ext0 \
+  --bind-interfaces --dhcp-range=172.18.0.100,172.18.0.109,255.255.255.0,1h --dhcp-broadcast --log-dhcp \
+  --dhcp-leasefile="$leases" --pid-file="$DL_DIR/dnsmasq-dhcp.pid" --log-facility="$dhcp_log" &
+dhcp_srv=$!
+dl_wait 10 grep -q 'DHCP, IP range' "$dhcp_log" || fail "dnsmasq did not start serving DHCP: $(cat "$dhcp_log" 2>/dev/null)"
+host_mac1=$(ip -n "$(dl_node_ns 1 host)" -o link show "$DL_HOST_PF" | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
+out=$(dl_exec node1/host timeout 20 busybox udhcpc -i "$DL_HOST_PF" -B -n -q -f -t 5 -T 2 -s /bin/true 2>&1)
+grep -q 'lease of 172\.18\.0\.10[0-9] obtained' <<< "$out" &&
+  pass "node1's host got a DHCP lease through its DPU: $(grep -o 'lease of [0-9.]*' <<< "$out")" ||
+  fail "node1's host got no DHCP lease through its DPU: $(tr '\n' ' ' <<< "$out")"
+grep -q "DHCPOFFER(ext0) 172\.18\.0\.10[0-9] $host_mac1" "$dhcp_log" && grep -q 'broadcast response' "$dhcp_log" &&
+  pass "dnsmasq answered node1's host ($host_mac1) by broadcast" ||
+  fail "dnsmasq's log shows no broadcast offer to $host_mac1: $(tail -n 20 "$dhcp_log" | tr '\n' ' ')"
+kill "$dhcp_srv" 2>/dev/null; wait "$dhcp_srv" 2>/dev/null
 
 # --- TCP through the bridging: as fast as it goes, then (paced below what the
 # lab's veths carry, so that a ping is not lost to a full queue, as the fault

@@ -15,8 +15,13 @@
 //     ethertype, tagged or not), ARP whose target is a node IPv4 address
 //     (node_ip4s: requests from the fabric, broadcast, and replies), and IPv6
 //     neighbour solicitations whose target is a node IPv6 address (node_ip6s:
-//     sent to the solicited-node group). The dataplane fills these maps as it
+//     sent to the solicited-node group), and a DHCP server's answers whose
+//     client hardware address (chaddr) is one of the host's MACs (broadcast to
+//     a client that has no address yet). The dataplane fills these maps as it
 //     learns the host's MACs and is told the node IPs.
+// A frame goes to the AF_XDP socket or to the kernel, never to both: other
+// broadcast and multicast (router advertisements, ARP for other addresses)
+// stay with the kernel.
 // Until the dataplane writes steer_cfg (after DPDK has loaded and attached the
 // program, see datapath/xdp.h), enabled is 0 and every packet goes to the
 // kernel: failing open keeps management traffic alive.
@@ -40,6 +45,9 @@
 #define ARP_HDR_LEN 28
 #define STEER_ARP 1u
 #define ICMPV6_NEIGHBOR_SOLICIT 135
+#define DHCP_SERVER_PORT 67
+#define DHCP_CLIENT_PORT 68
+#define DHCP_CHADDR_OFFSET 28  // in the BOOTP header, after op, htype, hlen (RFC 2131 §2)
 
 // Keep in sync with datapath/xdp.h (XdpSteerConfig).
 struct steer_config {
@@ -135,6 +143,20 @@ static __always_inline int same_ip6(const struct in6_addr* a, const __u8* b) {
   return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
 }
 
+// A DHCP server's answer (UDP 67 -> 68, BOOTREPLY, Ethernet chaddr) to one
+// of the host's MACs.
+static __always_inline int is_dhcp_reply_for_host(void* l4, void* end) {
+  struct udphdr* udp = l4;
+  if ((void*)(udp + 1) > end) return 0;
+  if (udp->source != bpf_htons(DHCP_SERVER_PORT) || udp->dest != bpf_htons(DHCP_CLIENT_PORT)) return 0;
+  __u8* bootp = (__u8*)(udp + 1);
+  if ((void*)(bootp + DHCP_CHADDR_OFFSET + 6) > end) return 0;
+  if (bootp[0] != 2 || bootp[1] != 1 || bootp[2] != 6) return 0;
+  __u64 mac = 0;
+  __builtin_memcpy(&mac, bootp + DHCP_CHADDR_OFFSET, 6);
+  return bpf_map_lookup_elem(&host_macs, &mac) != 0;
+}
+
 static __always_inline int is_overlay_l4(__u8 proto, void* l4, void* end) {
   if (proto == IPPROTO_ESP_) return 1;
   if (proto != IPPROTO_UDP) return 0;
@@ -172,11 +194,13 @@ int overlay_steer(struct xdp_md* ctx) {
   if (proto == bpf_htons(ETH_P_IP)) {
     struct iphdr* ip = l3;
     if ((void*)(ip + 1) > end) return pass();
-    if (!cfg->has_ip4 || ip->daddr != cfg->ip4) return pass();
     if (ip->ihl < 5) return pass();
     // Fragments other than the first carry no L4 header; leave them to the kernel.
     if (ip->frag_off & bpf_htons(0x1fff)) return pass();
     void* l4 = l3 + ip->ihl * 4;
+    // (Unicast to a host MAC was steered above.)
+    if (ip->protocol == IPPROTO_UDP && is_dhcp_reply_for_host(l4, end)) return steer_host(ctx);
+    if (!cfg->has_ip4 || ip->daddr != cfg->ip4) return pass();
     return is_overlay_l4(ip->protocol, l4, end) ? steer(ctx) : pass();
   }
   if (proto == bpf_htons(ETH_P_IPV6)) {

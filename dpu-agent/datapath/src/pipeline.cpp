@@ -90,6 +90,25 @@ bool isNeighbourDiscovery(const overlay::ParsedPacket& pk, const uint8_t* frame)
   return type == overlay::icmp6::kTypeNeighborSolicit || type == overlay::icmp6::kTypeNeighborAdvert;
 }
 
+// A DHCP server's answer to one of the host's MACs (its chaddr, RFC 2131),
+// whatever its destination: a client that has no address yet may ask for
+// broadcast answers, and a broadcast frame names no host by itself.
+bool isDhcpReplyForHost(const SnapNorthSouth& ns, const overlay::ParsedPacket& pk, const uint8_t* frame) {
+  if (pk.l3 != overlay::L3Type::kIpv4 || pk.l4 != overlay::L4Type::kUdp || pk.fragment != overlay::Fragment::kNone) {
+    return false;
+  }
+  const uint8_t* udp = frame + pk.l4_offset;
+  if (overlay::udp::srcPort(udp) != overlay::dhcp::kServerPort ||
+      overlay::udp::dstPort(udp) != overlay::dhcp::kClientPort) {
+    return false;
+  }
+  const uint8_t* client = overlay::dhcp::replyClientMac(frame + pk.payload_offset, pk.payloadLength());
+  if (client == nullptr) return false;
+  overlay::MacAddress mac;
+  std::memcpy(mac.data(), client, mac.size());
+  return ns.isHostMac(mac);
+}
+
 }  // namespace
 
 Decision EngineImpl::toFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, const uint8_t* dst, bool v6,
@@ -415,10 +434,13 @@ Decision EngineImpl::slowPathFromHost(WorkerContext& w, const Snapshot& snap, Pa
 // those): the host's, or nobody's here. Unicast to a host MAC is a cached
 // flow of one Output to the host PF; ARP and IPv6 neighbour discovery are
 // learned from and forwarded uncached (ARP and solicitations for a node IP,
-// broadcast and multicast included, and what is unicast to a host MAC); the
-// rest is dropped (FabricNotForHost: cached, except ARP and neighbour
-// discovery, which are learned from, and whose flow key does not hold the
-// target address that decided).
+// broadcast and multicast included, and what is unicast to a host MAC), and
+// so are a DHCP server's broadcast answers to a host MAC; the rest is dropped
+// (FabricNotForHost: cached, except ARP, neighbour discovery and DHCP, whose
+// flow key does not hold the address that decided).
+// Other broadcast and multicast (router advertisements, gratuitous ARP for
+// other addresses) stay with the DPU's kernel: the uplink's XDP program gives
+// a frame to the dataplane or to the kernel, never to both (docs/services.md).
 Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, PacketContext& pc, FlowRecord& f) {
   const SnapNorthSouth& ns = snap.north_south;
   f.dep_in = ns.dep;
@@ -494,6 +516,11 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
     f.ops = op::kOutput;
     f.out_port = host;
     return {Decision::kFlow, DropReason::kOk};
+  }
+  // Never cached: the flow key does not hold the client's MAC that decided.
+  if (!unicast && isDhcpReplyForHost(ns, pk, frame)) {
+    enqueueTx(w, host, pc.mbuf);
+    return {Decision::kSent, DropReason::kOk};
   }
   return cacheDrop(f, DropReason::kFabricNotForHost);
 }

@@ -358,6 +358,25 @@ inline void setLength(uint8_t* h, uint16_t v) { store16(h + 4, v); }
 inline void setChecksum(uint8_t* h, uint16_t v) { store16(h + 6, v); }
 }  // namespace udp
 
+// DHCPv4 (RFC 2131 §2): the fixed BOOTP header a server's answer begins
+// with, after the UDP header. The client's hardware address (chaddr) says
+// whose answer it is, also when it is broadcast (a client without an address
+// may ask for that: the BROADCAST flag).
+namespace dhcp {
+inline constexpr uint16_t kServerPort = 67;
+inline constexpr uint16_t kClientPort = 68;
+inline constexpr uint8_t kOpReply = 2;    // BOOTREPLY
+inline constexpr uint8_t kHtypeEthernet = 1;
+inline constexpr size_t kChaddrOffset = 28;
+inline constexpr size_t kMinReplyLen = kChaddrOffset + 6;  // through an Ethernet chaddr
+// The chaddr of a server's answer to an Ethernet client, or null when the
+// `len` bytes at `h` are not one.
+inline const uint8_t* replyClientMac(const uint8_t* h, size_t len) {
+  if (len < kMinReplyLen || h[0] != kOpReply || h[1] != kHtypeEthernet || h[2] != 6) return nullptr;
+  return h + kChaddrOffset;
+}
+}  // namespace dhcp
+
 // SCTP common header (RFC 9260 §3.1): ports, verification tag, CRC32c over
 // the whole packet (no pseudo-header: an address rewrite leaves it valid, a
 // port rewrite does not).

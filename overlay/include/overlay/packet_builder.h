@@ -85,6 +85,10 @@ class PacketBuilder {
   PacketBuilder& udp(uint16_t src_port, uint16_t dst_port, bool checksum = true);
   PacketBuilder& tcp(const TcpFields& fields);
   PacketBuilder& payload(std::span<const uint8_t> bytes);
+  // A DHCP server's answer (RFC 2131) as the UDP payload: BOOTREPLY to the
+  // Ethernet client `client` offering `your_ip`, the BROADCAST flag set, and
+  // the DHCP message type option (2 OFFER, 5 ACK).
+  PacketBuilder& dhcpReply(const MacAddress& client, uint32_t your_ip, uint8_t message_type = 2);
 
   std::vector<uint8_t> build() const;
 

@@ -415,10 +415,25 @@ TEST_CASE("north-south: the uplink's frames for the host reach it untouched, the
   f.bridged(kUplink, kHost, tcp6(kHostMac, kGatewayMac, "2001:db8:99::1", "2001:db8:18::1"));
   // A neighbour solicitation for the node's IPv6 address, to its solicited-node group.
   f.bridged(kUplink, kHost, neighborSolicit("2001:db8:18::fe", "2001:db8:18::1"));
+  // A DHCP server's broadcast answer to the host's MAC (a client that has no
+  // address yet asks for broadcast): the host's, read every time (its flow
+  // key does not hold the client's MAC that decided).
+  const auto offer = [](const overlay::MacAddress& client) {
+    return PacketBuilder()
+        .ethernet(overlay::eth::kBroadcast, kGatewayMac)
+        .ipv4({.src = ip4("172.18.0.254"), .dst = ip4("255.255.255.255")})
+        .udp(67, 68)
+        .dhcpReply(client, ip4("172.18.0.1"))
+        .build();
+  };
+  const uint64_t installed_offer = f.stat("FlowInstalled");
+  f.bridged(kUplink, kHost, offer(kHostMac));
+  f.bridged(kUplink, kHost, offer(kHostMac));
+  CHECK(f.stat("FlowInstalled") == installed_offer);
 
   // What is not the host's: dropped, counted.
   const uint64_t dropped = f.stat("FabricNotForHost");
-  for (const Bytes& other : {arpRequest(kGatewayMac, "172.18.0.254", "172.18.0.77"),
+  for (const Bytes& other : {offer(kPeerMac), arpRequest(kGatewayMac, "172.18.0.254", "172.18.0.77"),
                              tcp4(kPeerMac, kGatewayMac, "203.0.113.1", "172.18.0.9"),
                              neighborSolicit("2001:db8:18::fe", "2001:db8:18::77"),
                              PacketBuilder()
@@ -429,7 +444,7 @@ TEST_CASE("north-south: the uplink's frames for the host reach it untouched, the
     f.inject(kUplink, other);
     for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
   }
-  CHECK(f.stat("FabricNotForHost") == dropped + 4);
+  CHECK(f.stat("FabricNotForHost") == dropped + 5);
 
   // Between a tunnelled packet and the next of the host's: the host's still hits its flow.
   f.inject(kUplink, fromNode2("192.168.100.1"));
@@ -446,7 +461,7 @@ TEST_CASE("north-south: the uplink's frames for the host reach it untouched, the
   CHECK(Fixture::drain(kHost).empty());
   f.inject(kUplink, fromNode2("192.168.100.50"));
   CHECK(Fixture::drain(kRep).empty());
-  CHECK(f.stat("FabricNotForHost") == dropped + 5);
+  CHECK(f.stat("FabricNotForHost") == dropped + 6);
   CHECK(f.stat("WrongTunnelDestination") == 0);
 }
 

@@ -202,6 +202,24 @@ std::vector<uint8_t> arpFor(uint16_t op, uint32_t target, const dpu::overlay::Ma
   return PacketBuilder().ethernet(dst, kFabricMac).arp(op, kFabricMac, 0xac1200fe, dpu::overlay::MacAddress{}, target).build();
 }
 
+std::vector<uint8_t> dhcpOffer(const dpu::overlay::MacAddress& client) {
+  return PacketBuilder()
+      .ethernet(dpu::overlay::eth::kBroadcast, kFabricMac)
+      .ipv4({.src = 0xac1200fe, .dst = 0xffffffff})
+      .udp(67, 68)
+      .dhcpReply(client, kNodeIp)
+      .build();
+}
+
+std::vector<uint8_t> dhcpFromClient() {
+  return PacketBuilder()
+      .ethernet(dpu::overlay::eth::kBroadcast, kFabricMac)
+      .ipv4({.src = 0, .dst = 0xffffffff})
+      .udp(68, 67)
+      .payload(std::vector<uint8_t>(300, 0))
+      .build();
+}
+
 std::vector<uint8_t> solicit(const dpu::overlay::Ipv6Address& target) {
   dpu::overlay::Ipv6Address group{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, target[13], target[14], target[15]};
   return PacketBuilder()
@@ -247,6 +265,10 @@ TEST_CASE("overlay_steer: the host's traffic is steered to the dataplane, the DP
       {"ARP for the tunnel address, left to the kernel here", arpFor(1, kTunnelIp, dpu::overlay::eth::kBroadcast),
        false, false},
       {"Geneve to us still steered", geneve(kTunnelIp), false, true},
+      {"a DHCP offer broadcast to the host's MAC (chaddr)", dhcpOffer(kHostMac), true, true},
+      {"a DHCP offer broadcast to another client", dhcpOffer(kFabricMac), false, false},
+      {"a DHCP client's broadcast (68 -> 67)", dhcpFromClient(), false, false},
+      {"a DHCP offer cut before its chaddr", truncated(dhcpOffer(kHostMac), 14 + 20 + 8 + 30), false, false},
       {"truncated ARP", truncated(arpFor(1, kNodeIp, dpu::overlay::eth::kBroadcast), 14 + 20), false, false},
   };
   uint64_t host = 0, steered = 0, passed = 0;
@@ -269,7 +291,8 @@ TEST_CASE("overlay_steer: the host's traffic is steered to the dataplane, the DP
     run(l, tcpTo(kHostMac, kNodeIp));
     run(l, arpFor(1, kNodeIp, dpu::overlay::eth::kBroadcast));
     run(l, solicit(kNodeIp6));
-    CHECK(counters(l).passed == before.passed + 3);
+    run(l, dhcpOffer(kHostMac));
+    CHECK(counters(l).passed == before.passed + 4);
     run(l, arpFor(1, kOtherNodeIp, dpu::overlay::eth::kBroadcast));
     CHECK(counters(l).host == before.host + 1);
   }
