@@ -418,16 +418,16 @@ dl_service_list() {
 # document and field); jq only turns each decoded object into the cluster
 # file's entry for it, with the same fields the file source reads.
 
-# A decoded Service -> its cluster file entry. $ip: its cluster IP when the
-# object gives none; $nps: the node port of each port (0: none).
+# A decoded Service -> its cluster file entry. $cips: its cluster IPs (the
+# object's, or those the lab allocated); $nps: the node port of each port (0: none).
 _DL_JQ_SERVICE_ENTRY='
   {namespace, name}
   + (if (.labels | length) > 0 then {labels} else {} end)
   + {type}
   + (if .headless then {clusterIP: "None"}
      elif .type == "ExternalName" then {}
-     elif (.clusterIPs | length) > 0 then {clusterIPs}
-     else {clusterIPs: [$ip]} end)
+     else {clusterIPs: $cips} end)
+  + (if .ipFamilyPolicy != "" and .ipFamilyPolicy != "SingleStack" then {ipFamilyPolicy} else {} end)
   + {ports: [.ports | to_entries[] | .key as $i | .value
              | {name, protocol, port, targetPort} + (if $nps[$i] > 0 then {nodePort: $nps[$i]} else {} end)]}
   + (if (.externalIPs | length) > 0 then {externalIPs} else {} end)
@@ -519,40 +519,80 @@ _dl_node_port_for() {  # GIVEN PORT PROTO OLD-ENTRY
   echo "$np"
 }
 
+# The families a decoded Service with no cluster IP gets, in order ("IPv4",
+# "IPv4 IPv6" or "IPv6 IPv4"), from its ipFamilyPolicy and ipFamilies as the
+# API server allocates them (IPv4 is the lab's first family); or why not.
+_dl_apply_families() {
+  local policy fams first other got
+  policy=$(jq -r '.ipFamilyPolicy' <<< "$1")
+  fams=$(jq -r '.ipFamilies | join(" ")' <<< "$1")
+  first=${fams%% *}
+  [ -n "$first" ] || first=IPv4
+  if [ "$first" = IPv4 ]; then other=IPv6; else other=IPv4; fi
+  got=$first
+  case $policy in
+    RequireDualStack)
+      dl_dual_stack || { echo "ipFamilyPolicy RequireDualStack needs a dual-stack lab (dpu-lab up --dual-stack)"; return 1; }
+      got="$first $other" ;;
+    PreferDualStack) dl_dual_stack && got="$first $other" ;;
+  esac
+  if [[ "$got" == *IPv6* ]] && ! dl_dual_stack; then
+    echo "ipFamilies asks for IPv6 and the lab is IPv4 only (dpu-lab up --dual-stack)"; return 1
+  fi
+  [ "$got" != IPv6 ] || { echo "the lab's services all have an IPv4 cluster IP: an IPv6 single-stack service is not" \
+    "supported here (ipFamilyPolicy PreferDualStack gives it both)"; return 1; }
+  echo "$got"
+}
+
 # One decoded Service into the staged services dir; prints what was done.
 _dl_apply_service() {
   local o=$1 where=$2 ns=$3 name=$4 dir self_file replaced_file="" old="" old_ip="" ip ip6="" ips entry verb_done one
   dir=$(_dl_services_dir)
   self_file=$dir/applied/service.$ns.$name
   local ref="Service $ns/$name"
-  [ -f "$self_file" ] && { old=$(_dl_entry_of "$self_file"); old_ip=$(sed -n 's/^# ip=//p' "$self_file"); }
+  local old_ip6="" families cips=""
+  [ -f "$self_file" ] && { old=$(_dl_entry_of "$self_file"); old_ip=$(sed -n 's/^# ip=//p' "$self_file")
+                           old_ip6=$(sed -n 's/^# ip6=//p' "$self_file"); }
   # A service of the same name made by `dpu-lab service add`: replaced, with the slices the lab wrote for it.
-  [ "$ns" = default ] && [ -f "$dir/$name.svc" ] && { replaced_file=$dir/$name.svc; old_ip=$(_dl_service_field "$name" ip); }
+  [ "$ns" = default ] && [ -f "$dir/$name.svc" ] &&
+    { replaced_file=$dir/$name.svc; old_ip=$(_dl_service_field "$name" ip); old_ip6=$(_dl_service_field "$name" ip6); }
   ips=$(jq -r 'if .headless or .type == "ExternalName" then "none" else .clusterIPs | join(" ") end' <<< "$o")
   ip=""
   if [ "$ips" = none ]; then
     ip=""
   elif [ -z "$ips" ]; then
-    # As the API server does: a service that gives no cluster IP gets one, and keeps it.
+    # As the API server does: a service that gives no cluster IP gets one of
+    # each family its ipFamilyPolicy and ipFamilies ask for, and keeps them.
+    families=$(_dl_apply_families "$o") || { dl_die "apply: $where: $ref: $families"; return 1; }
     ip=$old_ip
     [ -n "$ip" ] || ip=$(_dl_free_service_ip) || return 1
+    if [[ "$families" == *IPv6* ]]; then
+      ip6=$old_ip6
+      [ -n "$ip6" ] || ip6=$(_dl_free_service_ip 6) || return 1
+    fi
+    if [ "$families" = "IPv6 IPv4" ]; then cips="$ip6 $ip"; else cips="$ip${ip6:+ $ip6}"; fi
   else
     for one in $ips; do
-      if [[ "$one" == *:* ]] && dl_dual_stack; then
-        # A dual-stack lab's first family is IPv4: a service lists its IPv4 cluster IP first.
-        [ "$one" != "${ips%% *}" ] ||
-          { dl_die "apply: $where: $ref: clusterIPs must list the IPv4 cluster IP first (IPv4 is the lab's first family), not $one"; return 1; }
+      if [[ "$one" == *:* ]]; then
+        dl_dual_stack ||
+          { dl_die "apply: $where: $ref: cluster IP $one is IPv6 and the lab is IPv4 only (dpu-lab up --dual-stack)"; return 1; }
         _dl_service_ip6_ok "$one" ||
           { dl_die "apply: $where: $ref: cluster IP $one is not in the lab's IPv6 service CIDR fd00:10:96::/112 (written fd00:10:96::X)"; return 1; }
         ip6=$one
       else
         [[ "$one" =~ ^10\.(9[6-9]|10[0-9]|11[01])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
           { dl_die "apply: $where: $ref: cluster IP $one is not in the lab's service CIDR 10.96.0.0/12$(dl_dual_stack || echo " (IPv4 only)")"; return 1; }
+        ip=$one
       fi
     done
-    ip=${ips%% *}
-    [ -z "$old_ip" ] || [ "$old_ip" = "$ip" ] ||
-      { dl_die "apply: $where: $ref: its cluster IP is $old_ip and cannot change to $ip (as in Kubernetes); delete it first"; return 1; }
+    [ -n "$ip" ] ||
+      { dl_die "apply: $where: $ref: the lab's services all have an IPv4 cluster IP: add one to clusterIPs (10.96.0.0/12)"; return 1; }
+    cips=$ips
+    local pair
+    for pair in "$old_ip:$ip" "$old_ip6:$ip6"; do
+      [ "${pair%%:*}" = "" ] || [ -z "${pair#*:}" ] || [ "${pair%%:*}" = "${pair#*:}" ] ||
+        { dl_die "apply: $where: $ref: its cluster IP is ${pair%%:*} and cannot change to ${pair#*:} (as in Kubernetes); delete it first"; return 1; }
+    done
   fi
   local f
   if [ -n "$ip" ]; then
@@ -576,7 +616,8 @@ _dl_apply_service() {
   else
     mapfile -t nps < <(jq -r '.ports[] | 0' <<< "$o")
   fi
-  entry=$(jq -c --arg ip "$ip" --argjson nps "[$(IFS=,; echo "${nps[*]}")]" "$_DL_JQ_SERVICE_ENTRY" <<< "$o") || return 1
+  entry=$(jq -c --argjson cips "$(jq -cn --arg l "$cips" '$l | split(" ") | map(select(. != ""))')" \
+    --argjson nps "[$(IFS=,; echo "${nps[*]}")]" "$_DL_JQ_SERVICE_ENTRY" <<< "$o") || return 1
   local state=created
   [ -n "$old" ] && state=configured
   [ -n "$old" ] && [ "$old" = "$entry" ] && state=unchanged

@@ -144,16 +144,34 @@ web 10.96.0.10 tcp/80:8080,udp/53:53 " ] || exit 1
   [ "$(dl_service_list)" = "dns 10.96.0.53,fd00:10:96::35 udp/53:53 
 third 10.96.0.11,fd00:10:96::b tcp/80:80 
 web 10.96.0.10,fd00:10:96::a tcp/81:81 " ] || exit 1
-  # dpu-lab apply: a dual-stack Service's clusterIPs, IPv4 first.
+  # dpu-lab apply: a dual-stack Service's clusterIPs in its own order (IPv6
+  # first here); the families a Service without cluster IPs asks for
+  # (ipFamilyPolicy, ipFamilies), allocated as the API server does.
   if [ -x "$(dl_bin agent)" ]; then
     printf '%s\n' 'apiVersion: v1' 'kind: Service' 'metadata: {name: app}' \
       'spec: {ipFamilyPolicy: RequireDualStack, ipFamilies: [IPv6, IPv4], clusterIPs: ["fd00:10:96::50", 10.96.0.50], ports: [{port: 80}]}' \
       > "$DL_DIR/app.yaml"
-    out=$(dl_apply "$DL_DIR/app.yaml" 2>&1) && exit 1
-    grep -q "clusterIPs must list the IPv4 cluster IP first" <<< "$out" || exit 1
-    sed -i 's/ipFamilies: \[IPv6, IPv4\], clusterIPs: \["fd00:10:96::50", 10.96.0.50\]/ipFamilies: [IPv4, IPv6], clusterIPs: [10.96.0.50, "fd00:10:96::50"]/' "$DL_DIR/app.yaml"
     out=$(dl_apply "$DL_DIR/app.yaml") && [ "$out" = "service default/app created, cluster IP 10.96.0.50,fd00:10:96::50" ] &&
       [ "$(dl_service_list | grep '^app ')" = "app 10.96.0.50,fd00:10:96::50 tcp/80:80 " ] || exit 1
+    grep -F '"name":"app",' "$f" | grep -qF '"clusterIPs":["fd00:10:96::50","10.96.0.50"],"ipFamilyPolicy":"RequireDualStack"' ||
+      exit 1
+    apply_one() {  # NAME SPEC → dl_apply's output
+      printf '%s\n' 'apiVersion: v1' 'kind: Service' "metadata: {name: $1}" "spec: {$2, ports: [{port: 80}]}" \
+        > "$DL_DIR/one.yaml"
+      dl_apply "$DL_DIR/one.yaml" 2>&1
+    }
+    out=$(apply_one both 'ipFamilyPolicy: PreferDualStack') &&
+      [ "$out" = "service default/both created, cluster IP 10.96.0.12,fd00:10:96::c" ] || exit 1
+    out=$(apply_one six-first 'ipFamilyPolicy: RequireDualStack, ipFamilies: [IPv6]') &&
+      [ "$out" = "service default/six-first created, cluster IP 10.96.0.13,fd00:10:96::d" ] || exit 1
+    grep -F '"name":"six-first",' "$f" | grep -qF '"clusterIPs":["fd00:10:96::d","10.96.0.13"]' || exit 1
+    out=$(apply_one single 'type: ClusterIP') && [ "$out" = "service default/single created, cluster IP 10.96.0.14" ] ||
+      exit 1
+    out=$(apply_one six 'ipFamilies: [IPv6]') && exit 1
+    grep -q "Service default/six: the lab's services all have an IPv4 cluster IP: an IPv6 single-stack service" <<< "$out" ||
+      exit 1
+    out=$(apply_one bad 'ipFamilyPolicy: DualStack') && exit 1
+    grep -q "ipFamilyPolicy: must be SingleStack, PreferDualStack or RequireDualStack" <<< "$out" || exit 1
   fi
 ) && pass "library: dual-stack addresses; service verbs write a cluster IP and an EndpointSlice per family" ||
   fail "library: dual stack"

@@ -390,6 +390,44 @@ Result<void> readServiceSpec(FieldReader& spec, ServiceInfo& s, bool strict) {
   if (spec.ok() && s.type == ServiceType::kExternalName && (s.headless || !s.cluster_ips.empty()))
     spec.fail("clusterIP", "an ExternalName service has no cluster IP");
 
+  // ipFamilyPolicy and ipFamilies, checked as the API server does: families
+  // named once each, one for SingleStack, in the cluster IPs' order. Absent,
+  // the policy is RequireDualStack where two families or two cluster IPs are
+  // given, else SingleStack (the API server's defaulting).
+  s.ip_families = spec.strings("ipFamilies");
+  const char* policy_default = s.type == ServiceType::kExternalName                      ? ""
+                               : s.cluster_ips.size() == 2 || s.ip_families.size() == 2 ? "RequireDualStack"
+                                                                                        : "SingleStack";
+  s.ip_family_policy = spec.str("ipFamilyPolicy", policy_default);
+  if (spec.ok() && !s.ip_family_policy.empty() && s.ip_family_policy != "SingleStack" &&
+      s.ip_family_policy != "PreferDualStack" && s.ip_family_policy != "RequireDualStack") {
+    spec.fail("ipFamilyPolicy", "must be SingleStack, PreferDualStack or RequireDualStack, not \"" +
+                                    s.ip_family_policy + "\"");
+  }
+  for (size_t i = 0; i < s.ip_families.size() && spec.ok(); ++i) {
+    const std::string& f = s.ip_families[i];
+    const std::string where = "ipFamilies[" + std::to_string(i) + "]";
+    if (f != "IPv4" && f != "IPv6") spec.fail(where, "must be IPv4 or IPv6, not \"" + f + "\"");
+    else if (i == 1 && f == s.ip_families[0]) spec.fail(where, f + " is listed twice");
+    else if (i > 1) spec.fail("ipFamilies", "at most two families (dual stack), not " + std::to_string(s.ip_families.size()));
+  }
+  if (spec.ok() && s.ip_family_policy == "SingleStack" && s.ip_families.size() > 1)
+    spec.fail("ipFamilies", "SingleStack takes one family, not " + std::to_string(s.ip_families.size()));
+  if (spec.ok() && s.ip_family_policy == "SingleStack" && s.cluster_ips.size() > 1)
+    spec.fail("clusterIPs", "SingleStack takes one cluster IP, not " + std::to_string(s.cluster_ips.size()));
+  if (spec.ok() && s.type == ServiceType::kExternalName && !s.ip_families.empty())
+    spec.fail("ipFamilies", "an ExternalName service has no IP families");
+  for (size_t i = 0; i < s.cluster_ips.size() && spec.ok(); ++i) {
+    const std::string family = s.cluster_ips[i].find(':') == std::string::npos ? "IPv4" : "IPv6";
+    if (i < s.ip_families.size()) {
+      if (s.ip_families[i] != family)
+        spec.fail("ipFamilies[" + std::to_string(i) + "]", "is " + s.ip_families[i] + " but clusterIPs[" +
+                                                              std::to_string(i) + "] " + s.cluster_ips[i] + " is " + family);
+    } else {
+      s.ip_families.push_back(family);
+    }
+  }
+
   auto ports = spec.objects("ports");
   s.ports.clear();
   for (size_t i = 0; i < ports.size() && spec.ok(); ++i) {
@@ -458,7 +496,7 @@ Result<void> readServiceSpec(FieldReader& spec, ServiceInfo& s, bool strict) {
     else if (spec.ok()) spec.fail(key, "must be Cluster or Local, not \"" + v + "\"");
   }
   s.publish_not_ready_addresses = spec.boolean("publishNotReadyAddresses", false);
-  if (strict) ignoreKnown(spec, {"selector", "ipFamilies", "ipFamilyPolicy", "externalName", "loadBalancerIP",
+  if (strict) ignoreKnown(spec, {"selector", "externalName", "loadBalancerIP",
                      "loadBalancerSourceRanges", "loadBalancerClass", "allocateLoadBalancerNodePorts",
                      "healthCheckNodePort", "trafficDistribution"});
   return spec.finish(true);
@@ -689,6 +727,8 @@ json toJson(const ServiceInfo& s) {
               {"type", serviceTypeName(s.type)},
               {"headless", s.headless},
               {"clusterIPs", s.cluster_ips},
+              {"ipFamilyPolicy", s.ip_family_policy},
+              {"ipFamilies", s.ip_families},
               {"ports", ports},
               {"externalIPs", s.external_ips},
               {"loadBalancerIPs", s.load_balancer_ips},

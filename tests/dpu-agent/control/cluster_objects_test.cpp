@@ -206,6 +206,8 @@ TEST_CASE("cluster objects: the kubernetes Service, as the API server returns it
   CHECK(s.external_traffic_policy == TrafficPolicy::kCluster);
   CHECK(s.load_balancer_ips.empty());
   CHECK_FALSE(s.proxiedElsewhere());
+  CHECK(s.ip_family_policy == "SingleStack");
+  CHECK(s.ip_families == std::vector<std::string>{"IPv4"});
 }
 
 TEST_CASE("cluster objects: a LoadBalancer with every field", "[cluster]") {
@@ -225,12 +227,16 @@ TEST_CASE("cluster objects: a LoadBalancer with every field", "[cluster]") {
   CHECK(s.external_traffic_policy == TrafficPolicy::kLocal);
   CHECK(s.internal_traffic_policy == TrafficPolicy::kLocal);
   CHECK(s.publish_not_ready_addresses);
+  CHECK(s.ip_family_policy == "PreferDualStack");
+  CHECK(s.ip_families == std::vector<std::string>{"IPv4", "IPv6"});
 }
 
 TEST_CASE("cluster objects: a Service as written gets the API's defaults", "[cluster]") {
   auto [s, f] = bothWays<ServiceInfo>(ObjectKind::kService, kMinimalService);
   CHECK(s.type == ServiceType::kClusterIP);
   CHECK(s.cluster_ips.empty());  // not allocated yet
+  CHECK(s.ip_family_policy == "SingleStack");
+  CHECK(s.ip_families.empty());  // the API server's first family, when it allocates
   REQUIRE(s.ports.size() == 1);
   CHECK(s.ports[0] == ServicePort{"", Protocol::kTcp, 80, PortRef{9376, ""}, 0});
   CHECK(s.session_affinity == SessionAffinity::kNone);
@@ -243,6 +249,19 @@ TEST_CASE("cluster objects: a Service as written gets the API's defaults", "[clu
   auto affinity = bothWays<ServiceInfo>(ObjectKind::kService, R"({"metadata":{"name":"a","namespace":"d"},
     "spec":{"clusterIP":"10.96.0.5","sessionAffinity":"ClientIP","ports":[{"port":80}]}})");
   CHECK(affinity.first.affinity_timeout_seconds == kDefaultAffinityTimeoutSeconds);
+  // The families follow the cluster IPs where the object names none; an IPv6 one may come first.
+  auto v6_first = bothWays<ServiceInfo>(ObjectKind::kService, R"({"metadata":{"name":"a","namespace":"d"},
+    "spec":{"clusterIPs":["fd00:10:96::5","10.96.0.5"],"ipFamilyPolicy":"RequireDualStack","ports":[{"port":80}]}})");
+  CHECK(v6_first.first.ip_families == std::vector<std::string>{"IPv6", "IPv4"});
+  CHECK(v6_first.first.ip_family_policy == "RequireDualStack");
+  // One family asked for, none allocated yet: the other is the allocator's to add.
+  auto asked = bothWays<ServiceInfo>(ObjectKind::kService, R"({"metadata":{"name":"a","namespace":"d"},
+    "spec":{"ipFamilies":["IPv6"],"ipFamilyPolicy":"PreferDualStack","ports":[{"port":80}]}})");
+  CHECK(asked.first.ip_families == std::vector<std::string>{"IPv6"});
+  // No policy with two cluster IPs: RequireDualStack, as the API server defaults it.
+  auto two = bothWays<ServiceInfo>(ObjectKind::kService, R"({"metadata":{"name":"a","namespace":"d"},
+    "spec":{"clusterIPs":["10.96.0.5","fd00:10:96::5"],"ports":[{"port":80}]}})");
+  CHECK(two.first.ip_family_policy == "RequireDualStack");
 }
 
 TEST_CASE("cluster objects: a headless Service of another proxy", "[cluster]") {
@@ -463,6 +482,15 @@ TEST_CASE("cluster objects: bad objects are refused by both sources, the field n
       {K::kService, R"({"spec":{"internalTrafficPolicy":"Nearby"}})", "internalTrafficPolicy: must be Cluster or Local"},
       {K::kService, R"({"spec":{"publishNotReadyAddresses":"yes"}})", "publishNotReadyAddresses: must be true or false"},
       {K::kService, R"({"spec":{"ports":"80"}})", "ports: must be a list of objects"},
+      {K::kService, R"({"spec":{"ipFamilyPolicy":"DualStack"}})",
+       "ipFamilyPolicy: must be SingleStack, PreferDualStack or RequireDualStack, not \"DualStack\""},
+      {K::kService, R"({"spec":{"ipFamilies":["IPv5","IPv6"]}})", "ipFamilies[0]: must be IPv4 or IPv6, not \"IPv5\""},
+      {K::kService, R"({"spec":{"ipFamilies":["IPv4","IPv4"]}})", "ipFamilies[1]: IPv4 is listed twice"},
+      {K::kService, R"({"spec":{"ipFamilyPolicy":"SingleStack"}})", "ipFamilies: SingleStack takes one family, not 2"},
+      {K::kService, R"({"spec":{"ipFamilyPolicy":"SingleStack","ipFamilies":["IPv4"]}})",
+       "clusterIPs: SingleStack takes one cluster IP, not 2"},
+      {K::kService, R"({"spec":{"ipFamilies":["IPv6","IPv4"]}})",
+       "ipFamilies[0]: is IPv6 but clusterIPs[0] 10.96.12.7 is IPv4"},
       // EndpointSlices.
       {K::kEndpointSlice, R"({"addressType":"IPv5"})", "addressType: must be IPv4, IPv6 or FQDN"},
       {K::kEndpointSlice, R"({"endpoints":[{"addresses":["10.0.0.300"]}]})",

@@ -127,6 +127,12 @@ struct ServiceInfo {
   // spec.clusterIP "None": no virtual IP, clients resolve the endpoints.
   bool headless = false;
   std::vector<std::string> cluster_ips;  // spec.clusterIPs (or clusterIP); empty when headless or ExternalName
+  // spec.ipFamilyPolicy (SingleStack when absent, as the API server sets it;
+  // empty for ExternalName) and spec.ipFamilies ("IPv4", "IPv6"; from the
+  // cluster IPs when absent). The dataplane needs only the cluster IPs; a
+  // client that allocates them (the lab) reads these.
+  std::string ip_family_policy;
+  std::vector<std::string> ip_families;
   std::vector<ServicePort> ports;
   std::vector<std::string> external_ips;       // spec.externalIPs
   std::vector<std::string> load_balancer_ips;  // status.loadBalancer.ingress[].ip, served like externalIPs
