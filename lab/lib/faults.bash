@@ -9,6 +9,9 @@
 #   dl_ping_start SRC IP COUNT INTERVAL OUT   ping -D in SRC's netns in the background (pid in DL_PING_PID)
 #   dl_ping_stop PID [SECONDS]       wait up to SECONDS (default: none) for it to end, then SIGINT (ping prints its summary)
 #   dl_ping_result OUT               "TRANSMITTED RECEIVED" from ping's summary (empty when there is none)
+#   dl_ping_replies OUT              the replies OUT holds so far
+#   dl_ping_await OUT N [SECONDS]    wait (default 10 s) until OUT holds N replies: traffic that is
+#                                    known to flow, where a fixed sleep would only hope it does
 #   dl_ping_missing OUT              the icmp_seq numbers that got no reply
 #   dl_ping_outage OUT SINCE         ms from SINCE (epoch seconds, fractional) to the first reply after the
 #                                    first gap in icmp_seq at or after SINCE; 0 when no reply is missing
@@ -42,6 +45,14 @@ dl_ping_stop() {
 
 dl_ping_result() {
   sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1 \2/p' "$1"
+}
+
+dl_ping_replies() { grep -c icmp_seq= "$1" 2>/dev/null || true; }
+
+dl_ping_await() {
+  local out=$1 n=$2 secs=${3:-10}
+  _dl_ping_has() { [ "$(dl_ping_replies "$1")" -ge "$2" ]; }
+  dl_wait "$secs" _dl_ping_has "$out" "$n"
 }
 
 # dl_ping_missing OUT — the icmp_seq numbers (1..transmitted) that got no reply, space-separated.

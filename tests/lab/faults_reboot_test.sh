@@ -26,7 +26,7 @@ boot_before=$(dl_agent_api 1 GET /v1/health | jq -r '.. | objects | (.bootId // 
 
 pr=$DL_DIR/ping-remote
 dl_ping_start node2/c "$ip_a" 6000 0.01 "$pr"; ppr=$DL_PING_PID
-sleep 1
+dl_ping_await "$pr" 100 || fail "node2/c's ping to node1/a got no steady replies before the reboot"
 t_kill=$(date +%s.%N)
 dl_dpu_reboot 1 || fail "the DPU of node1 did not start again"
 t_up=$(date +%s.%N)
@@ -36,7 +36,7 @@ boot_after=$(dl_agent_api 1 GET /v1/health | jq -r '.. | objects | (.bootId // .
 # Back once a reply arrives from after both processes were up again.
 back() { awk -v b="$t_up" -F'[][]' '/icmp_seq=/ { t = $2 } END { exit !(t + 0 > b) }' "$pr"; }
 dl_wait 40 back
-sleep 0.5
+dl_ping_await "$pr" $(( $(dl_ping_replies "$pr") + 50 ))  # a little more after it, as a gap must end in a reply
 dl_ping_stop "$ppr"
 out=$(dl_ping_outage "$pr" "$t_kill"); res=$(dl_ping_result "$pr")
 if back; then

@@ -29,7 +29,8 @@ traffic_window() {
   dl_ping_start node2/b "$ip_a" $count 0.01 "$pout" || { echo "  $what: ping did not start"; return 1; }
   local ppid=$DL_PING_PID
   dl_tcp_start node1/a node2/b 6 "$tout" 5211 20 || { echo "  $what: iperf3 did not start"; dl_ping_stop "$ppid"; return 1; }
-  sleep 1.5
+  # Both flowing before the restart (1.5 s of 10 ms pings).
+  dl_ping_await "$pout" 150 || { echo "  $what: the ping got no steady replies before the restart"; dl_ping_stop "$ppid"; return 1; }
   lastseq() { grep -o 'icmp_seq=[0-9]*' "$pout" | tail -n 1 | cut -d= -f2; }
   local t=$(date +%s%N) seq0 seq1
   seq0=$(lastseq)

@@ -24,13 +24,11 @@ dl_reachable $a "$ip_b" 20 || fail "node1/pod1 cannot reach node2/pod1 before IP
 # A 10 ms ping across the nodes; its missing replies are the packets lost either way.
 ping_out=$DL_DIR/ping.out
 ping_begin() { ping_t0=$(date +%s%N); : > "$ping_out"; dl_ping_start $a "$ip_b" 1000000 0.01 "$ping_out"; ping_pid=$DL_PING_PID
-  _replied() { grep -q icmp_seq= "$ping_out"; }; dl_wait 10 _replied || fail "the ping did not start"; }
+  dl_ping_await "$ping_out" 1 || fail "the ping did not start"; }
 ping_end() {  # WHAT
   # The ping runs on a little after the operation, then stops; a request still on its way at that moment
   # (after the last reply) is not a loss, every gap before the last reply is.
-  local n0; n0=$(grep -c icmp_seq= "$ping_out")
-  _further() { [ "$(grep -c icmp_seq= "$ping_out")" -ge $(( n0 + 50 )) ]; }
-  dl_wait 10 _further
+  dl_ping_await "$ping_out" $(( $(dl_ping_replies "$ping_out") + 50 ))
   dl_ping_stop "$ping_pid"
   local r missing
   r=$(dl_ping_result "$ping_out")
