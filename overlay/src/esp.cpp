@@ -505,6 +505,11 @@ Status EspInboundSa::decryptShared(PacketBuffer& packet, const EspLayout& layout
   return decryptPacket(packet, window_lock_, &layout);
 }
 
+Status EspInboundSa::decryptOwned(PacketBuffer& packet, const EspLayout& layout) {
+  NoGuard one_owner;
+  return decryptPacket(packet, one_owner, &layout);
+}
+
 template <class Guard>
 Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known) {
   uint8_t* const p = packet.data();
@@ -590,13 +595,20 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
   //    thread may have accepted the same number meanwhile; then this one is
   //    the replay), then strip ESP. RFC 4303 §2.6: a dummy packet
   //    authenticated and used its sequence number too.
-  guard.lock();
-  const Status still = window_.check(seq);
-  if (still == Status::kOk) {
+  Status still = Status::kOk;
+  if constexpr (std::is_same_v<Guard, detail::SpinFlag>) {
+    guard.lock();
+    still = window_.check(seq);
+    if (still == Status::kOk) {
+      window_.update(seq);
+      top_.value.store(window_.top(), std::memory_order_relaxed);
+    }
+    guard.unlock();
+  } else {
+    // One owner: nothing moved the window since step 3 checked it.
     window_.update(seq);
     top_.value.store(window_.top(), std::memory_order_relaxed);
   }
-  guard.unlock();
   if (still != Status::kOk) [[unlikely]] return restore(still);
   if (dummy) return restore(Status::kEspDummy);
   const uint32_t front = kEspHeaderSize + iv_size_;

@@ -75,7 +75,9 @@ EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& stat
 EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
                             unsigned worker) {
   Lane& l = lane(worker);
-  status = in_->decryptShared(packet, layout);
+  // With one worker no other thread decrypts under this SA: its window
+  // needs no lock (the control thread reads only highestSequence()).
+  status = lane_count_ == 1 ? in_->decryptOwned(packet, layout) : in_->decryptShared(packet, layout);
   if (status != overlay::Status::kOk) [[unlikely]] {
     switch (status) {
       case overlay::Status::kEspReplay:

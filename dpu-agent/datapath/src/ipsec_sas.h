@@ -15,8 +15,8 @@
 //    each packet's sequence number is reserved with one compare-and-swap
 //    (never twice, never above sequence_limit); inbound, only the replay
 //    window's check and its re-check and update after the ICV verified are
-//    under the SA's short spinlock. N workers sending to one peer encrypt in
-//    parallel.
+//    under the SA's short spinlock (with one worker, under none: nothing
+//    contends). N workers sending to one peer encrypt in parallel.
 //  - The counters are per worker (a lane each, on its own cache line),
 //    written by that worker alone and summed by the control thread with
 //    relaxed loads (a reply may be a packet behind).

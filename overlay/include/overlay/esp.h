@@ -60,9 +60,11 @@
 // atomic compare-and-swap, so no number is used twice or above the limit.
 // Inbound, the replay window is checked and then, after the ICV verified,
 // checked again and moved under a short spinlock of the SA that covers only
-// those two steps. The shared variants leave counters() alone (the caller
-// counts, per thread). The two kinds must not be mixed on one SA at the same
-// time. Create SAs off the datapath; create() validates the whole
+// those two steps. decryptOwned() is the inbound one for an SA that only one
+// thread decrypts with while others may read highestSequence() (a dataplane
+// with one worker): the same without the lock, which nothing else contends.
+// The shared and owned variants leave counters() alone (the caller counts,
+// per thread). The kinds must not be mixed on one SA at the same time. Create SAs off the datapath; create() validates the whole
 // configuration before anything is built.
 #pragma once
 
@@ -249,6 +251,9 @@ class EspInboundSa {
   // The same for a packet espParse took, `layout` what it found in these
   // very bytes (the packet starting at the buffer's data, unchanged since).
   Status decryptShared(PacketBuffer& packet, const EspLayout& layout);
+  // The same for an SA only the calling thread decrypts with (see the file
+  // comment): highestSequence() may still be read from any thread.
+  Status decryptOwned(PacketBuffer& packet, const EspLayout& layout);
   // The highest sequence number authenticated so far (0: none yet).
   uint64_t highestSequence() const { return top_.load(); }
 
