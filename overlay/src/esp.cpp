@@ -180,17 +180,23 @@ void moveMinIpv4Header(uint8_t* to, const uint8_t* from) {
 // incrementally (RFC 1624), so a header that arrived with a bad checksum
 // keeps it rather than being laundered.
 void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
-  uint16_t checksum = ipv4::checksum(ip);
-  checksum = checksumUpdate16(checksum, ipv4::totalLength(ip), total);
   // The checksum covers 16-bit words: the protocol shares one with the TTL.
   // The new word is computed, not read back after the byte store (a 16-bit
   // load over a fresh 8-bit store stalls store forwarding on every packet).
   const uint16_t old_word = load16(ip + 8);
   const uint16_t new_word = static_cast<uint16_t>((old_word & 0xff00) | protocol);
+  // RFC 1624 eqn. 3 for both changed words in one sum: one fold, and the
+  // same checksum as two updates in a row (a one's complement sum folds to
+  // zero only when every term is zero, so the fold in between changes
+  // nothing).
+  uint32_t sum = static_cast<uint16_t>(~ipv4::checksum(ip));
+  sum += static_cast<uint16_t>(~ipv4::totalLength(ip));
+  sum += total;
+  sum += static_cast<uint16_t>(~old_word);
+  sum += new_word;
   ipv4::setProtocol(ip, protocol);
-  checksum = checksumUpdate16(checksum, old_word, new_word);
   ipv4::setTotalLength(ip, total);
-  ipv4::setChecksum(ip, checksum);
+  ipv4::setChecksum(ip, checksumFinish(sum));
 }
 
 void writeOuterHeader(uint8_t* p, const EspTunnelConfig& t, uint8_t ds, uint32_t total_len) {

@@ -433,8 +433,14 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
   m->data_len = static_cast<uint16_t>(buf.size() + kEth);
   m->pkt_len = m->data_len;
-  // The NIC's checksum verdicts were about the ESP packet.
-  m->ol_flags &= ~(RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
+  // The NIC's L4 verdict was about the ESP packet (or its UDP 4500). Its
+  // verdict that the IPv4 header sums right still holds: decrypt patched the
+  // checksum incrementally (RFC 1624), which keeps a right header right (NAT-T
+  // rewrote it whole, right), so the Geneve decap need not sum it again. Any
+  // other verdict goes: a wrong header stays wrong for the decap to drop.
+  const uint64_t ip_verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  m->ol_flags &= ~(RTE_MBUF_F_RX_L4_CKSUM_MASK |
+                   (ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_GOOD ? 0 : RTE_MBUF_F_RX_IP_CKSUM_MASK));
   return EspReceived::kDecrypted;
 }
 

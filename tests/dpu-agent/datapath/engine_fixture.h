@@ -248,12 +248,14 @@ struct Fixture {
     }
     return out;
   }
-  void inject(unsigned port, const std::vector<Bytes>& packets, unsigned worker = 0) {
+  // `ol_flags`: what a NIC says of each packet (its checksum verdicts).
+  void inject(unsigned port, const std::vector<Bytes>& packets, unsigned worker = 0, uint64_t ol_flags = 0) {
     std::vector<rte_mbuf*> mbufs;
     for (const auto& p : packets) {
       rte_mbuf* m = rte_pktmbuf_alloc(env().pool);
       REQUIRE(m != nullptr);
       std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(p.size())), p.data(), p.size());
+      m->ol_flags |= ol_flags;
       mbufs.push_back(m);
     }
     WorkerContext& w = engine->worker(worker);

@@ -295,6 +295,43 @@ TEST_CASE("engine ipsec: arriving ESP is authenticated, anti-replayed and decryp
   }
 }
 
+// The outer IPv4 header checksum is not covered by the ICV: ESP whose header
+// sums wrong still authenticates, and decrypt patches the checksum only
+// incrementally, so the Geneve decap after it finds the header as wrong as it
+// came and drops it, whatever the NIC said (a NIC that verified a header
+// right has its verdict kept).
+TEST_CASE("engine ipsec: decrypted ESP whose outer IPv4 checksum was wrong is dropped by the decap",
+          "[engine][ipsec]") {
+  auto sender = overlay::EspOutboundSa::create(peerConfig(kSpiIn, kKeyIn));
+  REQUIRE(sender.ok());
+  const uint64_t unknown = RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN;
+  const uint64_t bad = RTE_MBUF_F_RX_IP_CKSUM_BAD;
+  const uint64_t good = RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+  for (const unsigned workers : {1u, 2u}) {
+    for (const bool lanes : {true, false}) {
+      for (const uint64_t nic : {unknown, bad}) {
+        INFO("workers " << workers << ", lanes " << lanes << ", NIC verdict " << nic);
+        EngineConfig c;
+        c.workers = workers;
+        c.lanes = lanes;
+        Fixture f(c);
+        REQUIRE(fullSync(*f.engine, ipsecModel(true), 2).status() == dpv1::OK);
+        Bytes esp = espFromRemote(*sender, kFromRemote);
+        esp[14 + 11] ^= 0x40;
+        f.inject(kUplink, {esp}, 0, nic);
+        CHECK(Fixture::drain(kRepA).empty());
+        CHECK(f.stat("BadIpv4Checksum") == 1);
+        // It authenticated: the SA counted it and its number is used.
+        CHECK(stateOf(status(*f.engine), kSpiIn)->packets() == 1);
+        // A right one is delivered, with the NIC's verdict or without.
+        f.inject(kUplink, {espFromRemote(*sender, kFromRemote)}, 0, nic == bad ? good : unknown);
+        CHECK(Fixture::drain(kRepA).size() == 1);
+        CHECK(f.stat("BadIpv4Checksum") == 1);
+      }
+    }
+  }
+}
+
 // With IPsec on, the ESP lane (EspEncap4) and the uplink's lane taking what
 // ESP carried send what the general routine sends, byte for byte and
 // counter for counter (runLaneScenarios: each list three times, so the
