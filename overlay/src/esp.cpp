@@ -639,7 +639,7 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
   return Status::kOk;
 }
 
-Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi) {
+Status detail::espParseAny(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi) {
   const auto size = static_cast<uint32_t>(std::min<size_t>(ip_packet.size(), UINT32_MAX));
   if (Status s = parseEspPacket(ip_packet.data(), size, layout); s != Status::kOk) return s;
   if (layout.packet_len - layout.header_len < kEspHeaderSize) return Status::kEspBadLength;

@@ -180,9 +180,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sealHostile(config, selector & 0x40, data, size);
       break;
     case 3: {
-      uint32_t spi = 0;
-      EspLayout layout;
-      (void)espParse({data, size}, layout, spi);
+      // The inline path for the usual packet says what the full parse says.
+      uint32_t spi = 0, any_spi = 0;
+      EspLayout layout, any;
+      const Status s = espParse({data, size}, layout, spi);
+      if (s != detail::espParseAny({data, size}, any, any_spi)) __builtin_trap();
+      if (s == Status::kOk && (spi != any_spi || layout.header_len != any.header_len ||
+                               layout.packet_len != any.packet_len || layout.next_header_at != any.next_header_at ||
+                               layout.ipv6 != any.ipv6)) {
+        __builtin_trap();
+      }
       break;
     }
   }

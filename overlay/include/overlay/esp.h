@@ -78,6 +78,8 @@
 
 #include "overlay/aead.h"
 #include "overlay/buffer.h"
+#include "overlay/bytes.h"
+#include "overlay/headers.h"
 #include "overlay/replay_window.h"
 #include "overlay/result.h"
 #include "overlay/status.h"
@@ -286,6 +288,28 @@ class EspInboundSa {
 // kOk and both set, or the reason it is not a well-formed ESP packet. The
 // layout then serves the SA's decryptShared of the same bytes, which need
 // not be parsed twice.
-Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
+// Inline for the usual packet, IPv4 without options and not a fragment (a
+// call per packet cost more than this); the rest, and every malformed one,
+// out of line.
+inline Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
+
+namespace detail {
+Status espParseAny(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
+}  // namespace detail
+
+inline Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi) {
+  constexpr uint32_t kMin = ipv4::kMinHeaderLen + kEspHeaderSize;
+  const uint8_t* const p = ip_packet.data();
+  if (ip_packet.size() >= kMin && p[0] == 0x45 && ipv4::protocol(p) == ipproto::kEsp &&
+      (ipv4::fragField(p) & (ipv4::kFlagMf | ipv4::kFragOffsetMask)) == 0) {
+    const uint32_t total = ipv4::totalLength(p);
+    if (total >= kMin && total <= ip_packet.size()) {
+      layout = {ipv4::kMinHeaderLen, total, ipv4::kProtocolOffset, false};
+      spi = load32(p + ipv4::kMinHeaderLen);
+      return Status::kOk;
+    }
+  }
+  return detail::espParseAny(ip_packet, layout, spi);
+}
 
 }  // namespace dpu::overlay
