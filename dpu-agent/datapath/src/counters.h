@@ -13,6 +13,7 @@
 
 #include "overlay/status.h"
 #include "port_limit.h"
+#include "single_writer_counter.h"
 
 namespace dpu::datapath {
 
@@ -47,12 +48,6 @@ std::string_view dropReasonText(DropReason r);
 std::string_view eventName(Event e);
 std::string_view eventText(Event e);
 
-// Single-writer counter update: a plain load and store, atomic only so that a
-// concurrent reader never sees a torn value.
-inline void bump(uint64_t& counter, uint64_t n = 1) {
-  __atomic_store_n(&counter, __atomic_load_n(&counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
-}
-inline uint64_t readCounter(const uint64_t& counter) { return __atomic_load_n(&counter, __ATOMIC_RELAXED); }
 
 struct PortCounters {
   uint64_t rx_packets = 0;

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <set>
 
-#include "counters.h"
+#include "single_writer_counter.h"
 
 namespace dpu::datapath {
 namespace {
@@ -72,30 +72,21 @@ EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& stat
   return EspVerdict::kOk;
 }
 
-EspVerdict EspSlot::decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
-                            unsigned worker) {
+EspVerdict EspSlot::decryptFailed(overlay::Status status, unsigned worker) {
   Lane& l = lane(worker);
-  // With one worker no other thread decrypts under this SA: its window
-  // needs no lock (the control thread reads only highestSequence()).
-  status = lane_count_ == 1 ? in_->decryptOwned(packet, layout) : in_->decryptShared(packet, layout);
-  if (status != overlay::Status::kOk) [[unlikely]] {
-    switch (status) {
-      case overlay::Status::kEspReplay:
-      case overlay::Status::kEspTooOld:
-        bump(l.replay_drops);
-        break;
-      case overlay::Status::kEspAuthFailed:
-        bump(l.icv_failures);
-        break;
-      default:
-        bump(l.other_drops);
-        break;
-    }
-    return EspVerdict::kFailed;
+  switch (status) {
+    case overlay::Status::kEspReplay:
+    case overlay::Status::kEspTooOld:
+      bump(l.replay_drops);
+      break;
+    case overlay::Status::kEspAuthFailed:
+      bump(l.icv_failures);
+      break;
+    default:
+      bump(l.other_drops);
+      break;
   }
-  bump(l.packets);
-  bump(l.bytes, packet.size());
-  return EspVerdict::kOk;
+  return EspVerdict::kFailed;
 }
 
 uint64_t EspSlot::sum(uint64_t Lane::*field) const {

@@ -35,6 +35,7 @@
 #include "dpu/dataplane/v1/dataplane.pb.h"
 #include "model/model.h"
 #include "overlay/esp.h"
+#include "single_writer_counter.h"
 
 namespace dpu::datapath {
 
@@ -55,9 +56,19 @@ class EspSlot {
   // `status` says why (the packet is as it was, or must be dropped).
   EspVerdict encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
   // Authenticates, anti-replays and decrypts the ESP packet in `packet`,
-  // whose layout overlay::espParse found.
+  // whose layout overlay::espParse found. Inline: it runs on every packet
+  // received, and a call cost as much as its body.
   EspVerdict decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
-                     unsigned worker);
+                     unsigned worker) {
+    // With one worker no other thread decrypts under this SA: its window
+    // needs no lock (the control thread reads only highestSequence()).
+    status = lane_count_ == 1 ? in_->decryptOwned(packet, layout) : in_->decryptShared(packet, layout);
+    if (status != overlay::Status::kOk) [[unlikely]] return decryptFailed(status, worker);
+    Lane& l = lane(worker);
+    bump(l.packets);
+    bump(l.bytes, packet.size());
+    return EspVerdict::kOk;
+  }
 
   // --- control ---
   // The model object it was built from (its key compared, never shown).
@@ -87,6 +98,7 @@ class EspSlot {
 
   EspSlot() = default;
   Lane& lane(unsigned worker) { return lanes_[worker < lane_count_ ? worker : worker % lane_count_]; }
+  EspVerdict decryptFailed(overlay::Status status, unsigned worker);
   uint64_t sum(uint64_t Lane::*field) const;
 
   model::ModelIpsecSa sa_;  // holds the key: never printed
