@@ -9,6 +9,7 @@
 #include "overlay/esp.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -176,27 +177,58 @@ void moveMinIpv4Header(uint8_t* to, const uint8_t* from) {
   std::memcpy(to, header, sizeof header);
 }
 
-// Rewrites the IPv4 total length and protocol and patches the checksum
-// incrementally (RFC 1624), so a header that arrived with a bad checksum
-// keeps it rather than being laundered.
-void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
-  // The checksum covers 16-bit words: the protocol shares one with the TTL.
-  // The new word is computed, not read back after the byte store (a 16-bit
-  // load over a fresh 8-bit store stalls store forwarding on every packet).
+// The checksum of an IPv4 header after its total length and protocol become
+// `total` and `protocol`, patched incrementally (RFC 1624 eqn. 3, both changed
+// words in one sum: one fold, and the same checksum as two updates in a row,
+// since a one's complement sum folds to zero only when every term is zero),
+// so a header that arrived with a bad checksum keeps it rather than being
+// laundered. The checksum covers 16-bit words: the protocol shares one with
+// the TTL.
+uint16_t rewrittenIpv4Checksum(const uint8_t* ip, uint16_t total, uint8_t protocol) {
   const uint16_t old_word = load16(ip + 8);
   const uint16_t new_word = static_cast<uint16_t>((old_word & 0xff00) | protocol);
-  // RFC 1624 eqn. 3 for both changed words in one sum: one fold, and the
-  // same checksum as two updates in a row (a one's complement sum folds to
-  // zero only when every term is zero, so the fold in between changes
-  // nothing).
   uint32_t sum = static_cast<uint16_t>(~ipv4::checksum(ip));
   sum += static_cast<uint16_t>(~ipv4::totalLength(ip));
   sum += total;
   sum += static_cast<uint16_t>(~old_word);
   sum += new_word;
+  return checksumFinish(sum);
+}
+
+// Rewrites the IPv4 total length and protocol and patches the checksum.
+void rewriteIpv4(uint8_t* ip, uint16_t total, uint8_t protocol) {
+  // Computed before the stores, not read back after them (a 16-bit load over
+  // a fresh 8-bit store stalls store forwarding on every packet).
+  const uint16_t checksum = rewrittenIpv4Checksum(ip, total, protocol);
   ipv4::setProtocol(ip, protocol);
   ipv4::setTotalLength(ip, total);
-  ipv4::setChecksum(ip, checksumFinish(sum));
+  ipv4::setChecksum(ip, checksum);
+}
+
+// The same for an IPv4 header without options moved to `to` (which may
+// overlap `from`): read once, rewritten in registers and written once, in
+// the words it is read by next (the uplink lane's 8-byte loads). Patched
+// in memory, around the move or after it, the wide loads of the move or of
+// the next reader would wait for the narrow field stores to reach the cache.
+void moveRewriteMinIpv4(uint8_t* to, const uint8_t* from, uint16_t total, uint8_t protocol) {
+  if constexpr (std::endian::native != std::endian::little) {
+    moveMinIpv4Header(to, from);
+    rewriteIpv4(to, total, protocol);
+  } else {
+    uint64_t w0, w1;
+    uint32_t w2;
+    std::memcpy(&w0, from, 8);
+    std::memcpy(&w1, from + 8, 8);
+    std::memcpy(&w2, from + 16, 4);
+    const uint16_t checksum = rewrittenIpv4Checksum(from, total, protocol);
+    // Little-endian words: header byte i is bits 8i..8i+7 of its word. Total
+    // length: bytes 2-3; protocol: byte 9; checksum: bytes 10-11.
+    w0 = (w0 & ~0xffff0000ull) | uint64_t{__builtin_bswap16(total)} << 16;
+    w1 = (w1 & ~0xffffff00ull) | uint64_t{protocol} << 8 | uint64_t{__builtin_bswap16(checksum)} << 16;
+    std::memcpy(to, &w0, 8);
+    std::memcpy(to + 8, &w1, 8);
+    std::memcpy(to + 16, &w2, 4);
+  }
 }
 
 void writeOuterHeader(uint8_t* p, const EspTunnelConfig& t, uint8_t ds, uint32_t total_len) {
@@ -626,14 +658,17 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
     return Status::kOk;
   }
   const uint32_t new_len = layout.packet_len - front - (pad + kEspTrailerSize + kEspIcvSize);
-  if (!layout.ipv6) {
-    rewriteIpv4(p, static_cast<uint16_t>(new_len), next_header);
+  if (!layout.ipv6 && esp_off == ipv4::kMinHeaderLen) {
+    moveRewriteMinIpv4(p + front, p, static_cast<uint16_t>(new_len), next_header);
   } else {
-    p[layout.next_header_at] = next_header;
-    ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
+    if (!layout.ipv6) {
+      rewriteIpv4(p, static_cast<uint16_t>(new_len), next_header);
+    } else {
+      p[layout.next_header_at] = next_header;
+      ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
+    }
+    std::memmove(p + front, p, esp_off);
   }
-  if (esp_off == ipv4::kMinHeaderLen) moveMinIpv4Header(p + front, p);
-  else std::memmove(p + front, p, esp_off);
   packet.adj(front);
   packet.trim(back);
   return Status::kOk;
