@@ -614,11 +614,21 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
   const uint8_t next_header = ct[ct_len - 1];
   const uint32_t pad = ct[ct_len - 2];
   if (pad + kEspTrailerSize > ct_len) return restore(Status::kEspBadPadding);
-  const uint8_t* const pad_bytes = ct + ct_len - kEspTrailerSize - pad;
-  for (uint32_t i = 0; i < pad; ++i) {
-    // RFC 4303 §2.4: the default padding is 1, 2, 3...; we only send that and
-    // only accept that, which catches a peer with a different key layout early.
-    if (pad_bytes[i] != i + 1) return restore(Status::kEspBadPadding);
+  // RFC 4303 §2.4: the default padding is 1, 2, 3...; we only send that and
+  // only accept that, which catches a peer with a different key layout early.
+  const uint8_t* const pad_end = ct + ct_len - kEspTrailerSize;
+  if (pad <= 4) {
+    // Up to 4 (a 4-byte boundary needs at most 3): the 4 bytes before the
+    // trailer in one load, the padding its last `pad`. Those before the
+    // ciphertext, when it is that short, are the ESP header's.
+    const uint64_t want = uint64_t{0x01020304} >> (32 - 8 * pad);
+    const uint64_t mask = (uint64_t{1} << (8 * pad)) - 1;
+    if ((load32(pad_end - 4) & mask) != want) return restore(Status::kEspBadPadding);
+  } else {
+    const uint8_t* const pad_bytes = pad_end - pad;
+    for (uint32_t i = 0; i < pad; ++i) {
+      if (pad_bytes[i] != i + 1) return restore(Status::kEspBadPadding);
+    }
   }
   const uint32_t inner_len = ct_len - kEspTrailerSize - pad;
   const bool dummy = next_header == ipproto::kNoNext;

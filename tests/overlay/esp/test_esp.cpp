@@ -410,6 +410,25 @@ TEST_CASE("ESP decrypt: SPI, length, next header, padding and dummy packets", "[
     CHECK(in.replayWindow().top() == 7);
     expect(forge(8, with_trailer(inner, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 10, 4)),
            Status::kOk);  // longer padding is legal
+    // Every padding length up to past the one-load check, each byte wrong in
+    // turn, and a ciphertext of the trailer and padding alone (the bytes the
+    // check loads before it are the IV's).
+    uint32_t seq = 100;
+    for (uint8_t pad_len = 0; pad_len <= 6; ++pad_len) {
+      std::vector<uint8_t> pad;
+      for (uint8_t i = 1; i <= pad_len; ++i) pad.push_back(i);
+      INFO("padding " << int(pad_len));
+      expect(forge(seq++, with_trailer(inner, pad, pad_len, 4)), Status::kOk);
+      expect(forge(seq++, with_trailer({}, pad, pad_len, 59)), Status::kEspDummy);
+      for (size_t j = 0; j < pad.size(); ++j) {
+        for (uint8_t flip : {0x01, 0x80}) {
+          auto wrong = pad;
+          wrong[j] ^= flip;
+          expect(forge(seq++, with_trailer(inner, wrong, pad_len, 4)), Status::kEspBadPadding);
+          expect(forge(seq++, with_trailer({}, wrong, pad_len, 59)), Status::kEspBadPadding);
+        }
+      }
+    }
 
     auto other = forge(9, with_trailer(inner, {}, 0, 4));
     store32(&other[20], config.spi + 1);
