@@ -13,7 +13,7 @@
 //                 next-header and inner-packet checks see hostile input;
 //             3 = espParse on the rest.
 // A received packet (0) is also parsed once and decrypted with that layout,
-// as the dataplane does: the same verdict and bytes.
+// as the dataplane does (shared and owned SAs): the same verdict and bytes.
 // SAs use fixed test keys; the seed corpus (tests/fuzz/corpus/esp/) holds
 // valid packets from these SAs and malformed ones. A fresh inbound SA per
 // input keeps runs reproducible.
@@ -79,6 +79,15 @@ void decryptRaw(const EspSaConfig& config, const uint8_t* data, size_t size) {
   const Status t = shared->decryptShared(c.buf, layout);
   if (t != s || c.buf.headroom() != b.buf.headroom() || c.buf.size() != b.buf.size() ||
       std::memcmp(c.buf.data(), b.buf.data(), b.buf.size()) != 0) {
+    abort();
+  }
+  // And by an SA one thread owns (a dataplane with one worker): the same again.
+  auto owned = EspInboundSa::create(config);
+  if (!owned) abort();
+  Buffer d(data, size);
+  const Status u = owned->decryptOwned(d.buf, layout);
+  if (u != s || d.buf.headroom() != b.buf.headroom() || d.buf.size() != b.buf.size() ||
+      std::memcmp(d.buf.data(), b.buf.data(), b.buf.size()) != 0) {
     abort();
   }
 }

@@ -48,7 +48,6 @@ std::string_view dropReasonText(DropReason r);
 std::string_view eventName(Event e);
 std::string_view eventText(Event e);
 
-
 struct PortCounters {
   uint64_t rx_packets = 0;
   uint64_t rx_bytes = 0;

@@ -64,8 +64,9 @@
 // thread decrypts with while others may read highestSequence() (a dataplane
 // with one worker): the same without the lock, which nothing else contends.
 // The shared and owned variants leave counters() alone (the caller counts,
-// per thread). The kinds must not be mixed on one SA at the same time. Create SAs off the datapath; create() validates the whole
-// configuration before anything is built.
+// per thread). The kinds must not be mixed on one SA at the same time.
+// Create SAs off the datapath; create() validates the whole configuration
+// before anything is built.
 #pragma once
 
 #include <array>
@@ -287,12 +288,9 @@ class EspInboundSa {
 // with extension headers before ESP), and its SPI, for the inbound SA lookup:
 // kOk and both set, or the reason it is not a well-formed ESP packet. The
 // layout then serves the SA's decryptShared of the same bytes, which need
-// not be parsed twice.
-// Inline for the usual packet, IPv4 without options and not a fragment (a
-// call per packet cost more than this); the rest, and every malformed one,
-// out of line.
-inline Status espParse(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
-
+// not be parsed twice. Inline for the usual packet, IPv4 without options and
+// not a fragment (a call per packet cost more than reading it); the rest,
+// and every malformed one, out of line, with the same results.
 namespace detail {
 Status espParseAny(std::span<const uint8_t> ip_packet, EspLayout& layout, uint32_t& spi);
 }  // namespace detail
