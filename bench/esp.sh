@@ -244,9 +244,9 @@ for name in sorted((n for n in cases if "ESP" in n), key=lambda n: ("decap" in n
         o, t = med(cases[name].values()), med(v for v, _ in theirs.values())
         print("    median: ours %6.2f Mpps %6.2f Gbit/s  secgw %6.2f Mpps %6.2f Gbit/s  ours/secgw %5.2fx (%.2f-%.2f)"
               % (o, o * frame * 8 / 1000, t, t * frame * 8 / 1000, med(ratios), min(ratios), max(ratios)))
-        if dir == "out":
-            verdicts.append("ESP encap %d B >= 1.5x ipsec-secgw outbound: %s (%.2fx)"
-                            % (frame, "met" if med(ratios) >= 1.5 else "NOT met", med(ratios)))
+        verdicts.append("ESP %s %d B >= 1.5x ipsec-secgw %sbound: %s (%.2fx)"
+                        % ("encap" if dir == "out" else "decap", frame, dir,
+                           "met" if med(ratios) >= 1.5 else "NOT met", med(ratios)))
 
 print("\n%-48s %7s %8s %9s" % ("case (median of rounds)", "Mpps", "Gbit/s", "/ceiling"))
 for name in sorted(cases, key=lambda n: ("decap" in n, size_of(n), "ESP" in n)):
