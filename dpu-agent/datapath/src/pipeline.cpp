@@ -90,23 +90,16 @@ bool isNeighbourDiscovery(const overlay::ParsedPacket& pk, const uint8_t* frame)
   return type == overlay::icmp6::kTypeNeighborSolicit || type == overlay::icmp6::kTypeNeighborAdvert;
 }
 
-// A DHCP server's answer to one of the host's MACs (its chaddr, RFC 2131),
-// whatever its destination: a client that has no address yet may ask for
-// broadcast answers, and a broadcast frame names no host by itself.
-bool isDhcpReplyForHost(const SnapNorthSouth& ns, const overlay::ParsedPacket& pk, const uint8_t* frame) {
+// UDP from a DHCP server's port to a client's (RFC 2131): an answer, whose
+// client hardware address (chaddr) says whose it is when it is broadcast (a
+// client that has no address yet may ask for broadcast answers).
+bool fromDhcpServer(const overlay::ParsedPacket& pk, const uint8_t* frame) {
   if (pk.l3 != overlay::L3Type::kIpv4 || pk.l4 != overlay::L4Type::kUdp || pk.fragment != overlay::Fragment::kNone) {
     return false;
   }
   const uint8_t* udp = frame + pk.l4_offset;
-  if (overlay::udp::srcPort(udp) != overlay::dhcp::kServerPort ||
-      overlay::udp::dstPort(udp) != overlay::dhcp::kClientPort) {
-    return false;
-  }
-  const uint8_t* client = overlay::dhcp::replyClientMac(frame + pk.payload_offset, pk.payloadLength());
-  if (client == nullptr) return false;
-  overlay::MacAddress mac;
-  std::memcpy(mac.data(), client, mac.size());
-  return ns.isHostMac(mac);
+  return overlay::udp::srcPort(udp) == overlay::dhcp::kServerPort &&
+         overlay::udp::dstPort(udp) == overlay::dhcp::kClientPort;
 }
 
 }  // namespace
@@ -517,8 +510,14 @@ Decision EngineImpl::slowPathFromFabric(WorkerContext& w, const Snapshot& snap, 
     f.out_port = host;
     return {Decision::kFlow, DropReason::kOk};
   }
-  // Never cached: the flow key does not hold the client's MAC that decided.
-  if (!unicast && isDhcpReplyForHost(ns, pk, frame)) {
+  // A DHCP server's broadcast answer: the host's when it names a host MAC.
+  // Never cached, either way: the flow key does not hold what decides (a drop
+  // cached for another client's answer would take the host's next).
+  if (!unicast && fromDhcpServer(pk, frame)) {
+    const uint8_t* client = overlay::dhcp::replyClientMac(frame + pk.payload_offset, pk.payloadLength());
+    overlay::MacAddress mac{};
+    if (client != nullptr) std::memcpy(mac.data(), client, mac.size());
+    if (client == nullptr || !ns.isHostMac(mac)) return dropNow(DropReason::kFabricNotForHost);
     enqueueTx(w, host, pc.mbuf);
     return {Decision::kSent, DropReason::kOk};
   }

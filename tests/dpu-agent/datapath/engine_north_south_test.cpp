@@ -445,6 +445,9 @@ TEST_CASE("north-south: the uplink's frames for the host reach it untouched, the
     for (unsigned p = 0; p < kPorts; ++p) CHECK(Fixture::drain(p).empty());
   }
   CHECK(f.stat("FabricNotForHost") == dropped + 5);
+  // Another client's answer, dropped, left no cached drop for the host's: the
+  // same server, addresses and ports, only the chaddr differs.
+  f.bridged(kUplink, kHost, offer(kHostMac));
 
   // Between a tunnelled packet and the next of the host's: the host's still hits its flow.
   f.inject(kUplink, fromNode2("192.168.100.1"));
