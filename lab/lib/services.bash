@@ -588,10 +588,11 @@ _dl_apply_service() {
     [ -n "$ip" ] ||
       { dl_die "apply: $where: $ref: the lab's services all have an IPv4 cluster IP: add one to clusterIPs (10.96.0.0/12)"; return 1; }
     cips=$ips
-    local pair
-    for pair in "$old_ip:$ip" "$old_ip6:$ip6"; do
-      [ "${pair%%:*}" = "" ] || [ -z "${pair#*:}" ] || [ "${pair%%:*}" = "${pair#*:}" ] ||
-        { dl_die "apply: $where: $ref: its cluster IP is ${pair%%:*} and cannot change to ${pair#*:} (as in Kubernetes); delete it first"; return 1; }
+    local was now
+    for was in "$old_ip $ip" "$old_ip6 $ip6"; do
+      now=${was#* } was=${was%% *}
+      [ -z "$was" ] || [ -z "$now" ] || [ "$was" = "$now" ] ||
+        { dl_die "apply: $where: $ref: its cluster IP is $was and cannot change to $now (as in Kubernetes); delete it first"; return 1; }
     done
   fi
   local f

@@ -155,6 +155,11 @@ web 10.96.0.10,fd00:10:96::a tcp/81:81 " ] || exit 1
       [ "$(dl_service_list | grep '^app ')" = "app 10.96.0.50,fd00:10:96::50 tcp/80:80 " ] || exit 1
     grep -F '"name":"app",' "$f" | grep -qF '"clusterIPs":["fd00:10:96::50","10.96.0.50"],"ipFamilyPolicy":"RequireDualStack"' ||
       exit 1
+    out=$(dl_apply "$DL_DIR/app.yaml") && [ "$out" = "service default/app unchanged, cluster IP 10.96.0.50,fd00:10:96::50" ] ||
+      exit 1
+    sed -i 's/fd00:10:96::50/fd00:10:96::51/' "$DL_DIR/app.yaml"
+    out=$(dl_apply "$DL_DIR/app.yaml" 2>&1) && exit 1
+    grep -q "its cluster IP is fd00:10:96::50 and cannot change to fd00:10:96::51" <<< "$out" || exit 1
     apply_one() {  # NAME SPEC → dl_apply's output
       printf '%s\n' 'apiVersion: v1' 'kind: Service' "metadata: {name: $1}" "spec: {$2, ports: [{port: 80}]}" \
         > "$DL_DIR/one.yaml"
