@@ -377,7 +377,8 @@ if [ "${DPU_BENCH_CALLGRIND:-1}" != 0 ]; then
   for c in $cases; do
     [[ $c == newconn:* ]] && continue
     IFS=: read -r scen flows size <<< "$c"
-    [ "$size" = 64 ] && names+=("$(engine_case_name "$scen" "$flows")")
+    # Anchored ('$'): "..., 1000 flows" alone, not its ", 64 B" or ESP relatives.
+    [ "$size" = 64 ] && names+=("$(engine_case_name "$scen" "$flows")\$")
   done
   if [ ${#names[@]} -gt 0 ]; then
     DPU_BUILD=$build bash bench/datapath_callgrind.sh "${names[@]}" | tee "$out/callgrind" >&2

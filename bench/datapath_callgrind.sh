@@ -10,7 +10,10 @@
 # and a service case without the plain encap turns it is otherwise measured
 # beside (--alone): callgrind counts every engine's instructions.
 #   bash bench/datapath_callgrind.sh ["case substring" ...]
-#   default cases: "uplink, 1000 flows" "uplink, 100000 flows" (Geneve encap, 64 B)
+#   default cases: "VF->uplink, 1000 flows$" "VF->uplink, 100000 flows$" (Geneve encap, 64 B)
+# A case substring matches every case whose name contains it; one that ends
+# in '$' only the case whose name ends with it ("decap uplink->VF, 1000 flows$"
+# without its ", 64 B" and ESP relatives).
 # With DPU_CALLGRIND_CACHE=1, callgrind also simulates the caches and prints
 # the data cache misses per packet, first level and last: the lines a packet's
 # loads and stores touch that the caches do not hold (callgrind ignores
@@ -28,7 +31,7 @@ if [ ! -x "$bench" ]; then
   exit 1
 fi
 command -v valgrind >/dev/null || { echo "datapath_callgrind: valgrind not installed (apt-get install valgrind)" >&2; exit 1; }
-[ $# -gt 0 ] || set -- "uplink, 1000 flows" "uplink, 100000 flows"
+[ $# -gt 0 ] || set -- "VF->uplink, 1000 flows$" "VF->uplink, 100000 flows$"
 out=$(mktemp -d /tmp/dpu-callgrind.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
@@ -53,7 +56,7 @@ for c in "$@"; do
     echo "datapath_callgrind: no count for \"$c\" (does a case name contain it?)" >&2
     exit 1
   fi
-  echo "$a $b" | awk -v c="$c" -v n=$((large - small)) '{
+  echo "$a $b" | awk -v c="${c%\$}" -v n=$((large - small)) '{
     k = NF / 2
     printf "%-28s %7.1f instructions per packet (engine + null PMD tx)", c, ($(k + 1) - $1) / n
     if (k == 9) printf "; data cache misses per packet: %.2f first level, %.2f last level",
