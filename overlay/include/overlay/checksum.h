@@ -40,6 +40,18 @@ namespace detail {
 // Folds a 64-bit accumulator of native-order 32-bit words to the 16-bit
 // big-endian-view sum: the ones' complement sum is byte-order independent up
 // to one final swap (RFC 1071 §2(B)).
+// The five native 32-bit words of a 20-byte header, summed: read as two
+// 64-bit words and one 32-bit word, so they stay in registers (an array of
+// five is copied to the stack and read back).
+inline uint64_t sumWords20(const uint8_t* header) {
+  uint64_t a, b;
+  uint32_t c;
+  std::memcpy(&a, header, 8);
+  std::memcpy(&b, header + 8, 8);
+  std::memcpy(&c, header + 16, 4);
+  return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+}
+
 inline uint16_t foldNative(uint64_t acc) {
   acc = (acc & 0xffffffff) + (acc >> 32);
   acc = (acc & 0xffffffff) + (acc >> 32);
@@ -54,9 +66,7 @@ inline uint16_t foldNative(uint64_t acc) {
 
 inline uint16_t ipv4HeaderChecksum(const uint8_t* header, size_t len) {
   if (len != 20) return checksumFinish(checksumAdd(header, len));
-  uint32_t w[5];
-  std::memcpy(w, header, sizeof w);
-  return static_cast<uint16_t>(~detail::foldNative(uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]));
+  return static_cast<uint16_t>(~detail::foldNative(detail::sumWords20(header)));
 }
 
 // Whether a 20-byte header's checksum verifies (ipv4HeaderChecksum would be
@@ -66,9 +76,7 @@ inline uint16_t ipv4HeaderChecksum(const uint8_t* header, size_t len) {
 // swap multiplies by 256, which is invertible modulo 0xffff). The compiler
 // turns the remainder into a multiply and a shift.
 inline bool ipv4HeaderChecksumOk(const uint8_t* header) {
-  uint32_t w[5];
-  std::memcpy(w, header, sizeof w);
-  const uint64_t acc = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
+  const uint64_t acc = detail::sumWords20(header);
   return acc != 0 && acc % 0xffff == 0;
 }
 
