@@ -640,17 +640,30 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       if constexpr (kUplink) {
         LanePacket& lp = w.lane[i];
         lp.mbuf = nullptr;
-        if (m->nb_segs == 1 && isEsp(m)) [[unlikely]] {
-          const EspReceived received = espReceive(w, snap, m, rx_port);
-          if (received == EspReceived::kDropped) continue;
-          decrypted = received == EspReceived::kDecrypted;
-        }
+        // The lane first, as it takes no ESP (its protocol is UDP to 6081):
+        // plain Geneve pays one byte's test for ESP, not isEsp's; ESP (its
+        // IPv4 protocol byte says so; isEsp decides) goes straight to
+        // espReceive, and what it decrypted has its try at the lane. One
+        // call site: the parse is inlined once.
         TunnelLanePacket t;
-        if (tunnel_lane && m->nb_segs == lane_segs &&
-            tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
-                            (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
-                            (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
-                            lp.key, t)) [[likely]] {
+        bool lane;
+        bool dropped = false;
+        bool esp_hint = m->data_len > 14 + 9 && rte_pktmbuf_mtod(m, const uint8_t*)[14 + 9] == overlay::ipproto::kEsp;
+        for (;;) {
+          lane = !esp_hint && tunnel_lane && m->nb_segs == lane_segs &&
+                 tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
+                                 (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                                 (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
+                                 lp.key, t);
+          if (lane || decrypted || m->nb_segs != 1 || !isEsp(m)) [[likely]] break;
+          const EspReceived received = espReceive(w, snap, m, rx_port);
+          dropped = received == EspReceived::kDropped;
+          if (received != EspReceived::kDecrypted) break;
+          decrypted = true;
+          esp_hint = false;
+        }
+        if (dropped) continue;
+        if (lane) [[likely]] {
           if (refuse_plaintext && !decrypted) [[unlikely]] {
             TunnelProbe probe{};
             probe.family = 4;
