@@ -726,11 +726,12 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     }
     // In arrival order, lane or not: a flow's packets leave in the order they came.
     if (lanes == n) {
-      // Two packets ahead, the action record of the entry each will check
-      // first (the entry's line has come in since the passes above).
+      // A large table: two packets ahead, the action record of the entry
+      // each will check first (the entry's line has come in since the
+      // passes above). A table the caches hold has its records there too.
       constexpr unsigned kAhead = 2;
       for (unsigned i = 0; i < n; ++i) {
-        if (i + kAhead < n) table.prefetchActionsOf(w.lane[i + kAhead].slot);
+        if (kLagged && i + kAhead < n) table.prefetchActionsOf(w.lane[i + kAhead].slot);
         laneApply<kUplink>(w, snap, stamp, rx_port, i);
       }
     } else {
