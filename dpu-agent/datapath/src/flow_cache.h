@@ -440,11 +440,16 @@ struct alignas(32) FlowExtra {
 
   // The same for an IPv4 remote (as the header has it) and its keys: what
   // the uplink's lane compares, without building a probe.
+  // The two keys are compared as one word (they sit side by side).
   bool matchesTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) const {
     uint64_t want = 0, have[2];
+    uint32_t keys;
     std::memcpy(&want, &remote, sizeof remote);
     std::memcpy(have, tun_remote.data(), sizeof have);
-    return tun_family == 4 && ((have[0] ^ want) | have[1]) == 0 && tun_ingress == ingress && tun_egress == egress;
+    std::memcpy(&keys, &tun_ingress, sizeof keys);
+    const uint32_t want_keys = std::endian::native == std::endian::little ? (ingress | uint32_t{egress} << 16)
+                                                                           : (uint32_t{ingress} << 16 | egress);
+    return tun_family == 4 && ((have[0] ^ want) | have[1] | (keys ^ want_keys)) == 0;
   }
   bool matchesTunnel(const TunnelProbe& probe) const {
     return tun_family == probe.family && sameAddress(tun_remote.data(), probe.remote.data(), true) &&
@@ -452,6 +457,7 @@ struct alignas(32) FlowExtra {
   }
 };
 static_assert(sizeof(FlowExtra) == 32, "two per cache line");
+static_assert(offsetof(FlowExtra, tun_egress) == offsetof(FlowExtra, tun_ingress) + 2, "matchesTunnel4");
 
 // 16-bit signatures: a bucket is a quarter of a cache line, so a table's
 // buckets (2 bytes a flow) stay in the core's caches next to the packets. A

@@ -303,8 +303,13 @@ inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bo
   if (!laneParse(p + kTunnelLaneOuterLen, inner_len, in_port, key, t.ip_len)) return false;
   key.w[0] = uint64_t{in_port} | uint64_t{__builtin_bswap32(static_cast<uint32_t>(g >> 32)) >> 8} << 32;
   std::memcpy(&t.remote, p + 26, 4);
-  t.ingress = __builtin_bswap16(static_cast<uint16_t>(o >> 32)) & ov::kOvnMaxIngressPortKey;
-  t.egress = __builtin_bswap16(static_cast<uint16_t>(o >> 48));
+  // The option data's two big-endian keys at once: each half byte-swapped,
+  // the ingress key's top bit (reserved) cleared.
+  const uint32_t data = static_cast<uint32_t>(o >> 32);
+  const uint32_t keys = (((data & 0x00ff00ffu) << 8) | ((data >> 8) & 0x00ff00ffu)) &
+                        (0xffff0000u | ov::kOvnMaxIngressPortKey);
+  t.ingress = static_cast<uint16_t>(keys);
+  t.egress = static_cast<uint16_t>(keys >> 16);
   t.inner_len = static_cast<uint16_t>(inner_len);
   return true;
 }
