@@ -14,6 +14,9 @@
 #                                   control path for it; dpuctl talks to the dataplane, which has no keys)
 #   dl_ipsec_epochs N               "current next previous" of node N's agent
 #   dl_ipsec_encrypting N           0 or 1: node N's agent tells its dataplane to encrypt
+#   dl_ipsec_last_sent N            the last ESP packet node N sent under each outbound SA that has sent,
+#                                   one "SPI:SEQUENCE" a line (the sequence number's low 32 bits, as on the wire)
+#   dl_ipsec_on_file PCAP SPI:SEQUENCE...  true when the capture file PCAP holds each of these ESP packets
 # What each node publishes is read from its publish file, or (a --kube lab) from its Node's annotations.
 # Knobs: DL_IPSEC_GRACE (gracePeriodSeconds of the lab's agents, default 5).
 
@@ -64,6 +67,20 @@ dl_ipsec_epochs() {
     awk -v m="dpu_agent_ipsec_epoch{state=\"$s\"}" '$1 == m { printf "%s ", $2 }' <<< "$t"
   done
   echo
+}
+# A capture that holds the last packet an SA sent holds every earlier one it caught: dumpcap writes in order
+# (its file every half second), so these tell when a capture has caught up with the traffic before it.
+dl_ipsec_last_sent() {
+  dl_dpuctl "$1" --json ipsec 2>/dev/null | jq -r '.ipsec.sas[]?.state
+    | select(.direction == "OUTBOUND" and ((.packets // "0") | tonumber) > 0)
+    | "\(.spi):\((.highest_sequence // "0") | tonumber % 4294967296)"'
+}
+dl_ipsec_on_file() {
+  local pcap=$1 want filter="" got; shift
+  [ $# -gt 0 ] || return 1
+  for want in "$@"; do filter+="${filter:+ || }(esp.spi == ${want%%:*} && esp.sequence == ${want#*:})"; done
+  got=$(tshark -r "$pcap" -Y "$filter" -T fields -e esp.spi -e esp.sequence 2>/dev/null | sort -u | grep -c .)
+  [ "$got" -ge $# ]
 }
 # What node N publishes: its mode ("" when it publishes no key). A --kube lab's agents publish on their
 # Node objects (the dpu-cni.io/ipsec-mode annotation), read from the API server as the agents read them.

@@ -30,11 +30,12 @@ _drops() { local n r; for n in 1 2; do for r in IpsecNoSa IpsecPlaintext IpsecUn
   echo "node$n $r $(dl_drop_count $n $r)"; done; done; }
 drops_before=$(_drops)
 pcap=$DL_DIR/fabric.pcap
+rm -f "$pcap"
 ip netns exec "$(dl_fabric_ns)" tshark -q -i fabric -w "$pcap" -f "host $t1 and host $t2" >/dev/null 2>&1 &
 cap=$!
+# dumpcap writes the file's header once the interface is open with its filter: it captures from then on.
 _capturing() { [ -s "$pcap" ]; }
 dl_wait 10 _capturing || fail "tshark did not start capturing on the fabric"
-sleep 0.5
 out=$(dl_exec $a ping -n -c 5 -i 0.2 -W 2 "$ip_b" 2>&1)
 grep -q ' 0% packet loss' <<< "$out" && pass "node1/pod1 pings node2/pod1 over ESP" ||
   fail "ping node1/pod1 -> node2/pod1: $(tail -n 2 <<< "$out" | tr '\n' ' ')"
@@ -42,7 +43,10 @@ mbit=$(dl_tcp $a $b 5M) && pass "TCP node1/pod1 -> node2/pod1 over ESP: 5 MB at 
   fail "TCP node1/pod1 -> node2/pod1 failed"
 mbit=$(dl_tcp $b $a 5M) && pass "TCP node2/pod1 -> node1/pod1 over ESP: $mbit Mbit/s" ||
   fail "TCP node2/pod1 -> node1/pod1 failed"
-sleep 0.5
+# The capture has caught up with the traffic once it holds the last ESP packet each node sent.
+mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
+[ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$pcap" "${last[@]}" ||
+  fail "the capture does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) 10 s after the traffic"
 kill -INT $cap 2>/dev/null
 wait $cap 2>/dev/null
 # tshark's capture child (dumpcap) writes the file and may outlive it by a few
