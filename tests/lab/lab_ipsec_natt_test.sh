@@ -39,11 +39,12 @@ check "node1 holds an outbound SA to node2" dl_wait 30 _outbound 1
 check "node2 holds an outbound SA to node1" dl_wait 30 _outbound 2
 
 pcap=$DL_DIR/fabric.pcap
+rm -f "$pcap"
 ip netns exec "$(dl_fabric_ns)" tshark -q -i fabric -w "$pcap" -f "host $t1 and host $pub" >/dev/null 2>&1 &
 cap=$!
+# dumpcap writes the file's header once the interface is open with its filter: it captures from then on.
 _capturing() { [ -s "$pcap" ]; }
 dl_wait 10 _capturing || fail "tshark did not start capturing on the fabric"
-sleep 0.5
 # Behind a masquerading NAT the NATed node speaks first: nothing reaches it before it sent.
 dl_reachable $b "$ip_a" 20 || fail "node2/pod1 (behind the NAT) cannot reach node1/pod1"
 out=$(dl_exec $a ping -n -c 5 -i 0.2 -W 2 "$ip_b" 2>&1)
@@ -56,12 +57,31 @@ mbit=$(dl_tcp $a $b 2M) && pass "TCP node1/pod1 -> node2/pod1 through the NAT: 2
   fail "TCP node1/pod1 -> node2/pod1 failed"
 mbit=$(dl_tcp $b $a 2M) && pass "TCP node2/pod1 -> node1/pod1 through the NAT: 2 MB at $mbit Mbit/s" ||
   fail "TCP node2/pod1 -> node1/pod1 failed"
-sleep 3  # three keepalive intervals with nothing else to send
+# With nothing else to send, each node sends a keepalive every second (natKeepaliveSeconds: 1). The capture
+# runs until it holds the last ESP packet each node sent and two keepalives each way, and both nodes have
+# sent three and counted two received (bounded: the checks below then say what is missing).
+ts() { tshark -r "$pcap" "$@" 2>/dev/null; }
+stat() { dl_dpuctl "$1" stats --all 2>/dev/null | awk -v r="$2" '$1 == r { print $2; exit }'; }
+mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
+_keepalives() {
+  local n seen
+  for n in 1 2; do
+    [ "$(stat $n ipsec_nat_keepalives_sent)" -ge 3 ] && [ "$(dl_drop_count $n IpsecNatKeepalive)" -ge 2 ] || return 1
+  done
+  seen=$(ts -Y "udpencap.nat_keepalive && udp.length == 9" -T fields -e ip.src)
+  [ "$(grep -cx "$t1" <<< "$seen")" -ge 2 ] && [ "$(grep -cx "$pub" <<< "$seen")" -ge 2 ]
+}
+[ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$pcap" "${last[@]}" ||
+  fail "the capture does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) 10 s after the traffic"
+dl_wait 15 _keepalives || fail "15 s after the traffic: not two NAT keepalives each way on the fabric, or too few counted by the nodes (below)"
 kill -INT $cap 2>/dev/null
 wait $cap 2>/dev/null
+# tshark's capture child (dumpcap) writes the file and may outlive it by a few
+# packets: every count below must read the same, final capture.
+_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
+dl_wait 10 _written || fail "the capture's dumpcap did not stop"
 
 # The fabric carries ESP in UDP between node1 and the NAT's public address only.
-ts() { tshark -r "$pcap" "$@" 2>/dev/null; }
 esp=$(ts -Y "udp && esp && ip.src == $t1 && ip.dst == $pub" | wc -l)
 esp_back=$(ts -Y "udp && esp && ip.src == $pub && ip.dst == $t1" | wc -l)
 bare=$(ts -Y "esp && !udp" | wc -l)
@@ -123,7 +143,6 @@ ka_out=$(ts -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $t1" | wc
 ka_in=$(ts -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $pub" | wc -l)
 [ "$ka_out" -ge 2 ] && [ "$ka_in" -ge 2 ] && pass "NAT keepalives on the fabric: $ka_out from node1, $ka_in from node2" ||
   fail "NAT keepalives on the fabric: $ka_out from node1, $ka_in from node2"
-stat() { dl_dpuctl "$1" stats --all 2>/dev/null | awk -v r="$2" '$1 == r { print $2; exit }'; }
 for n in 1 2; do
   sent=$(stat $n ipsec_nat_keepalives_sent) got=$(dl_drop_count $n IpsecNatKeepalive) other=$(dl_drop_count $n IpsecNatTNonEsp)
   [ "${sent:-0}" -ge 3 ] && [ "${got:-0}" -ge 2 ] && [ "${other:-0}" = 0 ] &&
