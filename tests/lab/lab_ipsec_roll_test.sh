@@ -40,11 +40,27 @@ ping_end() {  # WHAT
 }
 _published() { [ "$(dl_ipsec_published_mode "$1")" = "$2" ]; }
 # The fabric between the two tunnel IPs, into a libpcap file (the replay below reads it raw).
-cap_begin() { cap_file=$1; ip netns exec "$(dl_fabric_ns)" tshark -q -i fabric -F pcap -w "$cap_file" \
+# dumpcap writes the file's header once the interface is open with its filter: it captures from then on.
+cap_begin() { cap_file=$1; rm -f "$cap_file"; ip netns exec "$(dl_fabric_ns)" tshark -q -i fabric -F pcap -w "$cap_file" \
   -f "host $t1 and host $t2" >/dev/null 2>&1 & cap_pid=$!
   _capturing() { [ -s "$cap_file" ]; }; dl_wait 10 _capturing || fail "tshark did not start on the fabric"; }
-# (Half a second for tshark to write the last packets, as lab_ipsec_test.sh does.)
-cap_end() { sleep 0.5; kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>/dev/null; }
+# cap_end esp | cap_end geneve N: stops the capture once it has caught up with the traffic before it (dumpcap
+# writes its file every half second): it holds the last ESP packet each node sent, or N plaintext Geneve
+# packets; then waits for dumpcap, which writes the file and may outlive tshark, to be done with it.
+_geneve_on_file() { [ "$(count "$cap_file" "udp.port == 6081")" -ge "$1" ]; }
+cap_end() {
+  local last=()
+  if [ "$1" = esp ]; then
+    mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
+    [ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$cap_file" "${last[@]}" ||
+      fail "${cap_file##*/} does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) after 10 s"
+  else
+    dl_wait 10 _geneve_on_file "$2" || fail "${cap_file##*/} holds fewer than $2 plaintext Geneve packets after 10 s"
+  fi
+  kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>/dev/null
+  _written() { ! pgrep -f "dumpcap .*-w $cap_file" >/dev/null; }
+  dl_wait 10 _written || fail "the capture's dumpcap did not stop writing ${cap_file##*/}"
+}
 count() { tshark -r "$1" -Y "$2" 2>/dev/null | wc -l; }
 
 # --- enable ---------------------------------------------------------------------------------------------
@@ -89,7 +105,7 @@ wait "$tcp_pid" 2>/dev/null
 tcp=$(dl_tcp_wait "$DL_DIR/tcp.json") && pass "iperf3 node2/pod1 -> node1/pod1 across the rotation: ${tcp% *} Mbit/s, ${tcp#* } retransmits" ||
   fail "iperf3 across the rotation failed (server: $(tail -n 3 "$DL_DIR/tcp.json.server" | tr '\n' ' '))"
 ping_end "key rotation on node1 under a ping and iperf3"
-cap_end
+cap_end esp
 esp=$(count "$DL_DIR/rotate.pcap" esp)
 plain=$(count "$DL_DIR/rotate.pcap" "udp.port == 6081")
 [ "$esp" -gt 500 ] && [ "$plain" = 0 ] && pass "the fabric carried $esp ESP packets and no plaintext Geneve during the rotation" ||
@@ -100,7 +116,7 @@ spis=$(tshark -r "$DL_DIR/rotate.pcap" -Y "esp && ip.dst == $t1" -T fields -e es
 # --- replay and tamper -----------------------------------------------------------------------------------
 cap_begin "$DL_DIR/replay.pcap"
 dl_exec $a ping -n -c 5 -i 0.2 -W 2 "$ip_b" >/dev/null 2>&1 || fail "ping before the replay"
-cap_end
+cap_end esp
 replay_before=$(dl_drop_count 1 EspReplay) icv_before=$(dl_drop_count 1 EspAuthFailed)
 # The last ESP packet node2 sent to node1, sent again as it was, and again with its sequence number moved
 # ahead (a forged header the ICV no longer covers): raw frames on the fabric bridge.
@@ -141,7 +157,7 @@ out=$(dl_ipsec_disable 2>&1) || fail "dpu-lab ipsec disable: $(tail -n 3 <<< "$o
 ping_end "ipsec disable (on -> keys -> off, node by node)"
 cap_begin "$DL_DIR/off.pcap"
 dl_exec $a ping -n -c 5 -i 0.2 -W 2 "$ip_b" >/dev/null 2>&1 || fail "ping after disable"
-cap_end
+cap_end geneve 10  # the ping's 5 requests and 5 replies
 esp=$(count "$DL_DIR/off.pcap" esp) plain=$(count "$DL_DIR/off.pcap" "udp.port == 6081")
 [ "$esp" = 0 ] && [ "$plain" -ge 10 ] && pass "after disable the fabric carries plaintext Geneve ($plain), no ESP" ||
   fail "after disable: $esp ESP, $plain plaintext Geneve"
