@@ -70,9 +70,19 @@ check "ping node1/pod1 -> OVS namespace" lab_ping node1/pod1 "$ovs_ip"
 check "ping node2/pod1 -> OVS namespace" lab_ping node2/pod1 "$ovs_ip"
 check "ping node1/host (management port $(dl_mgmt_ip 1)) -> OVS namespace" lab_ping node1/host "$ovs_ip"
 
-# --- 2. the framing on the fabric, per direction.
-sleep 0.3
+# --- 2. the framing on the fabric, per direction. The capture stops once it has caught up with the pings
+# (dumpcap writes its file every half second): it holds the replies of the last one, from the OVS namespace
+# to node1's management port (one for dl_reachable, three for dl_ping).
+mgmt1=$(dl_mgmt_ip 1)
+_replies_on_file() {
+  [ "$(tshark -r "$pcap" -n -Y "icmp.type == 0 && ip.src == $ovs_ip && ip.dst == $mgmt1" 2>/dev/null | wc -l)" -ge 4 ]
+}
+dl_wait 10 _replies_on_file ||
+  fail "fabric: the capture does not hold 4 echo replies $ovs_ip -> $mgmt1 (node1's host) 10 s after the pings"
 dl_capture_wait "$cap_pid" 0
+# dumpcap writes the file and may outlive tshark: what follows reads the final capture.
+_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
+dl_wait 10 _written || fail "the capture's dumpcap did not stop"
 fields=(ip.src ip.dst geneve.version geneve.flags geneve.proto_type geneve.vni geneve.option.class geneve.option.type
         geneve.option.length geneve.option.unknown.data udp.checksum ip.flags.df)
 field_args=()
