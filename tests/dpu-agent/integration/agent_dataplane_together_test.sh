@@ -191,12 +191,18 @@ echo "  ok: detached pod B is unreachable and reaches nothing"
 
 # --- 4. kill -9 node 1's agent under an interval ping across the nodes, restart it.
 full_syncs() { metrics 1 | awk '/^dpu_agent_dataplane_full_syncs_total/ {print $2}'; }
+replies() { grep -c icmp_seq= "$dir/flood.txt" 2>/dev/null || true; }
+replies_reach() { [ "$(replies)" -ge "$1" ]; }
 ip netns exec $ns_a ping -i 0.01 -c 300 -W 1 "$ip_pod_c" > "$dir/flood.txt" 2>&1 &
 flood=$!
-sleep 1
+# The kill comes mid-stream, once the flood is known to flow (100 replies in); the restart once the dataplane
+# has forwarded on without the agent (50 more replies), both with most of the 300 still to come.
+wait_for 10 replies_reach 100 || fail "the ping from pod A to pod C did not get 100 replies: $(tail -n 3 "$dir/flood.txt")"
 kill -9 "${agent_pids[1]}"; wait "${agent_pids[1]}" 2>/dev/null || true
 agent_pids[1]=
-sleep 0.5
+killed_at=$(replies)
+wait_for 10 replies_reach $(( killed_at + 50 )) ||
+  fail "pod A got $(( $(replies) - killed_at )) replies from pod C in 10 s after node 1's agent was killed, not 50"
 start_agent 1
 [ "$(full_syncs)" -ge 1 ] || fail "the restarted agent did not resync the dataplane"
 wait $flood || true
