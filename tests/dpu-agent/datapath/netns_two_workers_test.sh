@@ -189,7 +189,9 @@ done
 if [ -n "${DPU_NETNS_IPERF:-}" ]; then
   ip netns exec pod2a-$tag iperf3 -s -1 -B 10.244.2.5 > "$dir/iperf-server.log" 2>&1 &
   pids+=($!)
-  sleep 0.5
+  # Its control connection is TCP (5201) even for a UDP test: the client starts once that listens.
+  iperf_listening() { [ -n "$(ip netns exec pod2a-$tag ss -Hltn "sport = :5201")" ]; }
+  wait_for 10 iperf_listening || fail "the iperf3 server in pod2a does not listen on TCP 5201: $(cat "$dir/iperf-server.log")"
   ip netns exec pod1a-$tag iperf3 -c 10.244.2.5 -B 10.244.1.5 -u -b 0 -l 64 -P 8 -t 5 --json > "$dir/iperf.json" ||
     fail "iperf3 failed"
   "$py" -c "
