@@ -39,9 +39,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# inotify, from /usr/bin/python3's ctypes: one "EVENT NAME" line per event in DIR.
+# inotify, from /usr/bin/python3's ctypes: one "EVENT NAME" line per event in DIR
+# (appended: the test empties OUT between its phases).
 watch_dir() {  # DIR OUT
-  "$PY" -u - "$1" > "$2" <<'PY' &
+  "$PY" -u - "$1" >> "$2" <<'PY' &
 import ctypes, os, struct, sys
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 fd = libc.inotify_init()
@@ -64,6 +65,11 @@ PY
 }
 # written_in_place LOG NAME: NAME was created or written under its own name.
 written_in_place() { grep -qE "^(CREATE|MODIFY|CLOSE_WRITE) $2\$" "$1"; }
+# watched DIR OUT: OUT holds every event in DIR so far. A marker file is made and
+# removed in DIR, and its removal awaited in OUT (inotify reports in order).
+# events OUT: OUT without the marker's lines.
+watched() { : > "$1/.watched"; rm -f "$1/.watched"; poll 10 grep -qx "DELETE .watched" "$2"; }
+events() { grep -v ' \.watched$' "$1"; }
 
 mkdir -p "$work/env"
 hostshim_env_up "$work/env" || { echo "FAIL: host-shim's env did not come up"; exit 1; }
@@ -141,13 +147,14 @@ for overlay in dpu-nodes openshift; do
   cmp -s "$bin_host/dpu-cni" "$build/cni/dpu-cni" && cmp -s "$conf_host/10-dpu-cni.conflist" \
     "$(ls "$r"/configmaps/dpu-cni-host-config-*/10-dpu-cni.conflist)" &&
     pass "$overlay: the plugin and the ConfigMap's conflist are on the host" || fail "$overlay: the installed files differ"
-  sleep 0.2  # let the watchers print the last events (they are checked, not waited for)
+  watched "$bin_host" "$work/bin-$overlay.events" && watched "$conf_host" "$work/conf-$overlay.events" ||
+    fail "$overlay: an inotify watcher did not report its marker file within 10 s"
   for f in "bin dpu-cni" "conf 10-dpu-cni.conflist"; do
     set -- $f
     if grep -q "^MOVED_TO $2\$" "$work/$1-$overlay.events" && ! written_in_place "$work/$1-$overlay.events" "$2"; then
-      pass "$overlay: $2 appeared by a rename, never written in place ($(grep -c . "$work/$1-$overlay.events") events)"
+      pass "$overlay: $2 appeared by a rename, never written in place ($(events "$work/$1-$overlay.events" | grep -c .) events)"
     else
-      fail "$overlay: $2 was not renamed into place: $(tr '\n' ';' < "$work/$1-$overlay.events")"
+      fail "$overlay: $2 was not renamed into place: $(events "$work/$1-$overlay.events" | tr '\n' ';')"
     fi
   done
 
@@ -163,8 +170,9 @@ for overlay in dpu-nodes openshift; do
   restored() { grep -q '"type": "dpu-cni"' "$conf_host/10-dpu-cni.conflist"; }
   poll 30 restored && pass "$overlay: cni-conf put back a rewritten conflist" || fail "$overlay: the rewritten conflist stayed"
   kill "${pids[-1]}" 2>/dev/null; wait "${pids[-1]}" 2>/dev/null
-  [ ! -s "$work/bin-$overlay.events" ] && pass "$overlay: cni-conf never touched the bin dir" ||
-    fail "$overlay: the bin dir changed while cni-conf ran: $(tr '\n' ';' < "$work/bin-$overlay.events")"
+  watched "$bin_host" "$work/bin-$overlay.events" || fail "$overlay: the bin dir's inotify watcher did not report its marker file within 10 s"
+  [ -z "$(events "$work/bin-$overlay.events")" ] && pass "$overlay: cni-conf never touched the bin dir" ||
+    fail "$overlay: the bin dir changed while cni-conf ran: $(events "$work/bin-$overlay.events" | tr '\n' ';')"
 
   # Uninstall as the guide says for this shape: nothing of ours is left.
   doc=$src/docs/install-kubernetes.md
