@@ -251,6 +251,22 @@ eventually "the slice change reaches the dataplane" 'test "$(history_len)" -gt "
 echo "$NODES" > "$DIR/cluster.yaml"
 eventually "the services leave the model" 'test "$(service_metrics)" = "dpu_agent_services 0 "'
 
+# The barrier after a refused cluster file: the file as it was before it, with one
+# more node (node-c), written at once. The source reads the files in order and
+# the dataplane gets the model's changes in order, in Deltas of what differs, so
+# the next Delta after HLEN must be node-c's alone: a change the refused file
+# had made would come in an earlier Delta or in that one. Then node-c goes again.
+C_NODE="  - {name: node-c, tunnelIP: 192.168.50.3, podCIDR: 10.244.3.0/24}"
+barrier_node_c() {  # WHAT: the barrier file is $DIR/cluster.yaml.new
+  mv "$DIR/cluster.yaml.new" "$DIR/cluster.yaml"
+  eventually "node-c reaches the dataplane after $1" 'test "$(history_len)" -gt "$HLEN"'
+  [ "$(history_len)" = $((HLEN + 1)) ] && [ "$(dump ".history[$HLEN].request")" = '"delta"' ] &&
+    [ "$(dump ".history[$HLEN].objects")" = '["+remote:node-c"]' ] ||
+    fail "$1 changed the dataplane: the Deltas since are $(dump ".history[$HLEN:]")"
+  grep -v 'name: node-c,' "$DIR/cluster.yaml" > "$DIR/cluster.yaml.new" && mv "$DIR/cluster.yaml.new" "$DIR/cluster.yaml"
+  eventually "node-c leaves the dataplane after $1" 'test "$(remotes)" = 1'
+}
+
 # --- NetworkPolicy: a pod the cluster file's policy selects is attached with
 # its PortPolicy in the Delta of its port; a policy change is a Delta of that
 # PortPolicy alone; a bad policy is refused with its field, logged and
@@ -297,9 +313,11 @@ YAML
 eventually "the bad policy is refused and counted" 'test "$(malformed)" -gt "$BAD_BEFORE"'
 grep -q "networkPolicies\[1\].ingress\[0\].from\[0\].ipBlock.except\[0\]: '10.1.0.0/24' is not a strict subset" "$DIR/agent.log" ||
   fail "no log line naming the refused policy's field"
-sleep 0.3
-[ "$(history_len)" = "$HLEN" ] && [ "$(policy_metrics)" = "dpu_agent_port_policies 1 " ] ||
-  fail "a refused policy changed the dataplane: $(dump '.history[-1]') $(policy_metrics)"
+[ "$(policy_metrics)" = "dpu_agent_port_policies 1 " ] || fail "a refused policy changed the agent's policies: $(policy_metrics)"
+awk -v c="$C_NODE" '/name: bad, podSelector/ { next } { print } /^  - \{name: node-b,/ { print c }' "$DIR/cluster.yaml" \
+  > "$DIR/cluster.yaml.new"
+barrier_node_c "a refused policy"
+[ "$(policy_metrics)" = "dpu_agent_port_policies 1 " ] || fail "the policies after a refused one: $(policy_metrics)"
 HLEN=$(history_len)
 code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -X DELETE -H 'Accept: application/json' "$URL/v1/attachments/$IDDB")
 [ "$code" = 200 ] || fail "detach of shop/db answered $code"
@@ -314,9 +332,9 @@ HLEN=$(history_len)
 BAD_BEFORE=$(malformed)
 echo "nodes: [{name: node-b, tunnelIP: nope}]" > "$DIR/cluster.yaml"
 eventually "the bad file is reported" 'test "$(malformed)" -gt "$BAD_BEFORE"'
-sleep 0.3
-[ "$(history_len)" = "$HLEN" ] || fail "a bad cluster file changed the dataplane"
 curl -sf "$URL/readyz" >/dev/null || fail "a bad cluster file made the agent unready"
+printf '%s\n%s\n' "$NODES" "$C_NODE" > "$DIR/cluster.yaml.new"
+barrier_node_c "a bad cluster file"
 
 # --- the fake dataplane's operator API lists the programmed ports (dpuctl's view)
 printf 'ports {}\n' | protoc --encode=dpu.dataplane.v1.OperatorRequest -I "$PROTO" dpu/dataplane/v1/dataplane.proto > "$DIR/op.bin"
