@@ -84,7 +84,7 @@ while :; do
   list=$(dl_kube_api GET /api/v1/pods)
   if ! jq -e '.items | type == "array"' <<< "$list" >/dev/null 2>&1; then
     log "cannot list pods: ${list:0:300}"
-    sleep 0.5
+    sleep 0.5  # the retry pause of a failed list (API server down), not a wait for a condition
     continue
   fi
   rows=$(jq -r '.items[] | [.metadata.namespace, .metadata.name, .metadata.uid, (.spec.nodeName // "-"),
@@ -118,5 +118,5 @@ while :; do
     plumb "${key%%.*}" "${key#*.}" "$uid" "$n"
   done
   unset live deleting
-  sleep 0.5
+  sleep 0.5  # the period of this poll loop: each round reads the pod list again
 done
