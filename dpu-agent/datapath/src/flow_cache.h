@@ -439,8 +439,8 @@ struct alignas(32) FlowExtra {
   uint16_t allowedIngress() const { return static_cast<uint16_t>(allowed[1] >> 4 | allowed[2] << 4); }
 
   // The same for an IPv4 remote (as the header has it) and its keys: what
-  // the uplink's lane compares, without building a probe.
-  // The two keys are compared as one word (they sit side by side).
+  // the uplink's lane compares, without building a probe. The two keys are
+  // compared as one word (they sit side by side).
   bool matchesTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) const {
     uint64_t want = 0, have[2];
     uint32_t keys;
@@ -548,7 +548,8 @@ class FlowTable {
   void prefetchColdOf(uint32_t index, bool tunnel, bool long_key) const { prefetchCold(index, tunnel, long_key); }
   // The action record of the flow in entry `index` (prefetched before, so
   // the entry is in the caches by now): a hit reads it right after the
-  // entry, and would otherwise wait on the two one after the other.
+  // entry, and would otherwise wait on the two one after the other when
+  // flows have records of their own (a translated connection's rewrite).
   void prefetchActionsOf(uint32_t index) const {
     prefetchLine(&actions_[entries_[index].actions & FlowEntry::kIndexMask]);
   }

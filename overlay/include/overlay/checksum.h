@@ -37,9 +37,6 @@ inline uint16_t internetChecksum(std::span<const uint8_t> bytes) {
 }
 
 namespace detail {
-// Folds a 64-bit accumulator of native-order 32-bit words to the 16-bit
-// big-endian-view sum: the ones' complement sum is byte-order independent up
-// to one final swap (RFC 1071 §2(B)).
 // The five native 32-bit words of a 20-byte header, summed: read as two
 // 64-bit words and one 32-bit word, so they stay in registers (an array of
 // five is copied to the stack and read back).
@@ -52,6 +49,9 @@ inline uint64_t sumWords20(const uint8_t* header) {
   return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
 }
 
+// Folds a 64-bit accumulator of native-order 32-bit words to the 16-bit
+// big-endian-view sum: the ones' complement sum is byte-order independent up
+// to one final swap (RFC 1071 §2(B)).
 inline uint16_t foldNative(uint64_t acc) {
   acc = (acc & 0xffffffff) + (acc >> 32);
   acc = (acc & 0xffffffff) + (acc >> 32);
