@@ -61,14 +61,12 @@ pass "9 pods in x, y, z with servers and services ($(elapsed))"
 # what the reload changed in the agent's model.
 objects=$DL_DIR/services
 relists() { dl_metrics "$1" agent | awk '/^dpu_agent_cluster_relists_total/ { v = $2 } END { print v + 0 }'; }
-# The agent's exchanges with its dataplane, each counted once answered: Deltas,
-# full syncs and the Status request it sends after a second with nothing else
-# to send. They run one after another, and the client sends a Status request
-# only when no change is pending (else a Delta of every pending change).
-exchanges() {
-  dl_metrics "$1" agent | awk '/^dpu_agent_dataplane_(deltas|full_syncs|status_polls)_total / { s += $2 } END { print s + 0 }'
+# What the agent changed in its model and its dataplane has not acknowledged:
+# 0 once the dataplane forwards with every change made so far.
+unacked() {
+  dl_metrics "$1" agent | awk '/^dpu_agent_model_changes_unacknowledged / { v = $2 } END { print (v == "" ? -1 : v + 0) }'
 }
-_exchanged() { [ "$(exchanges "$1")" -ge "$2" ]; }
+_acked() { [ "$(unacked "$1")" = 0 ]; }
 set_state() {
   local state=$1 before=() n k f out
   for n in 1 2; do before[$n]=$(relists "$n"); done
@@ -87,19 +85,15 @@ set_state() {
   local old; old=$(cat "$DL_DIR/cluster.yaml")
   dl_compose_cluster_file || return 1
   [ "$old" != "$(cat "$DL_DIR/cluster.yaml")" ] || return 0
-  local seen=()
   _reloaded() { [ "$(relists "$1")" -gt "$2" ]; }
   for n in 1 2; do
     dl_wait 10 _reloaded "$n" "${before[$n]}" || { echo "node$n's agent did not reload the cluster file in 10 s" >&2; return 1; }
   done
-  # The reload put its changes in the model before it was counted. The first
-  # exchange answered after that count was read may have begun before it; the
-  # second began after the first, so it sent the reload's changes or found none
-  # pending: once it is answered the dataplane has them.
-  for n in 1 2; do seen[$n]=$(exchanges "$n"); done
+  # The reload put its changes in the model before it was counted: once
+  # nothing in the model is unacknowledged, the dataplane has them.
   for n in 1 2; do
-    dl_wait 10 _exchanged "$n" $(( seen[n] + 2 )) ||
-      { echo "node$n's agent did not finish two exchanges with its dataplane in 10 s after the reload" >&2; return 1; }
+    dl_wait 10 _acked "$n" ||
+      { echo "node$n's dataplane did not acknowledge the reload's changes in 10 s ($(unacked "$n") pending)" >&2; return 1; }
   done
 }
 

@@ -379,6 +379,11 @@ void ModelState::forgetAcknowledged() {
   acknowledged_ = 0;
 }
 
+uint64_t ModelState::unacknowledgedChanges() const {
+  std::lock_guard lock(mu_);
+  return sequence_ > acknowledged_ ? sequence_ - acknowledged_ : 0;
+}
+
 bool ModelState::portAcknowledged(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = port_sequence_.find(name);

@@ -199,6 +199,9 @@ std::string metricsText(const Agent& agent, const ClusterSource& source, const D
   auto d = client.status();
   w.gauge("dpu_agent_dataplane_connected", "1 while connected to dpu-dataplane.", d.connected ? 1 : 0);
   w.gauge("dpu_agent_dataplane_generation", "Model generation the dataplane acknowledged.", static_cast<double>(d.generation));
+  w.gauge("dpu_agent_model_changes_unacknowledged",
+          "Changes to the agent's model the dataplane has not acknowledged yet (0: it forwards with all of them).",
+          static_cast<double>(model.unacknowledgedChanges()));
   w.counter("dpu_agent_dataplane_full_syncs_total", "Full syncs sent and acknowledged.", static_cast<double>(d.full_syncs));
   w.counter("dpu_agent_dataplane_deltas_total", "Deltas sent and acknowledged.", static_cast<double>(d.deltas));
   w.counter("dpu_agent_dataplane_resyncs_requested_total", "RESYNC_NEEDED answers.", static_cast<double>(d.resyncs_requested));

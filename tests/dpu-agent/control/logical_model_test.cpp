@@ -86,6 +86,35 @@ TEST_CASE("one changed object is one entry in one Delta") {
   CHECK_FALSE(m.takePending().has_value());
 }
 
+TEST_CASE("unacknowledged changes: counted until the dataplane accepts the request that carried them") {
+  ModelState m;
+  CHECK(m.unacknowledgedChanges() == 0);
+  m.upsertPort(port("a", 1, "10.244.1.3"));
+  m.upsertPort(port("b", 2, "10.244.1.4"));
+  uint64_t sequence = 0;
+  m.snapshotAndClear(nullptr, &sequence);
+  CHECK(m.unacknowledgedChanges() == 2);  // sent, not yet accepted
+  m.upsertPort(port("a", 1, "10.244.1.3"));  // no change
+  CHECK(m.unacknowledgedChanges() == 2);
+  m.acknowledge(sequence);
+  CHECK(m.unacknowledgedChanges() == 0);
+  CHECK(m.portAcknowledged("a"));
+
+  m.deletePort("b");
+  auto p = m.takePending();
+  REQUIRE(p.has_value());
+  m.upsertRemoteNode(remote("node-b", "192.168.50.2", "10.244.2.0/24"));  // after the Delta was taken
+  CHECK(m.unacknowledgedChanges() == 2);
+  m.acknowledge(p->sequence);
+  CHECK(m.unacknowledgedChanges() == 1);  // the later change is still on its way
+  m.acknowledge(p->sequence - 1);  // an older answer moves nothing back
+  CHECK(m.unacknowledgedChanges() == 1);
+
+  m.forgetAcknowledged();  // a new dataplane instance: nothing it has is known
+  CHECK(m.unacknowledgedChanges() == 4);
+  CHECK_FALSE(m.portAcknowledged("a"));
+}
+
 TEST_CASE("a full sync carries everything and clears what was pending") {
   ModelState m;
   dpv1::NodeSettings n;

@@ -126,6 +126,9 @@ class ModelState {
   void forgetAcknowledged();
   // The port exists and its latest version was acknowledged.
   bool portAcknowledged(const std::string& name) const;
+  // Changes made that the dataplane has not acknowledged (0: it forwards with
+  // the whole model; after forgetAcknowledged(), every change so far).
+  uint64_t unacknowledgedChanges() const;
 
  private:
   void markLocked();
