@@ -17,6 +17,8 @@
 #   dl_ipsec_last_sent N            the last ESP packet node N sent under each outbound SA that has sent,
 #                                   one "SPI:SEQUENCE" a line (the sequence number's low 32 bits, as on the wire)
 #   dl_ipsec_on_file PCAP SPI:SEQUENCE...  true when the capture file PCAP holds each of these ESP packets
+#   dl_ipsec_caught_up PCAP         true once PCAP holds the last ESP packet nodes 1 and 2 each sent (within 10 s;
+#                                   else says which it waited for)
 # What each node publishes is read from its publish file, or (a --kube lab) from its Node's annotations.
 # Knobs: DL_IPSEC_GRACE (gracePeriodSeconds of the lab's agents, default 5).
 
@@ -81,6 +83,13 @@ dl_ipsec_on_file() {
   for want in "$@"; do filter+="${filter:+ || }(esp.spi == ${want%%:*} && esp.sequence == ${want#*:})"; done
   got=$(tshark -r "$pcap" -Y "$filter" -T fields -e esp.spi -e esp.sequence 2>/dev/null | sort -u | grep -c .)
   [ "$got" -ge $# ]
+}
+dl_ipsec_caught_up() {
+  local last=()
+  mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
+  [ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$1" "${last[@]}" && return 0
+  echo "${1##*/} does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none})" >&2
+  return 1
 }
 # What node N publishes: its mode ("" when it publishes no key). A --kube lab's agents publish on their
 # Node objects (the dpu-cni.io/ipsec-mode annotation), read from the API server as the agents read them.

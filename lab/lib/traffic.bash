@@ -18,6 +18,7 @@
 #                                    nodeN/host (dpu-mgmt) or nodeN/dpu (uplink0)
 #   dl_capture_start TARGET COUNT OUTFILE [ARGS...]  the same in the background, returns once capturing
 #                                    (pid in DL_CAPTURE_PID);  dl_capture_wait PID [SECONDS]
+#   dl_capture_written PCAP          true once no dumpcap writes PCAP (within 10 s): read a file capture after it
 # (The fabric bridge is promiscuous while tshark runs on it, so it sees every frame it forwards.)
 
 dl_target_ip() {
@@ -141,6 +142,12 @@ dl_capture_start() {
   DL_CAPTURE_PID=$!
   dl_wait 20 grep -q '^Capturing on' "$out.err" || { dl_die "tshark on $t did not start: $(cat "$out.err")"; return 1; }
 }
+
+# dl_capture_written PCAP — tshark's capture child (dumpcap) writes a file
+# capture and may outlive tshark by a few packets: true once it has let go of
+# PCAP (within 10 s), so every read after it sees the same, final file.
+_dl_no_dumpcap() { ! pgrep -f "dumpcap .*-w $1" >/dev/null; }
+dl_capture_written() { dl_wait 10 _dl_no_dumpcap "$1"; }
 
 # dl_capture_wait PID [SECONDS] — wait for a background capture to finish (default 5 s), then stop it.
 dl_capture_wait() {

@@ -62,7 +62,6 @@ mbit=$(dl_tcp $b $a 2M) && pass "TCP node2/pod1 -> node1/pod1 through the NAT: 2
 # sent three and counted two received (bounded: the checks below then say what is missing).
 ts() { tshark -r "$pcap" "$@" 2>/dev/null; }
 stat() { dl_dpuctl "$1" stats --all 2>/dev/null | awk -v r="$2" '$1 == r { print $2; exit }'; }
-mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
 _keepalives() {
   local n seen
   for n in 1 2; do
@@ -71,15 +70,13 @@ _keepalives() {
   seen=$(ts -Y "udpencap.nat_keepalive && udp.length == 9" -T fields -e ip.src)
   [ "$(grep -cx "$t1" <<< "$seen")" -ge 2 ] && [ "$(grep -cx "$pub" <<< "$seen")" -ge 2 ]
 }
-[ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$pcap" "${last[@]}" ||
-  fail "the capture does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) 10 s after the traffic"
+dl_ipsec_caught_up "$pcap" || fail "the fabric capture did not catch up with the traffic in 10 s"
 dl_wait 15 _keepalives || fail "15 s after the traffic: not two NAT keepalives each way on the fabric, or too few counted by the nodes (below)"
 kill -INT $cap 2>/dev/null
 wait $cap 2>/dev/null
 # tshark's capture child (dumpcap) writes the file and may outlive it by a few
 # packets: every count below must read the same, final capture.
-_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
-dl_wait 10 _written || fail "the capture's dumpcap did not stop"
+dl_capture_written "$pcap" || fail "the capture's dumpcap did not stop"
 
 # The fabric carries ESP in UDP between node1 and the NAT's public address only.
 esp=$(ts -Y "udp && esp && ip.src == $t1 && ip.dst == $pub" | wc -l)

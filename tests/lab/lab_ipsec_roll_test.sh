@@ -49,17 +49,13 @@ cap_begin() { cap_file=$1; rm -f "$cap_file"; ip netns exec "$(dl_fabric_ns)" ts
 # packets; then waits for dumpcap, which writes the file and may outlive tshark, to be done with it.
 _geneve_on_file() { [ "$(count "$cap_file" "udp.port == 6081")" -ge "$1" ]; }
 cap_end() {
-  local last=()
   if [ "$1" = esp ]; then
-    mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
-    [ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$cap_file" "${last[@]}" ||
-      fail "${cap_file##*/} does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) after 10 s"
+    dl_ipsec_caught_up "$cap_file" || fail "${cap_file##*/} did not catch up with the traffic in 10 s"
   else
     dl_wait 10 _geneve_on_file "$2" || fail "${cap_file##*/} holds fewer than $2 plaintext Geneve packets after 10 s"
   fi
   kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>/dev/null
-  _written() { ! pgrep -f "dumpcap .*-w $cap_file" >/dev/null; }
-  dl_wait 10 _written || fail "the capture's dumpcap did not stop writing ${cap_file##*/}"
+  dl_capture_written "$cap_file" || fail "the capture's dumpcap did not stop writing ${cap_file##*/}"
 }
 count() { tshark -r "$1" -Y "$2" 2>/dev/null | wc -l; }
 

@@ -44,15 +44,12 @@ mbit=$(dl_tcp $a $b 5M) && pass "TCP node1/pod1 -> node2/pod1 over ESP: 5 MB at 
 mbit=$(dl_tcp $b $a 5M) && pass "TCP node2/pod1 -> node1/pod1 over ESP: $mbit Mbit/s" ||
   fail "TCP node2/pod1 -> node1/pod1 failed"
 # The capture has caught up with the traffic once it holds the last ESP packet each node sent.
-mapfile -t last < <(dl_ipsec_last_sent 1; dl_ipsec_last_sent 2)
-[ ${#last[@]} -ge 2 ] && dl_wait 10 dl_ipsec_on_file "$pcap" "${last[@]}" ||
-  fail "the capture does not hold the last ESP packet of each node's outbound SA (SPI:sequence ${last[*]:-none}) 10 s after the traffic"
+dl_ipsec_caught_up "$pcap" || fail "the fabric capture did not catch up with the traffic in 10 s"
 kill -INT $cap 2>/dev/null
 wait $cap 2>/dev/null
 # tshark's capture child (dumpcap) writes the file and may outlive it by a few
 # packets: every count below must read the same, final capture.
-_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
-dl_wait 10 _written || fail "the capture's dumpcap did not stop"
+dl_capture_written "$pcap" || fail "the capture's dumpcap did not stop"
 
 # On the fabric: ESP only, both ways, no plaintext Geneve between the tunnel IPs.
 esp=$(tshark -r "$pcap" -Y "esp && ip.src == $t1 && ip.dst == $t2" 2>/dev/null | wc -l)

@@ -81,8 +81,7 @@ dl_wait 10 _replies_on_file ||
   fail "fabric: the capture does not hold 4 echo replies $ovs_ip -> $mgmt1 (node1's host) 10 s after the pings"
 dl_capture_wait "$cap_pid" 0
 # dumpcap writes the file and may outlive tshark: what follows reads the final capture.
-_written() { ! pgrep -f "dumpcap .*-w $pcap" >/dev/null; }
-dl_wait 10 _written || fail "the capture's dumpcap did not stop"
+dl_capture_written "$pcap" || fail "the capture's dumpcap did not stop"
 fields=(ip.src ip.dst geneve.version geneve.flags geneve.proto_type geneve.vni geneve.option.class geneve.option.type
         geneve.option.length geneve.option.unknown.data udp.checksum ip.flags.df)
 field_args=()
