@@ -248,8 +248,8 @@ int run(const DataplaneConfig& config, const char* program, StartupTimeline& tim
     engine_config.max_neighbours = config.north_south.max_neighbours;
     engine_config.neighbour_stale_ms = config.north_south.neighbour_stale_s * 1000;
     // The config's defaults and bounds are the engine's (dataplane_config.h).
-    static_assert(EngineConfig{}.conntrack_entries == kDefaultConntrackEntries &&
-                  EngineConfig{}.affinity_entries == kDefaultAffinityEntries);
+    static_assert(EngineConfig::kDefaultConntrackEntries == kDefaultConntrackEntries &&
+                  EngineConfig::kDefaultAffinityEntries == kDefaultAffinityEntries);
     engine_config.conntrack_entries = config.conntrack.max_entries;
     engine_config.affinity_entries = config.conntrack.affinity_entries;
     engine_config.conntrack_timeouts = config.conntrack.timeouts;

@@ -462,7 +462,7 @@ DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, 
   constexpr uint16_t kMay = kLane.ops;
   constexpr bool kIpv4 = kLane.shape == LaneShape::kIpv4;
   const uint16_t ops = kGeneral ? a.ops : kMay;
-  const auto has = [ops](uint16_t bit) { return (kMay & bit) != 0 && (ops & bit) != 0; };
+  const auto has = [&](uint16_t bit) { return (kMay & bit) != 0 && (ops & bit) != 0; };
   const overlay::L3Type l3 = kIpv4 ? overlay::L3Type::kIpv4 : shape.l3;
   const uint32_t l3_offset = kIpv4 ? overlay::eth::kHeaderLen : shape.l3_offset;
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);

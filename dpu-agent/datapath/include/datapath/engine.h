@@ -128,10 +128,12 @@ struct EngineConfig {
   // this many connections, preallocated (Table::bytesPerEntry each); when
   // full, a new connection through a service is dropped (ConntrackFull) and
   // none is evicted for it.
-  uint32_t conntrack_entries = 262144;
+  static constexpr uint32_t kDefaultConntrackEntries = 262144;
+  uint32_t conntrack_entries = kDefaultConntrackEntries;
   conntrack::Timeouts conntrack_timeouts;
   // Clients remembered for session affinity (services with ClientIP affinity).
-  uint32_t affinity_entries = 65536;
+  static constexpr uint32_t kDefaultAffinityEntries = 65536;
+  uint32_t affinity_entries = kDefaultAffinityEntries;
   // Files the two tables live in ("": process memory): what they hold then
   // outlives the process, and the next engine on the same files takes the
   // connections and the clients' backends over (conntrack.h, affinity.h).
