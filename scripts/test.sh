@@ -65,7 +65,16 @@ unbuilt=()          # STAGE/TEST whose executable the stage did not build (ctest
 work=$(mktemp -d)
 # (Under set -e a failing kill in the trap, of a run already waited for,
 # would become the script's exit status: it must not.)
-trap 'for pid in ${images_pid:-} ${images_arm64_pid:-}; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+trap 'for pid in ${arm64_deps_pid:-} ${images_pid:-} ${images_arm64_pid:-}; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+# The arm64 stage's cross toolchain and sysroot are mostly downloads (a fresh
+# machine fetches a few hundred MB): fetched in the background from here, while
+# the release build and tests use the CPU, and waited for by that stage.
+arm64_deps_pid=""
+if [[ "$skip" != *" arm64 "* ]]; then
+  bash scripts/install-arm64-deps.sh > "$work/arm64-deps.log" 2>&1 &
+  arm64_deps_pid=$!
+fi
 
 # junit_results FILE: one line "passed|failed|skipped|silent NAME" per test of
 # ctest's JUnit report; "silent" is a skip without a "SKIP:" line in its output,
@@ -197,7 +206,14 @@ fi
 
 if [[ "$skip" != *" arm64 "* ]]; then
   step "arm64 cross build of the DPU side"
-  bash scripts/install-arm64-deps.sh
+  arm64_deps_status=0
+  wait "$arm64_deps_pid" || arm64_deps_status=$?
+  arm64_deps_pid=""
+  cat "$work/arm64-deps.log"
+  if [ "$arm64_deps_status" -ne 0 ]; then
+    echo "arm64: scripts/install-arm64-deps.sh failed (exit $arm64_deps_status), its output above" >&2
+    exit 1
+  fi
   cmake --preset arm64
   # The daemons the DPU image ships and what the unit tests run.
   cmake --build --preset arm64 -j "$jobs" --target dpu-dataplane dpu-agent dpuctl dpu-offload-hw-check unit_test_targets
