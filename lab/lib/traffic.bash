@@ -19,6 +19,7 @@
 #   dl_capture_start TARGET COUNT OUTFILE [ARGS...]  the same in the background, returns once capturing
 #                                    (pid in DL_CAPTURE_PID);  dl_capture_wait PID [SECONDS]
 #   dl_capture_written PCAP          true once no dumpcap writes PCAP (within 10 s): read a file capture after it
+#   dl_pcap_frames PCAP [TSHARK ARGS...]  how many frames of PCAP the args (-Y FILTER, -o ...) select
 # (The fabric bridge is promiscuous while tshark runs on it, so it sees every frame it forwards.)
 
 dl_target_ip() {
@@ -148,6 +149,16 @@ dl_capture_start() {
 # PCAP (within 10 s), so every read after it sees the same, final file.
 _dl_no_dumpcap() { ! pgrep -f "dumpcap .*-w $1" >/dev/null; }
 dl_capture_written() { dl_wait 10 _dl_no_dumpcap "$1"; }
+
+# dl_pcap_frames PCAP [TSHARK ARGS...] — the number of frames the args select,
+# one line per frame: a summary line's Info column can hold a line break of
+# the payload's (iperf3's JSON results, once decrypted), which `wc -l` of the
+# summaries counted as another frame.
+dl_pcap_frames() {
+  local pcap=$1
+  shift
+  tshark -r "$pcap" -n "$@" -T fields -e frame.number 2>/dev/null | wc -l
+}
 
 # dl_capture_wait PID [SECONDS] — wait for a background capture to finish (default 5 s), then stop it.
 dl_capture_wait() {

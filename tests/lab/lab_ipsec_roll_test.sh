@@ -57,7 +57,7 @@ cap_end() {
   kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>/dev/null
   dl_capture_written "$cap_file" || fail "the capture's dumpcap did not stop writing ${cap_file##*/}"
 }
-count() { tshark -r "$1" -Y "$2" 2>/dev/null | wc -l; }
+count() { dl_pcap_frames "$1" -Y "$2"; }
 
 # --- enable ---------------------------------------------------------------------------------------------
 ping_begin

@@ -52,9 +52,9 @@ wait $cap 2>/dev/null
 dl_capture_written "$pcap" || fail "the capture's dumpcap did not stop"
 
 # On the fabric: ESP only, both ways, no plaintext Geneve between the tunnel IPs.
-esp=$(tshark -r "$pcap" -Y "esp && ip.src == $t1 && ip.dst == $t2" 2>/dev/null | wc -l)
-esp_back=$(tshark -r "$pcap" -Y "esp && ip.src == $t2 && ip.dst == $t1" 2>/dev/null | wc -l)
-plain=$(tshark -r "$pcap" -Y "udp.port == 6081 || geneve" 2>/dev/null | wc -l)
+esp=$(dl_pcap_frames "$pcap" -Y "esp && ip.src == $t1 && ip.dst == $t2")
+esp_back=$(dl_pcap_frames "$pcap" -Y "esp && ip.src == $t2 && ip.dst == $t1")
+plain=$(dl_pcap_frames "$pcap" -Y "udp.port == 6081 || geneve")
 [ "$esp" -gt 100 ] && [ "$esp_back" -gt 100 ] && pass "the fabric carried ESP both ways ($esp and $esp_back packets)" ||
   fail "ESP on the fabric: $esp from node1, $esp_back from node2"
 [ "$plain" = 0 ] && pass "no plaintext Geneve on the fabric" || fail "$plain plaintext Geneve packets on the fabric"
@@ -72,13 +72,23 @@ while read -r line; do
 done <<< "$keys"
 [ ${#uat[@]} -ge 4 ] && pass "ipsec_keys.py derived $(( ${#uat[@]} / 2 )) SAs from the key files" || fail "no SA derived: $keys"
 decode=(-o esp.enable_encryption_decode:TRUE "${uat[@]}")
-opened=$(tshark -r "$pcap" "${decode[@]}" -Y "esp && geneve" 2>/dev/null | wc -l)
-closed=$(tshark -r "$pcap" "${decode[@]}" -Y "esp && !geneve" 2>/dev/null | wc -l)
-icmp=$(tshark -r "$pcap" "${decode[@]}" -Y "geneve && icmp && ip.src == $ip_a && ip.dst == $ip_b" 2>/dev/null | wc -l)
-tcp=$(tshark -r "$pcap" "${decode[@]}" -Y "geneve && tcp && ip.src == $ip_b && ip.dst == $ip_a" 2>/dev/null | wc -l)
-[ "$opened" = $(( esp + esp_back )) ] && [ "$closed" = 0 ] &&
-  pass "tshark decrypted all $opened ESP packets to Geneve with the independently derived keys" ||
-  fail "decrypted $opened of $(( esp + esp_back )) ESP packets ($closed not)"
+opened=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "esp && geneve")
+closed=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "esp && !geneve")
+icmp=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "geneve && icmp && ip.src == $ip_a && ip.dst == $ip_b")
+tcp=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "geneve && tcp && ip.src == $ip_b && ip.dst == $ip_a")
+# The frames a mismatch is about, each with its summary, so a failure shows them.
+_esp_mismatch() {
+  local frames
+  frames=$(comm -3 <(tshark -r "$pcap" -n -Y "esp && ip.addr == $t1 && ip.addr == $t2" -T fields -e frame.number 2>/dev/null | sort) \
+    <(tshark -r "$pcap" -n "${decode[@]}" -Y "esp && geneve" -T fields -e frame.number 2>/dev/null | sort) |
+    tr -d '\t' | sort -n | head -5 | paste -sd ,)
+  [ -n "$frames" ] && tshark -r "$pcap" -n "${decode[@]}" -Y "frame.number in {${frames//,/ }}" 2>/dev/null
+}
+if [ "$opened" = $(( esp + esp_back )) ] && [ "$closed" = 0 ]; then
+  pass "tshark decrypted all $opened ESP packets to Geneve with the independently derived keys"
+else
+  fail "decrypted $opened of $(( esp + esp_back )) ESP packets ($closed not); the first frames that differ: $(_esp_mismatch)"
+fi
 [ "$icmp" -ge 5 ] && [ "$tcp" -gt 50 ] && pass "inside: the pods' ICMP ($icmp) and TCP ($tcp) between $ip_a and $ip_b" ||
   fail "inside the decrypted Geneve: $icmp ICMP $ip_a -> $ip_b, $tcp TCP $ip_b -> $ip_a"
 
