@@ -151,9 +151,8 @@ _dl_no_dumpcap() { ! pgrep -f "dumpcap .*-w $1" >/dev/null; }
 dl_capture_written() { dl_wait 10 _dl_no_dumpcap "$1"; }
 
 # dl_pcap_frames PCAP [TSHARK ARGS...] — the number of frames the args select,
-# one line per frame: a summary line's Info column can hold a line break of
-# the payload's (iperf3's JSON results, once decrypted), which `wc -l` of the
-# summaries counted as another frame.
+# read as one frame number per line: `wc -l` of tshark's summary lines counts
+# lines, and a summary's Info column shows whatever the payload decodes to.
 dl_pcap_frames() {
   local pcap=$1
   shift
