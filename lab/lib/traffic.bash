@@ -20,6 +20,7 @@
 #                                    (pid in DL_CAPTURE_PID);  dl_capture_wait PID [SECONDS]
 #   dl_capture_written PCAP          true once no dumpcap writes PCAP (within 10 s): read a file capture after it
 #   dl_pcap_frames PCAP [TSHARK ARGS...]  how many frames of PCAP the args (-Y FILTER, -o ...) select
+#   dl_pcap_frame_numbers PCAP [TSHARK ARGS...]  their frame numbers, one a line
 # (The fabric bridge is promiscuous while tshark runs on it, so it sees every frame it forwards.)
 
 dl_target_ip() {
@@ -153,11 +154,12 @@ dl_capture_written() { dl_wait 10 _dl_no_dumpcap "$1"; }
 # dl_pcap_frames PCAP [TSHARK ARGS...] — the number of frames the args select,
 # read as one frame number per line: `wc -l` of tshark's summary lines counts
 # lines, and a summary's Info column shows whatever the payload decodes to.
-dl_pcap_frames() {
+dl_pcap_frame_numbers() {
   local pcap=$1
   shift
-  tshark -r "$pcap" -n "$@" -T fields -e frame.number 2>/dev/null | wc -l
+  tshark -r "$pcap" -n "$@" -T fields -e frame.number 2>/dev/null
 }
+dl_pcap_frames() { dl_pcap_frame_numbers "$@" | wc -l; }
 
 # dl_capture_wait PID [SECONDS] — wait for a background capture to finish (default 5 s), then stop it.
 dl_capture_wait() {

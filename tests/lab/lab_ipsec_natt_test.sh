@@ -79,11 +79,11 @@ wait $cap 2>/dev/null
 dl_capture_written "$pcap" || fail "the capture's dumpcap did not stop"
 
 # The fabric carries ESP in UDP between node1 and the NAT's public address only.
-esp=$(ts -Y "udp && esp && ip.src == $t1 && ip.dst == $pub" | wc -l)
-esp_back=$(ts -Y "udp && esp && ip.src == $pub && ip.dst == $t1" | wc -l)
-bare=$(ts -Y "esp && !udp" | wc -l)
-plain=$(ts -Y "udp.port == 6081 || geneve" | wc -l)
-private=$(ts -Y "ip.addr == $t2" | wc -l)
+esp=$(dl_pcap_frames "$pcap" -Y "udp && esp && ip.src == $t1 && ip.dst == $pub")
+esp_back=$(dl_pcap_frames "$pcap" -Y "udp && esp && ip.src == $pub && ip.dst == $t1")
+bare=$(dl_pcap_frames "$pcap" -Y "esp && !udp")
+plain=$(dl_pcap_frames "$pcap" -Y "udp.port == 6081 || geneve")
+private=$(dl_pcap_frames "$pcap" -Y "ip.addr == $t2")
 [ "$esp" -gt 100 ] && [ "$esp_back" -gt 100 ] &&
   pass "ESP in UDP both ways between node1 and the NAT ($esp and $esp_back packets)" ||
   fail "ESP in UDP on the fabric: $esp to the NAT, $esp_back from it"
@@ -121,10 +121,10 @@ while read -r line; do
   uat+=(-o "uat:esp_sa:\"IPv4\",\"$s\",\"$d\",\"0x$(jq -r .spi <<< "$line")\",\"AES-GCM with 16 octet ICV [RFC4106]\",\"0x$(jq -r .key <<< "$line")$(jq -r .salt <<< "$line")\",\"NULL\",\"\"")
 done <<< "$keys"
 decode=(-o esp.enable_encryption_decode:TRUE "${uat[@]}")
-opened=$(ts "${decode[@]}" -Y "udp && esp && geneve" | wc -l)
-closed=$(ts "${decode[@]}" -Y "udp && esp && !geneve" | wc -l)
-icmp=$(ts "${decode[@]}" -Y "geneve && icmp && ip.src == $ip_a && ip.dst == $ip_b" | wc -l)
-tcp=$(ts "${decode[@]}" -Y "geneve && tcp && ip.src == $ip_b && ip.dst == $ip_a" | wc -l)
+opened=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "udp && esp && geneve")
+closed=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "udp && esp && !geneve")
+icmp=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "geneve && icmp && ip.src == $ip_a && ip.dst == $ip_b")
+tcp=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "geneve && tcp && ip.src == $ip_b && ip.dst == $ip_a")
 [ "$opened" = $(( esp + esp_back )) ] && [ "$closed" = 0 ] &&
   pass "tshark decrypted all $opened ESP in UDP packets to Geneve with the independently derived keys" ||
   fail "tshark decrypted $opened of $(( esp + esp_back )) ESP packets ($closed not)"
@@ -136,8 +136,8 @@ verified=$(/usr/bin/python3 "$_LAB_TESTS_SRC/esp_udp_verify.py" "$pcap" "$DL_DIR
   pass "scapy authenticated every ICV (ESN) with the same keys: $verified" || fail "scapy: $verified"
 
 # Keepalives: one 0xff byte in UDP 4500, through the NAT both ways, counted at both ends.
-ka_out=$(ts -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $t1" | wc -l)
-ka_in=$(ts -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $pub" | wc -l)
+ka_out=$(dl_pcap_frames "$pcap" -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $t1")
+ka_in=$(dl_pcap_frames "$pcap" -Y "udpencap.nat_keepalive && udp.length == 9 && ip.src == $pub")
 [ "$ka_out" -ge 2 ] && [ "$ka_in" -ge 2 ] && pass "NAT keepalives on the fabric: $ka_out from node1, $ka_in from node2" ||
   fail "NAT keepalives on the fabric: $ka_out from node1, $ka_in from node2"
 for n in 1 2; do

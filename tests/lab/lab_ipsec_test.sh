@@ -79,8 +79,8 @@ tcp=$(dl_pcap_frames "$pcap" "${decode[@]}" -Y "geneve && tcp && ip.src == $ip_b
 # The frames a mismatch is about, each with its summary, so a failure shows them.
 _esp_mismatch() {
   local frames
-  frames=$(comm -3 <(tshark -r "$pcap" -n -Y "esp && ip.addr == $t1 && ip.addr == $t2" -T fields -e frame.number 2>/dev/null | sort) \
-    <(tshark -r "$pcap" -n "${decode[@]}" -Y "esp && geneve" -T fields -e frame.number 2>/dev/null | sort) |
+  frames=$(comm -3 <(dl_pcap_frame_numbers "$pcap" -Y "esp && ip.addr == $t1 && ip.addr == $t2" | sort) \
+    <(dl_pcap_frame_numbers "$pcap" "${decode[@]}" -Y "esp && geneve" | sort) |
     tr -d '\t' | sort -n | head -5 | paste -sd ,)
   [ -n "$frames" ] && tshark -r "$pcap" -n "${decode[@]}" -Y "frame.number in {${frames//,/ }}" 2>/dev/null
 }
