@@ -615,9 +615,9 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // (LanePacket, laneParse, laneApply); the rest the general path. A lane
     // packet has its mbuf in w.lane[i], any other packet a null one there.
     unsigned lanes = 0;
-    // A large table's entries are prefetched kLag packets behind their
-    // bucket (flow_cache.h), so the bucket line has arrived by then and the
-    // entry by the third pass.
+    // A large table's other matching entries are prefetched kLag packets
+    // behind the bucket and the preferred way (flow_cache.h), so the bucket
+    // line has arrived by then and those entries by the third pass.
     constexpr uint16_t kLag = 6;
     FlowTable& table = w.table;
     // A lane packet has one segment; with the lanes off (EngineConfig::lanes)
@@ -683,12 +683,8 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           lp.mbuf = m;
           lp.ip_len = t.ip_len;
           lp.hash = laneTunnelHash(lp.key, hash_keys_, lt);
-          if constexpr (kLagged) {
-            table.prefetchBucketLine(lp.hash);
-          } else {
-            lp.slot = table.prefetchSlot(lp.hash);
-            table.prefetchColdOf(lp.slot, true, false);
-          }
+          lp.slot = table.prefetchSlot(lp.hash);
+          table.prefetchColdOf(lp.slot, true, false);
           ++lanes;
           continue;
         }
@@ -698,11 +694,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
             laneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx_port, lp.key, lp.ip_len)) [[likely]] {
           lp.mbuf = m;
           lp.hash = compactHash(lp.key, hash_keys_, 0);
-          if constexpr (kLagged) {
-            table.prefetchBucketLine(lp.hash);
-          } else {
-            lp.slot = table.prefetchSlot(lp.hash);
-          }
+          lp.slot = table.prefetchSlot(lp.hash);
           ++lanes;
           continue;
         }
@@ -711,12 +703,8 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       PacketContext& pc = w.burst[i];
       if (!prepare(w, snap, m, rx_port, kUplink, decrypted, pc)) continue;
       pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
-      if constexpr (kLagged) {
-        table.prefetchBucketLine(pc.hash);
-      } else {
-        pc.slot = table.prefetchSlot(pc.hash);
-        if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot, kUplink, pc.long_key);
-      }
+      pc.slot = table.prefetchSlot(pc.hash);
+      if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot, kUplink, pc.long_key);
       alive |= 1u << i;
     }
     if constexpr (kLagged) {
