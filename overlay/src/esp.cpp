@@ -398,23 +398,54 @@ Status EspOutboundSa::encrypt(PacketBuffer& packet) {
   return s;
 }
 
+// The compare-and-swap makes the number this thread's alone; 0 (never a
+// valid number) when none is left below `limit`.
+uint64_t EspOutboundSa::reserveShared(uint64_t limit) {
+  uint64_t last = last_seq_.load();
+  do {
+    if (last >= limit) return 0;
+  } while (!last_seq_.value.compare_exchange_weak(last, last + 1, std::memory_order_relaxed));
+  return last + 1;
+}
+
 Status EspOutboundSa::encryptShared(PacketBuffer& packet, uint64_t limit) {
   limit = std::min(limit, hard_limit_);
-  return encryptPacket(packet, limit, [this, limit]() -> uint64_t {
-    // The compare-and-swap makes the number this thread's alone; it fails
-    // (0, never a valid number) only when another took the last one.
-    uint64_t last = last_seq_.load();
-    do {
-      if (last >= limit) return 0;
-    } while (!last_seq_.value.compare_exchange_weak(last, last + 1, std::memory_order_relaxed));
-    return last + 1;
-  });
+  return encryptPacket(packet, limit, [this, limit] { return reserveShared(limit); });
 }
 
 void EspOutboundSa::advanceTo(uint64_t last) {
   uint64_t cur = last_seq_.load();
   while (cur < last && !last_seq_.value.compare_exchange_weak(cur, last, std::memory_order_relaxed)) {
   }
+}
+
+Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, uint8_t next_header, uint64_t seq) {
+  store32(esp, spi_);
+  store32(esp + 4, static_cast<uint32_t>(seq));  // RFC 4303 §2.2.1: only the low half on the wire
+  // The IV is the 64-bit sequence number: unique per key since the counter
+  // never wraps (RFC 4106 §3.1 asks only for uniqueness), and equal to the
+  // RFC 8750 implicit IV, so both modes use the same nonce for a packet.
+  if (iv_size_ != 0) store64(esp + kEspHeaderSize, seq);
+  uint8_t* const ct = esp + kEspHeaderSize + iv_size_;
+  uint8_t* const trailer = ct + payload_len;
+  for (uint32_t i = 0; i < pad; ++i) trailer[i] = static_cast<uint8_t>(i + 1);  // RFC 4303 §2.4
+  trailer[pad] = static_cast<uint8_t>(pad);
+  trailer[pad + 1] = next_header;
+  const uint32_t ct_len = payload_len + pad + kEspTrailerSize;
+  uint8_t aad[12];
+  const uint32_t aad_len = makeAad(aad, spi_, seq, esn_);
+  return aead_->seal(makeNonce(salt_, seq), {aad, aad_len}, {ct, ct_len}, ct + ct_len);
+}
+
+Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
+                                       uint32_t& esp_len) {
+  if (mode_ != EspMode::kTransport) return Status::kUnsupported;
+  const uint64_t seq = reserveShared(std::min(limit, hard_limit_));
+  if (seq == 0) return Status::kEspSeqExhausted;
+  const uint32_t pad = padLength(payload_len);
+  const Status sealed = sealAt(esp, payload_len, pad, next_header, seq);
+  esp_len = kEspHeaderSize + iv_size_ + payload_len + pad + kEspTrailerSize + kEspIcvSize;
+  return sealed;
 }
 
 template <class Reserve>
@@ -447,7 +478,6 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserv
 
   const uint32_t payload_len = ip_len - keep;
   const uint32_t pad = padLength(payload_len);
-  const uint32_t ct_len = payload_len + pad + kEspTrailerSize;
   const uint32_t front = outer_size_ + kEspHeaderSize + iv_size_;
   const uint32_t back = pad + kEspTrailerSize + kEspIcvSize;
   const uint32_t new_len = ip_len + front + back;
@@ -469,22 +499,8 @@ Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserv
   // The usual one, an IPv4 header without options, in a few fixed moves.
   if (keep == ipv4::kMinHeaderLen) moveMinIpv4Header(start, start + front);
   else std::memmove(start, start + front, keep);
-  uint8_t* const esp = start + outer_size_ + keep;
-  store32(esp, spi_);
-  store32(esp + 4, static_cast<uint32_t>(seq));  // RFC 4303 §2.2.1: only the low half on the wire
-  // The IV is the 64-bit sequence number: unique per key since the counter
-  // never wraps (RFC 4106 §3.1 asks only for uniqueness), and equal to the
-  // RFC 8750 implicit IV, so both modes use the same nonce for a packet.
-  if (iv_size_ != 0) store64(esp + kEspHeaderSize, seq);
-  uint8_t* const ct = esp + kEspHeaderSize + iv_size_;
-  uint8_t* const trailer = packet.append(back);
-  for (uint32_t i = 0; i < pad; ++i) trailer[i] = static_cast<uint8_t>(i + 1);  // RFC 4303 §2.4
-  trailer[pad] = static_cast<uint8_t>(pad);
-  trailer[pad + 1] = next_header;
-
-  uint8_t aad[12];
-  const uint32_t aad_len = makeAad(aad, spi_, seq, esn_);
-  const Status sealed = aead_->seal(makeNonce(salt_, seq), {aad, aad_len}, {ct, ct_len}, ct + ct_len);
+  (void)packet.append(back);
+  const Status sealed = sealAt(start + outer_size_ + keep, payload_len, pad, next_header, seq);
   if (sealed != Status::kOk) return sealed;
 
   if (mode_ == EspMode::kTransport) {

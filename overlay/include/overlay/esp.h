@@ -186,6 +186,18 @@ class EspOutboundSa {
   // hardSequenceLimit()) (kEspSeqExhausted when none is left, nothing
   // done), and counters() are not touched.
   Status encryptShared(PacketBuffer& packet, uint64_t limit);
+  // Transport mode for a caller that builds the packet around the ESP
+  // itself (the dataplane's fixed Geneve template: no header to parse or
+  // move): `esp` is where the ESP header goes, headroom() bytes before the
+  // `payload_len` bytes it protects, which tailroom() writable bytes follow.
+  // Writes the ESP header, the padding and trailer (`next_header`: the
+  // payload's protocol), encrypts and appends the ICV, as encryptShared()
+  // would for that packet and with its sequence numbers; `esp_len` is then
+  // the ESP packet's length. The IP header (its length and protocol) is the
+  // caller's. Not kOk: nothing written (kEspSeqExhausted), or, from the
+  // backend, the packet must be dropped. kUnsupported in tunnel mode.
+  Status sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
+                          uint32_t& esp_len);
   // Moves the counter up so the next number sent is above `last` (never
   // down: a nonce is never reused). Safe beside encryptShared().
   void advanceTo(uint64_t last);
@@ -217,6 +229,10 @@ class EspOutboundSa {
   EspOutboundSa() = default;
   template <class Reserve>
   Status encryptPacket(PacketBuffer& packet, uint64_t limit, Reserve&& reserve);
+  uint64_t reserveShared(uint64_t limit);
+  // The ESP header at `esp`, the padding and trailer after the payload that
+  // follows it, the payload sealed under `seq` and the ICV after it.
+  Status sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, uint8_t next_header, uint64_t seq);
 
   std::unique_ptr<AeadContext> aead_;
   detail::RelaxedCounter last_seq_;

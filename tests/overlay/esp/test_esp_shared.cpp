@@ -174,3 +174,62 @@ TEST_CASE("ESP shared inbound SA: each packet accepted once however many threads
     }
   }
 }
+
+// The caller that places the packet around the ESP itself (the dataplane's
+// fixed Geneve template) gets what encryptShared() makes of the same IPv4
+// packet, byte for byte once it writes the IP header's length and protocol,
+// under the same sequence numbers, for every padding length; at the limit it
+// gets kEspSeqExhausted with nothing written, and tunnel mode is refused.
+TEST_CASE("ESP sealPlacedShared: the bytes encryptShared makes, the caller writing the IP header", "[esp][shared]") {
+  for (AeadBackend backend : availableAeadBackends()) {
+    for (bool esn : {false, true}) {
+      for (EspIvMode iv : {EspIvMode::kExplicit, EspIvMode::kImplicit}) {
+        INFO(dpu::test::backendName(backend) << (esn ? " esn" : " 32-bit")
+                                              << (iv == EspIvMode::kExplicit ? " explicit IV" : " implicit IV"));
+        auto config = espConfig(16, EspMode::kTransport, esn, iv, backend);
+        config.initial_sequence = 7;
+        auto a = EspOutboundSa::create(config), b = EspOutboundSa::create(config);
+        REQUIRE(a.ok());
+        REQUIRE(b.ok());
+        constexpr uint64_t kLimit = 11;  // five numbers: 7..11
+        for (size_t payload = 0; payload < 5; ++payload) {  // the padding cycles through 0..3
+          INFO("payload " << payload);
+          const auto plain = dpu::test::ipv4Udp(payload);
+          TestPacket want(plain);
+          REQUIRE(a->encryptShared(want.buf, kLimit) == Status::kOk);
+
+          // The IP header, room for the ESP header, the UDP datagram, room behind.
+          const uint32_t front = b->headroom(), udp_len = static_cast<uint32_t>(plain.size()) - 20;
+          std::vector<uint8_t> got(20 + front + udp_len + EspOutboundSa::tailroom(), 0xee);
+          std::copy(plain.begin(), plain.begin() + 20, got.begin());
+          std::copy(plain.begin() + 20, plain.end(), got.begin() + 20 + front);
+          uint32_t esp_len = 0;
+          REQUIRE(b->sealPlacedShared(got.data() + 20, udp_len, ipproto::kUdp, kLimit, esp_len) == Status::kOk);
+          CHECK(esp_len == want.buf.size() - 20);
+          got.resize(20 + esp_len);
+          // The caller's part: length, protocol, checksum (RFC 1624 as encryptShared does it, or whole).
+          store16(got.data() + 2, static_cast<uint16_t>(got.size()));
+          got[9] = ipproto::kEsp;
+          store16(got.data() + 10, 0);
+          store16(got.data() + 10, ipv4HeaderChecksum(got.data(), 20));
+          CHECK(got == want.bytes());
+        }
+        CHECK(b->lastSequence() == 11);
+        // Numbers 7..11 are used: the next is refused, nothing written.
+        std::vector<uint8_t> room(200, 0xee);
+        const auto before = room;
+        uint32_t esp_len = 0;
+        CHECK(b->sealPlacedShared(room.data() + 20, 40, ipproto::kUdp, kLimit, esp_len) ==
+              Status::kEspSeqExhausted);
+        CHECK(room == before);
+      }
+    }
+  }
+  auto tunnel =
+      EspOutboundSa::create(espConfig(16, EspMode::kTunnel, false, EspIvMode::kExplicit, defaultAeadBackend()));
+  REQUIRE(tunnel.ok());
+  std::vector<uint8_t> room(200, 0);
+  uint32_t esp_len = 0;
+  CHECK(tunnel->sealPlacedShared(room.data() + 40, 40, ipproto::kUdp, 100, esp_len) == Status::kUnsupported);
+  CHECK(tunnel->lastSequence() == 0);
+}
