@@ -428,7 +428,10 @@ Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, u
   if (iv_size_ != 0) store64(esp + kEspHeaderSize, seq);
   uint8_t* const ct = esp + kEspHeaderSize + iv_size_;
   uint8_t* const trailer = ct + payload_len;
-  for (uint32_t i = 0; i < pad; ++i) trailer[i] = static_cast<uint8_t>(i + 1);  // RFC 4303 §2.4
+  // RFC 4303 §2.4: the padding is 1, 2, 3 (at most 3: a 4-byte boundary),
+  // stored as one word; the trailer and then the ICV overwrite its rest.
+  static_assert(kEspTrailerSize + kEspIcvSize >= 4);
+  store32(trailer, 0x01020304);
   trailer[pad] = static_cast<uint8_t>(pad);
   trailer[pad + 1] = next_header;
   const uint32_t ct_len = payload_len + pad + kEspTrailerSize;
