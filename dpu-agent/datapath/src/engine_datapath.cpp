@@ -266,6 +266,81 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
   return true;
 }
 
+namespace {
+// ESP in UDP 4500 (RFC 3948 §2.1): the UDP header in front of the ESP
+// packet of `esp_len` bytes, to the port the peer's NAT chose once an
+// authenticated packet said so (NatPeer), checksum zero (IPv4).
+inline void writeNatT(uint8_t* udp, const SnapEncap& t, uint32_t esp_len) {
+  overlay::store16(udp, kNatTPort);
+  overlay::store16(udp + 2, t.nat != nullptr ? t.nat->port.load(std::memory_order_relaxed) : kNatTPort);
+  overlay::store16(udp + 4, static_cast<uint16_t>(overlay::udp::kHeaderLen + esp_len));
+  overlay::store16(udp + 6, 0);
+}
+}  // namespace
+
+// The Encap and Esp actions of the fixed IPv4 template in one step (the
+// EspEncap4 lane): the template's Ethernet and IP headers go in front of the
+// room for the ESP header (after a UDP 4500 header with NAT traversal), its
+// UDP, Geneve and OVN option headers after that room, so no header is parsed
+// or moved again; the ESP itself is the SA's (EspSlot::sealPlaced). It sends
+// what encapGeneve<true> and then espProtect send, byte for byte and counter
+// for counter (the lanes' test in engine_ipsec_test.cpp), and leaves to them
+// a packet without an SA or without the room (their drops and counts).
+DPU_HOT_INLINE bool EngineImpl::encapEsp4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m,
+                                          uint16_t rx_port) {
+  const SnapEncap& t = *a.encap;  // the lane requires it (ActionsResolve)
+  EspSlot* sa = t.esp;
+  constexpr uint32_t kOuter = overlay::eth::kHeaderLen + overlay::ipv4::kMinHeaderLen;
+  constexpr uint32_t kTail = kEncap4Length - kOuter;  // UDP, Geneve, the OVN option
+  const uint32_t inner_len = m->data_len;
+  const uint32_t udp_len = kTail + inner_len;
+  const uint32_t nat_t = t.esp_nat_t ? overlay::overhead::kNatT : 0;
+  if (sa == nullptr || m->data_off < kEncap4Length + nat_t + sa->espHeadroom() ||
+      rte_pktmbuf_tailroom(m) < sa->espOverhead(udp_len) - sa->espHeadroom()) [[unlikely]] {
+    return encapGeneve<true>(w, e, a, m, rx_port) && espProtect(w, a, m, rx_port);
+  }
+  const uint32_t gap = nat_t + sa->espHeadroom();
+  m->data_off = static_cast<uint16_t>(m->data_off - kEncap4Length - gap);
+  uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+  uint8_t* udp = p + kOuter + gap;
+  std::memcpy(p, t.bytes.data(), kOuter);
+  std::memcpy(udp, t.bytes.data() + kOuter, kTail);
+  overlay::store16(udp + (kEncap4Ovn - kOuter), a.encap_ingress);
+  overlay::store16(udp + (kEncap4Ovn - kOuter) + 2, a.encap_egress);
+  const uint16_t sport = e.sportWire();
+  std::memcpy(udp, &sport, 2);
+  overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
+  uint32_t esp_len = 0;
+  overlay::Status st = overlay::Status::kOk;
+  switch (sa->sealPlaced(udp - sa->espHeadroom(), udp_len, overlay::ipv4::kMinHeaderLen + udp_len, esp_len, st,
+                         w.index())) {
+    case EspVerdict::kOk:
+      break;
+    case EspVerdict::kLimit:
+      return drop(w, m, rx_port, DropReason::kIpsecSequenceLimit), false;
+    default:
+      return drop(w, m, rx_port, toDropReason(st)), false;
+  }
+  uint8_t* ip = p + overlay::eth::kHeaderLen;
+  const uint32_t ip_len = overlay::ipv4::kMinHeaderLen + nat_t + esp_len;
+  // The template's header sum (protocol UDP) with the length, and ESP's
+  // protocol number in place of UDP's in the low byte of their word.
+  uint32_t sum = uint32_t{a.encap_sum} + ip_len;
+  if (nat_t != 0) {
+    writeNatT(ip + overlay::ipv4::kMinHeaderLen, t, esp_len);
+  } else {
+    ip[9] = overlay::ipproto::kEsp;
+    sum += overlay::ipproto::kEsp - overlay::ipproto::kUdp;
+  }
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  overlay::ipv4::setTotalLength(ip, static_cast<uint16_t>(ip_len));
+  overlay::ipv4::setChecksum(ip, static_cast<uint16_t>(~sum));
+  m->data_len = static_cast<uint16_t>(overlay::eth::kHeaderLen + ip_len);
+  m->pkt_len = m->data_len;
+  return true;
+}
+
 // The Esp action: the outer IP packet (after the Ethernet header) encrypted
 // in place under the remote node's outbound SA in force (transport mode:
 // outer IP | ESP | UDP 6081 | Geneve | inner), the Ethernet header moved in
@@ -300,13 +375,7 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
     std::memmove(base + ip_at - overlay::overhead::kNatT, base + ip_at, ihl);
     ip_at -= overlay::overhead::kNatT;
     uint8_t* ip = base + ip_at;
-    uint8_t* udp = ip + ihl;
-    overlay::store16(udp, kNatTPort);
-    // To the port its NAT chose, once an authenticated packet said so.
-    const NatPeer* nat = a.encap->nat;
-    overlay::store16(udp + 2, nat != nullptr ? nat->port.load(std::memory_order_relaxed) : kNatTPort);
-    overlay::store16(udp + 4, static_cast<uint16_t>(overlay::udp::kHeaderLen + esp_len));
-    overlay::store16(udp + 6, 0);  // RFC 3948 §2.1: zero over IPv4
+    writeNatT(ip + ihl, *a.encap, esp_len);
     ip[9] = overlay::ipproto::kUdp;
     overlay::store16(ip + 2, static_cast<uint16_t>(ihl + overlay::udp::kHeaderLen + esp_len));
     overlay::store16(ip + 10, 0);
@@ -503,11 +572,16 @@ DPU_HOT_INLINE Applied EngineImpl::applyActions(WorkerContext& w, FlowEntry& e, 
   if (has(op::kNat)) {
     applyNat(frame + l3_offset, frame + (kIpv4 ? overlay::eth::kHeaderLen + 20 : shape.l4_offset), a.nat);
   }
-  if (has(op::kEncap) && !encapGeneve<kLane.encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
-    return Applied::kDone;
+  if constexpr (kLane.encap == LaneEncap::kFixedIpv4 && (kMay & op::kEsp) != 0) {
+    // Both at once around the fixed template (encapEsp4).
+    if (!encapEsp4(w, e, a, m, rx_port)) return Applied::kDone;
+  } else {
+    if (has(op::kEncap) && !encapGeneve<kLane.encap == LaneEncap::kFixedIpv4>(w, e, a, m, rx_port)) {
+      return Applied::kDone;
+    }
+    // ESP transport mode around the outer UDP packet the encap just built.
+    if (has(op::kEsp) && !espProtect(w, a, m, rx_port)) return Applied::kDone;
   }
-  // ESP transport mode around the outer UDP packet the encap just built.
-  if (has(op::kEsp) && !espProtect(w, a, m, rx_port)) return Applied::kDone;
   if (has(op::kOutput)) output(w, a.out_port, m);
   return Applied::kDone;
 }

@@ -239,6 +239,7 @@ class EngineImpl final : public Engine {
   // IPsec on the lcore (engine_datapath.cpp): the Esp action, and ESP
   // received on the uplink (kNotOurs: not for our tunnel IP, left alone).
   bool espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
+  bool encapEsp4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted };
   EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port);
   bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;

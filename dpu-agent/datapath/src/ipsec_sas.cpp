@@ -53,10 +53,21 @@ Result<std::shared_ptr<EspSlot>> EspSlot::create(const model::ModelIpsecSa& sa, 
 }
 
 EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker) {
-  Lane& l = lane(worker);
   const uint32_t plain = packet.size();
   const uint64_t limit = limit_.load(std::memory_order_relaxed);
   status = out_->encryptShared(packet, limit);
+  return encrypted(status, limit, plain, worker);
+}
+
+EspVerdict EspSlot::sealPlaced(uint8_t* esp, uint32_t payload_len, uint32_t plain, uint32_t& esp_len,
+                               overlay::Status& status, unsigned worker) {
+  const uint64_t limit = limit_.load(std::memory_order_relaxed);
+  status = out_->sealPlacedShared(esp, payload_len, overlay::ipproto::kUdp, limit, esp_len);
+  return encrypted(status, limit, plain, worker);
+}
+
+EspVerdict EspSlot::encrypted(overlay::Status status, uint64_t limit, uint32_t plain, unsigned worker) {
+  Lane& l = lane(worker);
   if (status != overlay::Status::kOk) [[unlikely]] {
     // No number left below sequence_limit (the hard limit is the overlay's
     // own failure, counted as the other drops are).

@@ -55,6 +55,16 @@ class EspSlot {
   // sequence number is above sequence_limit, nothing done; kFailed:
   // `status` says why (the packet is as it was, or must be dropped).
   EspVerdict encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker);
+  // The same for a UDP packet (the Geneve one) the caller placed after room
+  // for the ESP header (overlay::EspOutboundSa::sealPlacedShared): `plain`
+  // is the IP packet's length before ESP, counted as encrypt() counts it;
+  // `esp_len` the ESP packet's length on kOk.
+  EspVerdict sealPlaced(uint8_t* esp, uint32_t payload_len, uint32_t plain, uint32_t& esp_len,
+                        overlay::Status& status, unsigned worker);
+  // Bytes the ESP header takes in front of the payload (sealPlaced).
+  uint32_t espHeadroom() const { return out_->headroom(); }
+  // Bytes ESP adds around a payload of `payload_len` bytes, front and back.
+  uint32_t espOverhead(uint32_t payload_len) const { return out_->overhead(payload_len); }
   // Authenticates, anti-replays and decrypts the ESP packet in `packet`,
   // whose layout overlay::espParse found. Inline: it runs on every packet
   // received, and a call cost as much as its body.
@@ -99,6 +109,8 @@ class EspSlot {
   EspSlot() = default;
   Lane& lane(unsigned worker) { return lanes_[worker < lane_count_ ? worker : worker % lane_count_]; }
   EspVerdict decryptFailed(overlay::Status status, unsigned worker);
+  // An outbound transform's verdict, counted.
+  EspVerdict encrypted(overlay::Status status, uint64_t limit, uint32_t plain, unsigned worker);
   uint64_t sum(uint64_t Lane::*field) const;
 
   model::ModelIpsecSa sa_;  // holds the key: never printed

@@ -367,6 +367,26 @@ TEST_CASE("engine ipsec: the lanes send what the general routine sends, ESP both
     CHECK(on.kinds.count(lane.kind) == 1);
   }
   CHECK(on.kinds.count(kActionsDecap) == 1);
+
+  // The ESP lane builds the headers around the ESP itself (encapEsp4): with
+  // NAT traversal (ESP inside UDP 4500) and with the outbound SA's
+  // sequence_limit reached midway it still sends and counts what the
+  // general routine does.
+  dpv1::LogicalModel natt = ipsecModel(true);
+  natt.mutable_node()->set_ipsec_nat_traversal(true);
+  const LaneRun natt_on = runLaneScenarios(true, scenarios, natt);
+  checkLanesAgree(natt_on, runLaneScenarios(false, scenarios, natt));
+  REQUIRE(!natt_on.sent[0].empty());
+  const Bytes& first = natt_on.sent[0][0];  // the port's tag, then the frame
+  REQUIRE(first.size() > 1 + 14 + 20 + 8);
+  CHECK(first[0] == kUplink);
+  CHECK(first[1 + 14 + 9] == overlay::ipproto::kUdp);
+  CHECK(overlay::load16(first.data() + 1 + 14 + 20 + 2) == 4500);
+  CHECK(natt_on.counters.at("FlowHit") > 0);
+  const dpv1::LogicalModel limited = ipsecModel(true, true, true, 4);
+  const LaneRun limited_on = runLaneScenarios(true, scenarios, limited);
+  checkLanesAgree(limited_on, runLaneScenarios(false, scenarios, limited));
+  CHECK(limited_on.counters.at("IpsecSequenceLimit") > 0);
 }
 
 TEST_CASE("engine ipsec: an outbound SA never sends above its sequence_limit; a raised limit resumes it",
