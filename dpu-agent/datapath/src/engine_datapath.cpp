@@ -266,6 +266,19 @@ DPU_HOT_INLINE bool EngineImpl::encapGeneve(WorkerContext& w, FlowEntry& e, cons
   return true;
 }
 
+// An outbound SA's verdict on a packet: sent on, or dropped and counted.
+DPU_HOT_INLINE bool EngineImpl::espSealed(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, EspVerdict verdict,
+                                          overlay::Status status) {
+  switch (verdict) {
+    case EspVerdict::kOk:
+      return true;
+    case EspVerdict::kLimit:
+      return drop(w, m, rx_port, DropReason::kIpsecSequenceLimit), false;
+    default:
+      return drop(w, m, rx_port, toDropReason(status)), false;
+  }
+}
+
 namespace {
 // ESP in UDP 4500 (RFC 3948 §2.1): the UDP header in front of the ESP
 // packet of `esp_len` bytes, to the port the peer's NAT chose once an
@@ -312,15 +325,9 @@ DPU_HOT_INLINE bool EngineImpl::encapEsp4(WorkerContext& w, FlowEntry& e, const 
   overlay::udp::setLength(udp, static_cast<uint16_t>(udp_len));
   uint32_t esp_len = 0;
   overlay::Status st = overlay::Status::kOk;
-  switch (sa->sealPlaced(udp - sa->espHeadroom(), udp_len, overlay::ipv4::kMinHeaderLen + udp_len, esp_len, st,
-                         w.index())) {
-    case EspVerdict::kOk:
-      break;
-    case EspVerdict::kLimit:
-      return drop(w, m, rx_port, DropReason::kIpsecSequenceLimit), false;
-    default:
-      return drop(w, m, rx_port, toDropReason(st)), false;
-  }
+  const EspVerdict v =
+      sa->sealPlaced(udp - sa->espHeadroom(), udp_len, overlay::ipv4::kMinHeaderLen + udp_len, esp_len, st, w.index());
+  if (!espSealed(w, m, rx_port, v, st)) return false;
   uint8_t* ip = p + overlay::eth::kHeaderLen;
   const uint32_t ip_len = overlay::ipv4::kMinHeaderLen + nat_t + esp_len;
   // The template's header sum (protocol UDP) with the length, and ESP's
@@ -356,14 +363,7 @@ bool EngineImpl::espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m,
   std::memcpy(eth, rte_pktmbuf_mtod(m, const uint8_t*), kEth);
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  switch (sa->encrypt(buf, st, w.index())) {
-    case EspVerdict::kOk:
-      break;
-    case EspVerdict::kLimit:
-      return drop(w, m, rx_port, DropReason::kIpsecSequenceLimit), false;
-    default:
-      return drop(w, m, rx_port, toDropReason(st)), false;
-  }
+  if (!espSealed(w, m, rx_port, sa->encrypt(buf, st, w.index()), st)) return false;
   uint32_t ip_at = buf.headroom();
   if (a.encap->esp_nat_t) {
     if (ip_at < overlay::overhead::kNatT + kEth) [[unlikely]] {

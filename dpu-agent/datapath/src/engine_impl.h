@@ -240,6 +240,7 @@ class EngineImpl final : public Engine {
   // received on the uplink (kNotOurs: not for our tunnel IP, left alone).
   bool espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   bool encapEsp4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
+  bool espSealed(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, EspVerdict verdict, overlay::Status status);
   enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted };
   EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port);
   bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;
