@@ -189,7 +189,8 @@ class EspOutboundSa {
   // Transport mode for a caller that builds the packet around the ESP
   // itself (the dataplane's fixed Geneve template: no header to parse or
   // move): `esp` is where the ESP header goes, headroom() bytes before the
-  // `payload_len` bytes it protects, which tailroom() writable bytes follow.
+  // `payload_len` bytes it protects, which overhead(payload_len) -
+  // headroom() writable bytes follow (the padding, trailer and ICV).
   // Writes the ESP header, the padding and trailer (`next_header`: the
   // payload's protocol), encrypts and appends the ICV, as encryptShared()
   // would for that packet and with its sequence numbers; `esp_len` is then
