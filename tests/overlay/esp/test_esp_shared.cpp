@@ -207,7 +207,8 @@ TEST_CASE("ESP sealPlacedShared: the bytes encryptShared makes, the caller writi
           REQUIRE(b->sealPlacedShared(got.data() + 20, udp_len, ipproto::kUdp, kLimit, esp_len) == Status::kOk);
           CHECK(esp_len == want.buf.size() - 20);
           got.resize(20 + esp_len);
-          // The caller's part: length, protocol, checksum (RFC 1624 as encryptShared does it, or whole).
+          // The caller's part: length, protocol and checksum (summed whole here; encryptShared
+          // updates it incrementally, RFC 1624: the same value).
           store16(got.data() + 2, static_cast<uint16_t>(got.size()));
           got[9] = ipproto::kEsp;
           store16(got.data() + 10, 0);
