@@ -308,11 +308,12 @@ DPU_HOT_INLINE bool EngineImpl::encapEsp4(WorkerContext& w, FlowEntry& e, const 
   const uint32_t inner_len = m->data_len;
   const uint32_t udp_len = kTail + inner_len;
   const uint32_t nat_t = t.esp_nat_t ? overlay::overhead::kNatT : 0;
-  if (sa == nullptr || m->data_off < kEncap4Length + nat_t + sa->espHeadroom() ||
-      rte_pktmbuf_tailroom(m) < sa->espOverhead(udp_len) - sa->espHeadroom()) [[unlikely]] {
+  const uint32_t esp_front = sa != nullptr ? sa->espHeadroom() : 0;
+  const uint32_t gap = nat_t + esp_front;
+  if (sa == nullptr || m->data_off < kEncap4Length + gap ||
+      rte_pktmbuf_tailroom(m) < sa->espOverhead(udp_len) - esp_front) [[unlikely]] {
     return encapGeneve<true>(w, e, a, m, rx_port) && espProtect(w, a, m, rx_port);
   }
-  const uint32_t gap = nat_t + sa->espHeadroom();
   m->data_off = static_cast<uint16_t>(m->data_off - kEncap4Length - gap);
   uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
   uint8_t* udp = p + kOuter + gap;
@@ -326,7 +327,7 @@ DPU_HOT_INLINE bool EngineImpl::encapEsp4(WorkerContext& w, FlowEntry& e, const 
   uint32_t esp_len = 0;
   overlay::Status st = overlay::Status::kOk;
   const EspVerdict v =
-      sa->sealPlaced(udp - sa->espHeadroom(), udp_len, overlay::ipv4::kMinHeaderLen + udp_len, esp_len, st, w.index());
+      sa->sealPlaced(udp - esp_front, udp_len, overlay::ipv4::kMinHeaderLen + udp_len, esp_len, st, w.index());
   if (!espSealed(w, m, rx_port, v, st)) return false;
   uint8_t* ip = p + overlay::eth::kHeaderLen;
   const uint32_t ip_len = overlay::ipv4::kMinHeaderLen + nat_t + esp_len;
