@@ -558,17 +558,37 @@ Status EspInboundSa::decrypt(PacketBuffer& packet) {
 
 Status EspInboundSa::decryptShared(PacketBuffer& packet) { return decryptPacket(packet, window_lock_, nullptr); }
 
-Status EspInboundSa::decryptShared(PacketBuffer& packet, const EspLayout& layout) {
-  return decryptPacket(packet, window_lock_, &layout);
+Status EspInboundSa::decryptPlacedShared(PacketBuffer& packet, const EspLayout& layout, EspOpened& opened) {
+  return decryptPacket(packet, window_lock_, &layout, &opened);
 }
 
-Status EspInboundSa::decryptOwned(PacketBuffer& packet, const EspLayout& layout) {
+Status EspInboundSa::decryptPlacedOwned(PacketBuffer& packet, const EspLayout& layout, EspOpened& opened) {
   NoGuard one_owner;
-  return decryptPacket(packet, one_owner, &layout);
+  return decryptPacket(packet, one_owner, &layout, &opened);
+}
+
+void EspInboundSa::stripPlaced(PacketBuffer& packet, const EspLayout& layout, const EspOpened& opened) {
+  const uint32_t front = opened.front;
+  if (front == 0) return;
+  uint8_t* const p = packet.data();
+  const uint32_t esp_off = layout.header_len;
+  const uint32_t new_len = packet.size() - front;
+  if (!layout.ipv6 && esp_off == ipv4::kMinHeaderLen) {
+    moveRewriteMinIpv4(p + front, p, static_cast<uint16_t>(new_len), opened.next_header);
+  } else {
+    if (!layout.ipv6) {
+      rewriteIpv4(p, static_cast<uint16_t>(new_len), opened.next_header);
+    } else {
+      p[layout.next_header_at] = opened.next_header;
+      ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
+    }
+    std::memmove(p + front, p, esp_off);
+  }
+  packet.adj(front);
 }
 
 template <class Guard>
-Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known) {
+Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known, EspOpened* placed) {
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
   // espParse's layout of these bytes, read where it is: copied whole, its
@@ -684,22 +704,16 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
     propagateCongestion(p, ct, inner_len);
     packet.adj(esp_off + front);
     packet.trim(back);
+    if (placed != nullptr) *placed = EspOpened{0, next_header};
     return Status::kOk;
   }
-  const uint32_t new_len = layout.packet_len - front - (pad + kEspTrailerSize + kEspIcvSize);
-  if (!layout.ipv6 && esp_off == ipv4::kMinHeaderLen) {
-    moveRewriteMinIpv4(p + front, p, static_cast<uint16_t>(new_len), next_header);
-  } else {
-    if (!layout.ipv6) {
-      rewriteIpv4(p, static_cast<uint16_t>(new_len), next_header);
-    } else {
-      p[layout.next_header_at] = next_header;
-      ipv6::setPayloadLength(p, static_cast<uint16_t>(new_len - ipv6::kHeaderLen));
-    }
-    std::memmove(p + front, p, esp_off);
-  }
-  packet.adj(front);
   packet.trim(back);
+  const EspOpened opened{front, next_header};
+  if (placed != nullptr) {
+    *placed = opened;
+  } else {
+    stripPlaced(packet, layout, opened);
+  }
   return Status::kOk;
 }
 

@@ -68,7 +68,8 @@ void decryptRaw(const EspSaConfig& config, const uint8_t* data, size_t size) {
   // The failure contract: a rejected packet is left exactly as it came.
   if (s != Status::kOk && std::vector<uint8_t>(b.buf.data(), b.buf.data() + b.buf.size()) != before) abort();
   // As the dataplane receives it: parsed once (espParse), decrypted with
-  // that layout by a shared SA: the same verdict and the same bytes.
+  // that layout where it lies by a shared SA, then stripped: the same
+  // verdict and the same bytes (a refused packet untouched, as above).
   auto shared = EspInboundSa::create(config);
   if (!shared) abort();
   Buffer c(data, size);
@@ -76,7 +77,9 @@ void decryptRaw(const EspSaConfig& config, const uint8_t* data, size_t size) {
   uint32_t spi = 0;
   const Status parsed = espParse({c.buf.data(), c.buf.size()}, layout, spi);
   if (parsed != Status::kOk) return;
-  const Status t = shared->decryptShared(c.buf, layout);
+  EspOpened opened;
+  const Status t = shared->decryptPlacedShared(c.buf, layout, opened);
+  if (t == Status::kOk) EspInboundSa::stripPlaced(c.buf, layout, opened);
   if (t != s || c.buf.headroom() != b.buf.headroom() || c.buf.size() != b.buf.size() ||
       std::memcmp(c.buf.data(), b.buf.data(), b.buf.size()) != 0) {
     abort();
@@ -85,7 +88,8 @@ void decryptRaw(const EspSaConfig& config, const uint8_t* data, size_t size) {
   auto owned = EspInboundSa::create(config);
   if (!owned) abort();
   Buffer d(data, size);
-  const Status u = owned->decryptOwned(d.buf, layout);
+  const Status u = owned->decryptPlacedOwned(d.buf, layout, opened);
+  if (u == Status::kOk) EspInboundSa::stripPlaced(d.buf, layout, opened);
   if (u != s || d.buf.headroom() != b.buf.headroom() || d.buf.size() != b.buf.size() ||
       std::memcmp(d.buf.data(), b.buf.data(), b.buf.size()) != 0) {
     abort();

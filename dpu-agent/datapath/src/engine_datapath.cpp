@@ -414,7 +414,8 @@ inline bool isEsp(const rte_mbuf* m) {
 }
 }  // namespace
 
-EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port) {
+EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port,
+                                                bool lane, CompactKey& key, TunnelLanePacket& t) {
   constexpr uint32_t kEth = overlay::eth::kHeaderLen;
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   const bool v6 = overlay::load16(f + 12) == overlay::eth::kTypeIpv6;
@@ -487,7 +488,8 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   }
   overlay::PacketBuffer buf(static_cast<uint8_t*>(m->buf_addr), m->buf_len, m->data_off + kEth, m->data_len - kEth);
   overlay::Status st = overlay::Status::kOk;
-  if (sa->decrypt(buf, layout, st, w.index()) != EspVerdict::kOk) {
+  overlay::EspOpened opened;
+  if (sa->decryptPlaced(buf, layout, opened, st, w.index()) != EspVerdict::kOk) {
     return drop(w, m, rx_port, toDropReason(st)), EspReceived::kDropped;
   }
   // Authenticated: the port its NAT sends from is where replies go
@@ -495,6 +497,33 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   if (nat != nullptr && nat_sport != 0 && nat->port.load(std::memory_order_relaxed) != nat_sport) [[unlikely]] {
     nat->port.store(nat_sport, std::memory_order_relaxed);
   }
+  // The NIC's L4 verdict was about the ESP packet (or its UDP 4500). Its
+  // verdict that the IPv4 header sums right still holds: the strip patches
+  // the checksum incrementally (RFC 1624), which keeps a right header right
+  // (NAT-T rewrote it whole, right), so the Geneve decap need not sum it
+  // again. Any other verdict goes: a wrong header stays wrong for the decap
+  // to drop.
+  const uint64_t ip_verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  m->ol_flags &= ~(RTE_MBUF_F_RX_L4_CKSUM_MASK |
+                   (ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_GOOD ? 0 : RTE_MBUF_F_RX_IP_CKSUM_MASK));
+  // The uplink's lane, on the decrypted UDP datagram where it lies: what
+  // tunnelLaneParse takes once the ESP header is stripped (an IPv4 header
+  // without options, not a fragment, that sums right, to our tunnel IP,
+  // carrying UDP; the rest is geneveLaneParse's), so the outer headers,
+  // dropped whole, are not moved first.
+  const uint8_t* const h = buf.data();
+  if (lane && !v6 && layout.header_len == overlay::ipv4::kMinHeaderLen && opened.front != 0 &&
+      opened.next_header == overlay::ipproto::kUdp && h[0] == 0x45 &&
+      (overlay::ipv4::fragField(h) & (overlay::ipv4::kFlagMf | overlay::ipv4::kFragOffsetMask)) == 0 &&
+      (ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_GOOD || overlay::ipv4HeaderChecksumOk(h))) {
+    const uint32_t udp_at = overlay::ipv4::kMinHeaderLen + opened.front;
+    if (geneveLaneParse(h + udp_at, buf.size() - udp_at, false, rx_port, key, t)) [[likely]] {
+      std::memcpy(&t.remote, h + 12, 4);
+      m->data_off = static_cast<uint16_t>(buf.headroom() + udp_at + (kTunnelLaneOuterLen - kEth - 20));
+      return EspReceived::kLane;
+    }
+  }
+  overlay::EspInboundSa::stripPlaced(buf, layout, opened);
   // The IP header moved forward; the Ethernet header follows it (read whole
   // before it is written: the two places may overlap).
   uint8_t eth[kEth];
@@ -503,14 +532,6 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
   m->data_off = static_cast<uint16_t>(buf.headroom() - kEth);
   m->data_len = static_cast<uint16_t>(buf.size() + kEth);
   m->pkt_len = m->data_len;
-  // The NIC's L4 verdict was about the ESP packet (or its UDP 4500). Its
-  // verdict that the IPv4 header sums right still holds: decrypt patched the
-  // checksum incrementally (RFC 1624), which keeps a right header right (NAT-T
-  // rewrote it whole, right), so the Geneve decap need not sum it again. Any
-  // other verdict goes: a wrong header stays wrong for the decap to drop.
-  const uint64_t ip_verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-  m->ol_flags &= ~(RTE_MBUF_F_RX_L4_CKSUM_MASK |
-                   (ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_GOOD ? 0 : RTE_MBUF_F_RX_IP_CKSUM_MASK));
   return EspReceived::kDecrypted;
 }
 
@@ -718,26 +739,27 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
         // The lane first, as it takes no ESP (its protocol is UDP to 6081):
         // plain Geneve pays one byte's test for ESP, not isEsp's; ESP (its
         // IPv4 protocol byte says so; isEsp decides) goes straight to
-        // espReceive, and what it decrypted has its try at the lane. One
-        // call site: the parse is inlined once.
+        // espReceive, which offers what it decrypted to the lane where it
+        // lies (geneveLaneParse), and leaves what the lane does not take to
+        // the general path.
         TunnelLanePacket t;
-        bool lane;
-        bool dropped = false;
-        bool esp_hint = m->data_len > 14 + 9 && rte_pktmbuf_mtod(m, const uint8_t*)[14 + 9] == overlay::ipproto::kEsp;
-        for (;;) {
-          lane = !esp_hint && tunnel_lane && m->nb_segs == lane_segs &&
-                 tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
-                                 (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
-                                 (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, rx_port,
-                                 lp.key, t);
-          if (lane || decrypted || m->nb_segs != 1 || !isEsp(m)) [[likely]] break;
-          const EspReceived received = espReceive(w, snap, m, rx_port);
-          dropped = received == EspReceived::kDropped;
-          if (received != EspReceived::kDecrypted) break;
-          decrypted = true;
-          esp_hint = false;
+        const bool esp_hint =
+            m->data_len > 14 + 9 && rte_pktmbuf_mtod(m, const uint8_t*)[14 + 9] == overlay::ipproto::kEsp;
+        bool lane = !esp_hint && tunnel_lane && m->nb_segs == lane_segs &&
+                    tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
+                                    (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                                    (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD,
+                                    rx_port, lp.key, t);
+        if (!lane && m->nb_segs == 1 && isEsp(m)) [[unlikely]] {
+          // Its own lane fields: `t`, whose address is not taken, stays in registers.
+          TunnelLanePacket et;
+          const EspReceived received =
+              espReceive(w, snap, m, rx_port, tunnel_lane && m->nb_segs == lane_segs, lp.key, et);
+          if (received == EspReceived::kDropped) continue;
+          decrypted = received == EspReceived::kDecrypted || received == EspReceived::kLane;
+          lane = received == EspReceived::kLane;
+          if (lane) t = et;
         }
-        if (dropped) continue;
         if (lane) [[likely]] {
           if (refuse_plaintext && !decrypted) [[unlikely]] {
             TunnelProbe probe{};
@@ -748,7 +770,8 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
               continue;
             }
           }
-          m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
+          // What ESP carried is there already (espReceive).
+          if (!decrypted) m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
           m->data_len = t.inner_len;
           m->pkt_len = t.inner_len;
           LaneTunnel& lt = w.lane_tunnel[i];

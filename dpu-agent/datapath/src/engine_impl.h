@@ -32,6 +32,8 @@ struct rte_mempool;
 
 namespace dpu::datapath {
 
+struct TunnelLanePacket;  // worker_parse.h
+
 // The flow table hash's multipliers with the per-process seed mixed in
 // (engine_datapath.cpp's tableHash), computed once at start.
 struct HashKeys {
@@ -241,8 +243,13 @@ class EngineImpl final : public Engine {
   bool espProtect(WorkerContext& w, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   bool encapEsp4(WorkerContext& w, FlowEntry& e, const FlowActions& a, rte_mbuf* m, uint16_t rx_port);
   bool espSealed(WorkerContext& w, rte_mbuf* m, uint16_t rx_port, EspVerdict verdict, overlay::Status status);
-  enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted };
-  EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port);
+  // kDecrypted: the packet is the IP packet ESP carried, for the general
+  // path; kLane: the lane took what it carried (`key`, `t`; the mbuf is the
+  // inner frame), offered only when `lane` (the uplink's lane is on and
+  // takes this mbuf).
+  enum class EspReceived : uint8_t { kNotOurs, kDropped, kDecrypted, kLane };
+  EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool lane,
+                         CompactKey& key, TunnelLanePacket& t);
   bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;
   // The fast lanes: burst packet i of w.lane (and, kUplink, w.lane_tunnel).
   template <bool kUplink>

@@ -66,17 +66,20 @@ class EspSlot {
   // Bytes ESP adds around a payload of `payload_len` bytes, front and back.
   uint32_t espOverhead(uint32_t payload_len) const { return out_->overhead(payload_len); }
   // Authenticates, anti-replays and decrypts the ESP packet in `packet`,
-  // whose layout overlay::espParse found. Inline: it runs on every packet
-  // received, and a call cost as much as its body.
-  EspVerdict decrypt(overlay::PacketBuffer& packet, const overlay::EspLayout& layout, overlay::Status& status,
-                     unsigned worker) {
+  // whose layout overlay::espParse found, where it lies: its headers stay
+  // (`opened`; overlay::EspInboundSa::stripPlaced removes the ESP header).
+  // Counts the bytes of the packet without ESP. Inline: it runs on every
+  // packet received, and a call cost as much as its body.
+  EspVerdict decryptPlaced(overlay::PacketBuffer& packet, const overlay::EspLayout& layout,
+                           overlay::EspOpened& opened, overlay::Status& status, unsigned worker) {
     // With one worker no other thread decrypts under this SA: its window
     // needs no lock (the control thread reads only highestSequence()).
-    status = lane_count_ == 1 ? in_->decryptOwned(packet, layout) : in_->decryptShared(packet, layout);
+    status = lane_count_ == 1 ? in_->decryptPlacedOwned(packet, layout, opened)
+                              : in_->decryptPlacedShared(packet, layout, opened);
     if (status != overlay::Status::kOk) [[unlikely]] return decryptFailed(status, worker);
     Lane& l = lane(worker);
     bump(l.packets);
-    bump(l.bytes, packet.size());
+    bump(l.bytes, packet.size() - opened.front);
     return EspVerdict::kOk;
   }
 

@@ -258,51 +258,44 @@ struct TunnelLanePacket {
 
 inline constexpr uint32_t kTunnelLaneOuterLen = 14 + 20 + 8 + 8 + 8;
 
-inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bool ipv4_checksum_verified,
-                            bool udp_checksum_verified, uint32_t in_port, CompactKey& key, TunnelLanePacket& t) {
-  if constexpr (std::endian::native != std::endian::little) return false;
+// The part of the uplink's lane after the outer IPv4 header: the UDP
+// datagram at `udp` (its `udp_total` bytes are the rest of the outer IP
+// packet, all readable), to 6081, its length `udp_total`, no checksum unless
+// `udp_checksum_verified`; Geneve, the OVN option and an inner frame
+// laneParse takes. Fills what tunnelLaneParse fills but t.remote.
+[[gnu::always_inline]] inline bool geneveLaneParse(const uint8_t* udp, uint32_t udp_total, bool udp_checksum_verified,
+                                                   uint32_t in_port, CompactKey& key, TunnelLanePacket& t) {
   namespace ov = overlay;
-  if (n < kTunnelLaneOuterLen + 14 + 20 + 8) return false;
+  constexpr uint32_t kUdpGeneve = kTunnelLaneOuterLen - 14 - 20;  // UDP, Geneve, the OVN option
+  if (udp_total < kTunnelLaneOuterLen - 20) return false;
   // The fixed fields compared a word at a time, in the order they sit
   // (little-endian words of network-order bytes: byte 0 is the lowest).
-  auto word = [p](uint32_t at) {
+  auto word = [udp](uint32_t at) {
     uint64_t v;
-    std::memcpy(&v, p + at, 8);
+    std::memcpy(&v, udp + at, 8);
     return v;
   };
-  uint16_t type;
-  std::memcpy(&type, p + 12, 2);
-  const uint64_t h0 = word(14);  // version/IHL, TOS, total length, id, flags/fragment offset
-  // IPv4, untagged; version 4 without options; neither more fragments nor an offset; UDP.
-  if (type != 0x0008 || (h0 & 0xff3f0000000000ffull) != 0x45 || p[23] != ov::ipproto::kUdp) return false;
-  const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
-  if (total > n - 14 || total < kTunnelLaneOuterLen) return false;
-  if (!ipv4_checksum_verified && !ov::ipv4HeaderChecksumOk(p + 14)) return false;
-  uint32_t dst;
-  std::memcpy(&dst, p + 30, 4);
-  if (dst != tunnel_ip) return false;
-  // UDP (34): destination port 6081, the length the IP header implies, no
+  // UDP: destination port 6081, the length the IP header implies, no
   // checksum unless the NIC verified it.
-  const uint64_t udp_want = uint64_t{__builtin_bswap16(static_cast<uint16_t>(total - 20))} << 32 |
+  const uint64_t udp_want = uint64_t{__builtin_bswap16(static_cast<uint16_t>(udp_total))} << 32 |
                             uint64_t{__builtin_bswap16(ov::kGeneveUdpPort)} << 16;
   const uint64_t udp_mask = udp_checksum_verified ? 0x0000ffffffff0000ull : 0xffffffffffff0000ull;
-  if ((word(34) & udp_mask) != udp_want) return false;
-  // Geneve (42): version 0 with 8 bytes of options (2 words), not OAM (the
+  if ((word(0) & udp_mask) != udp_want) return false;
+  // Geneve (8): version 0 with 8 bytes of options (2 words), not OAM (the
   // C and reserved bits are ignored, as parseGeneve ignores them), carrying
   // Ethernet; then the VNI and a reserved byte.
-  const uint64_t g = word(42);
+  const uint64_t g = word(8);
   constexpr uint64_t kGeneveWant = 0x02 | uint64_t{__builtin_bswap16(ov::kGeneveProtocolEthernet)} << 16;
   if ((g & 0xffff80ffull) != kGeneveWant) return false;
-  // The OVN option (50) with 4 bytes of data (its three R bits are ignored
+  // The OVN option (16) with 4 bytes of data (its three R bits are ignored
   // on receipt), then its data: the port keys.
-  const uint64_t o = word(50);
+  const uint64_t o = word(16);
   constexpr uint64_t kOptionWant = uint64_t{__builtin_bswap16(ov::kOvnOptionClass)} |
                                    uint64_t{ov::kOvnOptionType} << 16 | uint64_t{1} << 24;
   if ((o & 0x1fffffffull) != kOptionWant) return false;
-  const uint32_t inner_len = 14 + total - kTunnelLaneOuterLen;
-  if (!laneParse(p + kTunnelLaneOuterLen, inner_len, in_port, key, t.ip_len)) return false;
+  const uint32_t inner_len = udp_total - kUdpGeneve;
+  if (!laneParse(udp + kUdpGeneve, inner_len, in_port, key, t.ip_len)) return false;
   key.w[0] = uint64_t{in_port} | uint64_t{__builtin_bswap32(static_cast<uint32_t>(g >> 32)) >> 8} << 32;
-  std::memcpy(&t.remote, p + 26, 4);
   // The option data's two big-endian keys at once: each half byte-swapped,
   // the ingress key's top bit (reserved) cleared.
   const uint32_t data = static_cast<uint32_t>(o >> 32);
@@ -311,6 +304,28 @@ inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bo
   t.ingress = static_cast<uint16_t>(keys);
   t.egress = static_cast<uint16_t>(keys >> 16);
   t.inner_len = static_cast<uint16_t>(inner_len);
+  return true;
+}
+
+inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bool ipv4_checksum_verified,
+                            bool udp_checksum_verified, uint32_t in_port, CompactKey& key, TunnelLanePacket& t) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  namespace ov = overlay;
+  if (n < kTunnelLaneOuterLen + 14 + 20 + 8) return false;
+  uint16_t type;
+  std::memcpy(&type, p + 12, 2);
+  uint64_t h0;  // version/IHL, TOS, total length, id, flags/fragment offset
+  std::memcpy(&h0, p + 14, 8);
+  // IPv4, untagged; version 4 without options; neither more fragments nor an offset; UDP.
+  if (type != 0x0008 || (h0 & 0xff3f0000000000ffull) != 0x45 || p[23] != ov::ipproto::kUdp) return false;
+  const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
+  if (total > n - 14 || total < 20) return false;
+  if (!ipv4_checksum_verified && !ov::ipv4HeaderChecksumOk(p + 14)) return false;
+  uint32_t dst;
+  std::memcpy(&dst, p + 30, 4);
+  if (dst != tunnel_ip) return false;
+  if (!geneveLaneParse(p + 34, total - 20, udp_checksum_verified, in_port, key, t)) return false;
+  std::memcpy(&t.remote, p + 26, 4);
   return true;
 }
 

@@ -60,9 +60,10 @@
 // atomic compare-and-swap, so no number is used twice or above the limit.
 // Inbound, the replay window is checked and then, after the ICV verified,
 // checked again and moved under a short spinlock of the SA that covers only
-// those two steps. decryptOwned() is the inbound one for an SA that only one
-// thread decrypts with while others may read highestSequence() (a dataplane
-// with one worker): the same without the lock, which nothing else contends.
+// those two steps. decryptPlacedOwned() is the inbound one for an SA that
+// only one thread decrypts with while others may read highestSequence() (a
+// dataplane with one worker): the same without the lock, which nothing else
+// contends.
 // The shared and owned variants leave counters() alone (the caller counts,
 // per thread). The kinds must not be mixed on one SA at the same time.
 // Create SAs off the datapath; create() validates the whole configuration
@@ -257,6 +258,16 @@ struct EspLayout {
   bool ipv6 = false;
 };
 
+// A transport-mode packet decrypted where it lies (decryptPlacedOwned,
+// decryptPlacedShared): its IP header(s) as they arrived, then `front` bytes
+// of ESP header and IV, then the decrypted payload, which ends the buffer
+// (padding, trailer and ICV trimmed). `front` 0: nothing is left to strip
+// (tunnel mode, stripped as decrypt() strips).
+struct EspOpened {
+  uint32_t front = 0;
+  uint8_t next_header = 0;  // the payload's protocol
+};
+
 class EspInboundSa {
  public:
   static Result<EspInboundSa> create(const EspSaConfig& config);
@@ -269,11 +280,20 @@ class EspInboundSa {
   // any thread. counters() are not touched.
   Status decryptShared(PacketBuffer& packet);
   // The same for a packet espParse took, `layout` what it found in these
-  // very bytes (the packet starting at the buffer's data, unchanged since).
-  Status decryptShared(PacketBuffer& packet, const EspLayout& layout);
+  // very bytes (the packet starting at the buffer's data, unchanged since),
+  // for a caller that may drop the outer header whole (the dataplane's
+  // Geneve decap): in transport mode the headers are not moved (EspOpened
+  // says where the payload is); stripPlaced() then leaves the packet as
+  // decryptShared() would. Same checks, failures and window as decryptShared().
+  Status decryptPlacedShared(PacketBuffer& packet, const EspLayout& layout, EspOpened& opened);
   // The same for an SA only the calling thread decrypts with (see the file
   // comment): highestSequence() may still be read from any thread.
-  Status decryptOwned(PacketBuffer& packet, const EspLayout& layout);
+  Status decryptPlacedOwned(PacketBuffer& packet, const EspLayout& layout, EspOpened& opened);
+  // Removes the ESP header of a packet decrypted in place, moving the IP
+  // header(s) up to the payload and rewriting the IPv4 total length,
+  // protocol and checksum (incrementally) or the IPv6 payload length and
+  // next header, as decrypt() does.
+  static void stripPlaced(PacketBuffer& packet, const EspLayout& layout, const EspOpened& opened);
   // The highest sequence number authenticated so far (0: none yet).
   uint64_t highestSequence() const { return top_.load(); }
 
@@ -287,11 +307,12 @@ class EspInboundSa {
  private:
   EspInboundSa() = default;
   template <class Guard>
-  Status decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known);
+  Status decryptPacket(PacketBuffer& packet, Guard& guard, const EspLayout* known, EspOpened* placed = nullptr);
 
   std::unique_ptr<AeadContext> aead_;
   ReplayWindow window_;
-  detail::SpinFlag window_lock_;  // decryptShared(): around the window's check and update only
+  // decryptShared(), decryptPlacedShared(): around the window's check and update only
+  detail::SpinFlag window_lock_;
   detail::RelaxedCounter top_;    // window_.top(), readable from any thread
   uint32_t spi_ = 0;
   std::array<uint8_t, 4> salt_{};
@@ -304,7 +325,7 @@ class EspInboundSa {
 // Where ESP is in a received packet starting at `ip_packet` (IPv4, or IPv6
 // with extension headers before ESP), and its SPI, for the inbound SA lookup:
 // kOk and both set, or the reason it is not a well-formed ESP packet. The
-// layout then serves the SA's decryptShared of the same bytes, which need
+// layout then serves the SA's decryptPlaced* of the same bytes, which need
 // not be parsed twice. Inline for the usual packet, IPv4 without options and
 // not a fragment (a call per packet cost more than reading it); the rest,
 // and every malformed one, out of line, with the same results.

@@ -63,14 +63,17 @@ struct Packet {
   PacketBuffer buf;
 };
 
-// An ESP packet received as the dataplane receives it: parsed once, then
-// decrypted by the slot with that layout.
+// An ESP packet received as the dataplane receives it: parsed once,
+// decrypted by the slot with that layout where it lies, then stripped.
 EspVerdict receive(EspSlot& slot, Packet& p, Status& st, unsigned worker) {
   dpu::overlay::EspLayout layout;
   uint32_t spi = 0;
   st = dpu::overlay::espParse({p.buf.data(), p.buf.size()}, layout, spi);
   if (st != Status::kOk) return EspVerdict::kFailed;
-  return slot.decrypt(p.buf, layout, st, worker);
+  dpu::overlay::EspOpened opened;
+  const EspVerdict v = slot.decryptPlaced(p.buf, layout, opened, st, worker);
+  if (v == EspVerdict::kOk) dpu::overlay::EspInboundSa::stripPlaced(p.buf, layout, opened);
+  return v;
 }
 
 template <class F>

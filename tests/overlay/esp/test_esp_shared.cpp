@@ -234,3 +234,77 @@ TEST_CASE("ESP sealPlacedShared: the bytes encryptShared makes, the caller writi
   CHECK(tunnel->sealPlacedShared(room.data() + 40, 40, ipproto::kUdp, 100, esp_len) == Status::kUnsupported);
   CHECK(tunnel->lastSequence() == 0);
 }
+
+// The inbound counterpart: decryptPlaced* leaves the headers where they
+// arrived and the payload decrypted behind them; stripPlaced then makes what
+// decrypt() makes, byte for byte, for IPv4 with and without options and IPv6
+// with and without extension headers. A failure leaves the packet as it came.
+TEST_CASE("ESP decryptPlaced: the payload in place, stripPlaced makes what decrypt makes", "[esp][shared]") {
+  for (AeadBackend backend : availableAeadBackends()) {
+    for (bool esn : {false, true}) {
+      for (EspIvMode iv : {EspIvMode::kExplicit, EspIvMode::kImplicit}) {
+        INFO(dpu::test::backendName(backend) << (esn ? " esn" : " 32-bit")
+                                              << (iv == EspIvMode::kExplicit ? " explicit IV" : " implicit IV"));
+        const auto config = espConfig(16, EspMode::kTransport, esn, iv, backend);
+        auto out = EspOutboundSa::create(config);
+        auto reference = EspInboundSa::create(config), owned = EspInboundSa::create(config),
+             shared = EspInboundSa::create(config);
+        REQUIRE(out.ok());
+        REQUIRE(reference.ok());
+        REQUIRE(owned.ok());
+        REQUIRE(shared.ok());
+        const std::vector<std::vector<uint8_t>> plains = {
+            dpu::test::ipv4Udp(0), dpu::test::ipv4Udp(3), dpu::test::ipv4Udp(61, 8), dpu::test::ipv6Udp(5),
+            dpu::test::ipv6Udp(40, true)};
+        for (size_t i = 0; i < plains.size(); ++i) {
+          INFO("packet " << i);
+          TestPacket sealed(plains[i]);
+          REQUIRE(out->encrypt(sealed.buf) == Status::kOk);
+          const auto wire = sealed.bytes();
+          TestPacket want(wire), a(wire), b(wire);
+          REQUIRE(reference->decrypt(want.buf) == Status::kOk);
+          REQUIRE(want.bytes() == plains[i]);
+          for (bool one_owner : {true, false}) {
+            TestPacket& got = one_owner ? a : b;
+            EspLayout layout;
+            uint32_t spi = 0;
+            REQUIRE(espParse({got.buf.data(), got.buf.size()}, layout, spi) == Status::kOk);
+            EspOpened opened;
+            const Status s = one_owner ? owned->decryptPlacedOwned(got.buf, layout, opened)
+                                       : shared->decryptPlacedShared(got.buf, layout, opened);
+            REQUIRE(s == Status::kOk);
+            // The headers as they came, the ESP header and IV, then the payload.
+            CHECK(opened.front == kEspHeaderSize + (iv == EspIvMode::kExplicit ? kEspExplicitIvSize : 0));
+            CHECK(opened.next_header == ipproto::kUdp);
+            REQUIRE(got.buf.size() == layout.header_len + opened.front + (plains[i].size() - layout.header_len));
+            CHECK(std::equal(wire.begin(), wire.begin() + layout.header_len + opened.front, got.buf.data()));
+            CHECK(std::equal(plains[i].begin() + layout.header_len, plains[i].end(),
+                             got.buf.data() + layout.header_len + opened.front));
+            EspInboundSa::stripPlaced(got.buf, layout, opened);
+            CHECK(got.bytes() == want.bytes());
+          }
+          // Again: a replay, refused, the bytes untouched.
+          TestPacket again(wire);
+          EspLayout layout;
+          uint32_t spi = 0;
+          REQUIRE(espParse({again.buf.data(), again.buf.size()}, layout, spi) == Status::kOk);
+          EspOpened opened;
+          CHECK(owned->decryptPlacedOwned(again.buf, layout, opened) == Status::kEspReplay);
+          CHECK(again.bytes() == wire);
+        }
+        // One that does not authenticate: refused, the bytes as they came.
+        TestPacket sealed(dpu::test::ipv4Udp(30));
+        REQUIRE(out->encrypt(sealed.buf) == Status::kOk);
+        auto wire = sealed.bytes();
+        wire[wire.size() - 20] ^= 1;
+        TestPacket bad(wire);
+        EspLayout layout;
+        uint32_t spi = 0;
+        REQUIRE(espParse({bad.buf.data(), bad.buf.size()}, layout, spi) == Status::kOk);
+        EspOpened opened;
+        CHECK(shared->decryptPlacedShared(bad.buf, layout, opened) == Status::kEspAuthFailed);
+        CHECK(bad.bytes() == wire);
+      }
+    }
+  }
+}
