@@ -235,6 +235,16 @@ TEST_CASE("ESP sealPlacedShared: the bytes encryptShared makes, the caller writi
   CHECK(tunnel->lastSequence() == 0);
 }
 
+namespace {
+// As the dataplane receives a packet: espParse once, then decrypted where it
+// lies by an SA one thread owns or one several share.
+Status openPlaced(EspInboundSa& sa, bool one_owner, TestPacket& p, EspLayout& layout, EspOpened& opened) {
+  uint32_t spi = 0;
+  if (const Status s = espParse({p.buf.data(), p.buf.size()}, layout, spi); s != Status::kOk) return s;
+  return one_owner ? sa.decryptPlacedOwned(p.buf, layout, opened) : sa.decryptPlacedShared(p.buf, layout, opened);
+}
+}  // namespace
+
 // The inbound counterpart: decryptPlaced* leaves the headers where they
 // arrived and the payload decrypted behind them; stripPlaced then makes what
 // decrypt() makes, byte for byte, for IPv4 with and without options and IPv6
@@ -267,12 +277,8 @@ TEST_CASE("ESP decryptPlaced: the payload in place, stripPlaced makes what decry
           for (bool one_owner : {true, false}) {
             TestPacket& got = one_owner ? a : b;
             EspLayout layout;
-            uint32_t spi = 0;
-            REQUIRE(espParse({got.buf.data(), got.buf.size()}, layout, spi) == Status::kOk);
             EspOpened opened;
-            const Status s = one_owner ? owned->decryptPlacedOwned(got.buf, layout, opened)
-                                       : shared->decryptPlacedShared(got.buf, layout, opened);
-            REQUIRE(s == Status::kOk);
+            REQUIRE(openPlaced(one_owner ? *owned : *shared, one_owner, got, layout, opened) == Status::kOk);
             // The headers as they came, the ESP header and IV, then the payload.
             CHECK(opened.front == kEspHeaderSize + (iv == EspIvMode::kExplicit ? kEspExplicitIvSize : 0));
             CHECK(opened.next_header == ipproto::kUdp);
@@ -286,10 +292,8 @@ TEST_CASE("ESP decryptPlaced: the payload in place, stripPlaced makes what decry
           // Again: a replay, refused, the bytes untouched.
           TestPacket again(wire);
           EspLayout layout;
-          uint32_t spi = 0;
-          REQUIRE(espParse({again.buf.data(), again.buf.size()}, layout, spi) == Status::kOk);
           EspOpened opened;
-          CHECK(owned->decryptPlacedOwned(again.buf, layout, opened) == Status::kEspReplay);
+          CHECK(openPlaced(*owned, true, again, layout, opened) == Status::kEspReplay);
           CHECK(again.bytes() == wire);
         }
         // One that does not authenticate: refused, the bytes as they came.
@@ -299,10 +303,8 @@ TEST_CASE("ESP decryptPlaced: the payload in place, stripPlaced makes what decry
         wire[wire.size() - 20] ^= 1;
         TestPacket bad(wire);
         EspLayout layout;
-        uint32_t spi = 0;
-        REQUIRE(espParse({bad.buf.data(), bad.buf.size()}, layout, spi) == Status::kOk);
         EspOpened opened;
-        CHECK(shared->decryptPlacedShared(bad.buf, layout, opened) == Status::kEspAuthFailed);
+        CHECK(openPlaced(*shared, false, bad, layout, opened) == Status::kEspAuthFailed);
         CHECK(bad.bytes() == wire);
       }
     }
