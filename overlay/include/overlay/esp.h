@@ -313,7 +313,7 @@ class EspInboundSa {
   ReplayWindow window_;
   // decryptShared(), decryptPlacedShared(): around the window's check and update only
   detail::SpinFlag window_lock_;
-  detail::RelaxedCounter top_;    // window_.top(), readable from any thread
+  detail::RelaxedCounter top_;  // window_.top(), readable from any thread
   uint32_t spi_ = 0;
   std::array<uint8_t, 4> salt_{};
   EspMode mode_ = EspMode::kTransport;

@@ -352,7 +352,8 @@ TEST_CASE("engine ipsec: the lanes send what the general routine sends, ESP both
   // (espReceive strips it for the general path): an IPv6 inner packet; a
   // Geneve UDP checksum, wrong, that no NIC verified; Geneve without the OVN
   // option; and, in UDP 4500, a packet it does take.
-  arriving.push_back(espFromRemote(*sender, tcp6(kRouterMac, kRemotePodMac, "fd00:10:244:2::7", "fd00:10:244:1::5", 63)));
+  arriving.push_back(
+      espFromRemote(*sender, tcp6(kRouterMac, kRemotePodMac, "fd00:10:244:2::7", "fd00:10:244:1::5", 63)));
   Bytes summed = fromRemote(kFromRemote);
   overlay::store16(summed.data() + 14 + 20 + 6, 0x1234);
   arriving.push_back(espOf(*sender, summed));
