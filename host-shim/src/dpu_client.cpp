@@ -1,6 +1,11 @@
 // cpprestsdk client for the attach API. cpprestsdk reports transport failures
 // (refused, timeout, TLS) as exceptions; they stop here and become
 // ErrorCode::kUnavailable errors so nothing escapes the library.
+//
+// The request timeout is ours, not cpprestsdk's: each call waits for its
+// answer, body included, until its own deadline and then cancels the request.
+// cpprestsdk's timer (set a second later, to close what a cancel leaves) was
+// seen to fire only when a hanging agent let the connection go, 20 s late.
 #include "host-shim/dpu_client.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -8,6 +13,7 @@
 #include <cpprest/http_client.h>
 
 #include <chrono>
+#include <future>
 
 namespace dpu::hostshim {
 
@@ -16,11 +22,13 @@ namespace http = web::http;
 struct DpuClient::Impl {
   std::unique_ptr<http::client::http_client> client;
   std::string init_error;
+  std::chrono::milliseconds timeout{0};
 };
 
 DpuClient::DpuClient(const DpuConfig& config) : url_(config.url), impl_(std::make_unique<Impl>()) {
+  impl_->timeout = std::chrono::milliseconds(config.request_timeout_ms);
   http::client::http_client_config cfg;
-  cfg.set_timeout(std::chrono::milliseconds(config.request_timeout_ms));
+  cfg.set_timeout(impl_->timeout + std::chrono::seconds(1));
   if (!config.ca_file.empty() || !config.cert_file.empty()) {
     std::string ca = config.ca_file, cert = config.cert_file, key = config.key_file;
     cfg.set_ssl_context_callback([ca, cert, key](boost::asio::ssl::context& ctx) {
@@ -59,13 +67,41 @@ namespace {
 // answer with a status: only those are retried on a fresh connection.
 struct Attempt {
   bool answered = false;
+  bool late = false;  // our deadline passed: the caller's bound is spent
 };
+
+// Whether `task` finished by `deadline`; if not, the request is cancelled
+// (cpprestsdk closes its connection). The continuation observes the task's
+// outcome, so an abandoned task's exception never reaches pplx's handler for
+// unobserved exceptions, which terminates the process.
+template <typename T>
+bool finishedBy(const pplx::task<T>& task, std::chrono::steady_clock::time_point deadline,
+                pplx::cancellation_token_source& cancel) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  task.then([done](pplx::task<T> t) {
+    try {
+      (void)t.get();
+    } catch (...) {
+    }
+    done->set_value();
+  });
+  if (finished.wait_until(deadline) == std::future_status::ready) return true;
+  cancel.cancel();
+  return false;
+}
 
 template <typename Reply>
 Result<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const http::method& method,
                        const std::string& path, const google::protobuf::Message* body, Attempt& attempt) {
   auto unreachable = [](std::string msg) { return Error{std::move(msg), ErrorCode::kUnavailable}; };
   if (!impl.client) return unreachable(impl.init_error);
+  const auto deadline = std::chrono::steady_clock::now() + impl.timeout;
+  auto late = [&](const char* waiting_for) {
+    attempt.late = true;
+    return unreachable("the DPU agent at " + url + " is unreachable (" + std::string(method) + " " + path + ": " +
+                       waiting_for + " within " + std::to_string(impl.timeout.count()) + " ms)");
+  };
   try {
     http::http_request req(method);
     req.set_request_uri(utility::conversions::to_string_t(path));
@@ -76,9 +112,14 @@ Result<Reply> callOnce(DpuClient::Impl& impl, const std::string& url, const http
       req.headers().set_content_type(U("application/x-protobuf"));
     }
     req.headers().add(U("Accept"), U("application/x-protobuf"));
-    http::http_response resp = impl.client->request(req).get();
+    pplx::cancellation_token_source cancel;
+    pplx::task<http::http_response> answer = impl.client->request(req, cancel.get_token());
+    if (!finishedBy(answer, deadline, cancel)) return late("no answer");
+    http::http_response resp = answer.get();
     attempt.answered = true;
-    std::vector<unsigned char> data = resp.extract_vector().get();
+    pplx::task<std::vector<unsigned char>> body_read = resp.extract_vector();
+    if (!finishedBy(body_read, deadline, cancel)) return late("no whole answer");
+    std::vector<unsigned char> data = body_read.get();
     std::string bytes(data.begin(), data.end());
     bool json = resp.headers().content_type().find(U("json")) != utility::string_t::npos;
     unsigned status = resp.status_code();
@@ -122,7 +163,7 @@ Result<Reply> call(DpuClient::Impl& impl, const std::string& url, const http::me
   const auto start = std::chrono::steady_clock::now();
   Attempt attempt;
   Result<Reply> out = callOnce<Reply>(impl, url, method, path, body, attempt);
-  if (!out && !attempt.answered && impl.client &&
+  if (!out && !attempt.answered && !attempt.late && impl.client &&
       std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500)) {
     attempt = {};
     out = callOnce<Reply>(impl, url, method, path, body, attempt);

@@ -3,8 +3,9 @@
 // /v1/ with protobuf bodies, over http or https (mTLS when a client
 // certificate is configured). In-process tests use tests/fakes' FakeDpuApi.
 //
-// Every call has a short timeout so a DPU that is down turns into a prompt
-// failure, never a hang. Failures are Result errors whose ErrorCode says what
+// Every call has a short timeout (dpu.timeoutMs, the whole answer, body
+// included) so a DPU that is down or hangs turns into a prompt failure, never a
+// hang. Failures are Result errors whose ErrorCode says what
 // the caller can do (cni_errors.h maps them to CNI codes):
 //   kUnavailable  no answer (refused, timed out, TLS) or a 5xx: retry later
 //   kExhausted    507: a capacity of the node is used up (pod addresses, ports): retry later
