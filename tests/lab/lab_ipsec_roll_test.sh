@@ -5,7 +5,8 @@
 #    its new config) loses no ping, and the fabric carries only ESP after it;
 #  - a key rotation on node1 (SIGUSR1, `dpu-lab ipsec rotate`) under the ping and an iperf3 TCP transfer
 #    loses no ping, leaks no plaintext Geneve onto the fabric (tshark), and ends with every SA of the
-#    pair on node1's new epoch (FIGURE: time from the rotation to that);
+#    pair on node1's new epoch (FIGURE: time from the rotation to that); the transfer's retransmits are
+#    printed (its path MTU is learned by a short transfer before);
 #  - an ESP packet replayed from the capture and one tampered with are dropped by node1 and counted
 #    (EspReplay, EspAuthFailed);
 #  - `dpu-lab ipsec disable` (rollout, on -> keys, each node encrypting until its peers have seen it
@@ -75,6 +76,13 @@ _epoch() { dl_ipsec_epochs "$1" | awk '{ print $1 }'; }
 old=$(_epoch 1)
 [[ "$old" =~ ^[0-9]+$ ]] && [ "$old" -ge 1 ] || fail "node1's current epoch: '$old'"
 new=$(( old + 1 ))
+# The pods were made while IPsec was off, with the plaintext MTU: their first large segments to each other
+# are answered "fragmentation needed" with the ESP MTU and sent again (docs/ipsec.md, "Rollout"). A short
+# transfer learns that path MTU first, so the retransmits counted across the rotation are the rotation's.
+dl_tcp_start $b $a 1 "$DL_DIR/warm.json" 5211 100 || fail "iperf3 (path MTU) did not start"
+wait "$DL_TCP_PID" 2>/dev/null
+warm=$(dl_tcp_wait "$DL_DIR/warm.json") && echo "path MTU learned by a 1 s transfer: ${warm#* } retransmits" ||
+  fail "iperf3 before the rotation failed"
 cap_begin "$DL_DIR/rotate.pcap"
 ping_begin
 dl_tcp_start $b $a 12 "$DL_DIR/tcp.json" 5212 100 || fail "iperf3 did not start"
