@@ -2,7 +2,7 @@
 // socket (dataplane.proto OperatorRequest/OperatorReply).
 //
 //   dpuctl [--socket PATH] [--json] dump-flows | ports | stats [--all] | problems | startup | neighbours
-//          | services | ipsec | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
+//          | services | ipsec [rotate] | conntrack [--address IP] [--port N] [--protocol P] [--limit N]
 //          | policy [--port NAME]
 //
 // Exit codes: 0 success, 1 the dataplane could not be reached or answered an
@@ -54,6 +54,8 @@ void usage(FILE* out) {
                "  ipsec          the IPsec SAs in force (never a key): peer, direction, SPI, epochs,\n"
                "                 highest sequence number, packets, bytes, drops, age; encryption on or\n"
                "                 not, and the crypto backend\n"
+               "  ipsec rotate   asks this node's dpu-agent for an IPsec key rotation (a new epoch,\n"
+               "                 two-phase: nothing lost); the agent takes the request within a second\n"
                "  services       one row per service frontend (cluster IP, node port, external IP):\n"
                "                 address, protocol, traffic policy, affinity, usable/total backends,\n"
                "                 Maglev table size, connections; then each backend with its\n"
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
   std::string socket = std::getenv("DPUCTL_SOCKET") ? std::getenv("DPUCTL_SOCKET") : kDefaultSocket;
   bool json = false;
   bool all = false;
-  std::string command;
+  std::string command, subcommand;  // subcommand: "dpuctl ipsec rotate"
   v1::ConntrackRequest filter;
   std::string filter_given;  // the first conntrack option, refused with another command
   std::string port_text;     // --port: a number for conntrack, a port name for policy
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (command.empty() && arg[0] != '-') {
       command = arg;
+    } else if (command == "ipsec" && subcommand.empty() && arg[0] != '-') {
+      subcommand = arg;
     } else {
       std::fprintf(stderr, "dpuctl: unexpected argument \"%s\"\n", arg.c_str());
       usage(stderr);
@@ -194,9 +198,13 @@ int main(int argc, char** argv) {
     request.mutable_stats();
   } else if (command == "neighbours" || command == "neighbors") {
     request.mutable_neighbours();
+  } else if (command == "ipsec" && subcommand == "rotate") {
+    request.mutable_ipsec_rotate();
+  } else if (command == "ipsec" && !subcommand.empty()) {
+    return badArgument("unknown ipsec command \"" + subcommand + "\" (dpuctl ipsec, or dpuctl ipsec rotate)");
   } else if (command == "ipsec") {
     request.mutable_ipsec();
-} else if (command == "services") {
+  } else if (command == "services") {
     request.mutable_services();
   } else if (command == "conntrack") {
     *request.mutable_conntrack() = filter;
@@ -218,7 +226,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!reply->error().empty()) {
-    std::fprintf(stderr, "dpuctl: the dataplane refused %s: %s\n", command.c_str(), reply->error().c_str());
+    const std::string what = subcommand.empty() ? command : command + " " + subcommand;
+    std::fprintf(stderr, "dpuctl: the dataplane refused %s: %s\n", what.c_str(), reply->error().c_str());
     return 1;
   }
   // services: the connections per frontend come from a conntrack answer.
@@ -247,9 +256,11 @@ int main(int argc, char** argv) {
     out = dpu::dpuctl::formatStartup(*reply);
   } else if (command == "neighbours" || command == "neighbors") {
     out = dpu::dpuctl::formatNeighbours(*reply);
+  } else if (command == "ipsec" && subcommand == "rotate") {
+    out = dpu::dpuctl::formatIpsecRotate(*reply);
   } else if (command == "ipsec") {
     out = dpu::dpuctl::formatIpsec(*reply);
-} else if (command == "services") {
+  } else if (command == "services") {
     out = dpu::dpuctl::formatServices(*reply, connections);
   } else if (command == "conntrack") {
     out = dpu::dpuctl::formatConntrack(*reply);

@@ -246,7 +246,20 @@ std::string formatIpsec(const dataplane::v1::OperatorReply& reply) {
     out += "\nESP in UDP (NAT traversal) is sent to:\n";
     for (const auto& [node, where] : nat) out += "  " + node + " at " + where + "\n";
   }
+  if (info.rotation_requests() > 0) {
+    out += "\nrotation requests (dpuctl ipsec rotate) to this dataplane: " + std::to_string(info.rotation_requests()) +
+           ", taken by the agent: " + std::to_string(info.rotations_taken()) + "\n";
+  }
   return out;
+}
+
+std::string formatIpsecRotate(const dataplane::v1::OperatorReply& reply) {
+  const auto& info = reply.ipsec();
+  return "rotation requested (request " + std::to_string(info.rotation_requests()) +
+         " to this dataplane; the agent has taken " + std::to_string(info.rotations_taken()) +
+         "): dpu-agent takes it at its next status poll, within a second, and starts a new epoch.\n"
+         "`dpuctl ipsec` shows the SAs move to it (EPOCHS) as the peers accept it; the agent's log and\n"
+         "dpu_agent_ipsec_rotation_phase follow the rotation.\n";
 }
 
 namespace {

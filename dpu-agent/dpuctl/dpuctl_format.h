@@ -43,6 +43,8 @@ std::string formatPolicy(const dataplane::v1::OperatorReply& reply);
 // in force (peer, direction, SPI, epochs, sequence, packets, bytes, drops,
 // age). Never a key: the reply has none.
 std::string formatIpsec(const dataplane::v1::OperatorReply& reply);
+// dpuctl ipsec rotate: the request taken, and what happens next.
+std::string formatIpsecRotate(const dataplane::v1::OperatorReply& reply);
 std::string formatJson(const dataplane::v1::OperatorReply& reply);
 
 }  // namespace dpu::dpuctl

@@ -10,8 +10,9 @@
 #   dl_ipsec_set N MODE [rollout]   rewrite node N's agent config and restart its agent (hitless)
 #   dl_ipsec_enable                 off|keys -> on on every node, node by node, without an outage
 #   dl_ipsec_disable                on -> keys -> off on every node, node by node, without an outage
-#   dl_ipsec_rotate N               start a key rotation on node N's agent (SIGUSR1: the agent's only
-#                                   control path for it; dpuctl talks to the dataplane, which has no keys)
+#   dl_ipsec_rotate N               start a key rotation on node N: `dpuctl ipsec rotate` (the dataplane
+#                                   counts the request, the agent takes it from its next reply); with
+#                                   DL_IPSEC_ROTATE_BY=signal, SIGUSR1 to the agent instead
 #   dl_ipsec_epochs N               "current next previous" of node N's agent
 #   dl_ipsec_encrypting N           0 or 1: node N's agent tells its dataplane to encrypt
 #   dl_ipsec_last_sent N            the last ESP packet node N sent under each outbound SA that has sent,
@@ -172,5 +173,9 @@ dl_ipsec_rotate() {
   pid=$(dl_daemon_pid "$1" agent)
   [ -n "$pid" ] || { dl_die "node $1: its agent is not running"; return 1; }
   [ "$(dl_ipsec_mode "$1")" != off ] || { dl_die "node $1 runs without IPsec (dpu-lab ipsec enable)"; return 1; }
-  kill -USR1 "$pid"
+  if [ "${DL_IPSEC_ROTATE_BY:-dpuctl}" = signal ]; then
+    kill -USR1 "$pid"
+  else
+    dl_dpuctl "$1" ipsec rotate >/dev/null || { dl_die "node $1: dpuctl ipsec rotate failed"; return 1; }
+  fi
 }

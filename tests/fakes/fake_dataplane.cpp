@@ -123,6 +123,13 @@ void serveOperator(const dpu::ipc::Socket& listener, dpu::fakes::FakeDataplaneMo
       c->set_name(name);
       c->set_value(value.get<uint64_t>());
     }
+  } else if (req.has_ipsec_rotate()) {
+    if (auto r = m.requestRotation(); !r) {
+      reply.set_error(r.error());
+    } else {
+      reply.mutable_ipsec()->set_rotation_requests(m.rotationRequests());
+      reply.mutable_ipsec()->set_rotations_taken(m.rotationsTaken());
+    }
   } else if (req.has_dump_flows()) {
     // No packets flow through the fake: there are no datapath flows to show.
   } else {

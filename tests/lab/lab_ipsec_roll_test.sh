@@ -3,7 +3,7 @@
 # Proves, with a 10 ms ping between the nodes' pods running throughout and every lost reply counted:
 #  - `dpu-lab ipsec enable` (off -> keys -> on with rollout -> on, node by node, each agent restarted with
 #    its new config) loses no ping, and the fabric carries only ESP after it;
-#  - a key rotation on node1 (SIGUSR1, `dpu-lab ipsec rotate`) under the ping and an iperf3 TCP transfer
+#  - a key rotation on node1 (`dpu-lab ipsec rotate`: dpuctl ipsec rotate) under the ping and an iperf3 TCP transfer
 #    loses no ping, leaks no plaintext Geneve onto the fabric (tshark), and ends with every SA of the
 #    pair on node1's new epoch (FIGURE: time from the rotation to that); the transfer's retransmits are
 #    printed (its path MTU is learned by a short transfer before);
@@ -100,6 +100,11 @@ _rotated() {
 if dl_wait 60 _rotated; then
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   pass "every SA of node1 and node2 on node1's epoch $new after the rotation"
+  # The request went through node1's dataplane, and node1's agent acknowledged taking it.
+  dl_dpuctl 1 --json ipsec | jq -e '(.ipsec.rotation_requests // 0 | tonumber) == 1 and
+      (.ipsec.rotations_taken // 0 | tonumber) == 1' >/dev/null &&
+    pass "dpuctl ipsec on node1: 1 rotation request, taken by the agent" ||
+    fail "node1's dataplane rotation counts: $(dl_dpuctl 1 --json ipsec | jq -c '.ipsec | {rotation_requests, rotations_taken}')"
   echo "FIGURE ipsec_rotation_all_sas_new_epoch_ms=$ms (grace period ${DL_IPSEC_GRACE} s)"
 else
   fail "not every SA on epoch $new 60 s after the rotation: node1 $(dl_dpuctl 1 --json ipsec | jq -c '[.ipsec.sas[] | [.state.direction, .local_epoch, .remote_epoch]]')"

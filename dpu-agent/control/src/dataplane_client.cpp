@@ -162,6 +162,7 @@ void DataplaneClient::takeProblems(const dpv1::ProgramReply& reply) {
 bool DataplaneClient::pollStatus(const ipc::Socket& s) {
   dpv1::ProgramRequest req;
   req.mutable_status();
+  if (on_status_poll_) on_status_poll_(*req.mutable_status());
   dpv1::ProgramReply reply;
   if (!exchange(s, req, reply)) return false;
   std::lock_guard lock(mu_);

@@ -192,6 +192,15 @@ void IpsecController::dataplaneReply(const dpv1::ProgramReply& reply) {
     sa_states_[st.name()] = st;
   }
   ++sa_reports_;
+  // dpuctl ipsec rotate. A new connection starts from what the dataplane
+  // says was taken (a restarted agent, a restarted dataplane: 0).
+  if (reply.has_hello()) rotations_taken_ = reply.ipsec_rotations_taken();
+  if (reply.ipsec_rotation_requests() > rotations_taken_) {
+    DPU_LOG(kInfo, kLog) << "dpuctl ipsec rotate (request " << reply.ipsec_rotation_requests()
+                         << " to the dataplane): starting an IPsec key rotation";
+    db_->requestRotation("operator (dpuctl ipsec rotate)", clock_());
+    rotations_taken_ = reply.ipsec_rotation_requests();
+  }
   // A reply to a program (not to the Hello) follows one that carried
   // NodeSettings.ipsec as it is now (set before the client starts).
   if (encrypting_ && !encrypt_confirmed_ && !reply.has_hello()) {
@@ -200,6 +209,11 @@ void IpsecController::dataplaneReply(const dpv1::ProgramReply& reply) {
   }
   db_->dataplaneReport(reports, clock_());
   syncLocked();
+}
+
+uint64_t IpsecController::rotationsTaken() const {
+  std::lock_guard lock(mu_);
+  return rotations_taken_;
 }
 
 void IpsecController::pollPskLocked(int64_t now) {

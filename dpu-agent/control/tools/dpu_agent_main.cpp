@@ -2,7 +2,7 @@
 // checkpoint, learns the cluster from a ClusterSource, serves the attach API to
 // host-shim and programs dpu-dataplane with the logical model (and, with
 // ipsec, the node's IPsec SAs). Runs until SIGTERM/SIGINT; SIGUSR1 starts an
-// IPsec key rotation.
+// IPsec key rotation, as does `dpuctl ipsec rotate` (through the dataplane).
 //
 //   dpu-agent --config /etc/dpu-agent/config.yaml [--check-config]
 //   dpu-agent --decode FILE|-     decode Kubernetes YAML/JSON objects as the agent would (see decodeMain)
@@ -364,6 +364,7 @@ int main(int argc, char** argv) {
   if (ipsec) {
     client.onHello([&ipsec](const dpv1::HelloReply& h) { ipsec->dataplaneHello(h); });
     client.onReply([&ipsec](const dpv1::ProgramReply& r) { ipsec->dataplaneReply(r); });
+    client.onStatusPoll([&ipsec](dpv1::StatusRequest& s) { s.set_ipsec_rotations_taken(ipsec->rotationsTaken()); });
   }
 
   ClusterSource& src = **source;

@@ -672,6 +672,7 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
       return install(*next, d.generation());
     }
     case dataplane::v1::ProgramRequest::kStatus:
+      ipsec_.rotationsTaken(request.status().ipsec_rotations_taken());
       return reply(dataplane::v1::OK, "");
     case dataplane::v1::ProgramRequest::BODY_NOT_SET:
       break;
@@ -998,8 +999,18 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         }
       }
       break;
+    case dataplane::v1::OperatorRequest::kIpsecRotate:
+      // The agent takes it from its next reply (a status poll a second).
+      if (auto r = ipsec_.requestRotation(); !r) {
+        out.set_error(r.error());
+        break;
+      }
+      ipsec_.describe(model_.ipsec, *out.mutable_ipsec());
+      break;
     case dataplane::v1::OperatorRequest::BODY_NOT_SET:
-      out.set_error("empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services, conntrack or ipsec");
+      out.set_error(
+          "empty OperatorRequest: ask for dump_flows, ports, stats, problems, neighbours, services, conntrack, ipsec "
+          "or ipsec_rotate");
       break;
   }
   return out;

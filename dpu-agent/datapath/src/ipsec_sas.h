@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/net_address.h"
+#include "common/result.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 #include "model/model.h"
 #include "overlay/esp.h"
@@ -141,12 +142,24 @@ class IpsecSas {
   // left out and named in `problems`.
   void sync(const std::vector<model::ModelIpsecSa>& sas, std::vector<dataplane::v1::ObjectProblem>& problems);
   const std::map<std::string, std::shared_ptr<EspSlot>>& slots() const { return slots_; }
+  // Every SA with its counters, and the rotation counts below.
   void report(dataplane::v1::ProgramReply& out) const;
   void describe(bool encrypt, dataplane::v1::IpsecInfo& out) const;
+
+  // `dpuctl ipsec rotate`: one more rotation request for the agent, which
+  // sees the count on every reply (ProgramReply.ipsec_rotation_requests).
+  // Refused while no SA is held: IPsec is off, or no peer is known yet.
+  Result<void> requestRotation();
+  // The agent's acknowledgement (StatusRequest.ipsec_rotations_taken), kept
+  // so that a restarted agent does not take a request twice. Never above the
+  // requests made, never back.
+  void rotationsTaken(uint64_t taken);
 
  private:
   unsigned workers_;
   std::map<std::string, std::shared_ptr<EspSlot>> slots_;
+  uint64_t rotation_requests_ = 0;
+  uint64_t rotations_taken_ = 0;
 };
 
 }  // namespace dpu::datapath

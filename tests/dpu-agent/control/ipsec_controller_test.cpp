@@ -216,6 +216,65 @@ TEST_CASE("IPsec controller: a rotation installs, then publishes, then switches,
   CHECK(a.ipsec->status().rotations_started == 1);
 }
 
+TEST_CASE("IPsec controller: dpuctl ipsec rotate reaches it through the dataplane, once; restarts take it again never") {
+  int64_t now = 1'700'000'000'000;
+  Node a("node-a", "192.168.50.1", "10.244.1.0/24", now), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
+  a.connect();
+  b.connect();
+  meet(a, b);
+  now += 5'000;
+  // The DataplaneClient's status poll: the acknowledgement out, the reply in.
+  auto poll = [&](Node& n) {
+    dpv1::ProgramRequest req;
+    req.mutable_status()->set_ipsec_rotations_taken(n.ipsec->rotationsTaken());
+    n.ipsec->dataplaneReply(n.dataplane.apply(req));
+    n.ipsec->tick();
+  };
+  poll(a);
+  CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kIdle);
+  REQUIRE(a.dataplane.requestRotation());
+  REQUIRE(a.dataplane.requestRotation());  // twice before the agent looks: one rotation
+  poll(a);
+  CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kInstalling);
+  CHECK(a.ipsec->status().rotations_started == 1);
+  CHECK(a.ipsec->rotationsTaken() == 2);
+  poll(a);  // carries the acknowledgement
+  CHECK(a.dataplane.rotationsTaken() == 2);
+  // The rotation runs to its end (as in the test above); nothing else starts.
+  a.sync();
+  b.tee->nodeUpserted(a.publish());
+  b.sync();
+  REQUIRE(a.dataplane.transfer(a.sa("node-b", dpv1::INBOUND, b.sa("node-a", dpv1::OUTBOUND)->spi)->name, 1));
+  a.sync();
+  now += 5'000;
+  poll(a);
+  a.sync();
+  CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kIdle);
+  CHECK(a.ipsec->status().rotations_started == 1);
+  CHECK(a.ipsec->status().rotation_deferred.empty());
+  // A restarted agent reads the dataplane's acknowledgement on its Hello: no rotation.
+  a.restart("keys");
+  a.connect();
+  const uint64_t started = a.ipsec->status().rotations_started;  // as the state file keeps it
+  poll(a);
+  CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kIdle);
+  CHECK(a.ipsec->status().rotations_started == started);
+  CHECK(a.ipsec->rotationsTaken() == 2);
+  // A restarted dataplane counts from zero: its first request is taken.
+  a.dataplane.wipe();
+  a.connect();
+  CHECK(a.ipsec->rotationsTaken() == 0);
+  REQUIRE(a.dataplane.requestRotation());
+  poll(a);
+  CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kInstalling);
+  CHECK(a.ipsec->status().rotations_started == started + 1);
+  // No SA: the dataplane refuses, naming why.
+  FakeDataplaneModel bare;
+  auto refused = bare.requestRotation();
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error(), Catch::Contains("holds no IPsec SA"));
+}
+
 TEST_CASE("IPsec controller: a dataplane without IPsec never gets a key published") {
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now);

@@ -471,4 +471,13 @@ TEST_CASE("dpuctl: ipsec, one row per SA with its peer, SPI, epochs, sequence an
   CHECK_THAT(text, Catch::Contains("9 (in use)"));
   CHECK_THAT(text, Catch::Contains("node-b 192.168.50.2"));
   CHECK_THAT(text, Catch::Contains("1m01s"));
+  CHECK_THAT(text, !Catch::Contains("rotation requests"));  // none made: no line
+  info->set_rotation_requests(2);
+  info->set_rotations_taken(1);
+  CHECK_THAT(formatIpsec(r), Catch::Contains("rotation requests (dpuctl ipsec rotate) to this dataplane: 2, taken by "
+                                             "the agent: 1"));
+  const std::string rotate = formatIpsecRotate(r);
+  INFO(rotate);
+  CHECK_THAT(rotate, Catch::StartsWith("rotation requested (request 2 to this dataplane; the agent has taken 1)"));
+  CHECK_THAT(rotate, Catch::Contains("within a second"));
 }

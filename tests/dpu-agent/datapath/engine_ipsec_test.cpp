@@ -218,6 +218,42 @@ TEST_CASE("engine ipsec: Hello says SAs are installed and every reply lists them
   CHECK(bytes.find(kKeyIn) == std::string::npos);
 }
 
+TEST_CASE("engine ipsec: dpuctl ipsec rotate is counted for the agent, which acknowledges what it took",
+          "[engine][ipsec]") {
+  Fixture f;
+  dpv1::OperatorRequest rotate;
+  rotate.mutable_ipsec_rotate();
+  // No SA in force: nothing to rotate, nothing counted.
+  auto refused = f.engine->operate(rotate);
+  CHECK_THAT(refused.error(), Catch::Contains("holds no IPsec SA"));
+  REQUIRE(fullSync(*f.engine, ipsecModel(false), 2).status() == dpv1::OK);
+  CHECK(status(*f.engine).ipsec_rotation_requests() == 0);
+  auto taken = f.engine->operate(rotate);
+  REQUIRE(taken.error().empty());
+  CHECK(taken.ipsec().rotation_requests() == 1);
+  CHECK(taken.ipsec().rotations_taken() == 0);
+  CHECK(f.engine->operate(rotate).ipsec().rotation_requests() == 2);
+  // Every reply carries the count, the Hello's too (a restarted agent reads it there).
+  dpv1::ProgramRequest hello;
+  hello.mutable_hello();
+  const auto h = f.engine->program(hello);
+  CHECK(h.ipsec_rotation_requests() == 2);
+  CHECK(h.ipsec_rotations_taken() == 0);
+  // The agent's acknowledgement is kept, never above the requests, never back.
+  dpv1::ProgramRequest ack;
+  ack.mutable_status()->set_ipsec_rotations_taken(2);
+  CHECK(f.engine->program(ack).ipsec_rotations_taken() == 2);
+  ack.mutable_status()->set_ipsec_rotations_taken(9);
+  CHECK(f.engine->program(ack).ipsec_rotations_taken() == 2);
+  ack.mutable_status()->set_ipsec_rotations_taken(1);
+  CHECK(f.engine->program(ack).ipsec_rotations_taken() == 2);
+  dpv1::OperatorRequest view;
+  view.mutable_ipsec();
+  const auto v = f.engine->operate(view);
+  CHECK(v.ipsec().rotation_requests() == 2);
+  CHECK(v.ipsec().rotations_taken() == 2);
+}
+
 TEST_CASE("engine ipsec: with encryption on, a cached flow leaves as ESP the peer opens to the Geneve packet",
           "[engine][ipsec]") {
   Fixture f;

@@ -108,6 +108,9 @@ class DataplaneClient {
   void onHello(std::function<void(const dpv1::HelloReply&)> fn) { on_hello_ = std::move(fn); }
   // Called (on the client thread) with every reply, the Hello's included.
   void onReply(std::function<void(const dpv1::ProgramReply&)> fn) { on_reply_ = std::move(fn); }
+  // Called (on the client thread) to fill each status poll (the IPsec
+  // rotation requests taken).
+  void onStatusPoll(std::function<void(dpv1::StatusRequest&)> fn) { on_status_poll_ = std::move(fn); }
 
  private:
   void run();
@@ -132,6 +135,7 @@ class DataplaneClient {
   std::function<void(uint32_t, uint32_t)> on_capacity_;
   std::function<void(const dpv1::HelloReply&)> on_hello_;
   std::function<void(const dpv1::ProgramReply&)> on_reply_;
+  std::function<void(dpv1::StatusRequest&)> on_status_poll_;
 
   std::thread thread_;
   std::atomic<bool> running_{false};

@@ -8,7 +8,8 @@
 //    switch is one Delta); the dataplane's Hello (does it install SAs, which
 //    process is it) and every reply's SA states go back to the database.
 //  - The operator: log lines for every rotation step, /metrics with the
-//    epochs, the rotation phase and each peer's state, SIGUSR1 to rotate.
+//    epochs, the rotation phase and each peer's state; `dpuctl ipsec rotate`
+//    (counted by the dataplane, taken from its replies) or SIGUSR1 to rotate.
 //  - The rollout (docs/ipsec.md, "Rollout"): the node advertises its mode
 //    ("keys" or "on") with its key, "on" only once its dataplane was
 //    programmed to encrypt; each inbound SA says whether that peer's
@@ -60,9 +61,14 @@ class IpsecController {
   // After a complete listing: peers the cluster no longer lists are dropped.
   void synced();
 
-  // The dataplane client: its Hello answer (before the full sync), then every reply.
+  // The dataplane client: its Hello answer (before the full sync), then every
+  // reply. A reply whose ipsec_rotation_requests is above what this node took
+  // (the dataplane keeps the count acknowledged: ipsec_rotations_taken) starts
+  // one rotation, however many requests it adds.
   void dataplaneHello(const dpv1::HelloReply& hello);
   void dataplaneReply(const dpv1::ProgramReply& reply);
+  // The acknowledgement each status poll carries (StatusRequest.ipsec_rotations_taken).
+  uint64_t rotationsTaken() const;
 
   // Timers (grace periods, the rotation period, lazy writes) and the PSK
   // file's poll; the main loop calls it a few times a second.
@@ -108,6 +114,7 @@ class IpsecController {
   bool dataplane_ipsec_ = false;
   bool warned_no_ipsec_ = false;
   uint64_t sa_reports_ = 0;
+  uint64_t rotations_taken_ = 0;  // of the dataplane instance's rotation requests
   std::map<std::string, dpv1::IpsecSaState> sa_states_;  // the dataplane's last report, by SA name
   std::map<std::string, std::string> peer_modes_;  // node -> its advertised mode ("", "keys", "on")
   bool encrypting_ = false;           // NodeSettings.ipsec as this controller set it
