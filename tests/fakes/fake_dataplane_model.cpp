@@ -82,17 +82,7 @@ void FakeDataplaneModel::wipe() {
   sa_counters_.clear();
   history_.clear();
   full_syncs_ = deltas_ = resyncs_ = invalid_ = hellos_ = statuses_ = refused_ = 0;
-  rotation_requests_ = rotations_taken_ = 0;
-}
-
-Result<void> FakeDataplaneModel::requestRotation() {
-  if (!ipsec_ || in_force_.ipsec_sas.empty()) {
-    return Error{"this node holds no IPsec SA (IPsec is off in the agent's configuration, or no other node "
-                 "is known yet): there is nothing to rotate",
-                 ErrorCode::kInvalid};
-  }
-  ++rotation_requests_;
-  return {};
+  rotation_ = model::RotationRequests{};
 }
 
 FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel& m) {
@@ -215,8 +205,8 @@ dpv1::ProgramReply FakeDataplaneModel::reply(dpv1::ProgramStatus status, const s
       st->set_first_packet_received(sa.direction == dpv1::INBOUND && c.packets > 0);
       st->set_limit_drops(c.limit_drops);
     }
-    r.set_ipsec_rotation_requests(rotation_requests_);
-    r.set_ipsec_rotations_taken(rotations_taken_);
+    r.set_ipsec_rotation_requests(rotation_.requests());
+    r.set_ipsec_rotations_taken(rotation_.taken());
   }
   return r;
 }
@@ -260,8 +250,7 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& request
   if (req.has_status()) {
     // Not in the history: the agent polls it every second.
     ++statuses_;
-    rotations_taken_ =
-        std::max(rotations_taken_, std::min(req.status().ipsec_rotations_taken(), rotation_requests_));
+    rotation_.taken(req.status().ipsec_rotations_taken());
     return reply(dpv1::OK, "");
   }
   // The same checks, in the same order, with the same library as the engine
@@ -376,7 +365,7 @@ nlohmann::json FakeDataplaneModel::dump() const {
   j["ipsec_sas"] = states;
   j["counts"] = {{"hellos", hellos_}, {"full_syncs", full_syncs_}, {"deltas", deltas_}, {"resync_needed", resyncs_},
                  {"invalid", invalid_}, {"statuses", statuses_}, {"refused", refused_},
-                 {"ipsec_rotation_requests", rotation_requests_}, {"ipsec_rotations_taken", rotations_taken_}};
+                 {"ipsec_rotation_requests", rotation_.requests()}, {"ipsec_rotations_taken", rotation_.taken()}};
   nlohmann::json in_force = {{"ports", nlohmann::json::array()}, {"remote_nodes", nlohmann::json::array()},
                              {"local_subnets", nlohmann::json::array()}, {"ipsec_sas", nlohmann::json::array()}};
   for (const auto& a : in_force_.ipsec_sas) in_force["ipsec_sas"].push_back(a.name);

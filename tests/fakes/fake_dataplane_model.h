@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpu/dataplane/v1/dataplane.pb.h"
+#include "model/ipsec_rotation.h"
 #include "model/model.h"
 
 namespace dpu::fakes {
@@ -79,12 +80,12 @@ class FakeDataplaneModel {
   // limit drops), an inbound one receives them (authenticated, in order).
   // False when no SA of that name is in force.
   bool transfer(const std::string& name, uint64_t packets);
-  // `dpuctl ipsec rotate` as dpu-dataplane takes it (ipsec_sas.h): one more
-  // request on every reply, refused while no SA is in force; the agent's
-  // StatusRequest.ipsec_rotations_taken is kept and reported back.
-  Result<void> requestRotation();
-  uint64_t rotationRequests() const { return rotation_requests_; }
-  uint64_t rotationsTaken() const { return rotations_taken_; }
+  // `dpuctl ipsec rotate` as dpu-dataplane takes it (model/ipsec_rotation.h,
+  // the same code): counted on every reply, refused while no SA is in force;
+  // the agent's StatusRequest.ipsec_rotations_taken is kept and reported back.
+  Result<void> requestRotation() { return rotation_.request(ipsec_ && !in_force_.ipsec_sas.empty()); }
+  uint64_t rotationRequests() const { return rotation_.requests(); }
+  uint64_t rotationsTaken() const { return rotation_.taken(); }
   // A test (or the fake-dataplane process) reports problems of its own on
   // top of the model's refusals, as the real process adds ports it could
   // not open (PORT_UNAVAILABLE); they are kept until replaced.
@@ -127,7 +128,7 @@ class FakeDataplaneModel {
   bool packed_peers_ = true;
   uint32_t port_capacity_ = 31;
   uint32_t max_ethports_ = 32;
-  uint64_t rotation_requests_ = 0, rotations_taken_ = 0;
+  model::RotationRequests rotation_;
   uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0, statuses_ = 0, refused_ = 0;
 };
 

@@ -3,7 +3,6 @@
 // with the crypto outside any lock.
 #include "ipsec_sas.h"
 
-#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -162,8 +161,8 @@ void IpsecSas::describe(bool encrypt, dataplane::v1::IpsecInfo& out) const {
   out.set_encrypt(encrypt);
   out.set_crypto_backend(std::string(overlay::aeadBackendName(overlay::defaultAeadBackend())));
   for (const auto& [name, slot] : slots_) slot->describe(*out.add_sas());
-  out.set_rotation_requests(rotation_requests_);
-  out.set_rotations_taken(rotations_taken_);
+  out.set_rotation_requests(rotation_.requests());
+  out.set_rotations_taken(rotation_.taken());
 }
 
 void IpsecSas::sync(const std::vector<model::ModelIpsecSa>& sas, std::vector<dataplane::v1::ObjectProblem>& problems) {
@@ -196,22 +195,8 @@ void IpsecSas::sync(const std::vector<model::ModelIpsecSa>& sas, std::vector<dat
 
 void IpsecSas::report(dataplane::v1::ProgramReply& out) const {
   for (const auto& [name, slot] : slots_) slot->report(*out.add_ipsec_sas());
-  out.set_ipsec_rotation_requests(rotation_requests_);
-  out.set_ipsec_rotations_taken(rotations_taken_);
-}
-
-Result<void> IpsecSas::requestRotation() {
-  if (slots_.empty()) {
-    return Error{"this node holds no IPsec SA (IPsec is off in the agent's configuration, or no other node "
-                 "is known yet): there is nothing to rotate",
-                 ErrorCode::kInvalid};
-  }
-  ++rotation_requests_;
-  return {};
-}
-
-void IpsecSas::rotationsTaken(uint64_t taken) {
-  rotations_taken_ = std::max(rotations_taken_, std::min(taken, rotation_requests_));
+  out.set_ipsec_rotation_requests(rotation_.requests());
+  out.set_ipsec_rotations_taken(rotation_.taken());
 }
 
 }  // namespace dpu::datapath

@@ -34,6 +34,7 @@
 #include "common/net_address.h"
 #include "common/result.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
+#include "model/ipsec_rotation.h"
 #include "model/model.h"
 #include "overlay/esp.h"
 #include "single_writer_counter.h"
@@ -146,20 +147,15 @@ class IpsecSas {
   void report(dataplane::v1::ProgramReply& out) const;
   void describe(bool encrypt, dataplane::v1::IpsecInfo& out) const;
 
-  // `dpuctl ipsec rotate`: one more rotation request for the agent, which
-  // sees the count on every reply (ProgramReply.ipsec_rotation_requests).
-  // Refused while no SA is held: IPsec is off, or no peer is known yet.
-  Result<void> requestRotation();
-  // The agent's acknowledgement (StatusRequest.ipsec_rotations_taken), kept
-  // so that a restarted agent does not take a request twice. Never above the
-  // requests made, never back.
-  void rotationsTaken(uint64_t taken);
+  // `dpuctl ipsec rotate` (model/ipsec_rotation.h): a request, refused
+  // while no SA is held, and the agent's acknowledgement.
+  Result<void> requestRotation() { return rotation_.request(!slots_.empty()); }
+  void rotationsTaken(uint64_t taken) { rotation_.taken(taken); }
 
  private:
   unsigned workers_;
   std::map<std::string, std::shared_ptr<EspSlot>> slots_;
-  uint64_t rotation_requests_ = 0;
-  uint64_t rotations_taken_ = 0;
+  model::RotationRequests rotation_;
 };
 
 }  // namespace dpu::datapath
