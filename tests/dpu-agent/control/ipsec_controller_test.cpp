@@ -128,6 +128,13 @@ void meet(Node& a, Node& b) {
   b.sync();
 }
 
+// Both connected to their dataplanes, then met.
+void connectAndMeet(Node& a, Node& b) {
+  a.connect();
+  b.connect();
+  meet(a, b);
+}
+
 std::string metrics(const Node& n) {
   PromWriter w;
   n.ipsec->writeMetrics(w);
@@ -181,9 +188,7 @@ TEST_CASE("IPsec controller: the SAs reach both dataplanes, each outbound SA the
 TEST_CASE("IPsec controller: a rotation installs, then publishes, then switches, then retires") {
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
-  a.connect();
-  b.connect();
-  meet(a, b);
+  connectAndMeet(a, b);
   now += 5'000;
   a.ipsec->requestRotation("test");
   a.ipsec->tick();
@@ -219,9 +224,7 @@ TEST_CASE("IPsec controller: a rotation installs, then publishes, then switches,
 TEST_CASE("IPsec controller: dpuctl ipsec rotate reaches it through the dataplane, once; restarts take it again never") {
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
-  a.connect();
-  b.connect();
-  meet(a, b);
+  connectAndMeet(a, b);
   now += 5'000;
   // The DataplaneClient's status poll: the acknowledgement out, the reply in.
   auto poll = [&](Node& n) {
@@ -330,9 +333,7 @@ TEST_CASE("IPsec controller: unusable advertisements are refused and counted, th
 TEST_CASE("IPsec controller: restarted with the dataplane still running, it programs exactly the same SAs") {
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
-  a.connect();
-  b.connect();
-  meet(a, b);
+  connectAndMeet(a, b);
   const NodeInfo nb = b.publish();
   const auto before = a.dataplane.model();
   // A new agent process: new model, controller and Agent over the same state directory.
@@ -395,9 +396,7 @@ TEST_CASE("IPsec rollout: a node on refuses plaintext only from peers that adver
 TEST_CASE("IPsec rollout: without rollout, mode on refuses every IPsec peer's plaintext (fail closed)") {
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now, "on"), b("node-b", "192.168.50.2", "10.244.2.0/24", now);
-  a.connect();
-  b.connect();
-  meet(a, b);
+  connectAndMeet(a, b);
   CHECK_FALSE(a.plaintextAccepted("node-b"));
   // A peer advertising a mode neither keys nor on is taken as encrypting.
   NodeInfo nb = b.publish();
@@ -413,9 +412,7 @@ TEST_CASE("IPsec rollout: leaving mode on advertises keys, encrypts for the grac
   int64_t now = 1'700'000'000'000;
   Node a("node-a", "192.168.50.1", "10.244.1.0/24", now, "on", true), b("node-b", "192.168.50.2", "10.244.2.0/24", now,
                                                                           "on", true);
-  a.connect();
-  b.connect();
-  meet(a, b);
+  connectAndMeet(a, b);
   CHECK_FALSE(b.plaintextAccepted("node-a"));
   // a goes back to keys: it keeps encrypting, and advertises keys.
   a.restart("keys");
