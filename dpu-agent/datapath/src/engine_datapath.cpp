@@ -991,11 +991,7 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
   pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + lp.ip_len);
   pc.rx_port = rx_port;
   if constexpr (kUplink) {
-    const LaneTunnel& t = w.lane_tunnel[i];
-    pc.probe.family = 4;
-    pc.probe.setRemote4(t.remote);
-    pc.probe.ingress = t.ingress;
-    pc.probe.egress = t.egress;
+    w.lane_tunnel[i].probe(pc.probe);
     pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
   } else {
     pc.probe.family = 0;
@@ -1017,10 +1013,7 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
       // others, matched with the probe alone; the general path's context
       // only for a miss.
       TunnelProbe probe;
-      probe.setRemote4(t.remote);
-      probe.ingress = t.ingress;
-      probe.egress = t.egress;
-      probe.family = 4;
+      t.probe(probe);
       index = table.scanTunnel(lp.hash, index, lp.key, probe);
       if (index == UINT32_MAX) return missPath(w, snap, laneContext<true>(w, rx_port, i));
     }

@@ -115,6 +115,14 @@ struct LaneTunnel {
   uint32_t remote;
   uint16_t ingress;
   uint16_t egress;
+
+  // The flow table's tunnel match for it.
+  void probe(TunnelProbe& p) const {
+    p.family = 4;
+    p.setRemote4(remote);
+    p.ingress = ingress;
+    p.egress = egress;
+  }
 };
 
 // Five cache lines, packets first: queueing a packet is one scaled store.
