@@ -208,13 +208,59 @@ std::string formatNeighbours(const dataplane::v1::OperatorReply& reply) {
   return out;
 }
 
+namespace {
+
+// The agent's rotation as its last status poll reported it (IpsecInfo.rotation).
+std::string formatRotation(const dataplane::v1::IpsecInfo& info) {
+  if (!info.has_rotation()) {
+    return "\nkey rotation: no report from dpu-agent since this dataplane started (IPsec is off in the agent, "
+           "or it has not polled yet)\n";
+  }
+  const auto& r = info.rotation();
+  // The agent polls every second: a report much older means it stopped.
+  constexpr uint64_t kStaleMs = 5'000;
+  std::string out = "\nkey rotation (dpu-agent, reported " + formatDuration(info.rotation_reported_ms_ago()) + " ago";
+  if (info.rotation_reported_ms_ago() > kStaleMs) out += "; stale: the agent has stopped polling this dataplane";
+  out += "): " + r.phase() + "\n";
+  std::vector<std::string> epochs;
+  epochs.push_back(r.current_epoch() != 0 ? "epoch " + std::to_string(r.current_epoch()) + " in use"
+                                          : "no epoch published yet");
+  if (r.next_epoch() != 0) {
+    epochs.push_back("epoch " + std::to_string(r.next_epoch()) +
+                     (r.phase() == "installing" ? " being installed" : " installed, being published"));
+  }
+  if (r.previous_epoch() != 0) {
+    epochs.push_back("epoch " + std::to_string(r.previous_epoch()) + " still accepted for " +
+                     formatDuration(r.previous_accepted_for_ms()));
+  }
+  out += "  ";
+  for (size_t i = 0; i < epochs.size(); ++i) out += (i ? "; " : "") + epochs[i];
+  out += "\n";
+  if (!r.waiting_for().empty()) out += "  waiting for " + r.waiting_for() + "\n";
+  if (!r.deferred().empty()) out += "  a requested rotation waits: " + r.deferred() + "\n";
+  out += "  rotations started since the agent started: " + std::to_string(r.rotations_started()) + "\n";
+  if (!r.last_error().empty()) out += "  last problem: " + r.last_error() + "\n";
+  if (r.peers().empty()) return out;
+  std::vector<std::vector<std::string>> rows{{"PEER", "ADVERTISED", "SENDING_WITH", "INBOUND_SAS", "PROBLEM"}};
+  auto epoch = [](uint32_t e) { return e == 0 ? std::string("-") : std::to_string(e); };
+  for (const auto& p : r.peers()) {
+    rows.push_back({p.node(), epoch(p.advertised_epoch()), epoch(p.sending_epoch()), std::to_string(p.inbound_sas()),
+                    p.problem().empty() ? "-" : p.problem()});
+  }
+  out += "\n" + table(rows);
+  out += "ADVERTISED: the peer's newest key epoch; SENDING_WITH: our epoch we encrypt to it with\n";
+  return out;
+}
+
+}  // namespace
+
 std::string formatIpsec(const dataplane::v1::OperatorReply& reply) {
   const auto& info = reply.ipsec();
   std::string out = std::string("encryption: ") +
                     (info.encrypt() ? "on (every packet to a remote node leaves as ESP or is dropped)"
                                     : "off (SAs installed and arriving ESP accepted; the node sends plaintext)") +
                     "\ncrypto backend: " + (info.crypto_backend().empty() ? "-" : info.crypto_backend()) + "\n\n";
-  if (info.sas().empty()) return out + "no IPsec SA in force\n";
+  if (info.sas().empty()) return out + "no IPsec SA in force\n" + formatRotation(info);
   auto hex = [](uint32_t v) {
     char b[11];
     std::snprintf(b, sizeof b, "0x%08x", v);
@@ -250,7 +296,7 @@ std::string formatIpsec(const dataplane::v1::OperatorReply& reply) {
     out += "\nrotation requests (dpuctl ipsec rotate) to this dataplane: " + std::to_string(info.rotation_requests()) +
            ", taken by the agent: " + std::to_string(info.rotations_taken()) + "\n";
   }
-  return out;
+  return out + formatRotation(info);
 }
 
 std::string formatIpsecRotate(const dataplane::v1::OperatorReply& reply) {
@@ -258,8 +304,7 @@ std::string formatIpsecRotate(const dataplane::v1::OperatorReply& reply) {
   return "rotation requested (request " + std::to_string(info.rotation_requests()) +
          " to this dataplane; the agent has taken " + std::to_string(info.rotations_taken()) +
          "): dpu-agent takes it at its next status poll, within a second, and starts a new epoch.\n"
-         "`dpuctl ipsec` shows the SAs move to it (EPOCHS) as the peers accept it; the agent's log and\n"
-         "dpu_agent_ipsec_rotation_phase follow the rotation.\n";
+         "`dpuctl ipsec` shows the rotation's phase and the SAs move to it (EPOCHS) as the peers accept it.\n";
 }
 
 namespace {

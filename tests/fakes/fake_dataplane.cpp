@@ -127,9 +127,10 @@ void serveOperator(const dpu::ipc::Socket& listener, dpu::fakes::FakeDataplaneMo
     if (auto r = m.requestRotation(); !r) {
       reply.set_error(r.error());
     } else {
-      reply.mutable_ipsec()->set_rotation_requests(m.rotationRequests());
-      reply.mutable_ipsec()->set_rotations_taken(m.rotationsTaken());
+      m.describeIpsec(*reply.mutable_ipsec());
     }
+  } else if (req.has_ipsec()) {
+    m.describeIpsec(*reply.mutable_ipsec());
   } else if (req.has_dump_flows()) {
     // No packets flow through the fake: there are no datapath flows to show.
   } else {

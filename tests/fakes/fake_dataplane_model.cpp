@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <random>
 #include <set>
@@ -17,6 +18,12 @@ namespace dpu::fakes {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
+
+uint64_t wallMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
 
 std::string newInstanceId() {
   std::random_device rd;
@@ -82,7 +89,7 @@ void FakeDataplaneModel::wipe() {
   sa_counters_.clear();
   history_.clear();
   full_syncs_ = deltas_ = resyncs_ = invalid_ = hellos_ = statuses_ = refused_ = 0;
-  rotation_ = model::RotationRequests{};
+  rotation_ = model::IpsecRotation{};
 }
 
 FakeDataplaneModel::State FakeDataplaneModel::fromModel(const dpv1::LogicalModel& m) {
@@ -250,7 +257,10 @@ dpv1::ProgramReply FakeDataplaneModel::apply(const dpv1::ProgramRequest& request
   if (req.has_status()) {
     // Not in the history: the agent polls it every second.
     ++statuses_;
-    rotation_.taken(req.status().ipsec_rotations_taken());
+    if (auto r = rotation_.status(req.status(), wallMs()); !r) {
+      ++invalid_;
+      return reply(dpv1::INVALID, r.error());
+    }
     return reply(dpv1::OK, "");
   }
   // The same checks, in the same order, with the same library as the engine
@@ -390,6 +400,14 @@ nlohmann::json FakeDataplaneModel::dump() const {
   }
   j["history"] = h;
   return j;
+}
+
+void FakeDataplaneModel::describeIpsec(dpv1::IpsecInfo& out) const {
+  out.set_encrypt(in_force_.ipsec);
+  out.set_crypto_backend("fake");
+  const auto now = reply(dpv1::OK, "");
+  for (const auto& st : now.ipsec_sas()) *out.add_sas()->mutable_state() = st;
+  rotation_.describe(out, wallMs());
 }
 
 }  // namespace dpu::fakes

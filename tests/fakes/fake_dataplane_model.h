@@ -82,10 +82,14 @@ class FakeDataplaneModel {
   bool transfer(const std::string& name, uint64_t packets);
   // `dpuctl ipsec rotate` as dpu-dataplane takes it (model/ipsec_rotation.h,
   // the same code): counted on every reply, refused while no SA is in force;
-  // the agent's StatusRequest.ipsec_rotations_taken is kept and reported back.
+  // the agent's StatusRequest (its acknowledgement and rotation state) is
+  // validated, kept and reported back.
   Result<void> requestRotation() { return rotation_.request(ipsec_ && !in_force_.ipsec_sas.empty()); }
   uint64_t rotationRequests() const { return rotation_.requests(); }
   uint64_t rotationsTaken() const { return rotation_.taken(); }
+  // `dpuctl ipsec`: the SAs in force with their counters, the rotation counts
+  // and the agent's last rotation state.
+  void describeIpsec(dpv1::IpsecInfo& out) const;
   // A test (or the fake-dataplane process) reports problems of its own on
   // top of the model's refusals, as the real process adds ports it could
   // not open (PORT_UNAVAILABLE); they are kept until replaced.
@@ -128,7 +132,7 @@ class FakeDataplaneModel {
   bool packed_peers_ = true;
   uint32_t port_capacity_ = 31;
   uint32_t max_ethports_ = 32;
-  model::RotationRequests rotation_;
+  model::IpsecRotation rotation_;
   uint64_t full_syncs_ = 0, deltas_ = 0, resyncs_ = 0, invalid_ = 0, hellos_ = 0, statuses_ = 0, refused_ = 0;
 };
 

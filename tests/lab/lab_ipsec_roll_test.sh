@@ -90,10 +90,13 @@ tcp_pid=$DL_TCP_PID
 t0=$(date +%s%N)
 dl_ipsec_rotate 1 || fail "dpu-lab ipsec rotate node1"
 # Every SA of the pair on node1's new epoch: node1 sends with it, node2 sends to it, and node1 no longer
-# accepts the old one (retired after the grace period).
+# accepts the old one (retired after the grace period). On the way, the rotation's phases as node1's
+# dpuctl ipsec shows them (the agent reports them on its status polls).
+phases=""
 _rotated() {
   local s1 s2
   s1=$(dl_dpuctl 1 --json ipsec 2>/dev/null) && s2=$(dl_dpuctl 2 --json ipsec 2>/dev/null) || return 1
+  phases+=" $(jq -r '.ipsec.rotation | "\(.phase // "none")/\(.current_epoch // 0)/\(.previous_epoch // 0)"' <<< "$s1")"
   jq -e --argjson e "$new" '[.ipsec.sas[]] | length > 0 and all(.local_epoch == $e)' <<< "$s1" >/dev/null &&
     jq -e --argjson e "$new" '[.ipsec.sas[]] | length > 0 and all(.remote_epoch == $e)' <<< "$s2" >/dev/null
 }
@@ -106,6 +109,15 @@ if dl_wait 60 _rotated; then
     pass "dpuctl ipsec on node1: 1 rotation request, taken by the agent" ||
     fail "node1's dataplane rotation counts: $(dl_dpuctl 1 --json ipsec | jq -c '.ipsec | {rotation_requests, rotations_taken}')"
   echo "FIGURE ipsec_rotation_all_sas_new_epoch_ms=$ms (grace period ${DL_IPSEC_GRACE} s)"
+  # The phases seen, each once, in order: the grace period with the old epoch still accepted came.
+  seen=$(tr ' ' '\n' <<< "$phases" | grep -v '^$' | uniq | tr '\n' ' ')
+  grep -q "grace/$new/$old" <<< "$seen" &&
+    pass "dpuctl ipsec on node1 showed the grace period: epoch $new in use, $old still accepted ($seen)" ||
+    fail "dpuctl ipsec on node1 never showed grace/$new/$old: $seen"
+  _idle() { dl_dpuctl 1 --json ipsec 2>/dev/null |
+    jq -e --argjson e "$new" '.ipsec.rotation | .phase == "idle" and .current_epoch == $e' >/dev/null; }
+  dl_wait 5 _idle && pass "dpuctl ipsec on node1: rotation idle on epoch $new" ||
+    fail "node1's rotation after it ended: $(dl_dpuctl 1 --json ipsec | jq -c '.ipsec.rotation')"
 else
   fail "not every SA on epoch $new 60 s after the rotation: node1 $(dl_dpuctl 1 --json ipsec | jq -c '[.ipsec.sas[] | [.state.direction, .local_epoch, .remote_epoch]]')"
 fi

@@ -1,7 +1,9 @@
 // dpu-agent's IPsec controller (see ipsec_controller.h).
 #include "control/ipsec_controller.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "common/log.h"
 #include "common/net_address.h"
 #include "ipsec/psk.h"
+#include "model/ipsec_rotation.h"
 
 namespace dpu::control {
 namespace {
@@ -214,6 +217,40 @@ void IpsecController::dataplaneReply(const dpv1::ProgramReply& reply) {
 uint64_t IpsecController::rotationsTaken() const {
   std::lock_guard lock(mu_);
   return rotations_taken_;
+}
+
+void IpsecController::statusPoll(dpv1::StatusRequest& out) const {
+  std::lock_guard lock(mu_);
+  out.set_ipsec_rotations_taken(rotations_taken_);
+  const auto st = db_->status();
+  auto& r = *out.mutable_ipsec_rotation();
+  r.set_phase(ipsec::rotationPhaseName(st.phase));
+  r.set_current_epoch(st.current_epoch);
+  r.set_next_epoch(st.pending_epoch);
+  r.set_previous_epoch(st.previous_epoch);
+  if (st.previous_epoch != 0) r.set_previous_accepted_for_ms(std::max<int64_t>(0, st.previous_retire_ms - clock_()));
+  // Texts clipped to what the dataplane takes (model/ipsec_rotation.h).
+  auto clip = [](const std::string& s) { return s.substr(0, model::kRotationTextMax); };
+  r.set_waiting_for(clip(st.waiting_for));
+  r.set_deferred(clip(st.rotation_deferred));
+  r.set_rotations_started(st.rotations_started);
+  r.set_last_error(clip(st.last_error));
+  std::map<std::string, dpv1::IpsecPeerEpochs> peers;
+  for (const auto& p : st.peers) {
+    auto& e = peers[p.name];
+    e.set_node(p.name);
+    e.set_advertised_epoch(p.latest_epoch);
+    e.set_sending_epoch(p.sender_epoch);
+    e.set_inbound_sas(static_cast<uint32_t>(p.inbound));
+    e.set_problem(clip(p.problem));
+  }
+  // Nodes whose advertisement cannot be used at all (no key the database took).
+  for (const auto& [node, why] : peer_problems_) {
+    auto& e = peers[node];
+    e.set_node(node);
+    if (e.problem().empty()) e.set_problem(clip(why));
+  }
+  for (auto& [node, e] : peers) *r.add_peers() = std::move(e);
 }
 
 void IpsecController::pollPskLocked(int64_t now) {

@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
   if (ipsec) {
     client.onHello([&ipsec](const dpv1::HelloReply& h) { ipsec->dataplaneHello(h); });
     client.onReply([&ipsec](const dpv1::ProgramReply& r) { ipsec->dataplaneReply(r); });
-    client.onStatusPoll([&ipsec](dpv1::StatusRequest& s) { s.set_ipsec_rotations_taken(ipsec->rotationsTaken()); });
+    client.onStatusPoll([&ipsec](dpv1::StatusRequest& s) { ipsec->statusPoll(s); });
   }
 
   ClusterSource& src = **source;

@@ -672,7 +672,7 @@ dataplane::v1::ProgramReply EngineImpl::program(const dataplane::v1::ProgramRequ
       return install(*next, d.generation());
     }
     case dataplane::v1::ProgramRequest::kStatus:
-      ipsec_.rotationsTaken(request.status().ipsec_rotations_taken());
+      if (auto r = ipsec_.agentStatus(request.status()); !r) return reply(dataplane::v1::INVALID, r.error());
       return reply(dataplane::v1::OK, "");
     case dataplane::v1::ProgramRequest::BODY_NOT_SET:
       break;

@@ -161,8 +161,11 @@ void IpsecSas::describe(bool encrypt, dataplane::v1::IpsecInfo& out) const {
   out.set_encrypt(encrypt);
   out.set_crypto_backend(std::string(overlay::aeadBackendName(overlay::defaultAeadBackend())));
   for (const auto& [name, slot] : slots_) slot->describe(*out.add_sas());
-  out.set_rotation_requests(rotation_.requests());
-  out.set_rotations_taken(rotation_.taken());
+  rotation_.describe(out, wallMs());
+}
+
+Result<void> IpsecSas::agentStatus(const dataplane::v1::StatusRequest& status) {
+  return rotation_.status(status, wallMs());
 }
 
 void IpsecSas::sync(const std::vector<model::ModelIpsecSa>& sas, std::vector<dataplane::v1::ObjectProblem>& problems) {

@@ -148,14 +148,15 @@ class IpsecSas {
   void describe(bool encrypt, dataplane::v1::IpsecInfo& out) const;
 
   // `dpuctl ipsec rotate` (model/ipsec_rotation.h): a request, refused
-  // while no SA is held, and the agent's acknowledgement.
+  // while no SA is held; the agent's status poll (its acknowledgement and
+  // its rotation state).
   Result<void> requestRotation() { return rotation_.request(!slots_.empty()); }
-  void rotationsTaken(uint64_t taken) { rotation_.taken(taken); }
+  Result<void> agentStatus(const dataplane::v1::StatusRequest& status);
 
  private:
   unsigned workers_;
   std::map<std::string, std::shared_ptr<EspSlot>> slots_;
-  model::RotationRequests rotation_;
+  model::IpsecRotation rotation_;
 };
 
 }  // namespace dpu::datapath

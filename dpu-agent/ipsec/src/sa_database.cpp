@@ -737,7 +737,10 @@ SaDbStatus SaDatabase::status() const {
   if (pending) st.pending_epoch = pending->epoch;
   if (ready) st.pending_epoch = ready->epoch;
   const OwnEpoch* prev = ownIn(EpochState::kPrevious);
-  if (prev) st.previous_epoch = prev->epoch;
+  if (prev) {
+    st.previous_epoch = prev->epoch;
+    st.previous_retire_ms = prev->retire_ms;
+  }
   st.rotation_deferred = rotation_deferred_;
   st.rotations_started = rotations_started_;
   st.dataplane_ipsec = dataplane_ipsec_;

@@ -141,6 +141,20 @@ std::string metrics(const Node& n) {
   return w.text();
 }
 
+// The DataplaneClient's status poll (the acknowledgement and the rotation
+// state out, the reply in), then what `dpuctl ipsec` shows of the rotation.
+dpv1::IpsecRotationState pollAndShow(Node& n) {
+  dpv1::ProgramRequest req;
+  n.ipsec->statusPoll(*req.mutable_status());
+  const auto reply = n.dataplane.apply(req);
+  REQUIRE(reply.status() == dpv1::OK);
+  n.ipsec->dataplaneReply(reply);
+  dpv1::IpsecInfo info;
+  n.dataplane.describeIpsec(info);
+  REQUIRE(info.has_rotation());
+  return info.rotation();
+}
+
 }  // namespace
 
 TEST_CASE("IPsec controller: the SAs reach both dataplanes, each outbound SA the other's inbound SA") {
@@ -195,6 +209,18 @@ TEST_CASE("IPsec controller: a rotation installs, then publishes, then switches,
   CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kInstalling);
   CHECK(a.ipsec->advertisement()->epoch == 1);
   CHECK_THAT(metrics(a), Catch::Contains("dpu_agent_ipsec_rotation_phase{phase=\"installing\"} 1"));
+  {
+    // The dataplane learns the phase on the next status poll, for dpuctl ipsec.
+    const auto shown = pollAndShow(a);
+    CHECK(shown.phase() == "installing");
+    CHECK(shown.current_epoch() == 1);
+    CHECK(shown.next_epoch() == 2);
+    CHECK_THAT(shown.waiting_for(), Catch::Contains("inbound SAs of epoch 2"));
+    CHECK(shown.rotations_started() == 1);
+    REQUIRE(shown.peers_size() == 1);
+    CHECK(shown.peers(0).node() == "node-b");
+    CHECK(shown.peers(0).sending_epoch() == 1);
+  }
   a.sync();  // the dataplane holds epoch 2's inbound SA now
   CHECK(a.ipsec->advertisement()->epoch == 2);
   b.tee->nodeUpserted(a.publish());
@@ -213,12 +239,28 @@ TEST_CASE("IPsec controller: a rotation installs, then publishes, then switches,
   CHECK(a.sa("node-b", dpv1::OUTBOUND)->local_epoch == 2);
   CHECK(b.sa("node-a", dpv1::INBOUND, a.sa("node-b", dpv1::OUTBOUND)->spi) != nullptr);
   CHECK(a.dataplane.inForce().ipsec_sas.size() == 3);  // in 1/1, in 2/1, out 2/1
+  {
+    const auto shown = pollAndShow(a);
+    CHECK(shown.phase() == "grace");
+    CHECK(shown.current_epoch() == 2);
+    CHECK(shown.previous_epoch() == 1);
+    CHECK(shown.previous_accepted_for_ms() > 0);
+    CHECK(shown.previous_accepted_for_ms() <= 5'000);  // the configured grace period
+    REQUIRE(shown.peers_size() == 1);
+    CHECK(shown.peers(0).sending_epoch() == 2);
+    CHECK(shown.peers(0).inbound_sas() == 2);
+  }
   now += 5'000;
   a.ipsec->tick();
   a.sync();
   CHECK(a.dataplane.inForce().ipsec_sas.size() == 2);
   CHECK(a.ipsec->status().phase == dpu::ipsec::RotationPhase::kIdle);
   CHECK(a.ipsec->status().rotations_started == 1);
+  const auto shown = pollAndShow(a);
+  CHECK(shown.phase() == "idle");
+  CHECK(shown.current_epoch() == 2);
+  CHECK(shown.previous_epoch() == 0);
+  CHECK(shown.peers(0).inbound_sas() == 1);
 }
 
 TEST_CASE("IPsec controller: dpuctl ipsec rotate reaches it through the dataplane, once; restarts take it again never") {
@@ -228,9 +270,7 @@ TEST_CASE("IPsec controller: dpuctl ipsec rotate reaches it through the dataplan
   now += 5'000;
   // The DataplaneClient's status poll: the acknowledgement out, the reply in.
   auto poll = [&](Node& n) {
-    dpv1::ProgramRequest req;
-    req.mutable_status()->set_ipsec_rotations_taken(n.ipsec->rotationsTaken());
-    n.ipsec->dataplaneReply(n.dataplane.apply(req));
+    pollAndShow(n);
     n.ipsec->tick();
   };
   poll(a);

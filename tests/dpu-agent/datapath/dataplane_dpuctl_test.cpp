@@ -481,3 +481,47 @@ TEST_CASE("dpuctl: ipsec, one row per SA with its peer, SPI, epochs, sequence an
   CHECK_THAT(rotate, Catch::StartsWith("rotation requested (request 2 to this dataplane; the agent has taken 1)"));
   CHECK_THAT(rotate, Catch::Contains("within a second"));
 }
+
+TEST_CASE("dpuctl: ipsec shows the agent's key rotation as it reported it, and says when it did not",
+          "[dpuctl][ipsec]") {
+  dpu::dataplane::v1::OperatorReply r;
+  auto* info = r.mutable_ipsec();
+  CHECK_THAT(formatIpsec(r), Catch::Contains("key rotation: no report from dpu-agent since this dataplane started"));
+  auto* rot = info->mutable_rotation();
+  rot->set_phase("grace");
+  rot->set_current_epoch(4);
+  rot->set_previous_epoch(3);
+  rot->set_previous_accepted_for_ms(2600);
+  rot->set_waiting_for("the end of epoch 3's grace period");
+  rot->set_rotations_started(2);
+  auto* p = rot->add_peers();
+  p->set_node("node-b");
+  p->set_advertised_epoch(7);
+  p->set_sending_epoch(7);
+  p->set_inbound_sas(2);
+  p = rot->add_peers();
+  p->set_node("node-c");
+  p->set_problem("its public key is not 32 bytes of base64");
+  info->set_rotation_reported_ms_ago(400);
+  std::string text = formatIpsec(r);
+  INFO(text);
+  // Without an SA the rotation still shows: its peers say why there is none.
+  CHECK_THAT(text, Catch::Contains("no IPsec SA in force"));
+  CHECK_THAT(text, Catch::Contains("key rotation (dpu-agent, reported 400ms ago): grace\n"));
+  CHECK_THAT(text, Catch::Contains("  epoch 4 in use; epoch 3 still accepted for 2.6s\n"));
+  CHECK_THAT(text, Catch::Contains("  waiting for the end of epoch 3's grace period\n"));
+  CHECK_THAT(text, Catch::Contains("rotations started since the agent started: 2"));
+  CHECK_THAT(text, Catch::Matches(R"((.|\n)*node-b +7 +7 +2 +-\n(.|\n)*)"));
+  CHECK_THAT(text, Catch::Matches(R"((.|\n)*node-c +- +- +0 +its public key is not 32 bytes of base64\n(.|\n)*)"));
+  CHECK_THAT(text, !Catch::Contains("stale"));
+  rot->set_phase("installing");
+  rot->set_next_epoch(5);
+  rot->set_deferred("the current epoch's grace period");
+  info->set_rotation_reported_ms_ago(12'000);
+  text = formatIpsec(r);
+  CHECK_THAT(text, Catch::Contains("reported 12.0s ago; stale: the agent has stopped polling this dataplane): installing"));
+  CHECK_THAT(text, Catch::Contains("epoch 4 in use; epoch 5 being installed; epoch 3 still accepted for 2.6s"));
+  CHECK_THAT(text, Catch::Contains("a requested rotation waits: the current epoch's grace period"));
+  rot->set_phase("publishing");
+  CHECK_THAT(formatIpsec(r), Catch::Contains("epoch 5 installed, being published"));
+}

@@ -252,6 +252,33 @@ TEST_CASE("engine ipsec: dpuctl ipsec rotate is counted for the agent, which ack
   const auto v = f.engine->operate(view);
   CHECK(v.ipsec().rotation_requests() == 2);
   CHECK(v.ipsec().rotations_taken() == 2);
+  CHECK_FALSE(v.ipsec().has_rotation());  // no agent has reported one
+  // The agent's rotation state is kept for dpuctl ipsec, with its age.
+  auto* state = ack.mutable_status()->mutable_ipsec_rotation();
+  state->set_phase("grace");
+  state->set_current_epoch(4);
+  state->set_previous_epoch(3);
+  state->set_previous_accepted_for_ms(2'000);
+  state->add_peers()->set_node("node-b");
+  REQUIRE(f.engine->program(ack).status() == dpv1::OK);
+  auto kept = f.engine->operate(view).ipsec();
+  CHECK(kept.rotation().phase() == "grace");
+  CHECK(kept.rotation().previous_epoch() == 3);
+  CHECK(kept.rotation().peers(0).node() == "node-b");
+  CHECK(kept.rotation_reported_ms_ago() < 5'000);
+  // A state no agent sends is refused whole, saying what is wrong; what was kept stays.
+  dpv1::ProgramRequest bad;
+  bad.mutable_status()->set_ipsec_rotations_taken(2);
+  bad.mutable_status()->mutable_ipsec_rotation()->set_phase("switching");
+  auto refused_status = f.engine->program(bad);
+  CHECK(refused_status.status() == dpv1::INVALID);
+  CHECK_THAT(refused_status.message(), Catch::Contains("\"switching\" is not a rotation phase"));
+  CHECK(f.engine->operate(view).ipsec().rotation().phase() == "grace");
+  // An agent with IPsec off reports none: the old state goes.
+  dpv1::ProgramRequest off;
+  off.mutable_status()->set_ipsec_rotations_taken(2);
+  REQUIRE(f.engine->program(off).status() == dpv1::OK);
+  CHECK_FALSE(f.engine->operate(view).ipsec().has_rotation());
 }
 
 TEST_CASE("engine ipsec: with encryption on, a cached flow leaves as ESP the peer opens to the Geneve packet",

@@ -69,6 +69,9 @@ class IpsecController {
   void dataplaneReply(const dpv1::ProgramReply& reply);
   // The acknowledgement each status poll carries (StatusRequest.ipsec_rotations_taken).
   uint64_t rotationsTaken() const;
+  // What a status poll tells the dataplane: that acknowledgement and where the
+  // rotation stands (StatusRequest.ipsec_rotation), for `dpuctl ipsec`.
+  void statusPoll(dpv1::StatusRequest& out) const;
 
   // Timers (grace periods, the rotation period, lazy writes) and the PSK
   // file's poll; the main loop calls it a few times a second.

@@ -151,6 +151,7 @@ struct SaDbStatus {
   uint32_t current_epoch = 0;
   uint32_t pending_epoch = 0;   // pending or ready
   uint32_t previous_epoch = 0;
+  int64_t previous_retire_ms = 0;  // when the previous epoch stops being accepted (0: no previous)
   RotationPhase phase = RotationPhase::kIdle;
   std::string waiting_for;      // why the phase does not move on ("" when nothing waits)
   std::string rotation_deferred;  // the reason of a requested rotation not started yet
