@@ -807,6 +807,26 @@ bool FakeKubeApiServer::handle(Conn& conn, const Request& req) {
                       " are failed on purpose)");
   }
 
+  if (!watch) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int kind = static_cast<int>(route.kind->id);
+    if (FakeKubeHang how = hanging_[kind]; how != FakeKubeHang::kNone) {
+      stats_.hung_requests++;
+      if (how == FakeKubeHang::kStalledBody) {
+        // A length the body never reaches: the client waits for the rest.
+        const std::string start = std::string("{\"kind\":\"") + route.kind->list_kind + "\",\"apiVersion\":\"" +
+                                  route.kind->apiVersion() + "\",\"metadata\":{\"resourceVersion\":\"" +
+                                  std::to_string(rv_) + "\"},\"items\":[";
+        lock.unlock();
+        const bool sent = conn.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 65536\r\n\r\n" +
+                                     start);
+        lock.lock();
+        if (!sent) return false;
+      }
+      cv_.wait(lock, [&] { return stopping_ || hanging_[kind] == FakeKubeHang::kNone; });
+      return false;  // closed unanswered
+    }
+  }
   if (req.method == "GET" && route.collection())
     return watch ? handleWatch(conn, route, req) : handleList(conn, route, req);
   Reply reply;
@@ -1907,6 +1927,12 @@ uint64_t FakeKubeApiServer::resourceVersion() const {
 }
 
 void FakeKubeApiServer::failResource(KubeResource r, int code) { failing_[static_cast<int>(r)].store(code); }
+
+void FakeKubeApiServer::hangResource(KubeResource r, FakeKubeHang how) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hanging_[static_cast<int>(r)] = how;
+  cv_.notify_all();
+}
 
 void FakeKubeApiServer::compact() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -69,6 +69,11 @@ typedef struct ssl_ctx_st SSL_CTX;
 
 namespace dpu::fakes {
 
+// How hangResource holds a request: never answered, or answered with a list's
+// headers and the start of its body and then nothing more (a server or a
+// proxy that stalls mid-response).
+enum class FakeKubeHang : uint8_t { kNone, kNoAnswer, kStalledBody };
+
 // A bearer token and whom it authenticates.
 struct FakeKubeToken {
   std::string token;
@@ -120,6 +125,7 @@ struct FakeKubeStats {
   uint64_t forbidden = 0;
   uint64_t tls_handshake_failures = 0;  // connections refused before any request
   uint64_t injected_failures = 0;       // requests answered by failResource
+  uint64_t hung_requests = 0;           // requests held by hangResource
   size_t open_watches = 0;
   std::string last_patch_content_type;
   // Per resource (index: KubeResource), the resourceVersion of the last
@@ -157,6 +163,10 @@ class FakeKubeApiServer {
   // storage or an aggregated API behind that resource is down) with a
   // Status; 0 ends it. Open watches of `r` carry on.
   void failResource(KubeResource r, int code);
+  // From now on every request for `r` but a watch is held as `how` says,
+  // with its connection open, until kNone (the connection is then closed,
+  // unanswered) or stop(). Open watches of `r` carry on.
+  void hangResource(KubeResource r, FakeKubeHang how);
   // Ends every open watch by closing its connection without the final chunk;
   // mid_event: after half an event line.
   void dropWatches(bool mid_event = false);
@@ -260,6 +270,7 @@ class FakeKubeApiServer {
   bool drop_mid_event_ = false;
   bool paused_ = false;
   std::array<std::atomic<int>, kKubeResourceCount> failing_{};  // failResource
+  std::array<FakeKubeHang, kKubeResourceCount> hanging_{};       // hangResource, under mu_
   std::string token_;
   std::map<uint64_t, std::shared_ptr<Snapshot>> snapshots_;
   uint64_t next_snapshot_ = 1;

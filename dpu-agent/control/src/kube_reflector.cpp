@@ -184,7 +184,7 @@ Result<std::string> Reflector::list(uint32_t generation) {
     }
     // Decoded while it streams in; the next page is requested as soon as
     // its continue token is seen in the first bytes.
-    BodyStreamBuf buf(resp->body());
+    BodyStreamBuf buf(resp->body(), transport_.idleLimit(Transport::Use::kRequest));
     std::string prefetched = peekContinue(buf.peek(4096));
     if (!prefetched.empty()) fetch(prefetched);
     std::istream text(&buf);
@@ -244,7 +244,7 @@ Reflector::WatchEnd Reflector::watch(std::string& rv, uint64_t& delivered, std::
     error = what + " from " + transport_.server() + ": " + Transport::httpError(code, Transport::bodyText(*resp));
     return WatchEnd::kFailed;
   }
-  BodyStreamBuf buf(resp->body());
+  BodyStreamBuf buf(resp->body(), transport_.idleLimit(Transport::Use::kWatch));
   std::string pending;
   std::vector<char> chunk(64 * 1024);
   while (!stop_.stopping()) {

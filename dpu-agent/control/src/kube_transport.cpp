@@ -15,9 +15,20 @@ using web::http::client::http_client_config;
 
 Transport::Transport(KubeConnection connection, std::chrono::seconds request_timeout,
                      std::chrono::seconds watch_timeout, std::chrono::seconds token_reread, LastError& errors)
-    : conn_(std::move(connection)), token_(conn_, token_reread), errors_(errors) {
-  client_ = makeClient(request_timeout);
-  watch_client_ = makeClient(watch_timeout + std::chrono::seconds(30));
+    : conn_(std::move(connection)),
+      request_idle_(request_timeout),
+      watch_idle_(watch_timeout + std::chrono::seconds(30)),
+      token_(conn_, token_reread),
+      errors_(errors) {
+  client_ = makeClient(request_idle_);
+  watch_client_ = makeClient(watch_idle_);
+}
+
+std::string Transport::idleError(const std::exception& e, std::chrono::seconds limit, const char* waiting_for) {
+  const auto* http_error = dynamic_cast<const http::http_exception*>(&e);
+  if (http_error == nullptr || http_error->error_code() != std::errc::timed_out) return "";
+  return std::string(waiting_for) + " within " + std::to_string(limit.count()) +
+         " s (the API server, or a proxy in between, holds the request; the connection is closed)";
 }
 
 std::unique_ptr<http_client> Transport::makeClient(std::chrono::seconds timeout) const {
@@ -82,20 +93,22 @@ pplx::task<http::http_response> Transport::start(Use use, const http::method& me
   }
 }
 
-Result<http::http_response> Transport::await(pplx::task<http::http_response>& task, const std::string& path) {
+Result<http::http_response> Transport::await(pplx::task<http::http_response>& task, const std::string& path,
+                                             Use use) {
   try {
     auto resp = task.get();
     if (resp.status_code() == http::status_codes::Unauthorized) token_.invalidate();
     return resp;
   } catch (const std::exception& e) {
-    return Error{conn_.server + path + ": " + e.what(), ErrorCode::kUnavailable};
+    std::string idle = idleError(e, idleLimit(use), "no answer");
+    return Error{conn_.server + path + ": " + (idle.empty() ? e.what() : idle), ErrorCode::kUnavailable};
   }
 }
 
 Result<http::http_response> Transport::send(Use use, const http::method& method, const std::string& path,
                                             const std::string& body, const std::string& content_type) {
   auto task = start(use, method, path, body, content_type);
-  return await(task, path);
+  return await(task, path, use);
 }
 
 size_t BodyStreamBuf::readSome(char* dst, size_t cap) {
@@ -104,7 +117,8 @@ size_t BodyStreamBuf::readSome(char* dst, size_t cap) {
     size_t want = avail == 0 ? 1 : std::min(avail, cap);
     return body_.getn(reinterpret_cast<uint8_t*>(dst), want).get();
   } catch (const std::exception& e) {
-    error_ = e.what();
+    std::string idle = Transport::idleError(e, idle_limit_, "no more of the answer");
+    error_ = idle.empty() ? e.what() : idle;
     return 0;
   }
 }

@@ -55,7 +55,8 @@ class Transport {
                                              const std::string& body = "", const std::string& content_type = "");
   // Waits for a started request: the response whatever its status, or an
   // Error naming the server and path. A 401 makes the token be re-read.
-  Result<web::http::http_response> await(pplx::task<web::http::http_response>& task, const std::string& path);
+  Result<web::http::http_response> await(pplx::task<web::http::http_response>& task, const std::string& path,
+                                         Use use = Use::kRequest);
   // start() and await().
   Result<web::http::http_response> send(Use use, const web::http::method& method, const std::string& path,
                                         const std::string& body = "", const std::string& content_type = "");
@@ -65,6 +66,13 @@ class Transport {
   static std::string httpError(int code, const std::string& body);
   // A response's body as text, "" when it cannot be read.
   static std::string bodyText(web::http::http_response& response);
+
+  // How long a request of `use` may go without a byte from the server (the
+  // answer's head, or the next part of its body) before it is given up:
+  // cpprestsdk's timer, which closes the connection.
+  std::chrono::seconds idleLimit(Use use) const { return use == Use::kWatch ? watch_idle_ : request_idle_; }
+  // An error that is that timer's, in words ("" for any other).
+  static std::string idleError(const std::exception& e, std::chrono::seconds limit, const char* waiting_for);
 
   // Ends every request in flight and refuses new ones (the source stops).
   void cancel() { cts_.cancel(); }
@@ -77,6 +85,7 @@ class Transport {
   std::unique_ptr<web::http::client::http_client> makeClient(std::chrono::seconds timeout) const;
 
   KubeConnection conn_;
+  std::chrono::seconds request_idle_, watch_idle_;
   KubeTokenSource token_;
   LastError& errors_;
   std::unique_ptr<web::http::client::http_client> client_;
@@ -90,7 +99,10 @@ class Transport {
 // pile up).
 class BodyStreamBuf : public std::streambuf {
  public:
-  explicit BodyStreamBuf(const concurrency::streams::istream& body) : body_(body.streambuf()) {}
+  // `idle_limit`: the transport's for the request (Transport::idleLimit), to
+  // say so when its timer ends the body.
+  BodyStreamBuf(const concurrency::streams::istream& body, std::chrono::seconds idle_limit)
+      : body_(body.streambuf()), idle_limit_(idle_limit) {}
 
   // Blocks until at least one byte arrived; 0 at the end of the body or on error.
   size_t readSome(char* dst, size_t cap);
@@ -104,6 +116,7 @@ class BodyStreamBuf : public std::streambuf {
 
  private:
   concurrency::streams::streambuf<uint8_t> body_;
+  std::chrono::seconds idle_limit_;
   char buf_[64 * 1024];
   std::string error_;
 };

@@ -890,3 +890,60 @@ TEST_CASE("kube source: the manifests' ClusterRole grants what the agent uses", 
   }
   std::cout << "RBAC: " << e.grants.size() - unused << " of " << e.grants.size() << " grants used\n";
 }
+
+TEST_CASE("kube source: an API server that hangs holds a request no longer than request_timeout", "[kube]") {
+  using dpu::fakes::FakeKubeHang;
+  FakeKubeApiServer fake;
+  REQUIRE(fake.start({}).ok());
+  REQUIRE(fake.apply(KubeResource::kNodes, node("node-a", "10.244.1.0/24")).ok());
+  REQUIRE(fake.apply(KubeResource::kPods, pod("d", "a", "10.244.1.2")).ok());
+  KubeSourceConfig cfg = testConfig();
+  cfg.resources = {ObjectKind::kNode, ObjectKind::kPod};
+  cfg.request_timeout = 1s;
+  auto source = make(cfg, plain(fake));
+  RecordingListener l;
+  const auto elapsedMs = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // How a hung request ends the list of pods: in words, and retried. Each
+  // retry is one more request held, so a second held request proves the
+  // first was given up (its connection stays open on the server).
+  for (auto how : {FakeKubeHang::kNoAnswer, FakeKubeHang::kStalledBody}) {
+    const bool body = how == FakeKubeHang::kStalledBody;
+    INFO((body ? "a stalled body" : "no answer"));
+    fake.hangResource(KubeResource::kPods, how);
+    const uint64_t held = fake.stats().hung_requests;
+    if (!body) {
+      REQUIRE(source->start(l).ok());
+      REQUIRE(l.waitFor([&] { return l.nodes.count("node-a") == 1; }));  // the nodes are not held up
+    } else {
+      // The pods' watch ends and cannot resume (what it missed is compacted
+      // away): its relist meets the stall.
+      fake.pauseWatches(true);
+      REQUIRE(fake.apply(KubeResource::kPods, pod("d", "b", "10.244.1.3")).ok());
+      fake.compact();
+      fake.dropWatches();
+      fake.pauseWatches(false);
+    }
+    const bool retried = eventually([&] { return fake.stats().hung_requests >= held + 2; }, 8s);
+    INFO("held " << fake.stats().hung_requests - held << ", last error: " << source->stats().last_error);
+    REQUIRE(retried);
+    CHECK_THAT(source->stats().last_error,
+               Catch::Contains("listing Pods") &&
+                   Catch::Contains(body ? "no more of the answer within 1 s" : "no answer within 1 s") &&
+                   Catch::Contains("the connection is closed"));
+    fake.hangResource(KubeResource::kPods, FakeKubeHang::kNone);
+    REQUIRE(l.waitFor([&] { return l.syncs >= 1 && l.pods.count("d/a") == 1 && l.pods.count("d/b") == body; }));
+  }
+  // The Node PATCH: an error at the deadline, not when the server lets go.
+  fake.hangResource(KubeResource::kNodes, FakeKubeHang::kNoAnswer);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = source->publishSelf({"", "100.64.0.7", ""});
+  const auto ms = elapsedMs(t0);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error(), Catch::Contains("patching Node node-a") && Catch::Contains("no answer within 1 s"));
+  CHECK(ms < 4'000);  // the 1 s timeout and scheduling, far from the server's hold
+  fake.hangResource(KubeResource::kNodes, FakeKubeHang::kNone);
+  REQUIRE(source->publishSelf({"", "100.64.0.7", ""}).ok());
+  source->stop();
+}
