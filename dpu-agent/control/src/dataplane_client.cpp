@@ -165,8 +165,21 @@ bool DataplaneClient::pollStatus(const ipc::Socket& s) {
   if (on_status_poll_) on_status_poll_(*req.mutable_status());
   dpv1::ProgramReply reply;
   if (!exchange(s, req, reply)) return false;
+  // A refused poll (what the agent reported does not pass the dataplane's
+  // checks: an agent bug) keeps the connection; it is said once, not every second.
+  const bool refused = reply.status() != dpv1::OK;
+  std::string refusal = refused ? reply.message() : "";
+  if (refusal != status_refusal_) {
+    if (refused) DPU_LOG(kError, kLog) << "the dataplane refused a status poll: " << refusal;
+    else DPU_LOG(kInfo, kLog) << "the dataplane takes status polls again";
+    status_refusal_ = refusal;
+  }
   std::lock_guard lock(mu_);
   ++status_.status_polls;
+  if (refused) {
+    ++status_.refused;
+    status_.last_error = "the dataplane refused a status poll: " + refusal;
+  }
   return true;
 }
 

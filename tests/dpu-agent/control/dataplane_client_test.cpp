@@ -236,6 +236,41 @@ TEST_CASE("the client tracks what the dataplane does not forward for: from repli
   client.stop();
 }
 
+TEST_CASE("a status poll the dataplane refuses is counted and named; the connection and the model stay") {
+  TempDir dir;
+  Server server(dir / "dp.sock");
+  ModelState model;
+  addNode(model);
+  model.upsertPort(port("a", 1));
+  Histogram latency(Histogram::latencyBounds());
+  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+  std::atomic<bool> broken{true};
+  // What a broken agent would report: a rotation phase no dataplane knows.
+  client.onStatusPoll([&](dpv1::StatusRequest& s) {
+    s.mutable_ipsec_rotation()->set_phase(broken ? "rotating" : "idle");
+  });
+  client.start(0);
+  REQUIRE(eventually([&] { return client.portState("a") == kProgrammed; }));
+  REQUIRE(eventually([&] { return client.status().refused >= 1; }));
+  CHECK_THAT(client.status().last_error, Catch::StartsWith("the dataplane refused a status poll: StatusRequest: "
+                                                           "ipsec_rotation.phase \"rotating\" is not a rotation phase"));
+  CHECK(client.status().connected);
+  CHECK(client.status().reconnects == 0);
+  CHECK(client.portState("a") == kProgrammed);
+  // Fixed: the polls are taken again, and the dataplane keeps the state.
+  broken = false;
+  const uint64_t refused = client.status().refused;
+  const uint64_t polls = client.status().status_polls;
+  REQUIRE(eventually([&] { return client.status().status_polls > polls + 1; }));
+  CHECK(client.status().refused <= refused + 1);  // at most one already on its way
+  CHECK(server.with([](FakeDataplaneModel& m) {
+    dpv1::IpsecInfo info;
+    m.describeIpsec(info);
+    return info.rotation().phase() == "idle";
+  }));
+  client.stop();
+}
+
 TEST_CASE("the fake dataplane refuses what the engine refuses: whole requests and single objects") {
   FakeDataplaneModel m;
   ModelState state;

@@ -45,7 +45,7 @@ struct DataplaneStatus {
   uint64_t deltas = 0;
   uint64_t resyncs_requested = 0;  // RESYNC_NEEDED answers
   uint64_t reconnects = 0;
-  uint64_t refused = 0;          // INVALID answers
+  uint64_t refused = 0;          // INVALID answers (to programs and status polls)
   uint64_t status_polls = 0;     // Status requests answered
   std::string last_error;
   uint32_t port_capacity = 0;    // representor ports the dataplane can open (its Hello answer; 0: not told)
@@ -142,6 +142,7 @@ class DataplaneClient {
   mutable std::mutex mu_;
   DataplaneStatus status_;
   uint64_t next_generation_ = 0;
+  std::string status_refusal_;  // the dataplane's last refusal of a status poll, said once (client thread)
 };
 
 }  // namespace dpu::control
