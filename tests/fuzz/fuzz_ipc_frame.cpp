@@ -4,6 +4,8 @@
 // ends or breaks; each is decoded as the dataplane decodes it (a ProgramRequest
 // on the programming socket, an OperatorRequest on the operator socket). A lying
 // length, a truncated frame or a malformed message must come back as an error.
+// A StatusRequest is then taken as the dataplane takes it (model/ipsec_rotation.h):
+// accepted, or refused with a reason.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstdlib>
 
 #include "common/ipc_proto.h"
+#include "model/ipsec_rotation.h"
 #include "dpu/dataplane/v1/dataplane.pb.h"
 
 using namespace dpu;
@@ -37,6 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       dataplane::v1::ProgramRequest req;
       got = ipc::recvMessage(reader, req, ipc::after(std::chrono::milliseconds(1000)), kMax);
       if (got.ok()) (void)req.ByteSizeLong();
+      if (got.ok() && req.has_status()) {
+        model::IpsecRotation rotation;
+        auto taken = rotation.status(req.status(), 1);
+        if (!taken.ok() && taken.error().empty()) std::abort();
+        dataplane::v1::IpsecInfo info;
+        rotation.describe(info, 2);
+      }
     } else {
       dataplane::v1::OperatorRequest req;
       got = ipc::recvMessage(reader, req, ipc::after(std::chrono::milliseconds(1000)), kMax);
