@@ -75,9 +75,10 @@ class Server {
   FakeDataplaneModel model_;
 };
 
+// Whether f() comes true within `tries` 10 ms polls (3 s by default).
 template <typename F>
-bool eventually(F f) {
-  for (int i = 0; i < 300; ++i) {
+bool eventually(F f, int tries = 300) {
+  for (int i = 0; i < tries; ++i) {
     if (f()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -122,16 +123,23 @@ dpv1::RemoteNode remote(const std::string& name, const std::string& tip) {
   return r;
 }
 
+// A client of a fake dataplane whose model has node-a's settings and port a.
+struct OnePortClient {
+  static ModelState& withPortA(ModelState& m) {
+    addNode(m);
+    m.upsertPort(port("a", 1));
+    return m;
+  }
+  TempDir dir;
+  Server server{dir / "dp.sock"};
+  ModelState model;
+  Histogram latency{Histogram::latencyBounds()};
+  DataplaneClient client{dir / "dp.sock", "test", withPortA(model), latency};
+};
+
 }  // namespace
 
-TEST_CASE("full sync on connect, then one Delta per change, restarts resync") {
-  TempDir dir;
-  Server server(dir / "dp.sock");
-  ModelState model;
-  addNode(model);
-  model.upsertPort(port("a", 1));
-  Histogram latency(Histogram::latencyBounds());
-  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+TEST_CASE_METHOD(OnePortClient, "full sync on connect, then one Delta per change, restarts resync") {
   client.start(0);
   REQUIRE(eventually([&] { return client.status().programmed; }));
   CHECK(server.with([](auto& m) { return m.model().ports_size(); }) == 1);
@@ -162,14 +170,7 @@ TEST_CASE("full sync on connect, then one Delta per change, restarts resync") {
   client.stop();
 }
 
-TEST_CASE("a Delta on a stale base gets RESYNC_NEEDED and a full sync that changes nothing extra") {
-  TempDir dir;
-  Server server(dir / "dp.sock");
-  ModelState model;
-  addNode(model);
-  model.upsertPort(port("a", 1));
-  Histogram latency(Histogram::latencyBounds());
-  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+TEST_CASE_METHOD(OnePortClient, "a Delta on a stale base gets RESYNC_NEEDED and a full sync that changes nothing extra") {
   client.start(0);
   REQUIRE(eventually([&] { return client.status().programmed; }));
   // Someone else moved the dataplane's generation (as a second writer would).
@@ -188,14 +189,7 @@ TEST_CASE("a Delta on a stale base gets RESYNC_NEEDED and a full sync that chang
   client.stop();
 }
 
-TEST_CASE("the client tracks what the dataplane does not forward for: from replies, and by polling Status") {
-  TempDir dir;
-  Server server(dir / "dp.sock");
-  ModelState model;
-  addNode(model);
-  model.upsertPort(port("a", 1));
-  Histogram latency(Histogram::latencyBounds());
-  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+TEST_CASE_METHOD(OnePortClient, "the client tracks what the dataplane does not forward for: from replies, and by polling Status") {
   CHECK_THAT(client.portState("a"), Catch::StartsWith("dataplane not connected"));
   client.start(0);
   REQUIRE(eventually([&] { return client.portState("a") == kProgrammed; }));
@@ -236,14 +230,7 @@ TEST_CASE("the client tracks what the dataplane does not forward for: from repli
   client.stop();
 }
 
-TEST_CASE("a status poll the dataplane refuses is counted and named; the connection and the model stay") {
-  TempDir dir;
-  Server server(dir / "dp.sock");
-  ModelState model;
-  addNode(model);
-  model.upsertPort(port("a", 1));
-  Histogram latency(Histogram::latencyBounds());
-  DataplaneClient client(dir / "dp.sock", "test", model, latency);
+TEST_CASE_METHOD(OnePortClient, "a status poll the dataplane refuses is counted and named; the connection and the model stay") {
   std::atomic<bool> broken{true};
   // What a broken agent would report: a rotation phase no dataplane knows.
   client.onStatusPoll([&](dpv1::StatusRequest& s) {
@@ -251,7 +238,7 @@ TEST_CASE("a status poll the dataplane refuses is counted and named; the connect
   });
   client.start(0);
   REQUIRE(eventually([&] { return client.portState("a") == kProgrammed; }));
-  REQUIRE(eventually([&] { return client.status().refused >= 1; }));
+  REQUIRE(eventually([&] { return client.status().refused >= 1; }, 600));
   CHECK_THAT(client.status().last_error, Catch::StartsWith("the dataplane refused a status poll: StatusRequest: "
                                                            "ipsec_rotation.phase \"rotating\" is not a rotation phase"));
   CHECK(client.status().connected);
@@ -261,7 +248,7 @@ TEST_CASE("a status poll the dataplane refuses is counted and named; the connect
   broken = false;
   const uint64_t refused = client.status().refused;
   const uint64_t polls = client.status().status_polls;
-  REQUIRE(eventually([&] { return client.status().status_polls > polls + 1; }));
+  REQUIRE(eventually([&] { return client.status().status_polls > polls + 1; }, 600));  // two polls, 1 s apart
   CHECK(client.status().refused <= refused + 1);  // at most one already on its way
   CHECK(server.with([](FakeDataplaneModel& m) {
     dpv1::IpsecInfo info;
