@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -230,7 +230,7 @@ void IpsecController::statusPoll(dpv1::StatusRequest& out) const {
   r.set_previous_epoch(st.previous_epoch);
   if (st.previous_epoch != 0) r.set_previous_accepted_for_ms(std::max<int64_t>(0, st.previous_retire_ms - clock_()));
   // Texts clipped to what the dataplane takes (model/ipsec_rotation.h).
-  auto clip = [](const std::string& s) { return s.substr(0, model::kRotationTextMax); };
+  const auto clip = model::clipRotationText;
   r.set_waiting_for(clip(st.waiting_for));
   r.set_deferred(clip(st.rotation_deferred));
   r.set_rotations_started(st.rotations_started);
@@ -238,7 +238,7 @@ void IpsecController::statusPoll(dpv1::StatusRequest& out) const {
   std::map<std::string, dpv1::IpsecPeerEpochs> peers;
   for (const auto& p : st.peers) {
     auto& e = peers[p.name];
-    e.set_node(p.name);
+    e.set_node(clip(p.name));
     e.set_advertised_epoch(p.latest_epoch);
     e.set_sending_epoch(p.sender_epoch);
     e.set_inbound_sas(static_cast<uint32_t>(p.inbound));
@@ -247,7 +247,7 @@ void IpsecController::statusPoll(dpv1::StatusRequest& out) const {
   // Nodes whose advertisement cannot be used at all (no key the database took).
   for (const auto& [node, why] : peer_problems_) {
     auto& e = peers[node];
-    e.set_node(node);
+    e.set_node(clip(node));
     if (e.problem().empty()) e.set_problem(clip(why));
   }
   for (auto& [node, e] : peers) *r.add_peers() = std::move(e);

@@ -39,13 +39,21 @@ std::string rotationStateProblem(const dataplane::v1::IpsecRotationState& state)
   }
   std::set<std::string> names;
   for (const auto& p : state.peers()) {
-    if (p.node().empty() || p.node().size() > 253) {
-      return "ipsec_rotation.peers: a node name must have 1 to 253 characters";
+    if (p.node().empty() || p.node().size() > kMaxText) {
+      return "ipsec_rotation.peers: a node name must have 1 to " + std::to_string(kMaxText) + " bytes";
     }
     if (p.problem().size() > kMaxText) return "ipsec_rotation.peers[" + p.node() + "].problem is too long";
     if (!names.insert(p.node()).second) return "ipsec_rotation.peers lists node " + p.node() + " twice";
   }
   return "";
+}
+
+std::string clipRotationText(const std::string& text) {
+  if (text.size() <= kMaxText) return text;
+  size_t end = kMaxText;
+  // Back over continuation bytes (10xxxxxx) to the start of the cut sequence.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  return text.substr(0, end);
 }
 
 Result<void> IpsecRotation::request(bool holds_sas) {
@@ -59,16 +67,18 @@ Result<void> IpsecRotation::request(bool holds_sas) {
 }
 
 Result<void> IpsecRotation::status(const dataplane::v1::StatusRequest& status, uint64_t now_ms) {
-  if (status.has_ipsec_rotation()) {
-    if (auto why = rotationStateProblem(status.ipsec_rotation()); !why.empty()) {
-      return Error{"StatusRequest: " + why, ErrorCode::kInvalid};
-    }
-    state_ = status.ipsec_rotation();
-    reported_ms_ = now_ms;
-  } else {
-    state_.reset();  // an agent with IPsec off reports none
-  }
+  // The acknowledgement first: clamped, it cannot be wrong, and a state the
+  // dataplane refuses must not make a restarted agent take a request twice.
   taken_ = std::max(taken_, std::min(status.ipsec_rotations_taken(), requests_));
+  if (!status.has_ipsec_rotation()) {
+    state_.reset();  // an agent with IPsec off reports none
+    return {};
+  }
+  if (auto why = rotationStateProblem(status.ipsec_rotation()); !why.empty()) {
+    return Error{"StatusRequest: " + why, ErrorCode::kInvalid};
+  }
+  state_ = status.ipsec_rotation();
+  reported_ms_ = now_ms;
   return {};
 }
 

@@ -266,7 +266,7 @@ TEST_CASE("engine ipsec: dpuctl ipsec rotate is counted for the agent, which ack
   CHECK(kept.rotation().previous_epoch() == 3);
   CHECK(kept.rotation().peers(0).node() == "node-b");
   CHECK(kept.rotation_reported_ms_ago() < 5'000);
-  // A state no agent sends is refused whole, saying what is wrong; what was kept stays.
+  // A state no agent sends is refused, saying what is wrong; what was kept stays.
   dpv1::ProgramRequest bad;
   bad.mutable_status()->set_ipsec_rotations_taken(2);
   bad.mutable_status()->mutable_ipsec_rotation()->set_phase("switching");

@@ -47,7 +47,7 @@ TEST_CASE("ipsec rotation: a state no agent sends is named, field and fix", "[mo
   CHECK_THAT(rotationStateProblem(peers), Catch::Contains("lists node node-b twice"));
   auto unnamed = state("idle", 1, 0, 0);
   unnamed.add_peers();
-  CHECK_THAT(rotationStateProblem(unnamed), Catch::Contains("a node name must have 1 to 253 characters"));
+  CHECK_THAT(rotationStateProblem(unnamed), Catch::Contains("a node name must have 1 to 1024 bytes"));
 }
 
 TEST_CASE("ipsec rotation: requests, the acknowledgement and the last state, as dpuctl ipsec sees them",
@@ -57,20 +57,22 @@ TEST_CASE("ipsec rotation: requests, the acknowledgement and the last state, as 
   CHECK(r.requests() == 0);
   REQUIRE(r.request(true));
   REQUIRE(r.request(true));
+  REQUIRE(r.request(true));
   dpv1::StatusRequest poll;
-  poll.set_ipsec_rotations_taken(5);  // never above the requests
+  poll.set_ipsec_rotations_taken(2);
   *poll.mutable_ipsec_rotation() = state("installing", 1, 2, 0);
   REQUIRE(r.status(poll, 1'000));
   CHECK(r.taken() == 2);
   dpv1::IpsecInfo info;
   r.describe(info, 1'250);
-  CHECK(info.rotation_requests() == 2);
+  CHECK(info.rotation_requests() == 3);
   CHECK(info.rotations_taken() == 2);
   CHECK(info.rotation().phase() == "installing");
   CHECK(info.rotation_reported_ms_ago() == 250);
-  // Refused whole: neither the acknowledgement nor the state moves.
+  // A bad state is refused and the last good one kept; the acknowledgement
+  // is taken all the same (never above the requests made).
   dpv1::StatusRequest bad;
-  bad.set_ipsec_rotations_taken(1);
+  bad.set_ipsec_rotations_taken(5);
   *bad.mutable_ipsec_rotation() = state("grace", 2, 0, 0);
   auto refused = r.status(bad, 2'000);
   REQUIRE_FALSE(refused);
@@ -79,12 +81,33 @@ TEST_CASE("ipsec rotation: requests, the acknowledgement and the last state, as 
   r.describe(info, 2'000);
   CHECK(info.rotation().phase() == "installing");
   CHECK(info.rotation_reported_ms_ago() == 1'000);
+  CHECK(r.taken() == 3);
   // The acknowledgement never goes back; a poll without a state clears it.
   dpv1::StatusRequest off;
   off.set_ipsec_rotations_taken(0);
   REQUIRE(r.status(off, 3'000));
-  CHECK(r.taken() == 2);
+  CHECK(r.taken() == 3);
   info.Clear();
   r.describe(info, 3'000);
   CHECK_FALSE(info.has_rotation());
+}
+
+TEST_CASE("ipsec rotation: a sender's text is clipped to what a report carries, never inside a character",
+          "[model][ipsec]") {
+  using dpu::model::clipRotationText;
+  using dpu::model::kRotationTextMax;
+  CHECK(clipRotationText("short") == "short");
+  const std::string ascii(kRotationTextMax + 10, 'x');
+  CHECK(clipRotationText(ascii).size() == kRotationTextMax);
+  // "é" is two bytes: 1,023 bytes of 'x' then "é" cuts inside it at 1,024.
+  const std::string cut = std::string(kRotationTextMax - 1, 'x') + "\xc3\xa9" + "tail";
+  CHECK(clipRotationText(cut) == std::string(kRotationTextMax - 1, 'x'));
+  // A three-byte character ending exactly at the limit is kept whole.
+  const std::string whole = std::string(kRotationTextMax - 3, 'x') + "\xe2\x82\xac" + "more";
+  CHECK(clipRotationText(whole) == std::string(kRotationTextMax - 3, 'x') + "\xe2\x82\xac");
+  auto long_name = state("idle", 1, 0, 0);
+  long_name.add_peers()->set_node(clipRotationText(std::string(2 * kRotationTextMax, 'n')));
+  CHECK(rotationStateProblem(long_name).empty());
+  long_name.mutable_peers(0)->set_node(std::string(kRotationTextMax + 1, 'n'));
+  CHECK_THAT(rotationStateProblem(long_name), Catch::Contains("a node name must have 1 to 1024 bytes"));
 }

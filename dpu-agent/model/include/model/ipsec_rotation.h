@@ -26,8 +26,9 @@ class IpsecRotation {
 
   // An agent's status poll: its acknowledgement (kept so that a restarted
   // agent does not take a request twice; never above the requests made,
-  // never back) and its rotation state. A state that is not one the agent
-  // sends is refused whole, with what is wrong, and changes nothing.
+  // never back), taken whatever else the poll holds, and its rotation state.
+  // A state that is not one an agent sends is refused, saying what is wrong,
+  // and the last good one kept.
   Result<void> status(const dataplane::v1::StatusRequest& status, uint64_t now_ms);
 
   uint64_t requests() const { return requests_; }
@@ -42,9 +43,14 @@ class IpsecRotation {
   uint64_t reported_ms_ = 0;
 };
 
-// The longest text (waiting_for, deferred, last_error, a peer's problem) a
-// report may carry; a sender clips to it.
+// The longest text (waiting_for, deferred, last_error, a peer's node name
+// and problem) a report may carry in bytes; a sender clips to it
+// (clipRotationText).
 inline constexpr size_t kRotationTextMax = 1'024;
+
+// `text` cut to kRotationTextMax bytes, never inside a UTF-8 sequence (a
+// protobuf string must stay valid UTF-8).
+std::string clipRotationText(const std::string& text);
 
 // Why `state` is not a rotation state an agent sends ("" when it is).
 std::string rotationStateProblem(const dataplane::v1::IpsecRotationState& state);
