@@ -12,12 +12,22 @@ namespace {
 constexpr int kMaxPeers = 65'536;
 constexpr size_t kMaxText = kRotationTextMax;
 
+// `text` cut to `max` bytes, never inside a UTF-8 sequence: a protobuf string
+// (a report, or the reply's message that quotes one) must stay valid UTF-8.
+std::string clipUtf8(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  // Back over continuation bytes (10xxxxxx) to the start of the cut sequence.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 }  // namespace
 
 std::string rotationStateProblem(const dataplane::v1::IpsecRotationState& state) {
   static const std::set<std::string> kPhases = {"idle", "installing", "publishing", "grace"};
   if (!kPhases.count(state.phase())) {
-    return "ipsec_rotation.phase \"" + state.phase().substr(0, 64) +
+    return "ipsec_rotation.phase \"" + clipUtf8(state.phase(), 64) +
            "\" is not a rotation phase: send idle, installing, publishing or grace";
   }
   const bool next = state.phase() == "installing" || state.phase() == "publishing";
@@ -48,13 +58,7 @@ std::string rotationStateProblem(const dataplane::v1::IpsecRotationState& state)
   return "";
 }
 
-std::string clipRotationText(const std::string& text) {
-  if (text.size() <= kMaxText) return text;
-  size_t end = kMaxText;
-  // Back over continuation bytes (10xxxxxx) to the start of the cut sequence.
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
-  return text.substr(0, end);
-}
+std::string clipRotationText(const std::string& text) { return clipUtf8(text, kMaxText); }
 
 Result<void> IpsecRotation::request(bool holds_sas) {
   if (!holds_sas) {

@@ -34,6 +34,9 @@ TEST_CASE("ipsec rotation: every state an agent reports is accepted", "[model][i
 TEST_CASE("ipsec rotation: a state no agent sends is named, field and fix", "[model][ipsec]") {
   CHECK_THAT(rotationStateProblem(state("", 1, 0, 0)), Catch::Contains("send idle, installing, publishing or grace"));
   CHECK_THAT(rotationStateProblem(state("Grace", 2, 0, 1)), Catch::Contains("\"Grace\" is not a rotation phase"));
+  // A long phase is quoted in part, cut before a character, never inside one.
+  const auto quoted = rotationStateProblem(state(std::string(63, 'p') + "\xc3\xa9", 1, 0, 0));
+  CHECK_THAT(quoted, Catch::StartsWith("ipsec_rotation.phase \"" + std::string(63, 'p') + "\" is not"));
   CHECK_THAT(rotationStateProblem(state("installing", 1, 0, 0)), Catch::Contains("next_epoch 0 does not fit phase installing"));
   CHECK_THAT(rotationStateProblem(state("idle", 1, 2, 0)), Catch::Contains("next_epoch 2 does not fit phase idle"));
   CHECK_THAT(rotationStateProblem(state("grace", 2, 0, 0)), Catch::Contains("phase grace needs the previous_epoch"));
