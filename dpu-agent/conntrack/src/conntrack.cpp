@@ -45,14 +45,6 @@ class SpinLock {
   std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
 };
 
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 uint32_t node(uint32_t id, Dir dir) { return ((id << 1) | static_cast<uint32_t>(dir)) + 1; }
 uint32_t nodeId(uint32_t n) { return (n - 1) >> 1; }
 Dir nodeDir(uint32_t n) { return static_cast<Dir>((n - 1) & 1); }
@@ -204,7 +196,8 @@ uint32_t Table::bucketCount(uint32_t capacity) {
 Table::Table(uint32_t capacity, Timeouts timeouts) : Table(capacity, timeouts, nullptr) {}
 
 Table::Table(uint32_t capacity, Timeouts timeouts, std::unique_ptr<PersistentPages> persist)
-    : capacity_(capacity), timeouts_(timeouts), persist_(std::move(persist)) {
+    : capacity_(capacity), timeouts_(timeouts), keys_(HashKeys::fromSeed(HashKeys::randomSeed())),
+      persist_(std::move(persist)) {
   static_assert(sizeof(Slot) == 80, "an IPv4 connection is 80 bytes");
   static_assert(sizeof(Ipv6Rest) == 48);
   const uint32_t buckets = bucketCount(capacity);
@@ -384,6 +377,13 @@ bool Table::matches(uint32_t id, Dir dir, const Tuple& t) const {
          std::memcmp(v6.addr[2 * d + 1].data(), t.dst.data() + 4, 12) == 0;
 }
 
+// Keyed (keys_, drawn per table: common/keyed_hash.h), so that no client
+// can choose tuples that share a chain. Four multiplies: the addresses'
+// first and last 8 bytes pairwise, the ports and protocol through one of
+// their own (fed only to the last one, neighbouring ports would move the
+// bucket bits almost linearly), then the three folded. The index is rebuilt
+// from the entries whenever a table is opened (adopt), so a new process's
+// keys place the connections it takes over.
 uint32_t Table::bucketOf(const Tuple& t) const {
   uint64_t a, b, c, d;
   std::memcpy(&a, t.src.data(), 8);
@@ -391,8 +391,13 @@ uint32_t Table::bucketOf(const Tuple& t) const {
   std::memcpy(&c, t.dst.data(), 8);
   std::memcpy(&d, t.dst.data() + 8, 8);
   const uint64_t ports = uint64_t{t.src_port} << 32 | uint64_t{t.dst_port} << 16 | t.protocol;
-  return static_cast<uint32_t>(mix(a ^ mix(b ^ mix(c ^ mix(d ^ ports))))) & bucket_mask_;
+  const uint64_t x = mum(a ^ keys_.word[0], c ^ keys_.word[1]);
+  const uint64_t y = mum(b ^ keys_.word[2], d ^ keys_.word[3]);
+  const uint64_t p = mum(ports ^ keys_.word[4], keys_.word[5]);
+  return static_cast<uint32_t>(mum(x ^ p ^ keys_.word[6], y ^ keys_.seed)) & bucket_mask_;
 }
+
+uint32_t Table::bucketIndex(const Tuple& t) const { return bucketOf(t); }
 
 Table::Stripe& Table::stripeOf(uint32_t bucket) const { return stripes_[bucket & (kStripes - 1)]; }
 

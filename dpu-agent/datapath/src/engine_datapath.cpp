@@ -25,20 +25,12 @@
 namespace dpu::datapath {
 namespace {
 
-// 64x64->128 multiply, halves folded (wyhash's mum): every output bit
-// depends on every input bit of both operands.
-inline uint64_t mum(uint64_t a, uint64_t b) {
-  const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
-  return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
-}
-
-// The table hash of the flow key with the per-process seed (wyhash-style: five
-// multiplies for the 64 bytes, about a third of XXH64's instructions; it only
-// places flows in this lcore's table, so it need not match overlay's
-// flowHash64). The seed is mixed into every multiplier so that without it no
-// key can be crafted to zero an operand; the seeded multipliers are computed
-// once (HashKeys), not per packet. Tunnelled packets fold the outer source and
-// the OVN keys into the seed (`extra`; zero, and compiled away, otherwise).
+// The table hash of the flow key with the per-process keys (HashKeys,
+// common/keyed_hash.h; wyhash-style: five multiplies for the 64 bytes, about
+// a third of XXH64's instructions; it only places flows in this lcore's
+// table, so it need not match overlay's flowHash64). Tunnelled packets fold
+// the outer source and the OVN keys into the seed (`extra`; zero, and
+// compiled away, otherwise).
 inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64_t extra) {
   // Word loads straight from the key (a copy to the stack first costs moves).
   const auto* p = reinterpret_cast<const unsigned char*>(&key);

@@ -22,6 +22,7 @@
 #include "conntrack/conntrack.h"
 #include "flow/flow.h"
 #include "flow_cache.h"
+#include "common/keyed_hash.h"
 #include "offload/inherited_rules.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"
@@ -33,22 +34,6 @@ struct rte_mempool;
 namespace dpu::datapath {
 
 struct TunnelLanePacket;  // worker_parse.h
-
-// The flow table hash's multipliers with the per-process seed mixed in
-// (engine_datapath.cpp's tableHash), computed once at start.
-struct HashKeys {
-  uint64_t word[8];
-  uint64_t seed;
-  static HashKeys fromSeed(uint64_t seed) {
-    constexpr uint64_t kMul[8] = {0xa0761d6478bd642full, 0xe7037ed1a0b428dbull, 0x8ebc6af09c88c6e3ull,
-                                  0x589965cc75374cc3ull, 0x1d8e4e27c47d124full, 0x9e3779b185ebca87ull,
-                                  0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull};
-    HashKeys k{};
-    for (unsigned i = 0; i < 8; ++i) k.word[i] = seed ^ kMul[i];
-    k.seed = seed;
-    return k;
-  }
-};
 
 // What the actions read of a packet besides its frame: the L3 type and the
 // offsets (a lane's are constants), and the IP packet's length.

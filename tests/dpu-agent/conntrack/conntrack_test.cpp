@@ -285,6 +285,44 @@ TEST_CASE("conntrack: a new table's entries are not written until used", "[connt
   for (uint16_t i = 0; i < 1000; ++i) CHECK(t.find(v4(kBackend, 8080, kClient, 1000 + i)));
 }
 
+// Hash flooding: tuples that share a chain in one table (a client could find
+// such a set for a fixed hash and fill one chain with its connections) are
+// spread in another, whose keys are its own; and a client's neighbouring
+// ports spread evenly over the chains of one table.
+TEST_CASE("conntrack: the index's hash is keyed per table: no set of tuples shares a chain everywhere",
+          "[conntrack]") {
+  const Table a(4096), b(4096);  // 8,192 chains each
+  // Sixteen connections to the VIP that share one chain of `a`.
+  std::map<uint32_t, std::vector<Tuple>> by_chain;
+  std::vector<Tuple> crowd;
+  for (uint32_t i = 0; crowd.empty() && i < (1u << 22); ++i) {
+    const Tuple t = v4(kClient + (i >> 16), static_cast<uint16_t>(i), kVip, 80);
+    auto& chain = by_chain[a.bucketIndex(t)];
+    chain.push_back(t);
+    if (chain.size() == 16) crowd = chain;
+  }
+  REQUIRE(crowd.size() == 16);
+  // In `b` they spread: three of sixteen in one chain of 8,192 has odds of
+  // about 1e-5.
+  std::map<uint32_t, unsigned> in_b;
+  unsigned most = 0;
+  for (const Tuple& t : crowd) most = std::max(most, ++in_b[b.bucketIndex(t)]);
+  CHECK(most <= 2);
+
+  // 60,000 connections of one client from consecutive ports: about 7.3 per
+  // chain on average; a random placement puts more than 28 in one chain with
+  // odds of about 3e-5.
+  std::vector<unsigned> load(8192);
+  for (uint32_t port = 1024; port < 61024; ++port) {
+    const uint32_t chain = a.bucketIndex(v4(kClient, static_cast<uint16_t>(port), kVip, 80));
+    REQUIRE(chain < load.size());
+    ++load[chain];
+  }
+  const unsigned fullest = *std::max_element(load.begin(), load.end());
+  INFO("fullest chain " << fullest);
+  CHECK(fullest <= 28);
+}
+
 // IPv4 connections never touch the side array of IPv6 addresses: a table of
 // them costs bytesPerIpv4Entry() each, not bytesPerEntry().
 TEST_CASE("conntrack: IPv4 connections cost an IPv4 entry", "[conntrack]") {

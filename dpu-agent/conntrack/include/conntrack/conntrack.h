@@ -41,6 +41,10 @@
 // paths, the control thread's expiry and dpuctl). The index is split in
 // stripes, each with its own spinlock, held only for a lookup or an update of
 // one entry (never across a callback); a packet on the hit path never comes here.
+//
+// Hash flooding: the index's hash is keyed with keys each table draws when it
+// is made, so a client cannot choose 5-tuples that share one chain and make
+// every lookup there walk them all (as Linux keys nf_conntrack's hash).
 #pragma once
 
 #include <array>
@@ -52,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "common/keyed_hash.h"
 #include "common/persistent_pages.h"
 #include "common/result.h"
 #include "common/zeroed_pages.h"
@@ -230,6 +235,10 @@ class Table {
   // the table holds IPv4 connections only (the IPv6 side array's pages are
   // never touched then).
   static size_t bytesPerIpv4Entry();
+  // The chain a lookup of `t` walks (of the table's bucket count): where
+  // this table's keyed hash puts `t`; tests show two tables place alike
+  // tuples apart.
+  uint32_t bucketIndex(const Tuple& t) const;
 
  private:
   struct Slot;
@@ -261,6 +270,7 @@ class Table {
   uint32_t capacity_;
   Timeouts timeouts_;
   uint32_t bucket_mask_;
+  HashKeys keys_;  // the bucket hash's, this table's own
   std::unique_ptr<PersistentPages> persist_;  // the file, when persistent
   std::atomic<uint64_t> high_water_local_{0};
   std::atomic<uint64_t>* high_water_ = &high_water_local_;  // the file's header word when persistent
