@@ -41,16 +41,27 @@ Affinity::Affinity(uint32_t capacity) : Affinity(capacity, nullptr) {}
 Affinity::Affinity(uint32_t capacity, std::unique_ptr<PersistentPages> persist)
     : buckets_(bucketCount(capacity)), persist_(std::move(persist)), stripes_(std::make_unique<Stripe[]>(kStripes)) {
   static_assert(std::is_trivially_copyable_v<Bucket>, "buckets live in a file across processes");
+  uint64_t seed = 0;
   if (persist_ != nullptr) {
     table_ = reinterpret_cast<Bucket*>(persist_->data());
+    // The entries stay where their process's keys put them: the keys' seed
+    // lives in the file with them (header word 0), drawn when it is fresh.
+    std::atomic<uint64_t>& stored = persist_->word(0);
+    seed = persist_->adopted() ? stored.load() : 0;
+    if (seed == 0) {
+      seed = HashKeys::randomSeed() | 1;
+      stored.store(seed);
+    }
   } else {
     table_mem_ = zeroedArray<Bucket>(buckets_);
     table_ = table_mem_.get();
+    seed = HashKeys::randomSeed();
   }
+  keys_ = HashKeys::fromSeed(seed);
 }
 
 Result<std::unique_ptr<Affinity>> Affinity::openPersistent(uint32_t capacity, const std::string& path) {
-  constexpr uint64_t kFormat = 1;
+  constexpr uint64_t kFormat = 2;  // 2: the bucket hash is keyed, its seed in header word 0
   auto layoutOf = [](uint32_t buckets) { return kFormat << 56 | uint64_t{sizeof(Bucket)} << 40 | buckets; };
   auto open = [&layoutOf](uint64_t buckets, const std::string& file) -> Result<std::unique_ptr<Affinity>> {
     const auto n = static_cast<uint32_t>(buckets);
@@ -80,13 +91,19 @@ Result<std::unique_ptr<Affinity>> Affinity::openPersistent(uint32_t capacity, co
 
 Affinity::~Affinity() = default;
 
+// Keyed (common/keyed_hash.h): a sender of many client addresses (an IPv6
+// prefix holds plenty) cannot choose ones that share a bucket and push
+// other clients' entries out.
 uint32_t Affinity::bucketOf(uint64_t frontend, const std::array<uint8_t, 16>& client) const {
   uint64_t a, b;
   std::memcpy(&a, client.data(), 8);
   std::memcpy(&b, client.data() + 8, 8);
-  uint64_t h = (frontend ^ a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full) * 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return static_cast<uint32_t>(h) & (buckets_ - 1);
+  const uint64_t x = mum(a ^ keys_.word[0], b ^ keys_.word[1]);
+  return static_cast<uint32_t>(mum(x ^ keys_.word[2], frontend ^ keys_.seed)) & (buckets_ - 1);
+}
+
+uint32_t Affinity::bucketIndex(uint64_t frontend, const std::array<uint8_t, 16>& client) const {
+  return bucketOf(frontend, client);
 }
 
 Affinity::Stripe& Affinity::stripeOf(uint32_t bucket) const { return stripes_[bucket & (kStripes - 1)]; }

@@ -12,6 +12,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <filesystem>
 #include <map>
@@ -788,6 +789,53 @@ TEST_CASE("affinity: a persistent table keeps each client's backend for the next
     INFO(int{i});
     CHECK((*tiny)->find(7, c, 3'000, 10'000, got) == (i >= 6));
   }
+}
+
+// Eight IPv6 clients of one prefix that share a bucket of one table push
+// each other out there (four ways); another table's keys spread them, so
+// each keeps its backend. A persistent table reopened keeps its keys with
+// its entries.
+TEST_CASE("affinity: the bucket hash is keyed per table, and a persistent table keeps its keys",
+          "[conntrack][persist]") {
+  Affinity a(4096), b(4096);  // 1,024 buckets of four
+  constexpr uint64_t kFrontend = 42;
+  std::map<uint32_t, std::vector<std::array<uint8_t, 16>>> by_bucket;
+  std::vector<std::array<uint8_t, 16>> crowd;
+  for (uint32_t i = 0; crowd.empty() && i < (1u << 20); ++i) {
+    std::array<uint8_t, 16> c{0xfd, 0, 0, 0, 0, 0, 0, 1};
+    std::memcpy(c.data() + 12, &i, 4);
+    auto& bucket = by_bucket[a.bucketIndex(kFrontend, c)];
+    bucket.push_back(c);
+    if (bucket.size() == 8) crowd = bucket;
+  }
+  REQUIRE(crowd.size() == 8);
+  Affinity::Target backend{{10, 244, 2, 7}, 8080}, got;
+  for (size_t i = 0; i < crowd.size(); ++i) {
+    a.record(kFrontend, crowd[i], backend, 1'000 + i);
+    b.record(kFrontend, crowd[i], backend, 1'000 + i);
+  }
+  unsigned kept_a = 0, kept_b = 0;
+  for (const auto& c : crowd) {
+    kept_a += a.find(kFrontend, c, 2'000, 10'000, got) ? 1 : 0;
+    kept_b += b.find(kFrontend, c, 2'000, 10'000, got) ? 1 : 0;
+  }
+  CHECK(kept_a == 4);
+  CHECK(kept_b == 8);  // five of eight in one bucket of 1,024: odds of about 5e-11
+
+  TempDir dir("/dev/shm");
+  const std::string path = dir.path + "/affinity";
+  uint32_t placed = 0;
+  {
+    auto first = Affinity::openPersistent(4096, path);
+    REQUIRE(first.ok());
+    placed = (*first)->bucketIndex(kFrontend, crowd[0]);
+    for (const auto& c : crowd) (*first)->record(kFrontend, c, backend, 1'000);
+  }
+  auto next = Affinity::openPersistent(4096, path);
+  REQUIRE(next.ok());
+  REQUIRE((*next)->adopted());
+  CHECK((*next)->bucketIndex(kFrontend, crowd[0]) == placed);
+  for (const auto& c : crowd) CHECK((*next)->find(kFrontend, c, 2'000, 10'000, got));
 }
 
 // A table file on a disk filesystem is written back under traffic (the

@@ -17,6 +17,10 @@
 // next connection, and a mid-stream packet of a connection the affinity
 // placed, which the restarted dataplane picks up loose (conntrack.h). The
 // locks are the process's own, never in the file.
+//
+// The bucket hash is keyed (common/keyed_hash.h), so that no sender can pick
+// client addresses that share one bucket and evict the clients there; a
+// persistent table keeps its seed in its file, with the entries it placed.
 #pragma once
 
 #include <array>
@@ -25,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "common/keyed_hash.h"
 #include "common/persistent_pages.h"
 #include "common/result.h"
 #include "common/zeroed_pages.h"
@@ -59,6 +64,9 @@ class Affinity {
   uint32_t resizedFrom() const { return resized_from_; }
   uint32_t carriedOver() const { return carried_over_; }
   std::string persistNote() const { return persist_ != nullptr ? persist_->freshReason() : std::string(); }
+  // The bucket (of capacity() / 4) that (frontend, client) lives in, as this
+  // table's keyed hash puts it; for tests.
+  uint32_t bucketIndex(uint64_t frontend, const std::array<uint8_t, 16>& client) const;
 
  private:
   static constexpr uint32_t kWays = 4;
@@ -72,6 +80,7 @@ class Affinity {
   Stripe& stripeOf(uint32_t bucket) const;
 
   uint32_t buckets_;
+  HashKeys keys_{};  // the bucket hash's; a persistent table's seed is in its file
   std::unique_ptr<PersistentPages> persist_;
   ZeroedArray<Bucket> table_mem_;
   Bucket* table_ = nullptr;
