@@ -41,7 +41,7 @@ bool isLinkLocal6(const uint8_t* a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x
 bool isGatewayAddress(const Snapshot& snap, const uint8_t* a, bool v6) {
   for (const auto& s : snap.local_subnets) {
     if (!s.has_gateway || s.gateway.isV4() == v6) continue;
-    if (std::memcmp(s.gateway.bytes.data(), a, v6 ? 16 : 4) == 0) return true;
+    if (sameAddress(s.gateway.bytes.data(), a, v6)) return true;
   }
   return false;
 }

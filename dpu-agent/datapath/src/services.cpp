@@ -243,7 +243,7 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
   reply.dst_port = t.src_port;
   uint8_t nat = conntrack::kNatDst;
   bool allocate = false;
-  if (std::memcmp(backend->ip.data(), t.src.data(), v6 ? 16 : 4) == 0) {
+  if (sameAddress(backend->ip.data(), t.src.data(), v6)) {
     reply.dst = v6 ? kHairpinV6 : kHairpinV4;
     nat |= conntrack::kNatSrc;
     bump(w.counters.events[static_cast<size_t>(Event::kServiceHairpin)]);

@@ -60,6 +60,17 @@ struct Ip16Hash {
     return static_cast<size_t>(h ^ (h >> 29));
   }
 };
+// Equality as two words inline: std::array's == is a call of libc's memcmp,
+// paid on every lookup of the maps a packet's address indexes.
+inline bool sameIp16(const Ip16& a, const Ip16& b) {
+  uint64_t x[2], y[2];
+  __builtin_memcpy(x, a.data(), 16);
+  __builtin_memcpy(y, b.data(), 16);
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+struct Ip16Eq {
+  bool operator()(const Ip16& a, const Ip16& b) const { return sameIp16(a, b); }
+};
 inline Ip16 toIp16(const IpAddress& a) {
   Ip16 out{};
   for (size_t i = 0; i < a.size(); ++i) out[i] = a.bytes[i];
@@ -213,7 +224,7 @@ struct SnapRemoteNode {
   std::vector<SnapRemoteSubnet> subnets;
   bool next_hop_known = false;
   // Its published port keys (RemoteNode.ports), by address.
-  std::unordered_map<Ip16, uint16_t, Ip16Hash> port_keys;
+  std::unordered_map<Ip16, uint16_t, Ip16Hash, Ip16Eq> port_keys;
   // IPsec: the SA we send to it with, and whether it has inbound SAs with
   // us (with NodeSettings.ipsec its plaintext Geneve is then refused, unless
   // one of them says plaintext_accepted: a rollout in progress).
@@ -287,7 +298,7 @@ struct FrontendKey {
   Ip16 ip{};
   uint16_t port = 0;
   uint8_t protocol = 0;
-  bool operator==(const FrontendKey&) const = default;
+  bool operator==(const FrontendKey& o) const { return port == o.port && protocol == o.protocol && sameIp16(ip, o.ip); }
 };
 struct FrontendKeyHash {
   size_t operator()(const FrontendKey& k) const {
@@ -303,7 +314,7 @@ struct ServiceShard {
   std::unordered_map<FrontendKey, const SnapFrontend*, FrontendKeyHash> frontends;
   // Cluster and external IPs (a port the address lacks is refused), with
   // the number of frontends on each.
-  std::unordered_map<Ip16, uint32_t, Ip16Hash> ips;
+  std::unordered_map<Ip16, uint32_t, Ip16Hash, Ip16Eq> ips;
 };
 inline constexpr size_t kServiceShards = 256;
 inline size_t serviceShardOf(const Ip16& ip) { return (Ip16Hash{}(ip) >> 32) & (kServiceShards - 1); }
@@ -350,9 +361,9 @@ struct Snapshot {
   std::array<PortSlot, kMaxPorts> slots{};
 
   std::unordered_map<uint32_t, const SnapPort*> port_by_ipv4;
-  std::unordered_map<Ip16, const SnapPort*, Ip16Hash> port_by_ipv6;
+  std::unordered_map<Ip16, const SnapPort*, Ip16Hash, Ip16Eq> port_by_ipv6;
   std::unordered_map<uint32_t, const ModelSubnet*> local_by_vni;
-  std::unordered_map<Ip16, const SnapRemoteNode*, Ip16Hash> peer_by_ip;
+  std::unordered_map<Ip16, const SnapRemoteNode*, Ip16Hash, Ip16Eq> peer_by_ip;
   // IPsec (ipsec_sas.h). `ipsec`: NodeSettings.ipsec, encrypt or drop.
   // Inbound SAs by (peer tunnel IP, SPI); `esp_mtu_*`: the tunnel MTUs with
   // the ESP overhead taken off.
@@ -388,7 +399,7 @@ struct Snapshot {
   };
   struct RouteLength {
     uint8_t length = 0;
-    std::unordered_map<Ip16, RouteTarget, Ip16Hash> table;
+    std::unordered_map<Ip16, RouteTarget, Ip16Hash, Ip16Eq> table;
   };
   std::vector<RouteLength> routes_v4, routes_v6;  // longest prefix first
   std::vector<const SnapPort*> port_by_dep;

@@ -99,7 +99,7 @@ inline NatRewrite makeNatRewrite(const overlay::FlowKey& key, bool v6, uint8_t p
   const size_t len = v6 ? 16 : 4;
   uint32_t l3 = 0, l4 = 0;
   auto addressChange = [&](const uint8_t* old_a, const uint8_t* new_a, uint8_t bit, std::array<uint8_t, 16>& slot) {
-    if (std::memcmp(old_a, new_a, len) == 0) return;
+    if (sameAddress(old_a, new_a, v6)) return;
     n.fields |= bit;
     std::memcpy(slot.data(), new_a, len);
     for (size_t i = 0; i < len; i += 2) {
