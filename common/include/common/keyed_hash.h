@@ -21,9 +21,9 @@ inline uint64_t mum(uint64_t a, uint64_t b) {
   return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
 }
 
-// Eight hash keys from the system's random source, each the seed mixed into
-// an odd constant (so that without the seed no input can be crafted to zero
-// an operand of mum), and the seed itself.
+// Eight hash keys, each a fixed constant XORed with a seed from the
+// system's random source (randomSeed), so that without the seed no input can
+// be crafted to zero an operand of mum; and the seed itself.
 struct HashKeys {
   uint64_t word[8];
   uint64_t seed;
