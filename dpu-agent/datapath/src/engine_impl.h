@@ -17,12 +17,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/keyed_hash.h"
 #include "datapath/engine.h"
 #include "conntrack/affinity.h"
 #include "conntrack/conntrack.h"
 #include "flow/flow.h"
 #include "flow_cache.h"
-#include "common/keyed_hash.h"
 #include "offload/inherited_rules.h"
 #include "overlay/geneve.h"
 #include "overlay/parse.h"

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/zeroed_pages.h"
+#include "overlay/bytes.h"
 #include "overlay/flow_key.h"
 
 #if defined(__SSE2__)
@@ -117,21 +118,7 @@ struct TunnelProbe {
   }
 };
 
-// Two addresses as the headers have them, IPv4 (4 bytes) or IPv6 (16),
-// compared inline as words (a memcmp of a size chosen at run time, or of
-// two std::arrays, is a libc call).
-inline bool sameAddress(const uint8_t* a, const uint8_t* b, bool v6) {
-  if (v6) {
-    uint64_t x[2], y[2];
-    std::memcpy(x, a, 16);
-    std::memcpy(y, b, 16);
-    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-  }
-  uint32_t x, y;
-  std::memcpy(&x, a, 4);
-  std::memcpy(&y, b, 4);
-  return x == y;
-}
+using overlay::sameAddress;  // overlay/bytes.h
 
 // A flow key in 40 bytes. With the FlowKey's eight words w0..w7 (bytes 0-7,
 // 8-15, ...): w0..w3 as they are (port, VNI, MACs, VLANs, ethertype,

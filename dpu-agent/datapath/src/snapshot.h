@@ -32,6 +32,7 @@
 #include "model/model.h"
 #include "model/policy_match.h"
 #include "north_south.h"
+#include "overlay/bytes.h"
 #include "overlay/headers.h"
 
 namespace dpu::datapath {
@@ -60,14 +61,9 @@ struct Ip16Hash {
     return static_cast<size_t>(h ^ (h >> 29));
   }
 };
-// Equality as two words inline: std::array's == is a call of libc's memcmp,
-// paid on every lookup of the maps a packet's address indexes.
-inline bool sameIp16(const Ip16& a, const Ip16& b) {
-  uint64_t x[2], y[2];
-  __builtin_memcpy(x, a.data(), 16);
-  __builtin_memcpy(y, b.data(), 16);
-  return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-}
+// Equality inline (overlay/bytes.h): std::array's == is a call of libc's
+// memcmp, paid on every lookup of the maps a packet's address indexes.
+inline bool sameIp16(const Ip16& a, const Ip16& b) { return overlay::sameAddress(a.data(), b.data(), true); }
 struct Ip16Eq {
   bool operator()(const Ip16& a, const Ip16& b) const { return sameIp16(a, b); }
 };

@@ -312,7 +312,7 @@ TEST_CASE("conntrack: the index's hash is keyed per table: no set of tuples shar
 
   // 60,000 connections of one client from consecutive ports: about 7.3 per
   // chain on average; a random placement puts more than 28 in one chain with
-  // odds of about 3e-5.
+  // odds of about 1e-5.
   std::vector<unsigned> load(8192);
   for (uint32_t port = 1024; port < 61024; ++port) {
     const uint32_t chain = a.bucketIndex(v4(kClient, static_cast<uint16_t>(port), kVip, 80));
