@@ -21,6 +21,9 @@
 // 1000 flows$" is that case alone, not its 64 B, 1400 B and ESP relatives.
 // --alone: the service cases without the plain encap turns beside them (as
 // bench/datapath_callgrind.sh runs them: it counts every engine's work).
+// --connections N --tables E: the new connections cases with N connections
+// (120,000 by default, at most 600,000) in tables of E entries (262,144), e.g.
+// 600000 and 1048576 as bench/datapath.sh's dataplane runs them.
 // (bench/README: the end-to-end comparison with testpmd and OVS-DPDK is
 // the dataplane's bench; this one isolates the engine.)
 #include <rte_cycles.h>
@@ -153,8 +156,8 @@ overlay::EspOutboundSa espFromNode2() {
 }
 
 // The same with a ClusterIP service whose one backend is on node 2, TCP and
-// UDP on ports 80 and 81 (two ports: one client address has too few source
-// ports for 100,000 connections to one).
+// UDP on ports 80 to 89 (ten ports: one client address has too few source
+// ports for 100,000 connections to one, or for --connections 600000).
 dataplane::v1::LogicalModel serviceModel() {
   auto m = model();
   m.mutable_node()->add_service_cidrs("10.96.0.0/16");
@@ -162,7 +165,7 @@ dataplane::v1::LogicalModel serviceModel() {
   svc->set_name("default/remote");
   svc->add_cluster_ips("10.96.0.20");
   for (auto proto : {dataplane::v1::TCP, dataplane::v1::UDP}) {
-    for (uint32_t port : {80u, 81u}) {
+    for (uint32_t port = 80; port < 90; ++port) {
       auto* p = svc->add_ports();
       p->set_protocol(proto);
       p->set_port(port);
@@ -335,6 +338,8 @@ int main(int argc, char** argv) {
   unsigned rounds = 5;  // of the miss flood and new connections cases, whose median is printed
   std::vector<std::string> only;  // run only the cases whose name contains one of these
   bool alone = false;             // the service cases without their plain encap turns
+  uint32_t new_connections = 120000;  // the new connections cases' distinct connections
+  uint32_t new_tables = 262144;       // and their conntrack and flow cache entries
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--alone") alone = true;
   }
@@ -342,6 +347,8 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--packets") packets = std::stoull(argv[i + 1]);
     if (std::string(argv[i]) == "--rounds") rounds = static_cast<unsigned>(std::stoul(argv[i + 1]));
     if (std::string(argv[i]) == "--only") only.push_back(argv[i + 1]);
+    if (std::string(argv[i]) == "--connections") new_connections = static_cast<uint32_t>(std::stoul(argv[i + 1]));
+    if (std::string(argv[i]) == "--tables") new_tables = static_cast<uint32_t>(std::stoul(argv[i + 1]));
   }
   auto wanted = [&only](const std::string& name) {
     return only.empty() || std::any_of(only.begin(), only.end(),
@@ -716,9 +723,9 @@ int main(int argc, char** argv) {
     }
   }
   // Every packet a new connection, each read once: 120,000 distinct
-  // five-tuples (source ports 1024..61023 to service ports 80 and 81), in
-  // a conntrack table that holds them all (262,144 entries, the default)
-  // and a 262,144-entry flow cache. A SYN or a datagram is balanced,
+  // five-tuples (source ports 1024..61023 to service ports 80 and 81; more
+  // ports for --connections), in a conntrack table that holds them all
+  // (262,144 entries, the default) and a 262,144-entry flow cache. A SYN or a datagram is balanced,
   // tracked and forwarded uncached (its connection's next packet caches). A
   // fresh engine per round; the median of `rounds` rounds.
   // "... 1,000 policies": the same with pod A isolated by 1,000 policies
@@ -728,18 +735,23 @@ int main(int argc, char** argv) {
                             {"new connections: UDP", rep_a, udpVip},
                             {"new connections, 1,000 policies: TCP SYN", rep_a, tcpSyn},
                             {"new connections, 1,000 policies: UDP", rep_a, udpVip}};
+  if (new_connections > 600000 || new_tables < new_connections) {
+    std::fprintf(stderr, "--connections: at most 600000 and at most --tables (%u)\n", new_tables);
+    return 2;
+  }
   if (std::any_of(std::begin(new_cases), std::end(new_cases), [&](const Case& c) { return wanted(c.name); })) {
     std::map<std::string, double> plain_rate;
     for (const auto& c : new_cases) {
       if (!wanted(c.name)) continue;
       const bool policies = std::string(c.name).find("policies") != std::string::npos;
       std::vector<Bytes> set;
-      for (uint32_t i = 0; i < 120000; ++i) {
+      for (uint32_t i = 0; i < new_connections; ++i) {
         set.push_back(c.build(static_cast<uint16_t>(1024 + i % 60000), static_cast<uint16_t>(80 + i / 60000)));
       }
       std::vector<double> cycles, means, forwarded, opened;
       for (unsigned round = 0; round < rounds; ++round) {
-        auto engine = make(262144, nullptr);
+        auto engine = make(new_tables, nullptr, EngineConfig::kDefaultMissBudget, EngineConfig::kDefaultMissCycleShare,
+                           {}, new_tables);
         programModel(*engine, policies ? policyModel() : serviceModel(), 2);
         WorkerContext& w = engine->worker(0);
         const uint64_t tx0 = txPackets(uplink);
