@@ -16,7 +16,10 @@
 #  - the host's own server on its node IP is still reached from outside
 #    beside the node port, with the client's address;
 #  - `dpuctl services` shows the node-port frontends on each node IP,
-#    `dpuctl conntrack` the translated connections, `dpuctl stats` SnatNew.
+#    `dpuctl conntrack` the translated connections, `dpuctl stats` SnatNew;
+#  - a SYN flood to a node port from spoofed addresses fills node2's
+#    connection table (restarted at 256 entries) and new connections still
+#    get in, each in a flood entry's place (early drop), none refused.
 source "$(dirname "$0")/common.bash" np
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_test "Debian's python3 (/usr/bin/python3) is not installed (scripts/install-deps.sh)"
@@ -153,6 +156,38 @@ snat=$(( $(dl_drop_count 1 SnatNew) - snat_before ))
 [ "$snat" -ge 10 ] && pass "node1's stats: SnatNew counted $snat new egress connections (8 TCP, 1 UDP, pings)" ||
   fail "node1's SnatNew moved by $snat: $(dl_dpuctl 1 stats --all | grep -i snat)"
 check "after it all, node1's host still serves $ext on $node1:8000" ext_answers "$node1:8000" host1
+
+# --- a SYN flood: 1,000 SYNs to node2's node port from addresses of
+# 203.0.113.0/24 that nobody answers for (web2 answers each; its SYN-ACK
+# finds no client), into a table of 256 connections. Each would hold its
+# entry for a minute or two (syn-received, syn-sent); a full table gives a
+# new connection the place of such an entry (docs/services.md "A full
+# table, and SYN floods"), so $ext's connections still get in.
+cat > "$DL_DIR/syn_flood.py" <<'PYEOF'
+import sys
+from scapy.all import IP, TCP, conf, send
+conf.verb = 0
+dst, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+send([IP(src="203.0.113.%d" % (100 + i % 150), dst=dst) / TCP(sport=20000 + i, dport=port, flags="S", seq=i)
+      for i in range(n)])
+PYEOF
+dl_daemon_stop 2 dataplane
+grep -q '^conntrack:' "$DL_DIR/n2/dataplane.yaml" && fail "node2's dataplane config sets conntrack already"
+echo "conntrack: {max_entries: 256}" >> "$DL_DIR/n2/dataplane.yaml"
+dl_daemon_start 2 dataplane || fail "dpu-dataplane of node2 did not start with a table of 256 connections"
+check "node2's dataplane restarted with 256 connections at most: $ext reaches web2 at $node2:$np" \
+  dl_wait 20 only "$node2:$np" web2
+full0=$(dl_drop_count 2 ConntrackFull) early0=$(dl_drop_count 2 conntrack_early_dropped)
+dl_exec external "$PY" "$DL_DIR/syn_flood.py" "$node2" $np 1000 || fail "the SYN flood (scapy) did not run"
+tracked=$(dl_dpuctl 2 conntrack --port $np --limit 1 2>&1 | grep -o 'tracked [0-9]* of at most [0-9]*')
+[ "$tracked" = "tracked 256 of at most 256" ] && pass "node2's table is full after the flood: $tracked" ||
+  fail "node2's connection table after 1,000 SYNs: '$tracked' (want full: 256 of at most 256)"
+check "during the flood's aftermath, 6 connections in a row from $ext to $node2:$np answered by web2" \
+  only "$node2:$np" web2
+early=$(( $(dl_drop_count 2 conntrack_early_dropped) - early0 )) full=$(( $(dl_drop_count 2 ConntrackFull) - full0 ))
+[ "$early" -ge 500 ] && [ "$full" = 0 ] &&
+  pass "node2's stats: $early unanswered connections gave their places up, no new connection refused (ConntrackFull $full)" ||
+  fail "node2's stats after the flood: conntrack_early_dropped moved by $early (want >= 500), ConntrackFull by $full (want 0)"
 if [ "$FAILURES" != 0 ]; then  # what the dataplanes decided, for the failure's report
   for n in 1 2; do
     echo "--- node$n: dpuctl dump-flows; neighbours; conntrack" >&2

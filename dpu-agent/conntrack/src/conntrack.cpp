@@ -33,6 +33,7 @@ class SpinLock {
     }
   }
   void unlock() { flag_.clear(std::memory_order_release); }
+  bool try_lock() { return !flag_.test_and_set(std::memory_order_acquire); }
 
  private:
   static void relax() {
@@ -50,6 +51,15 @@ uint32_t nodeId(uint32_t n) { return (n - 1) >> 1; }
 Dir nodeDir(uint32_t n) { return static_cast<Dir>((n - 1) & 1); }
 
 constexpr uint8_t kUsed = 1, kLoose = 2, kFlushed = 4;
+
+// A full table looks for an entry to drop early in this many buckets from
+// each of a new connection's two (adjacent heads: one or two cache lines).
+constexpr uint32_t kEarlyDropBuckets = 16;
+
+// An entry a full table may drop for a new connection: one the other side
+// never answered (Linux's not "assured") and that no cached flow uses, so
+// nothing else refers to it.
+bool unanswered(State s) { return s == State::kNew || s == State::kSynSent || s == State::kSynReceived; }
 
 }  // namespace
 
@@ -504,16 +514,23 @@ Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat
     }
     if (free_.empty()) {
       free_lock_.clear(std::memory_order_release);
-      refused_full_.fetch_add(1, std::memory_order_relaxed);
-      return Error{"the connection table is full (" + std::to_string(capacity_) +
-                       " entries): raise conntrack.max_entries",
-                   ErrorCode::kExhausted};
+      const uint32_t dropped = dropEarlyLocked(bo, br, *first, *second);
+      if (dropped == 0) {
+        refused_full_.fetch_add(1, std::memory_order_relaxed);
+        return Error{"the connection table is full (" + std::to_string(capacity_) +
+                         " entries, none of them unanswered near this connection's): raise conntrack.max_entries",
+                     ErrorCode::kExhausted};
+      }
+      id = dropped - 1;  // its place is this connection's: the size stays
+      size_.fetch_sub(1, std::memory_order_relaxed);
+      early_dropped_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      id = free_.back();
+      free_.pop_back();
+      // Before the entry is written: a walk (or the next process) must reach it.
+      if (id >= high_water_->load(std::memory_order_relaxed)) high_water_->store(id + 1, std::memory_order_release);
+      free_lock_.clear(std::memory_order_release);
     }
-    id = free_.back();
-    free_.pop_back();
-    // Before the entry is written: a walk (or the next process) must reach it.
-    if (id >= high_water_->load(std::memory_order_relaxed)) high_water_->store(id + 1, std::memory_order_release);
-    free_lock_.clear(std::memory_order_release);
   }
   Slot& s = slots_[id];
   {
@@ -536,6 +553,58 @@ Result<Hit> Table::insert(const Tuple& original, const Tuple& reply, uint8_t nat
   return Hit{id, s.gen, Dir::kOriginal};
 }
 
+// Early drop (as Linux's nf_conntrack does when full): the first entry that
+// may go (unanswered, above) in the chains of kEarlyDropBuckets buckets from
+// each of the new connection's two, with `a` and `b` (their stripes) held.
+// The other buckets' stripes, and the stripe of a candidate's other tuple,
+// are only tried: a stripe another thread holds is passed over, so this
+// never waits and the lock order stays as it is. The entry is unlinked and
+// freed; returns its id + 1 (0: none found).
+uint32_t Table::dropEarlyLocked(uint32_t bo, uint32_t br, const Stripe& a, const Stripe& b) {
+  const uint32_t scan = std::min(kEarlyDropBuckets, bucket_mask_ + 1);
+  for (const uint32_t start : {bo, br}) {
+    for (uint32_t k = 0; k < scan; ++k) {
+      const uint32_t bucket = (start + k) & bucket_mask_;
+      Stripe& here = stripeOf(bucket);
+      const bool held = &here == &a || &here == &b;
+      if (!held && !here.lock.try_lock()) continue;
+      uint32_t victim = 0;
+      for (uint32_t n = buckets_[bucket]; n != 0 && victim == 0;) {
+        const uint32_t id = nodeId(n);
+        const Dir d = nodeDir(n);
+        Slot& s = slots_[id];
+        n = s.next[static_cast<int>(d)];
+        const Dir other = d == Dir::kOriginal ? Dir::kReply : Dir::kOriginal;
+        {
+          std::lock_guard entry(s.lock);
+          if (!unanswered(s.state) || s.user[0] != 0 || s.user[1] != 0) continue;
+        }
+        // Its other tuple's chain: in a stripe held here, or tried.
+        const uint32_t other_bucket = bucketOf(tupleOf(id, other));
+        Stripe& there = stripeOf(other_bucket);
+        const bool there_held = &there == &a || &there == &b || &there == &here;
+        if (!there_held && !there.lock.try_lock()) continue;
+        {
+          std::lock_guard entry(s.lock);
+          // Linked, so in use; answered or given a flow since the look above?
+          if (unanswered(s.state) && s.user[0] == 0 && s.user[1] == 0) {
+            setFlags(s, 0);
+            victim = id + 1;
+          }
+        }
+        if (victim != 0) {
+          unlink(id, d, bucket);
+          unlink(id, other, other_bucket);
+        }
+        if (!there_held) there.lock.unlock();
+      }
+      if (!held) here.lock.unlock();
+      if (victim != 0) return victim;
+    }
+  }
+  return 0;
+}
+
 bool Table::get(const Hit& h, Entry& out) const {
   if (h.id >= capacity_) return false;
   const Slot& s = slots_[h.id];
@@ -545,11 +614,13 @@ bool Table::get(const Hit& h, Entry& out) const {
   return true;
 }
 
-void Table::setUser(const Hit& h, Dir dir, uint64_t value) {
-  if (h.id >= capacity_) return;
+bool Table::setUser(const Hit& h, Dir dir, uint64_t value) {
+  if (h.id >= capacity_) return false;
   Slot& s = slots_[h.id];
   std::lock_guard entry(s.lock);
-  if ((s.flags & kUsed) && s.gen == h.gen) s.user[static_cast<int>(dir)] = value;
+  if (!(s.flags & kUsed) || s.gen != h.gen) return false;
+  s.user[static_cast<int>(dir)] = value;
+  return true;
 }
 
 bool Table::removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_since) {
@@ -686,6 +757,7 @@ Stats Table::stats() const {
   Stats s;
   s.inserted = inserted_.load(std::memory_order_relaxed);
   s.refused_full = refused_full_.load(std::memory_order_relaxed);
+  s.early_dropped = early_dropped_.load(std::memory_order_relaxed);
   s.expired = expired_.load(std::memory_order_relaxed);
   s.removed = removed_.load(std::memory_order_relaxed);
   return s;

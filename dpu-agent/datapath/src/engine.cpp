@@ -969,7 +969,10 @@ dataplane::v1::OperatorReply EngineImpl::operate(const dataplane::v1::OperatorRe
         c->set_kind(dataplane::v1::COUNTER_EVENT);
       };
       event("conntrack_inserted", ct.inserted, "connections the table took");
-      event("conntrack_refused_full", ct.refused_full, "new connections refused because the table was full");
+      event("conntrack_refused_full", ct.refused_full,
+            "new connections refused because the table was full (none unanswered near them to drop)");
+      event("conntrack_early_dropped", ct.early_dropped,
+            "unanswered connections dropped to make room for new ones because the table was full");
       break;
     }
     case dataplane::v1::OperatorRequest::kServices:

@@ -1130,6 +1130,15 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const PacketCont
     // Every action record is in use: this packet is forwarded as decided,
     // and the next one of the flow runs the slow path again.
     if (index == UINT32_MAX) [[unlikely]] bump(w.counters.events[static_cast<size_t>(Event::kFlowNotCached)]);
+    // The connection's entry learns where its flow is. Gone meanwhile
+    // (another core's new connection took its place: conntrack.h, early
+    // drop), the flow would translate for no entry: it goes, and this
+    // packet is forwarded as decided.
+    if (index != UINT32_MAX && ((candidate.ops & op::kNat) || w.policy_tracked) &&
+        !noteConnectionFlow(w, pc, index)) [[unlikely]] {
+      table.remove(index);
+      index = UINT32_MAX;
+    }
   }
   if (index == UINT32_MAX) [[unlikely]] {
     // A decision for this packet only (kOnce), or no room to cache it.
@@ -1148,7 +1157,6 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const PacketCont
     }
   }
   FlowEntry& e = table.entry(index);
-  if ((candidate.ops & op::kNat) || w.policy_tracked) noteConnectionFlow(w, pc, index);
   applyFlow(w, snap, index, e, table.actionsOf(e), pc, true);
 }
 

@@ -217,7 +217,8 @@ class EngineImpl final : public Engine {
   void punt(WorkerContext& w, const Snapshot& snap, uint32_t index, PacketContext& pc);
   // Records where a translated connection's new flow is (conntrack's user
   // field of that direction), so expiry sees the flow's hits.
-  void noteConnectionFlow(WorkerContext& w, const PacketContext& pc, uint32_t index);
+  // False: the connection's entry is gone (its flow must not stay).
+  bool noteConnectionFlow(WorkerContext& w, const PacketContext& pc, uint32_t index);
   // The Encap action; kFixedIpv4: the record's template is the 58-byte IPv4
   // one (offsets are constants). False: dropped and counted.
   template <bool kFixedIpv4>

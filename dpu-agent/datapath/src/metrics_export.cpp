@@ -147,12 +147,19 @@ constexpr Mapping kMappings[] = {
     {"conntrack_entries", "dpu_dataplane_conntrack_entries", "gauge",
      "Connections tracked now (services and NAT).", nullptr, nullptr},
     {"conntrack_capacity", "dpu_dataplane_conntrack_capacity", "gauge",
-     "Connections the table holds at most (conntrack.max_entries; a new one beyond is dropped as ConntrackFull).",
+     "Connections the table holds at most (conntrack.max_entries; beyond, a new one takes an unanswered one's place "
+     "or is dropped as ConntrackFull).",
      nullptr, nullptr},
     {"conntrack_inserted", "dpu_dataplane_conntrack_inserts_total", "counter", "Connections the table took.", nullptr,
      nullptr},
     {"conntrack_refused_full", "dpu_dataplane_conntrack_refused_full_total", "counter",
-     "New connections refused because the table was full (conntrack.max_entries).", nullptr, nullptr},
+     "New connections refused because the table was full (conntrack.max_entries) and held no unanswered "
+     "connection near them to drop.",
+     nullptr, nullptr},
+    {"conntrack_early_dropped", "dpu_dataplane_conntrack_early_drops_total", "counter",
+     "Unanswered connections (UDP new, TCP syn-sent or syn-received, no flow) dropped to make room for new ones "
+     "because the table was full.",
+     nullptr, nullptr},
     {"ConntrackNew", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "new"},
     {"ConntrackLoose", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change", "loose"},
     {"ConntrackAdopted", "dpu_dataplane_conntrack_changes_total", "counter", kConntrackChangesHelp, "change",

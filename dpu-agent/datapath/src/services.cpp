@@ -294,12 +294,12 @@ void EngineImpl::addNat(const PacketContext& pc, const NatPlan& plan, FlowRecord
   f.nat = makeNatRewrite(pc.key, plan.v6, pc.key.ip_proto, plan.src.data(), plan.dst.data(), plan.sport, plan.dport);
 }
 
-void EngineImpl::noteConnectionFlow(WorkerContext& w, const PacketContext&, uint32_t index) {
-  if (!w.ct_hit_valid) return;
+bool EngineImpl::noteConnectionFlow(WorkerContext& w, const PacketContext&, uint32_t index) {
+  if (!w.ct_hit_valid) return true;
   // Where the flow is, so expiry reads its last hit: worker, slot and flow
   // id (the slot may hold another flow by then).
   const uint64_t where = uint64_t{w.index_} << 58 | uint64_t{index} << 32 | w.table.extra(index).flow_id;
-  conntrack_->setUser(w.ct_hit, w.ct_hit.dir, where);
+  return conntrack_->setUser(w.ct_hit, w.ct_hit.dir, where);
 }
 
 std::optional<Decision> EngineImpl::egressSnat(WorkerContext& w, const Snapshot& snap, PacketContext& pc,

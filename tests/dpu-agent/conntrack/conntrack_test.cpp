@@ -254,6 +254,134 @@ TEST_CASE("conntrack: a full table refuses new connections and evicts none", "[c
   CHECK(t.get(*reused, e));
 }
 
+TEST_CASE("conntrack: a full table gives an unanswered connection's place to a new one (early drop)",
+          "[conntrack]") {
+  // A flood of spoofed SYNs (and datagrams nobody answers) fills a table
+  // that then takes new connections in their places, each found in the
+  // chains near the new one's (32 of 256). While most of the table is
+  // flood a place is all but always there; as the new connections replace
+  // it one may find none near and be refused: of 100, more than 80 take a
+  // place (the odds against it are far below 1e-9).
+  Table t(100);
+  std::vector<Tuple> flood;
+  std::vector<Hit> flood_hits;
+  for (uint16_t i = 0; i < 100; ++i) {
+    const uint8_t proto = i % 4 == 0 ? kProtoUdp : kProtoTcp;
+    const State s = proto == kProtoUdp ? State::kNew : i % 4 == 1 ? State::kSynReceived : State::kSynSent;
+    flood.push_back(v4(kClient + i, 1000 + i, kVip, 80, proto));
+    auto h = t.insert(flood.back(), v4(kBackend, 8080, kClient + i, 1000 + i, proto), kNatDst, s, 0);
+    REQUIRE(h.ok());
+    flood_hits.push_back(*h);
+  }
+  std::vector<Tuple> admitted;
+  for (uint16_t i = 0; i < 100; ++i) {
+    const Tuple o = v4(kClient, 3000 + i, kVip, 80);
+    auto h = t.insert(o, v4(kBackend, 8080, kClient, 3000 + i), kNatDst, State::kEstablished, 1000);
+    if (h.ok()) {
+      admitted.push_back(o);
+    } else {
+      CHECK(h.code() == dpu::ErrorCode::kExhausted);
+    }
+  }
+  CHECK(admitted.size() > 80);
+  CHECK(t.size() == 100);
+  CHECK(t.stats().early_dropped == admitted.size());
+  CHECK(t.stats().refused_full == 100 - admitted.size());
+  for (const Tuple& o : admitted) CHECK(t.find(o));
+  const auto left = std::count_if(flood.begin(), flood.end(), [&t](const Tuple& f) { return t.find(f).has_value(); });
+  CHECK(static_cast<size_t>(left) == 100 - admitted.size());
+  // A caller still holding a dropped connection's Hit (a core about to note
+  // its new flow there) learns that it is gone.
+  for (size_t i = 0; i < flood.size(); ++i) {
+    CHECK(t.setUser(flood_hits[i], Dir::kOriginal, 1) == t.find(flood[i]).has_value());
+  }
+  // Only answered connections left: the next is refused, none evicted.
+  t.removeIf([](const Entry& e) { return e.state != State::kEstablished; });
+  for (uint16_t i = 0; t.size() < 100; ++i) {
+    REQUIRE(t.insert(v4(kClient, 5000 + i, kVip, 80), v4(kBackend, 8080, kClient, 5000 + i), kNatDst,
+                     State::kEstablished, 1000)
+                .ok());
+  }
+  const uint64_t refused = t.stats().refused_full;
+  auto full = t.insert(v4(kClient, 999, kVip, 80), v4(kBackend, 8080, kClient, 999), kNatDst, State::kSynSent, 0);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.code() == dpu::ErrorCode::kExhausted);
+  CHECK(t.stats().refused_full == refused + 1);
+  for (const Tuple& o : admitted) CHECK(t.find(o));
+}
+
+TEST_CASE("conntrack: early drop never takes an answered connection or one a flow uses", "[conntrack]") {
+  // Half answered (established, UDP replied), a quarter unanswered with a
+  // flow (the caller's value set), a quarter free to go: new connections
+  // take the last quarter's places and no other, then are refused.
+  Table t(100);
+  std::vector<Tuple> kept, droppable;
+  for (uint16_t i = 0; i < 100; ++i) {
+    const uint8_t proto = i % 2 ? kProtoUdp : kProtoTcp;
+    const Tuple o = v4(kClient + i, 1000 + i, kVip, 80, proto);
+    const State s = i < 50 ? (proto == kProtoUdp ? State::kReplied : State::kEstablished)
+                           : (proto == kProtoUdp ? State::kNew : State::kSynSent);
+    auto h = t.insert(o, v4(kBackend, 8080, kClient + i, 1000 + i, proto), kNatDst, s, 0);
+    REQUIRE(h.ok());
+    if (i >= 50 && i < 75) t.setUser(*h, i % 3 ? Dir::kOriginal : Dir::kReply, 0x1234);
+    (i < 75 ? kept : droppable).push_back(o);
+  }
+  unsigned taken = 0, refused = 0;
+  for (uint16_t i = 0; i < 200; ++i) {
+    auto h = t.insert(v4(kClient, 3000 + i, kVip, 80), v4(kBackend, 8080, kClient, 3000 + i), kNatDst,
+                      State::kEstablished, 1000);
+    if (h.ok()) {
+      ++taken;
+    } else {
+      CHECK(h.code() == dpu::ErrorCode::kExhausted);
+      ++refused;
+    }
+  }
+  CHECK(taken > 0);
+  CHECK(taken <= 25);
+  CHECK(refused == 200 - taken);
+  CHECK(t.stats().early_dropped == taken);
+  CHECK(t.size() == 100);
+  for (const Tuple& o : kept) CHECK(t.find(o));
+  const auto gone = std::count_if(droppable.begin(), droppable.end(), [&t](const Tuple& o) { return !t.find(o); });
+  CHECK(static_cast<unsigned>(gone) == taken);
+}
+
+TEST_CASE("conntrack: threads filling a full table by early drop keep the index consistent", "[conntrack]") {
+  // Four threads insert unanswered connections into a table a quarter their
+  // number, dropping each other's, while they remove some: every entry left
+  // is found by both tuples, the count is right, and none was lost.
+  Table t(1024);
+  constexpr int kThreads = 4, kPerThread = 4000;
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> inserted{0}, removed{0};
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      std::mt19937 rng(th);
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint16_t port = static_cast<uint16_t>(1024 + i);
+        const Tuple o = v4(kClient + th, port, kVip, 80);
+        auto n = t.insert(o, v4(kBackend, 80, kClient + th, port), kNatDst, State::kSynSent, i);
+        if (!n.ok()) continue;
+        ++inserted;
+        if (rng() % 4 == 0 && t.remove(*n)) ++removed;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  size_t listed = 0;
+  t.forEach([&](uint32_t, const Entry& e) {
+    ++listed;
+    CHECK(t.find(e.original));
+    CHECK(t.find(e.reply));
+  });
+  CHECK(listed == t.size());
+  const Stats st = t.stats();
+  CHECK(st.inserted == inserted.load());
+  CHECK(inserted.load() - removed.load() - st.early_dropped == t.size());
+  CHECK(st.early_dropped > 0);
+}
+
 // Resident memory of this process, from /proc/self/statm (pages).
 size_t residentBytes() {
   std::ifstream statm("/proc/self/statm");

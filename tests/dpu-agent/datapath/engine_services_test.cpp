@@ -441,16 +441,57 @@ TEST_CASE("services: client-IP affinity keeps a client on one backend until it l
   CHECK(seen.size() == 3);
 }
 
-TEST_CASE("services: a full connection table refuses new connections and keeps the old ones", "[engine][services]") {
+TEST_CASE("services: a full connection table refuses new connections and keeps the answered ones",
+          "[engine][services]") {
   EngineConfig c;
   c.conntrack_entries = 2;
   Fixture f(c, false);
   programServices(f);
-  for (uint16_t sport : {100, 101, 102}) f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
-  CHECK(Fixture::drain(kRepB).size() == 2);
+  for (uint16_t sport : {100, 101}) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+    REQUIRE(Fixture::drain(kRepB).size() == 1);
+    f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", sport));
+    REQUIRE(Fixture::drain(kRepA).size() == 1);
+  }
+  // Both answered: none gives its place up.
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 102, kVip, 80));
+  CHECK(Fixture::drain(kRepB).empty());
   CHECK(f.stat("ConntrackFull") == 1);
-  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 100, kVip, 80));
-  CHECK(Fixture::drain(kRepB).size() == 1);
+  CHECK(f.stat("conntrack_refused_full") == 1);
+  CHECK(f.stat("conntrack_early_dropped") == 0);
+  for (uint16_t sport : {100, 101}) f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+  CHECK(Fixture::drain(kRepB).size() == 2);
+  CHECK(connections(*f.engine).size() == 2);
+}
+
+TEST_CASE("services: a table full of unanswered connections takes new ones in their places (early drop)",
+          "[engine][services]") {
+  // A flood of datagrams nobody answers fills the table; a client's new
+  // connections still go through, each in a flood entry's place, and its
+  // answered connection stays.
+  EngineConfig c;
+  c.conntrack_entries = 64;
+  Fixture f(c, false);
+  programServices(f);
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 999, kVip, 80));
+  REQUIRE(Fixture::drain(kRepB).size() == 1);
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 999));
+  REQUIRE(Fixture::drain(kRepA).size() == 1);
+  for (uint16_t sport = 1000; sport < 1063; ++sport) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+  }
+  CHECK(Fixture::drain(kRepB).size() == 63);
+  CHECK(connections(*f.engine).size() == 64);
+  for (uint16_t sport = 2000; sport < 2064; ++sport) {
+    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+  }
+  CHECK(Fixture::drain(kRepB).size() == 64);
+  CHECK(f.stat("ConntrackFull") == 0);
+  CHECK(f.stat("conntrack_early_dropped") == 64);
+  const auto conns = connections(*f.engine);
+  CHECK(conns.size() == 64);
+  CHECK(std::any_of(conns.begin(), conns.end(),
+                    [](const auto& e) { return e.original == "10.244.1.5:999 -> 10.96.0.10:80"; }));
 }
 
 TEST_CASE("services: an idle connection expires after its state's timeout, counting its flow's hits",

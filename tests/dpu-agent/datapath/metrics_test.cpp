@@ -311,6 +311,7 @@ TEST_CASE("metrics: services and connection tracking: gauges, changes, drop reas
   add("conntrack_capacity", 1024, v1::COUNTER_GAUGE);
   add("conntrack_inserted", 44, v1::COUNTER_EVENT);
   add("conntrack_refused_full", 3, v1::COUNTER_EVENT);
+  add("conntrack_early_dropped", 11, v1::COUNTER_EVENT);
   const std::string text = renderMetrics(ports, stats, servicesReply(), conntrackReply());
   Parsed p = parse(text);
   CHECK(p.samples.at("dpu_dataplane_dropped_packets_total{reason=\"ConntrackFull\"}") == "3");
@@ -329,6 +330,7 @@ TEST_CASE("metrics: services and connection tracking: gauges, changes, drop reas
   CHECK(p.samples.at("dpu_dataplane_conntrack_capacity") == "1024");
   CHECK(p.samples.at("dpu_dataplane_conntrack_inserts_total") == "44");
   CHECK(p.samples.at("dpu_dataplane_conntrack_refused_full_total") == "3");
+  CHECK(p.samples.at("dpu_dataplane_conntrack_early_drops_total") == "11");
   CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"new\"}") == "2");
   CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"replied\"}") == "0");
   CHECK(p.samples.at("dpu_dataplane_conntrack_connections{state=\"established\"}") == "5");

@@ -24,8 +24,13 @@
 // Timeouts (Timeouts) follow Linux's defaults, established TCP as kube-proxy
 // sets it (a day).
 //
-// Bounded: at most `capacity` entries, all allocated at construction; when
-// full a new connection is refused (kExhausted) and no entry is evicted for it.
+// Bounded: at most `capacity` entries, all allocated at construction. When
+// full, a new connection takes the place of a connection the other side never
+// answered (UDP/ICMP/SCTP new, TCP syn-sent or syn-received) and no cached
+// flow uses, found in the chains near the new one's (early drop, as Linux's
+// nf_conntrack does: a flood of spoofed SYNs would otherwise hold the table
+// for the syn-sent timeout); with none there it is refused (kExhausted). An
+// answered connection is never evicted for a new one.
 //
 // Restarts: a table opened on a file (openPersistent) keeps its entries and
 // index there (common/persistent_pages.h). When its process dies, kill -9
@@ -150,6 +155,7 @@ struct Hit {
 struct Stats {
   uint64_t inserted = 0;
   uint64_t refused_full = 0;   // new connections refused: the table was full
+  uint64_t early_dropped = 0;  // unanswered connections dropped for new ones: the table was full
   uint64_t expired = 0;
   uint64_t removed = 0;        // removed by the caller (closed, flushed)
 };
@@ -183,8 +189,9 @@ class Table {
   // `before`: its state before the packet, one lookup for both).
   std::optional<Hit> track(const Tuple& t, uint8_t tcp_flags, uint64_t now_ms, Entry* out = nullptr,
                            State* before = nullptr);
-  // A new connection in state `initial`. kExhausted when the table is full,
-  // kConflict when either tuple already belongs to a connection.
+  // A new connection in state `initial`. kExhausted when the table is full
+  // and no unanswered connection near it can go (above), kConflict when
+  // either tuple already belongs to a connection.
   Result<Hit> insert(const Tuple& original, const Tuple& reply, uint8_t nat, State initial, uint64_t now_ms,
                      uint32_t service = 0, uint32_t backend = 0, bool loose = false);
   // The state a connection opened by a first packet with `tcp_flags` starts
@@ -194,7 +201,9 @@ class Table {
   // The state after a packet in `dir` with `tcp_flags` (pure: the state machine above).
   static State next(State s, uint8_t protocol, Dir dir, uint8_t tcp_flags);
   bool get(const Hit& h, Entry& out) const;
-  void setUser(const Hit& h, Dir dir, uint64_t value);
+  // False when the connection is gone (removed, expired, or its place
+  // given to a new one when the table was full).
+  bool setUser(const Hit& h, Dir dir, uint64_t value);
   // Removes one connection (false: it was gone already).
   bool remove(const Hit& h);
   // Removes every connection `pred` selects; returns how many.
@@ -252,6 +261,9 @@ class Table {
   // Removes entry `id` of generation `gen` if it is still that one (and, for
   // expiry, still idle since `idle_since`).
   bool removeEntry(uint32_t id, uint32_t gen, bool expiry, uint64_t idle_since);
+  // Full: unlinks an unanswered entry near a new connection's buckets
+  // `bo` and `br` (their stripes `a` and `b` held) for it; its id + 1, or 0.
+  uint32_t dropEarlyLocked(uint32_t bo, uint32_t br, const Stripe& a, const Stripe& b);
   void copyOut(uint32_t id, Entry& out) const;
   // A connection of another table as it was there (its state, NAT, times,
   // flags); false when it does not fit.
@@ -293,7 +305,7 @@ class Table {
   std::vector<uint32_t> free_;  // free entry ids (a stack, reserved once)
   std::atomic<uint32_t> size_{0};
   std::atomic<uint32_t> cursor_{0};
-  std::atomic<uint64_t> inserted_{0}, refused_full_{0}, expired_{0}, removed_{0};
+  std::atomic<uint64_t> inserted_{0}, refused_full_{0}, early_dropped_{0}, expired_{0}, removed_{0};
 };
 
 }  // namespace dpu::conntrack
