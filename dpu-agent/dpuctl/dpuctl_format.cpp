@@ -398,6 +398,11 @@ std::string formatConntrack(const dataplane::v1::OperatorReply& reply) {
          std::to_string(reply.conntrack_entries()) + " of at most " + std::to_string(reply.conntrack_capacity()) +
          " (" + fill + ", conntrack.max_entries)\n";
   out += "by state: " + (states.empty() ? std::string("none") : states) + "\n";
+  if (reply.conntrack_early_dropped() != 0 || reply.conntrack_refused_full() != 0) {
+    out += "full since start: " + std::to_string(reply.conntrack_early_dropped()) +
+           " unanswered connections gave their places to new ones, " +
+           std::to_string(reply.conntrack_refused_full()) + " new connections refused (ConntrackFull)\n";
+  }
   return out;
 }
 

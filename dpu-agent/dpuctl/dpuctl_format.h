@@ -34,7 +34,8 @@ std::string formatNeighbours(const dataplane::v1::OperatorReply& reply);
 // are partial.
 std::string formatServices(const dataplane::v1::OperatorReply& services, const dataplane::v1::OperatorReply& conntrack);
 // Connections: one row per entry (original and reply tuples, state, NAT,
-// service, idle, expiry), then the table's fill and the count per state.
+// service, idle, expiry), then the table's fill and the count per state,
+// and, once the table has been full, what it did then (early drops, refusals).
 std::string formatConntrack(const dataplane::v1::OperatorReply& reply);
 // NetworkPolicy per port: each direction's isolation with the drops of the
 // policies isolating it, then its rules (peers, protocol, ports, policy).

@@ -179,9 +179,13 @@ check "node2's dataplane restarted with 256 connections at most: $ext reaches we
   dl_wait 20 only "$node2:$np" web2
 full0=$(dl_drop_count 2 ConntrackFull) early0=$(dl_drop_count 2 conntrack_early_dropped)
 dl_exec external "$PY" "$DL_DIR/syn_flood.py" "$node2" $np 1000 || fail "the SYN flood (scapy) did not run"
-tracked=$(dl_dpuctl 2 conntrack --port $np --limit 1 2>&1 | grep -o 'tracked [0-9]* of at most [0-9]*')
+ct=$(dl_dpuctl 2 conntrack --port $np --limit 1 2>&1)
+tracked=$(grep -o 'tracked [0-9]* of at most [0-9]*' <<< "$ct")
 [ "$tracked" = "tracked 256 of at most 256" ] && pass "node2's table is full after the flood: $tracked" ||
   fail "node2's connection table after 1,000 SYNs: '$tracked' (want full: 256 of at most 256)"
+said=$(grep '^full since start: [1-9][0-9]* unanswered connections gave their places to new ones, 0 new' <<< "$ct")
+[ -n "$said" ] && pass "dpuctl conntrack on node2: $said" ||
+  fail "dpuctl conntrack on node2 does not say what the full table did: $ct"
 check "during the flood's aftermath, 6 connections in a row from $ext to $node2:$np answered by web2" \
   only "$node2:$np" web2
 early=$(( $(dl_drop_count 2 conntrack_early_dropped) - early0 )) full=$(( $(dl_drop_count 2 ConntrackFull) - full0 ))

@@ -213,6 +213,9 @@ void EngineImpl::describeConntrack(const dataplane::v1::ConntrackRequest& reques
   }
   out.set_conntrack_entries(conntrack_->size());
   out.set_conntrack_capacity(conntrack_->capacity());
+  const conntrack::Stats st = conntrack_->stats();
+  out.set_conntrack_early_dropped(st.early_dropped);
+  out.set_conntrack_refused_full(st.refused_full);
 }
 
 }  // namespace dpu::datapath

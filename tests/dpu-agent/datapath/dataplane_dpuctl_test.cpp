@@ -374,6 +374,13 @@ TEST_CASE("dpuctl: conntrack, the connections, the table's fill and the counts p
         "listed 2; tracked 8 of at most 1000 (0.8%, conntrack.max_entries)\n"
         "by state: new 1, established 7\n");
 
+  // A table that has been full: what it did about it.
+  reply.set_conntrack_early_dropped(9120);
+  reply.set_conntrack_refused_full(3);
+  CHECK_THAT(formatConntrack(reply),
+             Catch::EndsWith("by state: new 1, established 7\nfull since start: 9120 unanswered connections gave "
+                             "their places to new ones, 3 new connections refused (ConntrackFull)\n"));
+
   dpu::dataplane::v1::OperatorReply empty;
   empty.set_conntrack_capacity(262144);
   CHECK(formatConntrack(empty) ==
