@@ -441,18 +441,33 @@ TEST_CASE("services: client-IP affinity keeps a client on one backend until it l
   CHECK(seen.size() == 3);
 }
 
+namespace {
+
+// A UDP connection from pod A's port `sport` to the VIP, answered by its backend (pod B).
+void openAnswered(Fixture& f, uint16_t sport) {
+  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+  REQUIRE(Fixture::drain(kRepB).size() == 1);
+  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", sport));
+  REQUIRE(Fixture::drain(kRepA).size() == 1);
+}
+
+// The services programmed on an engine whose connection table holds `entries`.
+struct SmallTable : Fixture {
+  explicit SmallTable(uint32_t entries) : Fixture(config(entries), false) { programServices(*this); }
+  static EngineConfig config(uint32_t entries) {
+    EngineConfig c;
+    c.conntrack_entries = entries;
+    return c;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("services: a full connection table refuses new connections and keeps the answered ones",
           "[engine][services]") {
-  EngineConfig c;
-  c.conntrack_entries = 2;
-  Fixture f(c, false);
-  programServices(f);
-  for (uint16_t sport : {100, 101}) {
-    f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
-    REQUIRE(Fixture::drain(kRepB).size() == 1);
-    f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", sport));
-    REQUIRE(Fixture::drain(kRepA).size() == 1);
-  }
+  SmallTable f(2);
+  openAnswered(f, 100);
+  openAnswered(f, 101);
   // Both answered: none gives its place up.
   f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 102, kVip, 80));
   CHECK(Fixture::drain(kRepB).empty());
@@ -469,14 +484,8 @@ TEST_CASE("services: a table full of unanswered connections takes new ones in th
   // A flood of datagrams nobody answers fills the table; a client's new
   // connections still go through, each in a flood entry's place, and its
   // answered connection stays.
-  EngineConfig c;
-  c.conntrack_entries = 64;
-  Fixture f(c, false);
-  programServices(f);
-  f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", 999, kVip, 80));
-  REQUIRE(Fixture::drain(kRepB).size() == 1);
-  f.inject(kRepB, udp4p(kRouterMac, kMacB, "10.244.1.6", 8080, "10.244.1.5", 999));
-  REQUIRE(Fixture::drain(kRepA).size() == 1);
+  SmallTable f(64);
+  openAnswered(f, 999);
   for (uint16_t sport = 1000; sport < 1063; ++sport) {
     f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
   }
