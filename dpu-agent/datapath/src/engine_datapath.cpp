@@ -1063,17 +1063,36 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   missPath(w, snap, pc);
 }
 
-void EngineImpl::prefetchNextConnection(const WorkerContext& w, const PacketContext& pc) const {
+void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const {
   const auto at = reinterpret_cast<uintptr_t>(&pc), first = reinterpret_cast<uintptr_t>(&w.burst[0]);
   if (at < first || at >= first + sizeof w.burst) return;  // not a burst packet
   const size_t next = (at - first) / sizeof(PacketContext) + 1;
   // A lane packet: an IPv4 TCP or UDP packet, its key compact.
   if (next >= w.burst_n || w.lane[next].mbuf == nullptr) return;
-  conntrack_->prefetch(connectionTuple(w.lane[next].key.expand(), false));
+  const conntrack::Tuple t = connectionTuple(w.lane[next].key.expand(), false);
+  conntrack_->prefetch(t);
+  // To a service: the backend Maglev gives it, and the bucket its reply
+  // tuple will be linked into (the insert's other miss).
+  const SnapFrontend* fe = snap.frontend(t.dst.data(), false, t.dst_port, t.protocol);
+  if (fe == nullptr) return;
+  const SnapBackendSet& set = *fe->backends;
+  const std::vector<SnapBackend>& candidates = fe->local_only ? set.local : set.usable;
+  if (candidates.empty()) return;
+  const lb::MaglevTable& table = fe->local_only ? set.local_table : set.table;
+  const uint16_t i = table.lookup(lb::tupleHash(t.src.data(), t.dst.data(), 4, t.src_port, t.dst_port, t.protocol));
+  const SnapBackend& backend = candidates[i < candidates.size() ? i : 0];
+  conntrack::Tuple reply;
+  reply.family = 4;
+  reply.protocol = t.protocol;
+  reply.src = backend.ip;
+  reply.src_port = backend.port;
+  reply.dst = t.src;
+  reply.dst_port = t.src_port;
+  conntrack_->prefetch(reply);
 }
 
 [[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
-  prefetchNextConnection(w, pc);
+  prefetchNextConnection(w, snap, pc);
   // The budget first: a miss over it costs a drop, not a slow path (miss_budget.h).
   const MissBudget::Admission admission =
       w.miss.admit(pc.rx_port, readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));

@@ -250,8 +250,10 @@ class EngineImpl final : public Engine {
   // A miss streak (a flood of new connections) spends its time in
   // conntrack's lookups, each a cache miss in a large table: missPath of
   // burst packet `pc` starts loading the next packet's conntrack bucket
-  // (a lane packet's; a guess: it may hit its flow).
-  void prefetchNextConnection(const WorkerContext& w, const PacketContext& pc) const;
+  // (a lane packet's; a guess: it may hit its flow) and, when it is for a
+  // service, the bucket of the reply tuple Maglev's backend gives it (a
+  // guess too: affinity or a masquerade may change the reply).
+  void prefetchNextConnection(const WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const;
   bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a);
   // Fills the ParsedPacket fields the hit path's fast parse skipped.
   static void completeParse(PacketContext& pc);
