@@ -1075,17 +1075,13 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& 
   // tuple will be linked into (the insert's other miss).
   const SnapFrontend* fe = snap.frontend(t.dst.data(), false, t.dst_port, t.protocol);
   if (fe == nullptr) return;
-  const SnapBackendSet& set = *fe->backends;
-  const std::vector<SnapBackend>& candidates = fe->local_only ? set.local : set.usable;
-  if (candidates.empty()) return;
-  const lb::MaglevTable& table = fe->local_only ? set.local_table : set.table;
-  const uint16_t i = table.lookup(lb::tupleHash(t.src.data(), t.dst.data(), 4, t.src_port, t.dst_port, t.protocol));
-  const SnapBackend& backend = candidates[i < candidates.size() ? i : 0];
+  const SnapBackend* backend = fe->maglevPick(t.src.data(), t.dst.data(), 4, t.src_port, t.dst_port, t.protocol);
+  if (backend == nullptr) return;
   conntrack::Tuple reply;
   reply.family = 4;
   reply.protocol = t.protocol;
-  reply.src = backend.ip;
-  reply.src_port = backend.port;
+  reply.src = backend->ip;
+  reply.src_port = backend->port;
   reply.dst = t.src;
   reply.dst_port = t.src_port;
   conntrack_->prefetch(reply);

@@ -203,8 +203,7 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
 
   // The backend: the client's affinity while it lasts, else Maglev over the 5-tuple.
   const SnapBackendSet& set = *fe->backends;
-  const std::vector<SnapBackend>& candidates = fe->local_only ? set.local : set.usable;
-  const lb::MaglevTable& table = fe->local_only ? set.local_table : set.table;
+  const std::vector<SnapBackend>& candidates = fe->candidates();
   if (candidates.empty()) {
     // kube-proxy drops what a Local policy cannot serve here while other
     // nodes could, and refuses a service that has no endpoint at all.
@@ -222,11 +221,7 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
       if (backend != nullptr) bump(w.counters.events[static_cast<size_t>(Event::kServiceAffinity)]);
     }
   }
-  if (backend == nullptr) {
-    const size_t len = v6 ? 16 : 4;
-    const uint16_t i = table.lookup(lb::tupleHash(t.src.data(), t.dst.data(), len, t.src_port, t.dst_port, proto));
-    backend = &candidates[i < candidates.size() ? i : 0];
-  }
+  if (backend == nullptr) backend = fe->maglevPick(t.src.data(), t.dst.data(), v6 ? 16 : 4, t.src_port, t.dst_port, proto);
   if (fe->affinity_ms != 0) affinity_->record(fkey, t.src, {backend->ip, backend->port}, w.now_ms);
   if (proto == overlay::ipproto::kSctp && backend->port != fe->port) {
     return dropNow(DropReason::kServiceSctpPortChange);

@@ -116,8 +116,7 @@ void EngineImpl::flushChangedServices(const Snapshot& before, const Snapshot& af
     const bool v6 = e.original.family == 6;
     const SnapFrontend* fe = after.frontend(e.original.dst.data(), v6, e.original.dst_port, e.original.protocol);
     if (fe == nullptr) return true;  // the service (or its port) is gone
-    const auto& set = fe->local_only ? fe->backends->local : fe->backends->usable;
-    return !isBackendOf(set, e.reply.src, e.reply.src_port);
+    return !isBackendOf(fe->candidates(), e.reply.src, e.reply.src_port);
   });
   control_events_[static_cast<size_t>(Event::kConntrackFlushed)] += n;
 }

@@ -279,6 +279,19 @@ struct SnapFrontend {
   bool masquerade = false;
   uint32_t affinity_ms = 0;  // session affinity by client IP (0: none)
   std::shared_ptr<const SnapBackendSet> backends;
+
+  // The backends a new connection may go to: this node's only under Local.
+  const std::vector<SnapBackend>& candidates() const { return local_only ? backends->local : backends->usable; }
+  // The one Maglev gives the connection with these fields (addresses of
+  // `addr_len` bytes), as every DPU picks it; null when there is none.
+  const SnapBackend* maglevPick(const uint8_t* src, const uint8_t* dst, size_t addr_len, uint16_t src_port,
+                                uint16_t dst_port, uint8_t protocol) const {
+    const std::vector<SnapBackend>& c = candidates();
+    if (c.empty()) return nullptr;
+    const lb::MaglevTable& table = local_only ? backends->local_table : backends->table;
+    const uint16_t i = table.lookup(lb::tupleHash(src, dst, addr_len, src_port, dst_port, protocol));
+    return &c[i < c.size() ? i : 0];
+  }
 };
 
 // A service's frontends, built once for its content (and the node settings
