@@ -221,7 +221,9 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
       if (backend != nullptr) bump(w.counters.events[static_cast<size_t>(Event::kServiceAffinity)]);
     }
   }
-  if (backend == nullptr) backend = fe->maglevPick(t.src.data(), t.dst.data(), v6 ? 16 : 4, t.src_port, t.dst_port, proto);
+  if (backend == nullptr) {
+    backend = fe->maglevPick(t.src.data(), t.dst.data(), v6 ? 16 : 4, t.src_port, t.dst_port, proto);
+  }
   if (fe->affinity_ms != 0) affinity_->record(fkey, t.src, {backend->ip, backend->port}, w.now_ms);
   if (proto == overlay::ipproto::kSctp && backend->port != fe->port) {
     return dropNow(DropReason::kServiceSctpPortChange);
