@@ -50,6 +50,12 @@ eventually() {  # eventually "description" 'shell condition' (re-evaluated each 
 # ephemeral ports (32768 and up), so no outgoing connection holds them, and
 # below the IPsec component test's (21000 and up), which runs beside it.
 PORT=$((10000 + $$ % 8000))
+# The cluster file replaced at once, written beside it and renamed, as a
+# deployment replaces it (a ConfigMap's files swap the same way): the agent
+# polls it, and a file written in place could be read half-written (on a
+# slow machine, emptied between the truncation and the write).
+put_cluster() { cat > "$DIR/cluster.yaml.tmp" && mv "$DIR/cluster.yaml.tmp" "$DIR/cluster.yaml"; }
+add_cluster() { { cat "$DIR/cluster.yaml"; cat; } | put_cluster; }
 cat > "$DIR/cluster.yaml" <<YAML
 nodes:
   - {name: node-a, tunnelIP: 192.168.50.1, podCIDR: 10.244.1.0/24}
@@ -211,7 +217,7 @@ eventually "the agent reprograms the restarted dataplane" 'test "$(ports)" = 3'
 [ "$(dump '.history[-1].request')" = '"full_sync"' ] || fail "no full sync after the dataplane restart"
 
 # --- one node added: one Delta with one remote node; removed: one delete
-cat >> "$DIR/cluster.yaml" <<YAML
+add_cluster <<YAML
   - {name: node-c, tunnelIP: 192.168.50.3, podCIDR: 10.244.3.0/24}
 YAML
 eventually "node-c reaches the dataplane" 'test "$(remotes)" = 2'
@@ -229,7 +235,7 @@ eventually "node-c leaves the dataplane" 'test "$(remotes)" = 1'
 # is checked in services_compile_test.cpp, the dataplane's use of it in lab_services.)
 NODES=$(cat "$DIR/cluster.yaml")
 HLEN=$(history_len)
-cat >> "$DIR/cluster.yaml" <<YAML
+add_cluster <<YAML
 services:
   - {name: web, clusterIP: 10.96.0.10, ports: [{name: http, port: 80, targetPort: http}]}
   - {name: bad, clusterIP: 127.0.0.10, ports: [{port: 80}]}
@@ -248,7 +254,7 @@ sed -i 's/addresses: \[10.244.2.5\]/addresses: [10.244.2.6]/' "$DIR/cluster.yaml
 eventually "the slice change reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
 [ "$(dump ".history[$HLEN].request")" = '"delta"' ] && [ "$(dump ".history[$HLEN].objects")" = '[]' ] ||
   fail "a slice change was not a Delta of services alone: $(dump ".history[$HLEN]")"
-echo "$NODES" > "$DIR/cluster.yaml"
+echo "$NODES" | put_cluster
 eventually "the services leave the model" 'test "$(service_metrics)" = "dpu_agent_services 0 "'
 
 # The barrier after a refused cluster file: the file as it was before it, with one
@@ -271,7 +277,7 @@ barrier_node_c() {  # WHAT: the barrier file is $DIR/cluster.yaml.new
 # its PortPolicy in the Delta of its port; a policy change is a Delta of that
 # PortPolicy alone; a bad policy is refused with its field, logged and
 # counted, the other one kept; a detach takes the port and its PortPolicy.
-cat >> "$DIR/cluster.yaml" <<YAML
+add_cluster <<YAML
 namespaces:
   - {name: shop, labels: {team: payments}}
 pods:
@@ -307,7 +313,7 @@ eventually "the policy change reaches the dataplane" 'test "$(history_len)" -gt 
 HLEN=$(history_len)
 malformed() { curl -s "$URL/metrics" | awk '/^dpu_agent_cluster_malformed_objects_total/ { print $2 }'; }
 BAD_BEFORE=$(malformed)
-cat >> "$DIR/cluster.yaml" <<YAML
+add_cluster <<YAML
   - {namespace: shop, name: bad, podSelector: {}, ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/16, except: [10.1.0.0/24]}}]}]}
 YAML
 eventually "the bad policy is refused and counted" 'test "$(malformed)" -gt "$BAD_BEFORE"'
@@ -324,13 +330,13 @@ code=$(curl -s -o "$DIR/out.json" -w '%{http_code}' -X DELETE -H 'Accept: applic
 eventually "the detach reaches the dataplane" 'test "$(history_len)" -gt "$HLEN"'
 [ "$(dump ".history[$HLEN].objects")" = "[\"-port:$IDDB\",\"-port-policy:$IDDB\"]" ] ||
   fail "the detach was not one Delta removing the port and its PortPolicy: $(dump ".history[$HLEN]")"
-echo "$NODES" > "$DIR/cluster.yaml"
+echo "$NODES" | put_cluster
 eventually "the policies leave the agent" 'test "$(policy_metrics)" = "dpu_agent_port_policies 0 "'
 
 # --- a bad cluster file keeps the last good state
 HLEN=$(history_len)
 BAD_BEFORE=$(malformed)
-echo "nodes: [{name: node-b, tunnelIP: nope}]" > "$DIR/cluster.yaml"
+echo "nodes: [{name: node-b, tunnelIP: nope}]" | put_cluster
 eventually "the bad file is reported" 'test "$(malformed)" -gt "$BAD_BEFORE"'
 curl -sf "$URL/readyz" >/dev/null || fail "a bad cluster file made the agent unready"
 printf '%s\n%s\n' "$NODES" "$C_NODE" > "$DIR/cluster.yaml.new"
