@@ -350,6 +350,10 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--connections") new_connections = static_cast<uint32_t>(std::stoul(argv[i + 1]));
     if (std::string(argv[i]) == "--tables") new_tables = static_cast<uint32_t>(std::stoul(argv[i + 1]));
   }
+  if (new_connections == 0 || new_connections > 600000 || new_tables < new_connections) {
+    std::fprintf(stderr, "--connections: between 1 and 600000, and at most --tables (%u)\n", new_tables);
+    return 2;
+  }
   auto wanted = [&only](const std::string& name) {
     return only.empty() || std::any_of(only.begin(), only.end(),
                                        [&name](const std::string& o) {
@@ -725,9 +729,10 @@ int main(int argc, char** argv) {
   // Every packet a new connection, each read once: 120,000 distinct
   // five-tuples (source ports 1024..61023 to service ports 80 and 81; more
   // ports for --connections), in a conntrack table that holds them all
-  // (262,144 entries, the default) and a 262,144-entry flow cache. A SYN or a datagram is balanced,
-  // tracked and forwarded uncached (its connection's next packet caches). A
-  // fresh engine per round; the median of `rounds` rounds.
+  // (262,144 entries, the default) and a 262,144-entry flow cache. A SYN or
+  // a datagram is balanced, tracked and forwarded uncached (its connection's
+  // next packet caches). A fresh engine per round; the median of `rounds`
+  // rounds.
   // "... 1,000 policies": the same with pod A isolated by 1,000 policies
   // (policyModel: egress judged against the backend after DNAT), and its
   // rate as a share of the plain case's, measured just before it.
@@ -735,10 +740,6 @@ int main(int argc, char** argv) {
                             {"new connections: UDP", rep_a, udpVip},
                             {"new connections, 1,000 policies: TCP SYN", rep_a, tcpSyn},
                             {"new connections, 1,000 policies: UDP", rep_a, udpVip}};
-  if (new_connections > 600000 || new_tables < new_connections) {
-    std::fprintf(stderr, "--connections: at most 600000 and at most --tables (%u)\n", new_tables);
-    return 2;
-  }
   if (std::any_of(std::begin(new_cases), std::end(new_cases), [&](const Case& c) { return wanted(c.name); })) {
     std::map<std::string, double> plain_rate;
     for (const auto& c : new_cases) {
