@@ -575,18 +575,15 @@ uint32_t Table::dropEarlyLocked(uint32_t bo, uint32_t br, const Stripe& a, const
         Slot& s = slots_[id];
         n = s.next[static_cast<int>(d)];
         const Dir other = d == Dir::kOriginal ? Dir::kReply : Dir::kOriginal;
-        {
-          std::lock_guard entry(s.lock);
-          if (!unanswered(s.state) || s.user[0] != 0 || s.user[1] != 0) continue;
-        }
-        // Its other tuple's chain: in a stripe held here, or tried.
+        // Its other tuple's chain (the tuples do not change while it is
+        // linked here): in a stripe held here, or tried.
         const uint32_t other_bucket = bucketOf(tupleOf(id, other));
         Stripe& there = stripeOf(other_bucket);
         const bool there_held = &there == &a || &there == &b || &there == &here;
         if (!there_held && !there.lock.try_lock()) continue;
         {
           std::lock_guard entry(s.lock);
-          // Linked, so in use; answered or given a flow since the look above?
+          // Linked, so in use: may it go?
           if (unanswered(s.state) && s.user[0] == 0 && s.user[1] == 0) {
             setFlags(s, 0);
             victim = id + 1;
