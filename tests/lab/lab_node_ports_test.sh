@@ -179,6 +179,8 @@ check "node2's dataplane restarted with 256 connections at most: $ext reaches we
   dl_wait 20 only "$node2:$np" web2
 full0=$(dl_drop_count 2 ConntrackFull) early0=$(dl_drop_count 2 conntrack_early_dropped)
 dl_exec external "$PY" "$DL_DIR/syn_flood.py" "$node2" $np 1000 || fail "the SYN flood (scapy) did not run"
+node2_full() { dl_dpuctl 2 conntrack --port $np --limit 1 2>&1 | grep -q 'tracked 256 of at most 256'; }
+dl_wait 10 node2_full || true  # the flood's last SYNs may still be on their way
 ct=$(dl_dpuctl 2 conntrack --port $np --limit 1 2>&1)
 tracked=$(grep -o 'tracked [0-9]* of at most [0-9]*' <<< "$ct")
 [ "$tracked" = "tracked 256 of at most 256" ] && pass "node2's table is full after the flood: $tracked" ||
