@@ -269,8 +269,8 @@ size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& 
   return n;
 }
 
-FileClusterSource::FileClusterSource(std::string path, std::chrono::milliseconds poll)
-    : path_(std::move(path)), poll_(poll) {}
+FileClusterSource::FileClusterSource(std::string path, std::chrono::milliseconds poll, std::chrono::milliseconds settle)
+    : path_(std::move(path)), poll_(poll), settle_(settle) {}
 
 FileClusterSource::~FileClusterSource() { stop(); }
 
@@ -351,11 +351,44 @@ void FileClusterSource::reload(const std::map<std::string, FileId>& ids) {
   delivered_once_ = true;
 }
 
+bool FileClusterSource::unsettled(const std::map<std::string, FileId>& ids) {
+  if (!delivered_once_ || settle_.count() <= 0) return false;
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t settle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(settle_).count();
+  bool fresh = false;
+  for (const auto& [file, id] : ids) {
+    auto before = seen_.find(file);
+    // A new file or a new inode was renamed into place whole.
+    if (before == seen_.end() || before->second.inode != id.inode || before->second == id) continue;
+    if (now_ns - id.mtime_ns < settle_ns) fresh = true;
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (!fresh) {
+    unsettled_ids_.clear();
+    return false;
+  }
+  if (ids != unsettled_ids_) {
+    if (unsettled_ids_.empty()) {
+      DPU_LOG(kDebug, kLog) << path_ << " or a publish file is being written in place: reading it once it has been still for "
+                            << settle_.count() << " ms";
+    }
+    unsettled_ids_ = ids;
+    unsettled_since_ = now;
+    return true;
+  }
+  // An mtime in the future (a clock step, a remote file system): still for settle_ is enough.
+  if (now - unsettled_since_ < settle_) return true;
+  unsettled_ids_.clear();
+  return false;
+}
+
 void FileClusterSource::pollOnce() {
   std::lock_guard lock(poll_mu_);
   if (!listener_) return;
   auto ids = identities();
   if (ids == seen_ && delivered_once_) return;
+  if (unsettled(ids)) return;
   seen_ = ids;
   if (!ids.count(path_)) {
     std::lock_guard slock(stats_mu_);

@@ -2,6 +2,9 @@
 // reload, a bad file keeps the last good state, and per-node publish files.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <fstream>
 #include <random>
 #include <thread>
@@ -122,6 +125,90 @@ TEST_CASE("reloads deliver differences only; a bad file keeps the last good stat
   CHECK(l.events == std::vector<std::string>{"-node:node-b", "-ns:default", "-pod:default/web-1", "-pod:default/web-2",
                                              "-svc:default/web", "-eps:default/web-1"});
   CHECK(src.stats().last_error.empty());
+}
+
+namespace {
+
+// Writes in place, as `cp` and `cat >` do: truncate, then the bytes, same inode.
+void writeInPlace(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  REQUIRE(out.good());
+}
+
+// Sets a file's mtime `age` before now (negative: in the future).
+void age(const std::string& path, std::chrono::seconds age) {
+  auto t = std::chrono::system_clock::now() - age;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  timespec times[2] = {{ns / 1000000000, ns % 1000000000}, {ns / 1000000000, ns % 1000000000}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a file written in place is read once it is still, never half written") {
+  TempDir dir;
+  const std::string path = dir / "cluster.yaml";
+  writeInPlace(path, kCluster);
+  age(path, std::chrono::seconds(10));
+  // A settle long enough that no stall of this machine can pass it by.
+  FileClusterSource src(path, std::chrono::milliseconds(10), std::chrono::seconds(60));
+  RecordingListener l;
+  REQUIRE(src.start(l).ok());
+  src.stop();
+  src.pollOnce();
+  REQUIRE(l.events.size() == 6);  // the first read does not wait
+  l.events.clear();
+
+  // The writer has truncated the file and written half of it: an empty
+  // cluster, then one node, each a valid file. Neither is read.
+  writeInPlace(path, "");
+  src.pollOnce();
+  std::string changed = kCluster;
+  changed += "  - {name: web-2, nodeName: node-b}\n";
+  writeInPlace(path, changed.substr(0, changed.find("  - {name: node-b")));
+  src.pollOnce();
+  CHECK(l.events.empty());
+  CHECK(l.syncs == 1);
+
+  // Written out and still (its mtime is old): read, with only the difference.
+  writeInPlace(path, changed);
+  src.pollOnce();
+  CHECK(l.events.empty());
+  age(path, std::chrono::seconds(61));
+  src.pollOnce();
+  CHECK(l.events == std::vector<std::string>{"+pod:default/web-2"});
+  CHECK(l.syncs == 2);
+
+  // A file replaced by rename is read at once, however fresh.
+  l.events.clear();
+  write(path, kCluster);
+  src.pollOnce();
+  CHECK(l.events == std::vector<std::string>{"-pod:default/web-2"});
+}
+
+TEST_CASE("a file written in place with an mtime in the future is read once it has stayed the same") {
+  TempDir dir;
+  const std::string path = dir / "cluster.yaml";
+  write(path, kCluster);
+  FileClusterSource src(path, std::chrono::milliseconds(10), std::chrono::milliseconds(50));
+  RecordingListener l;
+  REQUIRE(src.start(l).ok());
+  src.stop();
+  src.pollOnce();
+  REQUIRE(l.events.size() == 6);
+  l.events.clear();
+
+  std::string changed = kCluster;
+  changed += "  - {name: web-2, nodeName: node-b}\n";
+  writeInPlace(path, changed);
+  age(path, -std::chrono::seconds(3600));  // a clock stepped back after the write
+  src.pollOnce();
+  CHECK(l.events.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  src.pollOnce();
+  CHECK(l.events == std::vector<std::string>{"+pod:default/web-2"});
 }
 
 TEST_CASE("publishSelf writes a per-node file the other agents read") {

@@ -36,6 +36,12 @@
 //
 // The source polls the files' identity (inode, size, mtime) every 200 ms; a
 // change reloads everything and delivers only the differences, then synced().
+// A file replaced by rename (a new inode) is read at once. A file written in
+// place (same inode, new size or mtime) may be half written when the poll
+// sees it: `cp`, `cat >` and editors that save in place truncate it first.
+// It is read once its mtime is `settle` old, or once its identity has stayed
+// the same for `settle` (an mtime in the future), so an emptied-for-an-
+// instant file never removes every node from the dataplane.
 // A file that does not parse or holds an invalid object is refused as a
 // whole: the last good state stays, stats().last_error says why, and
 // stats().malformed counts it (a half-edited file never deletes nodes).
@@ -76,7 +82,8 @@ size_t deliverDifferences(const ClusterSnapshot& before, const ClusterSnapshot& 
 
 class FileClusterSource : public ClusterSource {
  public:
-  explicit FileClusterSource(std::string path, std::chrono::milliseconds poll = std::chrono::milliseconds(200));
+  explicit FileClusterSource(std::string path, std::chrono::milliseconds poll = std::chrono::milliseconds(200),
+                             std::chrono::milliseconds settle = std::chrono::milliseconds(250));
   ~FileClusterSource() override;
 
   Result<void> start(ClusterListener& listener) override;
@@ -101,14 +108,19 @@ class FileClusterSource : public ClusterSource {
   };
   std::map<std::string, FileId> identities() const;
   void reload(const std::map<std::string, FileId>& ids);
+  // Whether a file written in place may still be being written.
+  bool unsettled(const std::map<std::string, FileId>& ids);
 
   const std::string path_;
   const std::chrono::milliseconds poll_;
+  const std::chrono::milliseconds settle_;
   ClusterListener* listener_ = nullptr;
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::mutex poll_mu_;  // one reload at a time
   std::map<std::string, FileId> seen_;
+  std::map<std::string, FileId> unsettled_ids_;  // what the last deferred poll saw
+  std::chrono::steady_clock::time_point unsettled_since_{};
   ClusterSnapshot current_;
   std::map<std::string, NodeInfo> last_good_published_;  // by file name
   bool delivered_once_ = false;
