@@ -33,6 +33,8 @@ packages=(
   # lab and system tests; a DNS server and client behind a Service (lab_services_dns:
   # dnsmasq-base is the binary without a system service)
   iproute2 ethtool procps jq curl iputils-ping dnsmasq-base bind9-dnsutils
+  # a hung system test prints its daemons' threads before it is ended (tests/host-shim/system/lib.bash)
+  gdb
   # the NAT in front of a lab node (dpu-lab up --nat, lab_ipsec_natt)
   nftables
   # container images (images/build.sh) and their test
