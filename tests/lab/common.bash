@@ -36,6 +36,7 @@ elapsed() { echo "$(( ($(date +%s%N) - T0) / 1000000 )) ms"; }
 _lab_test_exit() {
   local rc=$?
   trap - EXIT
+  watchdog_stop
   # Background pings, transfers and captures end with the test, however it ends.
   local left
   left=$(jobs -p)
@@ -57,6 +58,7 @@ _lab_test_exit() {
 }
 trap _lab_test_exit EXIT
 trap 'exit 130' INT TERM
+watchdog_start  # a hang is reported and torn down before ctest's timeout (support/shell.bash)
 
 lab_test_up() {
   dl_up "$@" || { echo "FAIL: the lab did not come up" >&2; exit 1; }

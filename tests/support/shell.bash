@@ -29,3 +29,88 @@ skip_test() { echo "SKIP: $(basename "$0"): $*"; exit "$DPU_TEST_SKIP_CODE"; }
 read -ra EMULATOR <<< "${DPU_TEST_EMULATOR:-}"
 # run_built BINARY ARGS...: a binary of this build, in the foreground.
 run_built() { "${EMULATOR[@]}" "$@"; }
+
+# watchdog_start — a test that hangs must not run into ctest's timeout: its
+# SIGKILL prints nothing and leaves the test's netns, veths and daemons behind
+# for the tests after it. Before that timeout (DPU_TEST_TIMEOUT, which
+# tests/CMakeLists.txt sets to the test's TIMEOUT: 30 s before it, 15 s for a
+# timeout under two minutes) the watchdog prints the threads of every process
+# the test started (gdb; threads with the same stack once, counted; for half
+# that lead at most) and sends the test TERM, so that its EXIT trap reports
+# and tears down. A test blocked
+# in a foreground command does not run its trap until that command ends: if it
+# has not ended 5 s later, the watchdog ends the processes the test started.
+# Call it once the test's EXIT trap is set; call watchdog_stop in that trap.
+# tests/host-shim/system/watchdog.bash proves it.
+watchdog_start() {
+  local timeout=${DPU_TEST_TIMEOUT:-0}
+  [ "$timeout" -gt 20 ] 2>/dev/null || return 0
+  local lead=15
+  [ "$timeout" -ge 120 ] && lead=30
+  _watchdog "$$" $(( timeout - lead )) "$(basename "$0")" &
+  _WATCHDOG_PID=$!
+}
+watchdog_stop() {
+  [ -n "${_WATCHDOG_PID:-}" ] && kill -KILL "$_WATCHDOG_PID" 2>/dev/null
+  _WATCHDOG_PID=
+  return 0
+}
+_descendants() {  # pid → its descendants, parents first
+  local c
+  for c in $(pgrep -P "$1"); do echo "$c"; _descendants "$c"; done
+}
+_dump_threads() {  # pid
+  local comm; comm=$(cat "/proc/$1/comm" 2>/dev/null) || return 0
+  case $comm in bash|sleep|cat|tail|timeout|gdb) return 0 ;; esac
+  echo "---- $comm (pid $1): $(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | cut -c1-200)" >&2
+  if ! command -v gdb >/dev/null; then
+    local t
+    for t in /proc/"$1"/task/*; do echo "  thread ${t##*/} $(cat "$t/comm" 2>/dev/null): $(cat "$t/wchan" 2>/dev/null)" >&2; done
+    return 0
+  fi
+  timeout 10 gdb -batch -nx -p "$1" -ex 'thread apply all bt 12' 2>/dev/null | /usr/bin/python3 -c '
+import re, sys
+groups, order = {}, []
+def close(cur):
+    if cur and cur[1]:
+        key = tuple(cur[1])
+        if key not in groups:
+            order.append(key)
+            groups[key] = []
+        groups[key].append(cur[0])
+cur = None
+for line in sys.stdin:
+    t = re.match(r"Thread \d+ \(.*LWP (\d+)\)", line)
+    if t:
+        close(cur)
+        cur = [t.group(1), []]
+        continue
+    f = re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", line)
+    if f and cur is not None:
+        cur[1].append(f.group(1)[:160])
+close(cur)
+for key in order:
+    ids = groups[key]
+    print("Thread%s %s:" % ("s" if len(ids) > 1 else "", ", ".join(ids[:8]) + (" ..." if len(ids) > 8 else "")))
+    for i, fn in enumerate(key):
+        print("  #%d %s" % (i, fn))
+' >&2
+}
+_watchdog() {  # main-pid seconds name
+  local main=$1 wait_s=$2 name=$3 p all stop_at
+  sleep "$wait_s" </dev/null >/dev/null 2>&1
+  echo "---- $name: still running after ${wait_s} s; the threads of what it started:" >&2
+  stop_at=$(( SECONDS + (DPU_TEST_TIMEOUT - wait_s) / 2 ))
+  all=$(_descendants "$main")
+  for p in $all; do
+    [ "$p" = "$BASHPID" ] && continue
+    [ $SECONDS -ge $stop_at ] && { echo "---- (no time left for more threads)" >&2; break; }
+    _dump_threads "$p"
+  done
+  kill -TERM "$main" 2>/dev/null
+  for (( p = 0; p < 50; p++ )); do kill -0 "$main" 2>/dev/null || return 0; sleep 0.1; done
+  echo "---- $name: blocked in a command; ending what it started" >&2
+  for p in $(_descendants "$main"); do
+    [ "$p" != "$BASHPID" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" != bash ] && kill -TERM "$p" 2>/dev/null
+  done
+}

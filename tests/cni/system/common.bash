@@ -36,6 +36,7 @@ cni_env_up() {
   trap 'cni_env_down' EXIT
   trap 'exit 130' INT TERM  # through the EXIT trap: nothing is left behind
   hostshim_env_up "$CNI_DIR" || { echo "FAIL: the host-shim environment did not come up" >&2; exit 1; }
+  watchdog_start  # a hang is reported and torn down before ctest's timeout (support/shell.bash)
   mkdir -p "$CNI_DIR/plugins" "$CNI_DIR/cache"
   ln -s "$(readlink -f "$DPU_CNI")" "$CNI_DIR/plugins/dpu-cni"
   CNI_PLUGIN_PATH="$CNI_DIR/plugins:/usr/lib/cni"
@@ -43,6 +44,7 @@ cni_env_up() {
 
 cni_env_down() {
   local rc=$?
+  watchdog_stop
   if [ "$rc" != 0 ] || [ "$FAILURES" != 0 ]; then
     echo "--- host-shim log (tail)" >&2; tail -n 30 "$HOSTSHIM_LOG" >&2 2>/dev/null
   fi

@@ -13,7 +13,7 @@ TEST_DIR=$(mktemp -d "/tmp/hostshim-$TEST_NAME.XXXXXX")
 
 _test_exit() {
   local rc=$?
-  [ -n "${_WATCHDOG_PID:-}" ] && kill -KILL "$_WATCHDOG_PID" 2>/dev/null
+  watchdog_stop
   if [ $rc != 0 ]; then
     echo "---- $TEST_NAME failed (rc $rc); host-shim log tail:" >&2
     tail -n 40 "$TEST_DIR/host-shim.log" "$TEST_DIR/host-shim.stderr" >&2 2>/dev/null
@@ -39,68 +39,8 @@ step() { echo "== $*"; }
 
 hostshim_env_up "$TEST_DIR" || fail "hostshim_env_up"
 
-# A hang must not run into ctest's timeout: its SIGKILL prints nothing and
-# leaves the netns, veths and daemons behind for the tests after. Ten seconds
-# before it (DPU_TEST_TIMEOUT, the test's ctest TIMEOUT), print the threads of
-# every process this test started and end them, so the trap above reports
-# and tears down (system/watchdog.bash proves it).
-_descendants() {  # pid → its descendants, parents first
-  local c
-  for c in $(pgrep -P "$1"); do echo "$c"; _descendants "$c"; done
-}
-_dump_threads() {  # pid
-  local comm; comm=$(cat "/proc/$1/comm" 2>/dev/null) || return 0
-  case $comm in bash|sleep|cat|tail) return 0 ;; esac
-  echo "---- $comm (pid $1): $(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | cut -c1-200)" >&2
-  if command -v gdb >/dev/null; then
-    # Threads with the same stack (a pool's idle workers) printed once, counted.
-    timeout 20 gdb -batch -nx -p "$1" -ex 'thread apply all bt 12' 2>/dev/null | /usr/bin/python3 -c '
-import re, sys
-groups, order, cur = {}, [], None
-for line in sys.stdin:
-    t = re.match(r"Thread \d+ \(.*LWP (\d+)\)", line)
-    if t:
-        cur = [t.group(1), []]
-        continue
-    f = re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", line)
-    if f and cur is not None:
-        cur[1].append(f.group(1))
-        key = tuple(cur[1])
-    if line.strip() == "" and cur is not None and cur[1]:
-        key = tuple(cur[1])
-        if key not in groups:
-            order.append(key)
-            groups[key] = []
-        groups[key].append(cur[0])
-        cur = None
-if cur is not None and cur[1]:
-    key = tuple(cur[1]); order.append(key) if key not in groups else None; groups.setdefault(key, []).append(cur[0])
-for key in order:
-    print("Thread%s %s:" % ("s" if len(groups[key]) > 1 else "", ", ".join(groups[key][:8]) + (" ..." if len(groups[key]) > 8 else "")))
-    for i, fn in enumerate(key):
-        print("  #%d %s" % (i, fn[:160]))
-' >&2
-  else
-    local t
-    for t in /proc/"$1"/task/*; do echo "  thread ${t##*/} $(cat "$t/comm" 2>/dev/null): $(cat "$t/wchan" 2>/dev/null)" >&2; done
-  fi
-}
-_watchdog() {
-  local main=$1 wait_s=$(( ${DPU_TEST_TIMEOUT:-120} - 10 ))
-  sleep "$wait_s" </dev/null >/dev/null 2>&1
-  echo "---- $TEST_NAME: still running after ${wait_s} s; the threads of what it started:" >&2
-  local p all
-  all=$(_descendants "$main")
-  for p in $all; do [ "$p" = "$BASHPID" ] || _dump_threads "$p"; done
-  # What a step waits on (clients, daemons: a foreground command would hold
-  # back the shell's trap), then the test itself: its EXIT trap tears down.
-  for p in $all; do
-    [ "$p" != "$BASHPID" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" != bash ] && kill -TERM "$p" 2>/dev/null
-  done
-  kill -TERM "$main" 2>/dev/null
-}
-_watchdog $$ &
-_WATCHDOG_PID=$!
+# A hang is reported and torn down before ctest's timeout (support/shell.bash).
+watchdog_start
 
 # Runs hostshim-client and stores the JSON answer in $OUT and its exit code in $RC.
 call() {
