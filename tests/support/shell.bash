@@ -47,8 +47,9 @@ watchdog_start() {
   [ "$timeout" -gt 20 ] 2>/dev/null || return 0
   local lead=15
   [ "$timeout" -ge 120 ] && lead=30
-  _watchdog "$$" $(( timeout - lead )) "$(basename "$0")" &
-  _WATCHDOG_PID=$!
+  # Started from a subshell that exits at once: not a job of the test's
+  # shell, so a bare `wait` there does not wait for it.
+  _WATCHDOG_PID=$( { _watchdog "$$" $(( timeout - lead )) "$(basename "$0")" >&2 & } ; echo $! )
 }
 watchdog_stop() {
   [ -n "${_WATCHDOG_PID:-}" ] && kill -KILL "$_WATCHDOG_PID" 2>/dev/null
@@ -99,6 +100,8 @@ for key in order:
 _watchdog() {  # main-pid seconds name
   local main=$1 wait_s=$2 name=$3 p all stop_at
   sleep "$wait_s" </dev/null >/dev/null 2>&1
+  # The test may have ended without its trap (SIGKILL): its pid is not ours then.
+  [ "$(cat "/proc/$main/comm" 2>/dev/null)" = bash ] || return 0
   echo "---- $name: still running after ${wait_s} s; the threads of what it started:" >&2
   stop_at=$(( SECONDS + (DPU_TEST_TIMEOUT - wait_s) / 2 ))
   all=$(_descendants "$main")

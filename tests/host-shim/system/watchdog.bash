@@ -13,6 +13,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cat > "$dir/hangs.bash" <<INNER
 source "$(cd "$(dirname "$0")" && pwd)/lib.bash"
 echo "env \$HOSTSHIM_ENV_ID"
+# The watchdog runs, and is not one of the shell's jobs (a bare wait would wait for it).
+kill -0 "\$_WATCHDOG_PID" && echo "watchdog running"
+jobs -p | grep -qx "\$_WATCHDOG_PID" && echo "watchdog is a job"
 step "a step that never ends"
 sleep 600
 echo "not reached"
@@ -30,6 +33,8 @@ grep -q -- "---- host-shim (pid" "$dir/out" || fail "no threads of host-shim pri
 if command -v gdb > /dev/null; then grep -q "^Threads\? [0-9]" "$dir/out" || fail "gdb printed no thread"; fi
 grep -q "failed (rc 1); host-shim log tail" "$dir/out" || fail "the test's trap did not report"
 ! grep -q "not reached" "$dir/out" || fail "the blocked step went on"
+grep -q "^watchdog running" "$dir/out" || fail "no watchdog ran"
+! grep -q "^watchdog is a job" "$dir/out" || fail "the watchdog is a job of the test's shell: a bare wait would wait for it"
 id=$(sed -n 's/^env //p' "$dir/out" | head -1)
 [ -n "$id" ] || fail "the hung test never brought its env up"
 left=$(ip netns list | grep -c -- "$id" || true)
