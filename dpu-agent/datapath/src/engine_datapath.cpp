@@ -1063,7 +1063,7 @@ DPU_HOT_INLINE void EngineImpl::lookupAndApply(WorkerContext& w, const Snapshot&
   missPath(w, snap, pc);
 }
 
-void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const {
+void EngineImpl::prefetchNextConnection(WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const {
   const auto at = reinterpret_cast<uintptr_t>(&pc), first = reinterpret_cast<uintptr_t>(&w.burst[0]);
   if (at < first || at >= first + sizeof w.burst) return;  // not a burst packet
   const size_t next = (at - first) / sizeof(PacketContext) + 1;
@@ -1077,6 +1077,7 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& 
   if (fe == nullptr) return;
   const SnapBackend* backend = fe->maglevPick(t.src.data(), t.dst.data(), 4, t.src_port, t.dst_port, t.protocol);
   if (backend == nullptr) return;
+  w.next_pick = {&snap, fe, t, backend};
   conntrack::Tuple reply;
   reply.family = 4;
   reply.protocol = t.protocol;
@@ -1088,6 +1089,8 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& 
 }
 
 [[gnu::noinline]] void EngineImpl::missPath(WorkerContext& w, const Snapshot& snap, PacketContext& pc) {
+  w.pick = w.next_pick;  // made for this packet while the previous one's miss was decided, if it was
+  w.next_pick.snap = nullptr;
   prefetchNextConnection(w, snap, pc);
   // The budget first: a miss over it costs a drop, not a slow path (miss_budget.h).
   const MissBudget::Admission admission =
@@ -1208,7 +1211,9 @@ void EngineImpl::prefetchNextConnection(const WorkerContext& w, const Snapshot& 
 }
 
 void EngineImpl::quiescent(WorkerContext& w) {
-  w.last_inbound_sa.snap = nullptr;  // the snapshot it points into may be retired after this
+  w.last_inbound_sa.snap = nullptr;  // the snapshots they point into may be retired after this
+  w.pick.snap = nullptr;
+  w.next_pick.snap = nullptr;
   // The end of a poll iteration: the slow-path budget's accounts (miss_budget.h).
   w.miss.endIteration(w.miss.needsTime() ? cycles() : MissBudget::kNoTime,
                       readCounter(w.counters.events[static_cast<size_t>(Event::kFlowHit)]));

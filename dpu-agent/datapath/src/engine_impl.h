@@ -253,7 +253,7 @@ class EngineImpl final : public Engine {
   // (a lane packet's; a guess: it may hit its flow) and, when it is for a
   // service, the bucket of the reply tuple Maglev's backend gives it (a
   // guess too: affinity or a masquerade may change the reply).
-  void prefetchNextConnection(const WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const;
+  void prefetchNextConnection(WorkerContext& w, const Snapshot& snap, const PacketContext& pc) const;
   bool revalidate(WorkerContext& w, const Snapshot& snap, uint32_t index, FlowActions& a);
   // Fills the ParsedPacket fields the hit path's fast parse skipped.
   static void completeParse(PacketContext& pc);

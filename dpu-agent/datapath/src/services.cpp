@@ -222,7 +222,11 @@ std::optional<Decision> EngineImpl::serviceStage(WorkerContext& w, const Snapsho
     }
   }
   if (backend == nullptr) {
-    backend = fe->maglevPick(t.src.data(), t.dst.data(), v6 ? 16 : 4, t.src_port, t.dst_port, proto);
+    // Picked already while the previous packet's miss was decided (prefetchNextConnection).
+    const WorkerContext::Pick& np = w.pick;
+    backend = np.snap == &snap && np.frontend == fe && np.tuple == t
+                  ? np.backend
+                  : fe->maglevPick(t.src.data(), t.dst.data(), v6 ? 16 : 4, t.src_port, t.dst_port, proto);
   }
   if (fe->affinity_ms != 0) affinity_->record(fkey, t.src, {backend->ip, backend->port}, w.now_ms);
   if (proto == overlay::ipproto::kSctp && backend->port != fe->port) {

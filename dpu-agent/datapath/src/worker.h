@@ -23,8 +23,10 @@ struct rte_mbuf;
 
 namespace dpu::datapath {
 
-class EspSlot;   // ipsec_sas.h
-struct NatPeer;  // snapshot.h
+class EspSlot;        // ipsec_sas.h
+struct NatPeer;       // snapshot.h
+struct SnapBackend;   // snapshot.h
+struct SnapFrontend;  // snapshot.h
 
 inline constexpr unsigned kBurst = 32;
 static_assert(MissBudget::kFullBurst == kBurst);
@@ -174,6 +176,17 @@ class alignas(64) WorkerContext {
     EspSlot* slot = nullptr;
     NatPeer* nat = nullptr;
   } last_inbound_sa;
+  // The backend prefetchNextConnection picked for the burst's next packet, a
+  // new connection to a service (next_pick), and, once that packet's miss
+  // begins, for this one (pick): serviceStage takes it rather than hash the
+  // same tuple again. With the snapshot they point into, forgotten at every
+  // quiescent point as last_inbound_sa is.
+  struct Pick {
+    const void* snap = nullptr;
+    const SnapFrontend* frontend = nullptr;
+    conntrack::Tuple tuple;
+    const SnapBackend* backend = nullptr;
+  } pick, next_pick;
   // Scratch space reused per packet (their constructors zero hundreds of bytes).
   overlay::GeneveHeaders geneve;
   FlowRecord candidate;

@@ -152,7 +152,9 @@ TEST_CASE("services: every DPU picks the same backend for a connection (Maglev)"
   for (const char* ip : {"10.244.1.6", "10.244.2.7", "10.244.2.8", "10.244.2.9"}) {
     addBackend(svc, ip, 8080, std::string(ip) == "10.244.1.6");
   }
-  auto choices = [&](bool reverse_order) {
+  // One connection at a time, or 32 at once (a burst: the pick made while
+  // the previous connection's miss is decided is the one used).
+  auto choices = [&](bool reverse_order, bool at_once) {
     auto m = model;
     if (reverse_order) {
       auto* p = m.mutable_services(2)->mutable_ports(0);
@@ -161,25 +163,33 @@ TEST_CASE("services: every DPU picks the same backend for a connection (Maglev)"
     Fixture f(EngineConfig{}, false);
     REQUIRE(fullSync(*f.engine, m, 1).status() == dataplane::v1::OK);
     std::map<uint16_t, std::string> chosen;
-
-    for (uint16_t sport = 1000; sport < 1200; ++sport) {
-      f.inject(kRepA, udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
-      for (const auto& p : Fixture::drain(kRepB)) {
-        (void)p;
-        chosen[sport] = "10.244.1.6";
-      }
+    auto collect = [&] {
+      for (const auto& p : Fixture::drain(kRepB)) chosen[overlay::load16(p.data() + 34)] = "10.244.1.6";
       for (const auto& p : Fixture::drain(kUplink)) {
         overlay::ParsedPacket pk;
         const Bytes in(p.begin() + 58, p.end());
         REQUIRE(overlay::parsePacket(in, pk) == overlay::Status::kOk);
-        chosen[sport] = IpAddress::v4(overlay::ipv4::dst(in.data() + 14)).str();
+        chosen[overlay::load16(in.data() + 34)] = IpAddress::v4(overlay::ipv4::dst(in.data() + 14)).str();
       }
+    };
+    std::vector<Bytes> all;
+    for (uint16_t sport = 1000; sport < 1200; ++sport) {
+      all.push_back(udp4p(kRouterMac, kMacA, "10.244.1.5", sport, kVip, 80));
+      if (!at_once) {
+        f.inject(kRepA, all.back());
+        collect();
+      }
+    }
+    for (size_t i = 0; at_once && i < all.size(); i += 32) {
+      f.inject(kRepA, std::vector<Bytes>(all.begin() + i, all.begin() + std::min(all.size(), i + 32)));
+      collect();
     }
     return chosen;
   };
-  const auto a = choices(false), b = choices(true);
+  const auto a = choices(false, false), b = choices(true, false), c = choices(false, true);
   REQUIRE(a.size() == 200);
   CHECK(a == b);
+  CHECK(a == c);
   std::map<std::string, int> spread;
   for (const auto& [port, ip] : a) ++spread[ip];
   CHECK(spread.size() == 4);
