@@ -58,7 +58,9 @@ _lab_test_exit() {
 }
 trap _lab_test_exit EXIT
 trap 'exit 130' INT TERM
-watchdog_start  # a hang is reported and torn down before ctest's timeout (support/shell.bash)
+# A hang is reported and torn down before ctest's timeout (support/shell.bash),
+# with the threads of the lab's daemons (their command lines name its directory).
+watchdog_start "$DL_DIR"
 
 lab_test_up() {
   dl_up "$@" || { echo "FAIL: the lab did not come up" >&2; exit 1; }

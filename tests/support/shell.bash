@@ -30,17 +30,18 @@ read -ra EMULATOR <<< "${DPU_TEST_EMULATOR:-}"
 # run_built BINARY ARGS...: a binary of this build, in the foreground.
 run_built() { "${EMULATOR[@]}" "$@"; }
 
-# watchdog_start — a test that hangs must not run into ctest's timeout: its
-# SIGKILL prints nothing and leaves the test's netns, veths and daemons behind
-# for the tests after it. Before that timeout (DPU_TEST_TIMEOUT, which
-# tests/CMakeLists.txt sets to the test's TIMEOUT: 30 s before it, 15 s for a
-# timeout under two minutes) the watchdog prints the threads of every process
-# the test started (gdb; threads with the same stack once, counted; for half
-# that lead at most) and sends the test TERM, so that its EXIT trap reports
-# and tears down. A test blocked
-# in a foreground command does not run its trap until that command ends: if it
-# has not ended 5 s later, the watchdog ends the processes the test started.
-# Call it once the test's EXIT trap is set; call watchdog_stop in that trap.
+# watchdog_start [PATTERN] — a test that hangs must not run into ctest's
+# timeout: its SIGKILL prints nothing and leaves the test's netns, veths and
+# daemons behind for the tests after it. Before that timeout (DPU_TEST_TIMEOUT,
+# which tests/CMakeLists.txt sets to the test's TIMEOUT: 30 s before it, 15 s
+# for a timeout under two minutes) the watchdog prints the threads of every
+# process the test started, and of those whose command line holds PATTERN
+# (daemons started detached: the lab's directory), with gdb, threads of the
+# same stack once, for at most half that lead. Then it sends the test TERM, so
+# that its EXIT trap reports and tears down. A shell blocked in a foreground
+# command runs no trap until that command ends: if the test has not ended 5 s
+# later, the watchdog ends the processes the test started. Call it once the
+# test's EXIT trap is set; call watchdog_stop in that trap.
 # tests/host-shim/system/watchdog.bash proves it.
 watchdog_start() {
   local timeout=${DPU_TEST_TIMEOUT:-0}
@@ -49,7 +50,7 @@ watchdog_start() {
   [ "$timeout" -ge 120 ] && lead=30
   # Started from a subshell that exits at once: not a job of the test's
   # shell, so a bare `wait` there does not wait for it.
-  _WATCHDOG_PID=$( { _watchdog "$$" $(( timeout - lead )) "$(basename "$0")" >&2 & } ; echo $! )
+  _WATCHDOG_PID=$( { _watchdog "$$" $(( timeout - lead )) "$(basename "$0")" "${1:-}" >&2 & } ; echo $! )
 }
 watchdog_stop() {
   [ -n "${_WATCHDOG_PID:-}" ] && kill -KILL "$_WATCHDOG_PID" 2>/dev/null
@@ -97,15 +98,15 @@ for key in order:
         print("  #%d %s" % (i, fn))
 ' >&2
 }
-_watchdog() {  # main-pid seconds name
-  local main=$1 wait_s=$2 name=$3 p all stop_at
+_watchdog() {  # main-pid seconds name pattern
+  local main=$1 wait_s=$2 name=$3 pattern=$4 p all stop_at
   sleep "$wait_s" </dev/null >/dev/null 2>&1
   # The test may have ended without its trap (SIGKILL): its pid is not ours then.
   [ "$(cat "/proc/$main/comm" 2>/dev/null)" = bash ] || return 0
   echo "---- $name: still running after ${wait_s} s; the threads of what it started:" >&2
   stop_at=$(( SECONDS + (DPU_TEST_TIMEOUT - wait_s) / 2 ))
-  all=$(_descendants "$main")
-  for p in $all; do
+  all=$(_descendants "$main"; [ -z "$pattern" ] || pgrep -f -- "$pattern")
+  for p in $(echo "$all" | awk '!seen[$0]++'); do
     [ "$p" = "$BASHPID" ] && continue
     [ $SECONDS -ge $stop_at ] && { echo "---- (no time left for more threads)" >&2; break; }
     _dump_threads "$p"
@@ -114,6 +115,6 @@ _watchdog() {  # main-pid seconds name
   for (( p = 0; p < 50; p++ )); do kill -0 "$main" 2>/dev/null || return 0; sleep 0.1; done
   echo "---- $name: blocked in a command; ending what it started" >&2
   for p in $(_descendants "$main"); do
-    [ "$p" != "$BASHPID" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" != bash ] && kill -TERM "$p" 2>/dev/null
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" != bash ] && kill -TERM "$p" 2>/dev/null
   done
 }

@@ -7,12 +7,18 @@ source "$(dirname "$0")/../../support/shell.bash"
 [ "$(id -u)" = 0 ] || skip_test "host-shim system tests need root (network namespaces)"
 : "${DPU_BUILD_DIR:?set DPU_BUILD_DIR to the build directory}"
 dir=$(mktemp -d /tmp/hostshim-watchdog.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+marker=watchdog-marker-$$
+trap 'pkill -f -- "$marker"; rm -rf "$dir"' EXIT
 cat > "$dir/hangs.bash" <<INNER
 source "$(cd "$(dirname "$0")" && pwd)/lib.bash"
 echo "env \$HOSTSHIM_ENV_ID"
+# A daemon started detached (not a descendant of the test, as the lab's are):
+# its threads are printed too when its command line holds the pattern given.
+( exec -a $marker /usr/bin/python3 -c 'import time; time.sleep(600)' </dev/null >/dev/null 2>&1 & )
+watchdog_stop
+watchdog_start $marker
 # The watchdog runs, and is not one of the shell's jobs (a bare wait would wait for it).
 kill -0 "\$_WATCHDOG_PID" && echo "watchdog running"
 jobs -p | grep -qx "\$_WATCHDOG_PID" && echo "watchdog is a job"
@@ -30,6 +36,7 @@ echo "the hung test ended with $rc after $took s"
 [ $rc = 1 ] || fail "expected the hung test to fail with 1 (124: the watchdog never fired)"
 grep -q "still running after 8 s" "$dir/out" || fail "the watchdog said nothing"
 grep -q -- "---- host-shim (pid" "$dir/out" || fail "no threads of host-shim printed"
+grep -q -- "---- python3 (pid [0-9]*): $marker" "$dir/out" || fail "no threads of the detached process printed"
 if command -v gdb > /dev/null; then grep -q "^Threads\? [0-9]" "$dir/out" || fail "gdb printed no thread"; fi
 grep -q "failed (rc 1); host-shim log tail" "$dir/out" || fail "the test's trap did not report"
 ! grep -q "not reached" "$dir/out" || fail "the blocked step went on"
