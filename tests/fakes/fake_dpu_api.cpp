@@ -51,6 +51,28 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Answers without waiting for the answer to be sent, as dpu-agent's API
+// server does. A handler runs on the listener's thread pool, which also sends
+// the answers: handlers that each waited for their own answer starved it, and
+// 50 concurrent requests (more than its 40 threads) all hung until their
+// clients gave up.
+void send(http::http_request& req, http::http_response resp) {
+  req.reply(resp).then([](pplx::task<void> t) {
+    try {
+      t.get();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fake_dpu_api: an answer was not delivered: %s\n", e.what());
+    }
+  });
+}
+
+void send(http::http_request& req, http::status_code status, const std::string& body,
+          const std::string& content_type = "text/plain") {
+  http::http_response resp(status);
+  resp.set_body(body, content_type);
+  send(req, std::move(resp));
+}
+
 struct Options {
   std::string listen = "http://127.0.0.1:9443";
   dpu::fakes::FakeDpuOptions dpu;
@@ -86,23 +108,37 @@ class FakeDpu {
           }
           std::fprintf(stderr, "fake_dpu_api: served %s %s after the hang\n", std::string(req.method()).c_str(),
                        utility::conversions::to_utf8string(req.relative_uri().path()).c_str());
-          try {
-            serve(req);
-          } catch (const std::exception& e) {
-            // Its client gave up long ago: the answer has nowhere to go.
-            std::fprintf(stderr, "fake_dpu_api: the answer after the hang was not delivered: %s\n", e.what());
-          }
+          readThenServe(req);  // its client gave up long ago: send() says the answer had nowhere to go
         }).detach();
         return;
       }
-      req.reply(http::status_codes::ServiceUnavailable, "the fake DPU is down").wait();
+      send(req, http::status_codes::ServiceUnavailable, "the fake DPU is down");
       return;
     }
-    serve(req);
+    readThenServe(req);
   }
 
  private:
-  void serve(http::http_request& req) {
+  // The body is read as dpu-agent reads it, without blocking a thread of the
+  // pool that does the reading; then the request is served.
+  void readThenServe(http::http_request req) {
+    req.extract_vector().then([this, req](pplx::task<std::vector<unsigned char>> t) mutable {
+      std::string body;
+      try {
+        const auto v = t.get();
+        body.assign(v.begin(), v.end());
+      } catch (const std::exception& e) {
+        return send(req, 400, std::string("cannot read the request body: ") + e.what() + "\n");
+      }
+      try {
+        serve(req, body);
+      } catch (const std::exception& e) {
+        send(req, 500, std::string("fake_dpu_api: ") + e.what());
+      }
+    });
+  }
+
+  void serve(http::http_request& req, const std::string& body) {
     std::string path = utility::conversions::to_utf8string(req.relative_uri().path());
     auto method = req.method();
     if (path == "/v1/health" && method == http::methods::GET) return reply(req, 200, state_->health());
@@ -110,19 +146,19 @@ class FakeDpu {
     if (path == "/v1/attachments" && method == http::methods::POST) {
       av1::AttachRequest r;
       std::string why;
-      if (!parseBody(req, r, why)) return error(req, 400, why);
+      if (!parseBody(req, body, r, why)) return error(req, 400, why);
       return answer(req, state_->attach(r));
     }
     if (path == "/v1/attachments:detach" && method == http::methods::POST) {
       av1::DetachRequest d;
       std::string why;
-      if (!parseBody(req, d, why)) return error(req, 400, why);
+      if (!parseBody(req, body, d, why)) return error(req, 400, why);
       return answer(req, state_->detach(d));
     }
     if (path == "/v1/attachments:reconcile" && method == http::methods::POST) {
       av1::ReconcileRequest r;
       std::string why;
-      if (!parseBody(req, r, why)) return error(req, 400, why);
+      if (!parseBody(req, body, r, why)) return error(req, 400, why);
       return answer(req, state_->reconcile(r));
     }
     if (path.rfind("/v1/attachments/", 0) == 0 && method == http::methods::GET)
@@ -150,14 +186,14 @@ class FakeDpu {
       google::protobuf::util::JsonPrintOptions o;
       o.preserve_proto_field_names = false;
       (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-      req.reply(status, out, "application/json").wait();
+      send(req, static_cast<http::status_code>(status), out, "application/json");
       return;
     }
     std::string bytes = m.SerializeAsString();
     http::http_response resp(status);
     resp.set_body(std::vector<unsigned char>(bytes.begin(), bytes.end()));
     resp.headers().set_content_type(U("application/x-protobuf"));
-    req.reply(resp).wait();
+    send(req, std::move(resp));
   }
 
   static void error(http::http_request& req, unsigned status, const std::string& msg, const std::string& holder = "") {
@@ -174,9 +210,8 @@ class FakeDpu {
     error(req, dpu::fakes::FakeDpuState::httpStatusOf(r.code()), r.error(), r.failure().holder);
   }
 
-  static bool parseBody(http::http_request& req, google::protobuf::Message& m, std::string& why) {
-    auto data = req.extract_vector().get();
-    std::string bytes(data.begin(), data.end());
+  static bool parseBody(http::http_request& req, const std::string& bytes, google::protobuf::Message& m,
+                        std::string& why) {
     if (req.headers().content_type().find(U("json")) != utility::string_t::npos) {
       auto st = google::protobuf::util::JsonStringToMessage(bytes, &m);
       if (!st.ok()) {
@@ -203,7 +238,7 @@ class FakeDpu {
       std::string cidr;
       if (auto it = q.find(U("cidr")); it != q.end()) cidr = http::uri::decode(it->second);
       if (auto r = state_->reboot(cidr); !r) {
-        req.reply(400, r.error() + "\n").wait();
+        send(req, 400, r.error() + "\n");
         return;
       }
     } else if (path == "/test/down") {
@@ -232,10 +267,10 @@ class FakeDpu {
                            dpu::Error{"injected failure (POST /test/fail)",
                                       dpu::fakes::FakeDpuState::codeOfHttpStatus(status)});
     } else {
-      req.reply(404, "unknown test control " + path).wait();
+      send(req, 404, "unknown test control " + path);
       return;
     }
-    req.reply(200, "ok\n").wait();
+    send(req, 200, "ok\n");
   }
 
   std::unique_ptr<dpu::fakes::FakeDpuState> state_;
@@ -318,7 +353,7 @@ int main(int argc, char** argv) {
       try {
         dpu.handle(req);
       } catch (const std::exception& e) {
-        req.reply(500, std::string("fake_dpu_api: ") + e.what()).wait();
+        send(req, 500, std::string("fake_dpu_api: ") + e.what());
       }
     });
     listener.open().wait();

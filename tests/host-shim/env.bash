@@ -162,7 +162,7 @@ hostshim_dpu_control() {
 hostshim_dpu_kill() {
   if hostshim_dpu_mode_is agent; then _hostshim_agent_stop -9; return; fi
   [ -n "${FAKE_DPU_PID:-}" ] || return 0
-  kill "$FAKE_DPU_PID" 2>/dev/null; wait "$FAKE_DPU_PID" 2>/dev/null; FAKE_DPU_PID=
+  _hostshim_end "$FAKE_DPU_PID"; FAKE_DPU_PID=
 }
 
 hostshim_dpu_start() {
@@ -191,7 +191,7 @@ _hostshim_dataplane_start() {
 
 _hostshim_dataplane_stop() {
   [ -n "${FAKE_DATAPLANE_PID:-}" ] || return 0
-  kill "$FAKE_DATAPLANE_PID" 2>/dev/null; wait "$FAKE_DATAPLANE_PID" 2>/dev/null; FAKE_DATAPLANE_PID=
+  _hostshim_end "$FAKE_DATAPLANE_PID"; FAKE_DATAPLANE_PID=
 }
 
 _hostshim_agent_start() {
@@ -208,8 +208,7 @@ _hostshim_agent_start() {
 _hostshim_agent_stop() {  # [-9]
   [ -n "${FAKE_DPU_PID:-}" ] || return 0
   kill -CONT "$FAKE_DPU_PID" 2>/dev/null
-  if [ "${1:-}" = -9 ]; then kill -9 "$FAKE_DPU_PID" 2>/dev/null; else kill "$FAKE_DPU_PID" 2>/dev/null; fi
-  wait "$FAKE_DPU_PID" 2>/dev/null
+  _hostshim_end "$FAKE_DPU_PID" "${1:-}"
   FAKE_DPU_PID=
 }
 
@@ -391,13 +390,26 @@ hostshim_start() {
   fi
 }
 
+# _hostshim_end PID [-9]: ends one of the env's daemons (SIGTERM, or SIGKILL
+# with -9) and reaps it; one that has not exited 10 s after SIGTERM is killed,
+# and the test's log says so, so that a daemon stuck in its shutdown never
+# hangs a test's teardown.
+_hostshim_end() {
+  local pid=$1 i
+  [ -n "$pid" ] || return 0
+  if [ "${2:-}" = -9 ]; then kill -9 "$pid" 2>/dev/null; else kill "$pid" 2>/dev/null; fi
+  for (( i = 0; i < 200; i++ )); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "hostshim_env: $(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid) did not exit 10 s after SIGTERM: killed" >&2
+    kill -9 "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
 hostshim_stop() {
   [ -n "${HOSTSHIM_PID:-}" ] || return 0
-  if [ "${1:-}" = -9 ]; then kill -9 "$HOSTSHIM_PID" 2>/dev/null; else kill "$HOSTSHIM_PID" 2>/dev/null; fi
-  local i
-  for (( i = 0; i < 100; i++ )); do kill -0 "$HOSTSHIM_PID" 2>/dev/null || break; sleep 0.05; done
-  kill -9 "$HOSTSHIM_PID" 2>/dev/null
-  wait "$HOSTSHIM_PID" 2>/dev/null
+  _hostshim_end "$HOSTSHIM_PID" "${1:-}"
   HOSTSHIM_PID=
 }
 
