@@ -107,7 +107,6 @@ _watchdog() {  # main-pid seconds name pattern
   stop_at=$(( SECONDS + (DPU_TEST_TIMEOUT - wait_s) / 2 ))
   all=$(_descendants "$main"; [ -z "$pattern" ] || pgrep -f -- "$pattern")
   for p in $(echo "$all" | awk '!seen[$0]++'); do
-    [ "$p" = "$BASHPID" ] && continue
     [ $SECONDS -ge $stop_at ] && { echo "---- (no time left for more threads)" >&2; break; }
     _dump_threads "$p"
   done
