@@ -65,14 +65,19 @@ unbuilt=()          # STAGE/TEST whose executable the stage did not build (ctest
 work=$(mktemp -d)
 # (Under set -e a failing kill in the trap, of a run already waited for,
 # would become the script's exit status: it must not.)
-trap 'for pid in ${arm64_deps_pid:-} ${images_pid:-} ${images_arm64_pid:-}; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+# A background run's pid may be a subshell: its children are ended with it.
+trap 'for pid in ${arm64_deps_pid:-} ${images_pid:-} ${images_arm64_pid:-}; do pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 # The arm64 stage's cross toolchain and sysroot are mostly downloads (a fresh
 # machine fetches a few hundred MB): fetched in the background from here, while
 # the release build and tests use the CPU, and waited for by that stage.
 arm64_deps_pid=""
 if [[ "$skip" != *" arm64 "* ]]; then
-  bash scripts/install-arm64-deps.sh > "$work/arm64-deps.log" 2>&1 &
+  # Its exit status goes to a file: bash forgets a finished background job's
+  # status once a later child of this shell is given the same pid, and by the
+  # arm64 stage thousands of processes have come and gone (pids wrap).
+  { status=0; bash scripts/install-arm64-deps.sh > "$work/arm64-deps.log" 2>&1 || status=$?
+    echo "$status" > "$work/arm64-deps.status"; } &
   arm64_deps_pid=$!
 fi
 
@@ -206,11 +211,12 @@ fi
 
 if [[ "$skip" != *" arm64 "* ]]; then
   step "arm64 cross build of the DPU side"
-  arm64_deps_status=0
-  wait "$arm64_deps_pid" || arm64_deps_status=$?
+  # Still running: wait for it. Already reaped (bash may not know it any more): its status file.
+  wait "$arm64_deps_pid" 2>/dev/null || true
   arm64_deps_pid=""
+  arm64_deps_status=$(cat "$work/arm64-deps.status" 2>/dev/null || echo "none (it was killed)")
   cat "$work/arm64-deps.log"
-  if [ "$arm64_deps_status" -ne 0 ]; then
+  if [ "$arm64_deps_status" != 0 ]; then
     echo "arm64: scripts/install-arm64-deps.sh failed (exit $arm64_deps_status), its output above" >&2
     exit 1
   fi
