@@ -59,6 +59,14 @@ struct Decision {
   Kind kind = kDrop;
   DropReason reason = DropReason::kOk;
 };
+// The slow path's two drops: this packet only, or cached as the flow's
+// action (its later packets drop on the fast path).
+inline Decision dropNow(DropReason reason) { return {Decision::kDrop, reason}; }
+inline Decision cacheDrop(FlowRecord& f, DropReason reason) {
+  f.ops = op::kDrop;
+  f.drop_reason = static_cast<uint8_t>(reason);
+  return {Decision::kFlow, reason};
+}
 
 
 // The service stage's translation of one packet (services.cpp): where it

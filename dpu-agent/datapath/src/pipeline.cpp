@@ -28,13 +28,7 @@ namespace {
 
 enum ReplyKind { kReplyArp, kReplyNa, kReplyFragNeeded, kReplyPacketTooBig };
 
-Decision cacheDrop(FlowRecord& f, DropReason reason) {
-  f.ops = op::kDrop;
-  f.drop_reason = static_cast<uint8_t>(reason);
-  return {Decision::kFlow, reason};
-}
-Decision dropNow(DropReason reason) { return {Decision::kDrop, reason}; }
-Decision dropNow(overlay::Status s) { return {Decision::kDrop, toDropReason(s)}; }
+Decision dropNow(overlay::Status s) { return dropNow(toDropReason(s)); }
 
 bool isLinkLocal6(const uint8_t* a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }
 

@@ -33,13 +33,6 @@
 namespace dpu::datapath {
 namespace {
 
-Decision dropNow(DropReason reason) { return {Decision::kDrop, reason}; }
-Decision cacheDrop(FlowRecord& f, DropReason reason) {
-  f.ops = op::kDrop;
-  f.drop_reason = static_cast<uint8_t>(reason);
-  return {Decision::kFlow, reason};
-}
-
 bool balanced(uint8_t proto) {
   return proto == overlay::ipproto::kTcp || proto == overlay::ipproto::kUdp || proto == overlay::ipproto::kSctp;
 }
