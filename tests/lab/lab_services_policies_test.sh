@@ -81,10 +81,16 @@ while not os.path.exists(stop):
     sport = None
     try:
         if mode == "tcp":
+            # Connected by hand so that a handshake that times out still
+            # names its source port (the report shows its connections).
             c = http.client.HTTPConnection(vip, port, timeout=3)
-            c.connect()
+            c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.sock.settimeout(3)
+            try:
+                c.sock.connect((vip, port))
+            finally:
+                sport = c.sock.getsockname()[1] or None
             connected = time.time_ns()
-            sport = c.sock.getsockname()[1]
             c.request("GET", "/")
             out = c.getresponse().read().decode() + " from " + str(sport) + " connected " + str(connected)
             c.close()
