@@ -18,7 +18,7 @@ bool contains(const std::vector<std::string>& v, const std::string& x) {
 
 bool listAllows(const std::vector<std::string>& v, const std::string& x) { return contains(v, "*") || contains(v, x); }
 
-std::vector<std::string> strings(const json& j, const char* key) {
+std::vector<std::string> ruleStrings(const json& j, const char* key) {
   std::vector<std::string> out;
   if (j.contains(key) && j[key].is_array())
     for (const auto& v : j[key])
@@ -90,11 +90,11 @@ Result<void> KubeRbac::loadObject(const json& o) {
     role.id = kind == "ClusterRole" ? "ClusterRole/" + name : "Role/" + ns + "/" + name;
     for (const auto& r : o.value("rules", json::array())) {
       Rule rule;
-      rule.verbs = strings(r, "verbs");
-      rule.api_groups = strings(r, "apiGroups");
-      rule.resources = strings(r, "resources");
-      rule.resource_names = strings(r, "resourceNames");
-      rule.non_resource_urls = strings(r, "nonResourceURLs");
+      rule.verbs = ruleStrings(r, "verbs");
+      rule.api_groups = ruleStrings(r, "apiGroups");
+      rule.resources = ruleStrings(r, "resources");
+      rule.resource_names = ruleStrings(r, "resourceNames");
+      rule.non_resource_urls = ruleStrings(r, "nonResourceURLs");
       if (rule.verbs.empty()) return Error{role.id + ": a rule without verbs"};
       role.rules.push_back(std::move(rule));
     }

@@ -27,7 +27,7 @@ struct IpFields {
   std::string policyOr(const std::string& none) const { return policy.value_or(none); }
 };
 
-std::vector<std::string> strings(const json& spec, const char* key) {
+std::vector<std::string> specStrings(const json& spec, const char* key) {
   std::vector<std::string> out;
   if (spec.contains(key) && spec[key].is_array())
     for (const auto& v : spec[key]) out.push_back(v.is_string() ? v.get<std::string>() : v.dump());
@@ -38,8 +38,8 @@ IpFields readFields(const json& spec) {
   IpFields f;
   f.type = spec.value("type", "ClusterIP");
   if (spec.contains("clusterIP") && spec["clusterIP"].is_string()) f.cluster_ip = spec["clusterIP"];
-  f.cluster_ips = strings(spec, "clusterIPs");
-  f.families = strings(spec, "ipFamilies");
+  f.cluster_ips = specStrings(spec, "clusterIPs");
+  f.families = specStrings(spec, "ipFamilies");
   if (spec.contains("ipFamilyPolicy") && spec["ipFamilyPolicy"].is_string()) f.policy = spec["ipFamilyPolicy"];
   f.selectorless = !spec.contains("selector") || !spec["selector"].is_object() || spec["selector"].empty();
   return f;
@@ -373,7 +373,7 @@ ServiceIpProblems assignServiceIps(json& spec, const json* old_spec, const Servi
 
 std::vector<std::string> serviceAddressTypes(const json& spec) {
   std::vector<std::string> out;
-  for (const auto& f : strings(spec, "ipFamilies"))
+  for (const auto& f : specStrings(spec, "ipFamilies"))
     if (f == "IPv4" || f == "IPv6") out.push_back(f);
   if (!out.empty()) return out;
   auto ip = IpAddress::parse(spec.value("clusterIP", ""));

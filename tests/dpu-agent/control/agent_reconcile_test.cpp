@@ -16,11 +16,11 @@ using dpu::control::testing::TempDir;
 
 namespace {
 
-struct Fixture {
+struct ReconcileFixture {
   TempDir dir;
   ModelState model;
   std::unique_ptr<Agent> agent;
-  Fixture() { start(); }
+  ReconcileFixture() { start(); }
   void start() {
     agent = readyAgent(dir.path(), model);
     REQUIRE(agent);
@@ -62,7 +62,7 @@ attv1::ReconcileRequest list(uint64_t as_of, std::vector<attv1::AttachRequest> h
 }  // namespace
 
 TEST_CASE("a pod attachment is named by network, sandbox and ifname") {
-  Fixture f;
+  ReconcileFixture f;
   auto a = f.agent->attach(pod("net-a", "c1", "eth0", 1, 1));
   REQUIRE(a.ok());
   CHECK(a->attachment().network() == "net-a");
@@ -95,7 +95,7 @@ TEST_CASE("a pod attachment is named by network, sandbox and ifname") {
 }
 
 TEST_CASE("reconcile releases what host-shim does not hold, and keeps what is newer than its list") {
-  Fixture f;
+  ReconcileFixture f;
   attv1::AttachRequest mgmt;
   mgmt.set_kind(attv1::MANAGEMENT);
   mgmt.set_pf_index(0);
@@ -128,7 +128,7 @@ TEST_CASE("reconcile releases what host-shim does not hold, and keeps what is ne
 }
 
 TEST_CASE("after a reconcile an older attach its list did not hold is refused") {
-  Fixture f;
+  ReconcileFixture f;
   auto c1 = pod("net-a", "c1", "eth0", 1, 1);
   REQUIRE(f.agent->attach(c1).ok());
   // host-shim gave up on its ADD number 2 (c2) and sent its list as of 3.
@@ -146,7 +146,7 @@ TEST_CASE("after a reconcile an older attach its list did not hold is refused") 
 }
 
 TEST_CASE("POST /v1/attachments:reconcile through the router") {
-  Fixture f;
+  ReconcileFixture f;
   REQUIRE(f.agent->attach(pod("net-a", "c1", "eth0", 1, 1)).ok());
   ApiRouter router(*f.agent, {});
   ApiRequest req;

@@ -14,13 +14,13 @@ using dpu::control::testing::TempDir;
 
 namespace {
 
-struct Fixture {
+struct RouterFixture {
   TempDir dir;
   ModelState model;
   std::unique_ptr<Agent> agent;
   std::string not_ready;
   std::unique_ptr<ApiRouter> router;
-  Fixture() {
+  RouterFixture() {
     agent = readyAgent(dir.path(), model);
     REQUIRE(agent);
     ApiRouter::Hooks hooks;
@@ -50,7 +50,7 @@ attv1::ApiError errorOf(const ApiAnswer& a) {
 }  // namespace
 
 TEST_CASE("attach with a JSON body answers JSON; with protobuf answers protobuf") {
-  Fixture f;
+  RouterFixture f;
   auto a = f.call("POST", "/v1/attachments", kAttachJson, "application/json; charset=utf-8");
   REQUIRE(a.status == 200);
   CHECK(a.content_type == kJsonType);
@@ -98,7 +98,7 @@ TEST_CASE("attach with a JSON body answers JSON; with protobuf answers protobuf"
 }
 
 TEST_CASE("malformed, wrongly typed, oversized and unknown bodies get a 4xx with the reason") {
-  Fixture f;
+  RouterFixture f;
   struct Case {
     std::string body, type;
     uint16_t status;
@@ -128,7 +128,7 @@ TEST_CASE("malformed, wrongly typed, oversized and unknown bodies get a 4xx with
 }
 
 TEST_CASE("409 names the holder; detach by id and by body") {
-  Fixture f;
+  RouterFixture f;
   REQUIRE(f.call("POST", "/v1/attachments", kAttachJson, kJsonType).status == 200);
   std::string other = R"({"kind":"POD","pod":{"namespace":"default","name":"web-9"},"sandboxId":"s9","ifname":"eth0","vfIndex":3})";
   auto c = f.call("POST", "/v1/attachments", other, kJsonType);
@@ -150,7 +150,7 @@ TEST_CASE("409 names the holder; detach by id and by body") {
 }
 
 TEST_CASE("unknown paths and methods") {
-  Fixture f;
+  RouterFixture f;
   CHECK(f.call("GET", "/v2/attachments").status == 404);
   CHECK(f.call("PUT", "/v1/attachments").status == 405);
   CHECK(f.call("PUT", "/v1/attachments/x").status == 405);
@@ -159,7 +159,7 @@ TEST_CASE("unknown paths and methods") {
 }
 
 TEST_CASE("health, readiness with the reason, and metrics in Prometheus text") {
-  Fixture f;
+  RouterFixture f;
   CHECK(f.call("GET", "/healthz").body == "ok\n");
   CHECK(f.call("GET", "/readyz").status == 200);
   f.not_ready = "not connected to the dataplane";

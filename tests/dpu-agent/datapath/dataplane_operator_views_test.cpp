@@ -12,8 +12,6 @@ using namespace engine_test;
 
 namespace {
 
-constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12;
-
 // default/web: 10.96.0.10:80 to pod B's 8080; default/empty: no endpoint.
 dataplane::v1::LogicalModel model() {
   auto m = baseModel();

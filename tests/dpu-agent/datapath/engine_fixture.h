@@ -47,6 +47,10 @@ using namespace dpu::datapath;
 using overlay::PacketBuilder;
 using Bytes = std::vector<uint8_t>;
 
+// TCP flags by their short names.
+inline constexpr uint8_t kSyn = overlay::tcp::kFlagSyn, kAck = overlay::tcp::kFlagAck, kFin = overlay::tcp::kFlagFin,
+                         kRst = overlay::tcp::kFlagRst, kPsh = overlay::tcp::kFlagPsh, kSynAck = kSyn | kAck;
+
 inline constexpr unsigned kPorts = 5;
 enum : uint16_t { kUplink = 0, kMgmt = 1, kRepA = 2, kRepB = 3, kSpare = 4 };
 

@@ -12,8 +12,6 @@ using namespace engine_test;
 
 namespace {
 
-constexpr uint8_t kSyn = 0x02, kAck = 0x10, kSynAck = 0x12, kPsh = 0x08, kFin = 0x01, kRst = 0x04;
-
 // An SCTP INIT-sized packet: common header (ports, verification tag, CRC32c
 // left zero: the dataplane does not verify it) and one chunk header.
 Bytes sctp4(overlay::MacAddress dst_mac, overlay::MacAddress src_mac, const char* from, uint16_t sport, const char* to,

@@ -45,8 +45,6 @@ dataplane::v1::LogicalModel serviceModel() {
   return m;
 }
 
-constexpr uint8_t kSyn = 0x02, kAck = 0x10, kFin = 0x01, kRst = 0x04, kSynAck = 0x12, kPsh = 0x08;
-
 struct Conn {
   std::string state;
   std::string original;

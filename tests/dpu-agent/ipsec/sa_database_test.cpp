@@ -21,14 +21,14 @@ using namespace dpu::ipsec;
 
 namespace {
 
-constexpr int64_t kGrace = 60'000;
+constexpr int64_t kSaGrace = 60'000;
 
-struct TempDir : dpu::test::TempDir {
-  TempDir() : dpu::test::TempDir("ipsec-sadb-test") { REQUIRE(!path.empty()); }
+struct SaTempDir : dpu::test::TempDir {
+  SaTempDir() : dpu::test::TempDir("ipsec-sadb-test") { REQUIRE(!path.empty()); }
 };
 
 // One node: its database, and a dataplane that holds what it was given.
-struct Node {
+struct SaNode {
   std::string name, ip, dir;
   SaDbOptions options;
   std::unique_ptr<SaDatabase> db;
@@ -36,9 +36,10 @@ struct Node {
   std::map<std::string, SaReport> counters;
   std::string instance = "dp-1";
 
-  Node(std::string n, std::string i, const std::string& root) : name(std::move(n)), ip(std::move(i)), dir(root + "/" + name) {
+  SaNode(std::string n, std::string i, const std::string& root)
+      : name(std::move(n)), ip(std::move(i)), dir(root + "/" + name) {
     options.node_name = name;
-    options.grace_ms = kGrace;
+    options.grace_ms = kSaGrace;
     options.sequence_reservation = 1000;
   }
   void start(int64_t now, const SecretBytes& psk = {}) {
@@ -99,7 +100,7 @@ struct Node {
 };
 
 // X's outbound SA to Y is one of Y's inbound SAs, with the same key and salt.
-void checkPair(const Node& x, const Node& y) {
+void checkPair(const SaNode& x, const SaNode& y) {
   const SaSpec* out = x.outboundTo(y.name);
   REQUIRE(out != nullptr);
   const SaSpec* in = y.inbound(x.name, out->spi);
@@ -114,13 +115,13 @@ void checkPair(const Node& x, const Node& y) {
 
 // Two nodes that know each other, each on its epoch 1.
 struct Pair {
-  TempDir root;
-  Node a{"node-a", "192.168.50.1", root.path};
-  Node b{"node-b", "192.168.50.2", root.path};
+  SaTempDir root;
+  SaNode a{"node-a", "192.168.50.1", root.path};
+  SaNode b{"node-b", "192.168.50.2", root.path};
   int64_t now = 1'000'000;
 
   void bringUp() {
-    for (Node* n : {&a, &b}) {
+    for (SaNode* n : {&a, &b}) {
       n->start(now);
       n->program(now);
       REQUIRE(n->publish(now));
@@ -135,8 +136,8 @@ struct Pair {
 }  // namespace
 
 TEST_CASE("first start: a key pair, published once the dataplane holds the inbound SAs") {
-  TempDir root;
-  Node a("node-a", "192.168.50.1", root.path);
+  SaTempDir root;
+  SaNode a("node-a", "192.168.50.1", root.path);
   a.db = std::make_unique<SaDatabase>(a.options, a.dir);
   REQUIRE(a.db->start(0));
   CHECK(a.db->status().pending_epoch == 1);
@@ -191,7 +192,7 @@ TEST_CASE("rotation: inbound first, published after the dataplane holds it, outb
   // The current epoch was published just now: the rotation waits until every peer accepts it.
   CHECK(p.a.db->status().pending_epoch == 0);
   CHECK(p.a.db->status().rotation_deferred == "operator");
-  p.now += kGrace;
+  p.now += kSaGrace;
   p.a.db->tick(p.now);
   CHECK(p.a.db->status().pending_epoch == 2);
   // Epoch 2's inbound SAs are wanted; the advertisement stays epoch 1 until the dataplane holds them.
@@ -223,9 +224,9 @@ TEST_CASE("rotation: inbound first, published after the dataplane holds it, outb
   CHECK(p.a.outboundTo("node-b")->local_epoch == 2);
   checkPair(p.a, p.b);
   // The old epoch's inbound SA stays until the grace period ends, then goes with its private key.
-  p.a.db->tick(p.now + kGrace - 1);
+  p.a.db->tick(p.now + kSaGrace - 1);
   CHECK(p.a.inboundFrom("node-b").size() == 2);
-  p.a.db->tick(p.now + kGrace);
+  p.a.db->tick(p.now + kSaGrace);
   CHECK(p.a.inboundFrom("node-b").size() == 1);
   CHECK(p.a.db->status().previous_epoch == 0);
   const std::string keys = *dpu::readFile(p.a.db->keyFilePath());
@@ -234,8 +235,8 @@ TEST_CASE("rotation: inbound first, published after the dataplane holds it, outb
   // B drops A's epoch 1 after it saw A send with 2, and the grace.
   auto& b_counters = p.b.counters[p.b.inbound("node-a", p.a.outboundTo("node-b")->spi)->name];
   b_counters.first_packet = true;
-  p.b.program(p.now + kGrace);
-  p.b.db->tick(p.now + 2 * kGrace);
+  p.b.program(p.now + kSaGrace);
+  p.b.db->tick(p.now + 2 * kSaGrace);
   CHECK(p.b.inboundFrom("node-a").size() == 1);
   checkPair(p.a, p.b);
   checkPair(p.b, p.a);
@@ -244,7 +245,7 @@ TEST_CASE("rotation: inbound first, published after the dataplane holds it, outb
 TEST_CASE("rotation: with no traffic back, the outbound switches when the grace period ends") {
   Pair p;
   p.bringUp();
-  p.now += kGrace;
+  p.now += kSaGrace;
   p.a.db->requestRotation("operator", p.now);
   p.a.db->tick(p.now);
   p.a.program(p.now);
@@ -252,7 +253,7 @@ TEST_CASE("rotation: with no traffic back, the outbound switches when the grace 
   p.b.db->upsertPeer(p.a.advert(), p.now + 5);
   p.b.program(p.now + 5);
   CHECK(p.a.outboundTo("node-b")->local_epoch == 1);
-  p.a.db->tick(p.now + kGrace);
+  p.a.db->tick(p.now + kSaGrace);
   CHECK(p.a.outboundTo("node-b")->local_epoch == 2);
   checkPair(p.a, p.b);
 }
@@ -305,7 +306,7 @@ TEST_CASE("sequence marks: after a dataplane restart the peer's ESN receiver fol
   for (const bool after_move : {false, true}) {
     INFO((after_move ? "just after the mark moved" : "just before the mark moves"));
     Pair p;
-    for (Node* n : {&p.a, &p.b}) n->options.sequence_reservation = SaDbOptions{}.sequence_reservation;
+    for (SaNode* n : {&p.a, &p.b}) n->options.sequence_reservation = SaDbOptions{}.sequence_reservation;
     p.bringUp();
     const SaSpec out = *p.a.outboundTo("node-b");
     const SaSpec* in = p.b.inbound("node-a", out.spi);
@@ -363,7 +364,7 @@ TEST_CASE("sequence soft limit and byte soft limit start a rotation") {
   p.a.options.esn_soft_limit = 500;
   p.a.options.byte_soft_limit = 1 << 20;
   p.bringUp();
-  p.now += kGrace;
+  p.now += kSaGrace;
   const std::string out = p.a.outboundTo("node-b")->name;
   p.a.counters[out].highest_sequence = 499;
   p.a.program(p.now);
@@ -379,7 +380,7 @@ TEST_CASE("sequence soft limit and byte soft limit start a rotation") {
 TEST_CASE("a new PSK derives every SA anew and starts a rotation; a node without it derives other keys") {
   Pair p;
   const SecretBytes psk(32, 7), other(32, 9);
-  for (Node* n : {&p.a, &p.b}) {
+  for (SaNode* n : {&p.a, &p.b}) {
     n->start(p.now, psk);
     n->program(p.now);
     n->publish(p.now);
@@ -395,7 +396,7 @@ TEST_CASE("a new PSK derives every SA anew and starts a rotation; a node without
   CHECK(p.b.inbound("node-a", p.a.outboundTo("node-b")->spi) == nullptr);  // B cannot receive it
   CHECK(p.a.db->status().rotation_deferred == "new PSK");
   // A restart with yet another PSK (changed while stopped) asks for a rotation too.
-  p.now += kGrace;
+  p.now += kSaGrace;
   p.a.start(p.now, SecretBytes(48, 3));
   p.a.db->tick(p.now);
   CHECK(p.a.db->status().pending_epoch != 0);
@@ -470,7 +471,7 @@ TEST_CASE("a peer with an unusable public key gets no SA and says why") {
 TEST_CASE("a key published while a newly learned peer's SA was still on its way is current all the same") {
   Pair p;
   p.bringUp();
-  p.now += kGrace;
+  p.now += kSaGrace;
   p.a.db->requestRotation("operator", p.now);
   p.a.db->tick(p.now);
   p.a.program(p.now);
@@ -478,7 +479,7 @@ TEST_CASE("a key published while a newly learned peer's SA was still on its way 
   REQUIRE(offered);
   REQUIRE(offered->epoch == 2);
   // node-c appears between the offer and the publication: epoch 2 waits for its SA again...
-  Node c("node-c", "192.168.50.3", p.root.path);
+  SaNode c("node-c", "192.168.50.3", p.root.path);
   c.start(p.now);
   c.program(p.now);
   c.publish(p.now);
