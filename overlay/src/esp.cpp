@@ -389,10 +389,11 @@ uint32_t EspOutboundSa::overhead(uint32_t payload_len) const {
 Status EspOutboundSa::encrypt(PacketBuffer& packet) {
   const uint32_t size = packet.size();
   // One owner: a plain load and store.
-  const Status s = encryptPacket(packet, hard_limit_, [this]() -> uint64_t {
-    const uint64_t seq = last_seq_.load() + 1;
-    last_seq_.value.store(seq, std::memory_order_relaxed);
-    return seq;
+  const Status s = encryptPacket(packet, [this]() -> uint64_t {
+    const uint64_t last = last_seq_.load();
+    if (last >= hard_limit_) return 0;
+    last_seq_.value.store(last + 1, std::memory_order_relaxed);
+    return last + 1;
   });
   countResult(counters_, s, size);
   return s;
@@ -408,14 +409,44 @@ uint64_t EspOutboundSa::reserveShared(uint64_t limit) {
   return last + 1;
 }
 
+// A new block of up to kEspSequenceBlockSize numbers, the first of them
+// taken; 0 (the block left as it was, empty) when none is left below `limit`.
+// The mark is read before the counter (acquire, against advanceTo's release):
+// a block reserved after a thread saw a mark lies above it.
+uint64_t EspOutboundSa::refillShared(uint64_t limit, EspSequenceBlock& block) {
+  (void)floor_.value.load(std::memory_order_acquire);
+  uint64_t last = last_seq_.load();
+  uint64_t top = 0;
+  do {
+    if (last >= limit) {
+      block.end = block.next;  // what it held is above the limit or below the mark
+      return 0;
+    }
+    top = limit - last > kEspSequenceBlockSize ? last + kEspSequenceBlockSize : limit;
+  } while (!last_seq_.value.compare_exchange_weak(last, top, std::memory_order_relaxed));
+  block.next = last + 2;
+  block.end = top + 1;
+  return last + 1;
+}
+
 Status EspOutboundSa::encryptShared(PacketBuffer& packet, uint64_t limit) {
   limit = std::min(limit, hard_limit_);
-  return encryptPacket(packet, limit, [this, limit] { return reserveShared(limit); });
+  return encryptPacket(packet, [this, limit] { return reserveShared(limit); });
+}
+
+Status EspOutboundSa::encryptShared(PacketBuffer& packet, uint64_t limit, EspSequenceBlock& block) {
+  limit = std::min(limit, hard_limit_);
+  return encryptPacket(packet, [this, limit, &block] { return takeShared(limit, block); });
 }
 
 void EspOutboundSa::advanceTo(uint64_t last) {
   uint64_t cur = last_seq_.load();
   while (cur < last && !last_seq_.value.compare_exchange_weak(cur, last, std::memory_order_relaxed)) {
+  }
+  // Then the mark (after the counter: a thread that sees the mark reserves
+  // above it), never moved down.
+  uint64_t mark = floor_.load();
+  while (mark < last && !floor_.value.compare_exchange_weak(mark, last, std::memory_order_release)) {
   }
 }
 
@@ -451,9 +482,21 @@ Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8
   return sealed;
 }
 
+Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
+                                       EspSequenceBlock& block, uint32_t& esp_len) {
+  if (mode_ != EspMode::kTransport) return Status::kUnsupported;
+  const uint64_t seq = takeShared(std::min(limit, hard_limit_), block);
+  if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;
+  const uint32_t pad = padLength(payload_len);
+  const Status sealed = sealAt(esp, payload_len, pad, next_header, seq);
+  esp_len = kEspHeaderSize + iv_size_ + payload_len + pad + kEspTrailerSize + kEspIcvSize;
+  return sealed;
+}
+
+// `reserve` gives the packet's sequence number, or 0 when none is left
+// (kEspSeqExhausted, nothing done).
 template <class Reserve>
-Status EspOutboundSa::encryptPacket(PacketBuffer& packet, uint64_t limit, Reserve&& reserve) {
-  if (last_seq_.load() >= limit) return Status::kEspSeqExhausted;
+Status EspOutboundSa::encryptPacket(PacketBuffer& packet, Reserve&& reserve) {
   uint8_t* const p = packet.data();
   const uint32_t size = packet.size();
 

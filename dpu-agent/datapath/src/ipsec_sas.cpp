@@ -3,6 +3,7 @@
 // with the crypto outside any lock.
 #include "ipsec_sas.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -52,17 +53,43 @@ Result<std::shared_ptr<EspSlot>> EspSlot::create(const model::ModelIpsecSa& sa, 
   return slot;
 }
 
+template <class Transform>
+overlay::Status EspSlot::sealWith(unsigned worker, Transform&& transform) {
+  if (worker < lane_count_) [[likely]] {
+    Lane& l = lanes_[worker];
+    const overlay::Status status = transform(&l.block);
+    const uint64_t taken = l.block.lastTaken();
+    if (taken != l.last_sent) __atomic_store_n(&l.last_sent, taken, __ATOMIC_RELAXED);
+    return status;
+  }
+  // A worker beyond the lanes (not one the engine has) shares a lane: no
+  // block; the counter's top is then what it may have sent.
+  const overlay::Status status = transform(nullptr);
+  uint64_t& last = lane(worker).last_sent;
+  const uint64_t top = out_->lastSequence();
+  uint64_t cur = __atomic_load_n(&last, __ATOMIC_RELAXED);
+  while (cur < top && !__atomic_compare_exchange_n(&last, &cur, top, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return status;
+}
+
 EspVerdict EspSlot::encrypt(overlay::PacketBuffer& packet, overlay::Status& status, unsigned worker) {
   const uint32_t plain = packet.size();
   const uint64_t limit = limit_.load(std::memory_order_relaxed);
-  status = out_->encryptShared(packet, limit);
+  status = sealWith(worker, [&](overlay::EspSequenceBlock* block) {
+    return block != nullptr ? out_->encryptShared(packet, limit, *block) : out_->encryptShared(packet, limit);
+  });
   return encrypted(status, limit, plain, worker);
 }
 
 EspVerdict EspSlot::sealPlaced(uint8_t* esp, uint32_t payload_len, uint32_t plain, uint32_t& esp_len,
                                overlay::Status& status, unsigned worker) {
   const uint64_t limit = limit_.load(std::memory_order_relaxed);
-  status = out_->sealPlacedShared(esp, payload_len, overlay::ipproto::kUdp, limit, esp_len);
+  status = sealWith(worker, [&](overlay::EspSequenceBlock* block) {
+    return block != nullptr
+               ? out_->sealPlacedShared(esp, payload_len, overlay::ipproto::kUdp, limit, *block, esp_len)
+               : out_->sealPlacedShared(esp, payload_len, overlay::ipproto::kUdp, limit, esp_len);
+  });
   return encrypted(status, limit, plain, worker);
 }
 
@@ -98,6 +125,15 @@ EspVerdict EspSlot::decryptFailed(overlay::Status status, unsigned worker) {
       break;
   }
   return EspVerdict::kFailed;
+}
+
+// The highest number the workers sent (not the counter's top: each worker
+// holds a block of numbers it may not have sent yet); before the first
+// packet, the counter's (initial_sequence - 1).
+uint64_t EspSlot::lastSent() const {
+  uint64_t top = 0;
+  for (unsigned i = 0; i < lane_count_; ++i) top = std::max(top, readCounter(lanes_[i].last_sent));
+  return top != 0 ? top : out_->lastSequence();
 }
 
 uint64_t EspSlot::sum(uint64_t Lane::*field) const {
@@ -139,7 +175,7 @@ void EspSlot::report(dataplane::v1::IpsecSaState& out) const {
   out.set_bytes(sum(&Lane::bytes));
   out.set_replay_drops(sum(&Lane::replay_drops));
   out.set_icv_failures(sum(&Lane::icv_failures));
-  out.set_highest_sequence(outbound() ? out_->lastSequence() : in_->highestSequence());
+  out.set_highest_sequence(outbound() ? lastSent() : in_->highestSequence());
   out.set_first_packet_received(!outbound() && packets > 0);
   out.set_limit_drops(sum(&Lane::limit_drops));
 }

@@ -12,8 +12,9 @@
 //    window, the AEAD context) is one state however many workers carry its
 //    traffic, and the AES-GCM runs outside any lock, as in DPDK's
 //    librte_ipsec (overlay/esp.h, encryptShared/decryptShared): outbound,
-//    each packet's sequence number is reserved with one compare-and-swap
-//    (never twice, never above sequence_limit); inbound, only the replay
+//    each worker reserves its packets' sequence numbers a block at a time
+//    with one compare-and-swap (overlay::EspSequenceBlock: never twice,
+//    never above sequence_limit); inbound, only the replay
 //    window's check and its re-check and update after the ICV verified are
 //    under the SA's short spinlock (with one worker, under none: nothing
 //    contends). N workers sending to one peer encrypt in parallel.
@@ -109,6 +110,10 @@ class EspSlot {
     uint64_t icv_failures = 0;
     uint64_t other_drops = 0;
     uint64_t limit_drops = 0;
+    // Outbound: the last sequence number this worker sent (its block's
+    // lastTaken(), published for report()).
+    uint64_t last_sent = 0;
+    overlay::EspSequenceBlock block;  // outbound: the worker's own numbers
   };
 
   EspSlot() = default;
@@ -116,7 +121,12 @@ class EspSlot {
   EspVerdict decryptFailed(overlay::Status status, unsigned worker);
   // An outbound transform's verdict, counted.
   EspVerdict encrypted(overlay::Status status, uint64_t limit, uint32_t plain, unsigned worker);
+  // An outbound transform's sequence number: the worker's block (its lane's
+  // own), or one at a time if `worker` shares its lane with another.
+  template <class Transform>
+  overlay::Status sealWith(unsigned worker, Transform&& transform);
   uint64_t sum(uint64_t Lane::*field) const;
+  uint64_t lastSent() const;
 
   model::ModelIpsecSa sa_;  // holds the key: never printed
   std::unique_ptr<overlay::EspOutboundSa> out_;

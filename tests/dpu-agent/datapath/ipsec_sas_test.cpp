@@ -132,21 +132,62 @@ TEST_CASE("esp slot: workers on one outbound SA send distinct numbers up to sequ
     all.insert(all.end(), seqs[w].begin(), seqs[w].end());
   }
   std::sort(all.begin(), all.end());
-  REQUIRE(all.size() == kLimit);
-  for (uint32_t i = 0; i < kLimit; ++i) REQUIRE(all[i] == i + 1);  // each number once, none lost, none above
+  // Each number once, none above the limit; the only ones not sent are those
+  // a worker reserved in its block and had no packet left for (at most a
+  // block a worker: overlay::EspSequenceBlock).
+  for (size_t i = 1; i < all.size(); ++i) REQUIRE(all[i] > all[i - 1]);
+  REQUIRE(!all.empty());
+  REQUIRE(all.back() <= kLimit);
+  CHECK(all.size() + kWorkers * dpu::overlay::kEspSequenceBlockSize >= kLimit);
   const auto st = report(slot);
-  CHECK(st.packets() == kLimit);
-  CHECK(st.bytes() == kLimit * 100);
-  CHECK(st.limit_drops() == kWorkers * kPerWorker - kLimit);
+  CHECK(st.packets() == all.size());
+  CHECK(st.bytes() == all.size() * 100);
+  CHECK(st.limit_drops() == kWorkers * kPerWorker - all.size());
   CHECK(st.limit_drops() == limit_drops);
-  CHECK(st.highest_sequence() == kLimit);
+  CHECK(st.highest_sequence() == all.back());  // sent, not reserved
 
-  // A raised limit (the same SA sent again) goes on at the next number.
+  // A raised limit (the same SA sent again) goes on with numbers not sent before.
   REQUIRE(slot.update(modelSa(dpv1::OUTBOUND, kLimit + 1)).ok());
   Packet p;
   Status s = Status::kOk;
   REQUIRE(slot.encrypt(p.buf, s, 2) == EspVerdict::kOk);
-  CHECK(dpu::overlay::load32(p.buf.data() + 24) == kLimit + 1);
+  const uint32_t next = dpu::overlay::load32(p.buf.data() + 24);
+  CHECK(next <= kLimit + 1);
+  CHECK(!std::binary_search(all.begin(), all.end(), next));
+}
+
+TEST_CASE("esp slot: a worker sends from its own block; a higher initial_sequence moves every worker above it",
+          "[ipsec][shared]") {
+  auto created = EspSlot::create(modelSa(dpv1::OUTBOUND, 1000), kWorkers);
+  REQUIRE(created.ok());
+  EspSlot& slot = **created;
+  auto send = [&](unsigned w) {
+    Packet p;
+    Status st = Status::kOk;
+    REQUIRE(slot.encrypt(p.buf, st, w) == EspVerdict::kOk);
+    return dpu::overlay::load32(p.buf.data() + 24);
+  };
+  CHECK(report(slot).highest_sequence() == 0);
+  CHECK(send(0) == 1);
+  CHECK(send(1) == 1 + dpu::overlay::kEspSequenceBlockSize);
+  CHECK(send(0) == 2);
+  CHECK(report(slot).highest_sequence() == 1 + dpu::overlay::kEspSequenceBlockSize);
+  // The sealPlaced path draws from the same block.
+  std::vector<uint8_t> room(256, 0);
+  uint32_t esp_len = 0;
+  Status st = Status::kOk;
+  REQUIRE(slot.sealPlaced(room.data() + 20, 40, 60, esp_len, st, 0) == EspVerdict::kOk);
+  CHECK(dpu::overlay::load32(room.data() + 24) == 3);
+
+  // The agent's mark above what was reserved: both workers go on above it.
+  auto moved = modelSa(dpv1::OUTBOUND, 1000);
+  moved.initial_sequence = 201;
+  REQUIRE(slot.update(moved).ok());
+  const uint32_t a = send(0), b = send(1);
+  CHECK(a > 200);
+  CHECK(b > 200);
+  CHECK(a != b);
+  CHECK(report(slot).highest_sequence() == std::max(a, b));
 }
 
 TEST_CASE("esp slot: workers on one inbound SA accept each packet once and count the rest as replays",

@@ -108,6 +108,116 @@ TEST_CASE("ESP shared outbound SA: threads get distinct sequence numbers up to t
   }
 }
 
+TEST_CASE("ESP shared outbound SA with blocks: distinct numbers, none above the limit, one CAS a block",
+          "[esp][shared]") {
+  for (AeadBackend backend : availableAeadBackends()) {
+    for (bool esn : {false, true}) {
+      INFO(dpu::test::backendName(backend) << (esn ? " esn" : " 32-bit"));
+      auto config = espConfig(16, EspMode::kTransport, esn, EspIvMode::kExplicit, backend);
+      config.initial_sequence = 5;
+      config.replay_window = 4096;
+      auto created = EspOutboundSa::create(config);
+      REQUIRE(created.ok());
+      EspOutboundSa sa = std::move(created).value();
+      constexpr uint64_t kLimit = 3004;
+      constexpr unsigned kPerThread = 1000;
+      const auto plain = dpu::test::ipv4Udp(100);
+      auto seqOf = [](const std::vector<uint8_t>& p) { return load32(p.data() + 20 + 4); };
+
+      std::vector<std::vector<std::vector<uint8_t>>> sent(kThreads);
+      std::vector<unsigned> exhausted(kThreads, 0), other(kThreads, 0);
+      std::vector<EspSequenceBlock> blocks(kThreads);
+      onThreads([&](unsigned t) {
+        for (unsigned i = 0; i < kPerThread; ++i) {
+          TestPacket p(plain);
+          const Status s = sa.encryptShared(p.buf, kLimit, blocks[t]);
+          if (s == Status::kOk) {
+            sent[t].push_back(p.bytes());
+          } else if (s == Status::kEspSeqExhausted && p.bytes() == plain) {
+            ++exhausted[t];
+          } else {
+            ++other[t];
+          }
+        }
+      });
+
+      std::vector<std::vector<uint8_t>> all;
+      unsigned refused = 0;
+      for (unsigned t = 0; t < kThreads; ++t) {
+        CHECK(other[t] == 0);
+        refused += exhausted[t];
+        all.insert(all.end(), sent[t].begin(), sent[t].end());
+        // A thread's numbers rise, and its block names the last it took.
+        for (size_t i = 1; i < sent[t].size(); ++i) REQUIRE(seqOf(sent[t][i]) > seqOf(sent[t][i - 1]));
+        if (!sent[t].empty()) CHECK(blocks[t].lastTaken() == seqOf(sent[t].back()));
+      }
+      CHECK(refused + all.size() == kThreads * kPerThread);
+      // Numbers a thread reserved but did not send (it had no packet left
+      // when another reached the limit) are the only ones missing: at most
+      // one block a thread.
+      CHECK(all.size() + kThreads * kEspSequenceBlockSize >= kLimit - 4);
+      std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return seqOf(a) < seqOf(b); });
+      REQUIRE(seqOf(all.front()) >= 5);
+      REQUIRE(seqOf(all.back()) <= kLimit);
+      for (size_t i = 1; i < all.size(); ++i) REQUIRE(seqOf(all[i]) > seqOf(all[i - 1]));  // none twice
+      CHECK(sa.lastSequence() == kLimit);
+      auto in = EspInboundSa::create(config);
+      REQUIRE(in.ok());
+      for (const auto& bytes : all) {
+        TestPacket p(bytes);
+        REQUIRE(in->decrypt(p.buf) == Status::kOk);
+        CHECK(p.bytes() == plain);
+      }
+    }
+  }
+}
+
+TEST_CASE("ESP shared outbound SA with blocks: advanceTo and a lowered limit stop a block's numbers",
+          "[esp][shared]") {
+  auto config = espConfig(16, EspMode::kTransport, true, EspIvMode::kExplicit, defaultAeadBackend());
+  auto created = EspOutboundSa::create(config);
+  REQUIRE(created.ok());
+  EspOutboundSa sa = std::move(created).value();
+  const auto plain = dpu::test::ipv4Udp(100);
+  auto send = [&](EspSequenceBlock& b, uint64_t limit) -> int64_t {
+    TestPacket p(plain);
+    const Status s = sa.encryptShared(p.buf, limit, b);
+    if (s != Status::kOk) return -static_cast<int64_t>(s);
+    return load32(p.bytes().data() + 20 + 4);
+  };
+  EspSequenceBlock a, b;
+  CHECK(a.lastTaken() == 0);
+  CHECK(send(a, 1000) == 1);  // a reserves 1..32
+  CHECK(sa.lastSequence() == kEspSequenceBlockSize);
+  CHECK(send(b, 1000) == kEspSequenceBlockSize + 1);  // b the next block
+  CHECK(send(a, 1000) == 2);  // a spends its own, no CAS
+  CHECK(sa.lastSequence() == 2 * kEspSequenceBlockSize);
+  CHECK(a.lastTaken() == 2);
+
+  // A mark below a block's numbers leaves it alone; at or above them it is dropped.
+  sa.advanceTo(kEspSequenceBlockSize);
+  CHECK(send(b, 1000) == kEspSequenceBlockSize + 2);
+  CHECK(send(a, 1000) == 2 * kEspSequenceBlockSize + 1);  // 3..32 were at or below the mark
+  sa.advanceTo(500);
+  CHECK(send(a, 1000) == 501);
+  CHECK(send(b, 1000) == 501 + kEspSequenceBlockSize);
+
+  // A limit lowered under a block's numbers refuses them, and nothing is sent.
+  CHECK(send(a, 501) == -static_cast<int64_t>(Status::kEspSeqExhausted));
+  CHECK(a.lastTaken() == 501);
+  // Raised again: the counter goes on above every block reserved.
+  const uint64_t top = sa.lastSequence();
+  CHECK(send(a, 1000) == static_cast<int64_t>(top + 1));
+  CHECK(send(b, 1000) == 502 + kEspSequenceBlockSize);  // b's block is still its own
+  // Near the limit a block holds only what is left.
+  const uint64_t near = top + kEspSequenceBlockSize + 2;
+  EspSequenceBlock c;
+  CHECK(send(c, near) == static_cast<int64_t>(near - 1));
+  CHECK(send(c, near) == static_cast<int64_t>(near));
+  CHECK(send(c, near) == -static_cast<int64_t>(Status::kEspSeqExhausted));
+  CHECK(sa.lastSequence() == near);
+}
+
 TEST_CASE("ESP shared inbound SA: each packet accepted once however many threads race it", "[esp][shared]") {
   for (AeadBackend backend : availableAeadBackends()) {
     for (bool esn : {false, true}) {
