@@ -10,9 +10,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "overlay/bytes.h"
 #include "overlay/checksum.h"
@@ -151,22 +156,47 @@ Status parseInner(const uint8_t* p, uint32_t size, InnerPacket& out) {
 // Padding to make payload + padding + trailer a multiple of 4 (RFC 4303 §2.4).
 uint32_t padLength(uint32_t payload_len) { return (0u - (payload_len + kEspTrailerSize)) & 3u; }
 
-AeadNonce makeNonce(const std::array<uint8_t, 4>& salt, uint64_t iv) {
+// A packet's AES-GCM nonce (RFC 4106 §4: salt || IV) and AAD (§5: SPI ||
+// seq, 8 bytes, or SPI || ESN high || ESN low, 12), each written with one
+// 16-byte store. The AES-GCM code loads each whole right after; a load that
+// several smaller stores would have to feed waits until they reach the cache
+// (store-to-load forwarding fails), which cost the ESP encap about 10 cycles
+// a packet at 64 B and at 1400 B.
+struct alignas(16) GcmInputs {
   AeadNonce nonce;
-  std::memcpy(nonce.data(), salt.data(), 4);
-  store64(nonce.data() + 4, iv);
-  return nonce;
+  uint8_t nonce_pad[16 - sizeof(AeadNonce)];
+  uint8_t aad[16];
+  uint32_t aad_len;
+};
+static_assert(sizeof(AeadNonce) == 12 && offsetof(GcmInputs, aad) == 16);
+static_assert(std::endian::native == std::endian::little, "the words below are built in little-endian order");
+
+inline void store128(void* to, uint64_t lo, uint64_t hi) {
+#if defined(__SSE2__)
+  _mm_store_si128(static_cast<__m128i*>(to), _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
+#else
+  const uint64_t w[2] = {lo, hi};
+  std::memcpy(to, w, sizeof w);
+#endif
 }
 
-// RFC 4106 §5: SPI || seq (8 bytes), or SPI || ESN high || ESN low (12).
-uint32_t makeAad(uint8_t* aad, uint32_t spi, uint64_t seq, bool esn) {
-  store32(aad, spi);
+// `iv_wire`: the 8 IV bytes as the packet carries them (memcpy'd, not
+// byte-swapped); `seq` the full sequence number.
+void makeGcmInputs(GcmInputs& g, const std::array<uint8_t, 4>& salt, uint64_t iv_wire, uint32_t spi, uint64_t seq,
+                   bool esn) {
+  uint32_t salt_word;
+  std::memcpy(&salt_word, salt.data(), 4);
+  store128(g.nonce.data(), uint64_t{salt_word} | iv_wire << 32, iv_wire >> 32);
+  const uint64_t spi_be = __builtin_bswap32(spi);
+  const uint64_t low_be = __builtin_bswap32(static_cast<uint32_t>(seq));
   if (esn) {
-    store64(aad + 4, seq);
-    return 12;
+    const uint64_t high_be = __builtin_bswap32(static_cast<uint32_t>(seq >> 32));
+    store128(g.aad, spi_be | high_be << 32, low_be);
+    g.aad_len = 12;
+  } else {
+    store128(g.aad, spi_be | low_be << 32, 0);
+    g.aad_len = 8;
   }
-  store32(aad + 4, static_cast<uint32_t>(seq));
-  return 8;
 }
 
 // An IPv4 header without options to a place that may overlap it: read
@@ -466,9 +496,9 @@ Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, u
   trailer[pad] = static_cast<uint8_t>(pad);
   trailer[pad + 1] = next_header;
   const uint32_t ct_len = payload_len + pad + kEspTrailerSize;
-  uint8_t aad[12];
-  const uint32_t aad_len = makeAad(aad, spi_, seq, esn_);
-  return aead_->seal(makeNonce(salt_, seq), {aad, aad_len}, {ct, ct_len}, ct + ct_len);
+  GcmInputs g;
+  makeGcmInputs(g, salt_, __builtin_bswap64(seq), spi_, seq, esn_);
+  return aead_->seal(g.nonce, {g.aad, g.aad_len}, {ct, ct_len}, ct + ct_len);
 }
 
 Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
@@ -680,18 +710,20 @@ Status EspInboundSa::decryptPacket(PacketBuffer& packet, Guard& guard, const Esp
 
   // 4. ICV and decryption. A wrong ESN guess shows up here as a failed ICV
   //    (RFC 4303 Appendix A2.2) and leaves the window alone.
-  const AeadNonce nonce = makeNonce(salt_, iv_size_ != 0 ? load64(esp + kEspHeaderSize) : seq);
-  uint8_t aad[12];
-  const uint32_t aad_len = makeAad(aad, spi_, seq, esn_);
+  uint64_t iv_wire = __builtin_bswap64(seq);
+  if (iv_size_ != 0) std::memcpy(&iv_wire, esp + kEspHeaderSize, 8);
+  GcmInputs g;
+  makeGcmInputs(g, salt_, iv_wire, spi_, seq, esn_);
+  const std::span<const uint8_t> aad(g.aad, g.aad_len);
   uint8_t* const ct = esp + kEspHeaderSize + iv_size_;
   const std::span<uint8_t> data(ct, ct_len);
-  if (Status s = aead_->open(nonce, {aad, aad_len}, data, ct + ct_len); s != Status::kOk) return s;
+  if (Status s = aead_->open(g.nonce, aad, data, ct + ct_len); s != Status::kOk) return s;
 
   // 5. Trailer. Failures from here on re-encrypt the payload so the buffer is
   //    returned as it came (see esp.h).
   const auto restore = [&](Status s) {
     uint8_t tag[kAeadTagSize];
-    return aead_->seal(nonce, {aad, aad_len}, data, tag) == Status::kOk ? s : Status::kEspCryptoError;
+    return aead_->seal(g.nonce, aad, data, tag) == Status::kOk ? s : Status::kEspCryptoError;
   };
   const uint8_t next_header = ct[ct_len - 1];
   const uint32_t pad = ct[ct_len - 2];
