@@ -37,6 +37,57 @@ void onThreads(F body) {
   for (auto& th : threads) th.join();
 }
 
+// What the threads' packets came to, each thread calling `encrypt(t, packet)`
+// kPerThread times on a copy of `plain`: the ESP packets each sent, in order,
+// and the packets refused as exhausted (left as they were) or for any other
+// reason (`other`: none is expected).
+struct Outcome {
+  std::vector<std::vector<std::vector<uint8_t>>> sent = std::vector<std::vector<std::vector<uint8_t>>>(kThreads);
+  std::vector<std::vector<uint8_t>> all;  // every thread's, in thread order
+  unsigned refused = 0;
+  std::vector<unsigned> other = std::vector<unsigned>(kThreads, 0);
+};
+
+template <class Encrypt>
+Outcome sendFromThreads(const std::vector<uint8_t>& plain, unsigned per_thread, Encrypt encrypt) {
+  Outcome o;
+  std::vector<unsigned> exhausted(kThreads, 0);
+  onThreads([&](unsigned t) {
+    for (unsigned i = 0; i < per_thread; ++i) {
+      TestPacket p(plain);
+      const Status s = encrypt(t, p.buf);
+      if (s == Status::kOk) {
+        o.sent[t].push_back(p.bytes());
+      } else if (s == Status::kEspSeqExhausted && p.bytes() == plain) {
+        ++exhausted[t];
+      } else {
+        ++o.other[t];
+      }
+    }
+  });
+  for (unsigned t = 0; t < kThreads; ++t) {
+    o.refused += exhausted[t];
+    o.all.insert(o.all.end(), o.sent[t].begin(), o.sent[t].end());
+  }
+  return o;
+}
+
+// The sequence number of an IPv4 transport-mode ESP packet.
+uint32_t seqOf(const std::vector<uint8_t>& p) { return load32(p.data() + 20 + 4); }
+
+// Every packet is genuine ESP under its own nonce: the peer opens each,
+// in the order given.
+void eachOpens(const EspSaConfig& config, const std::vector<std::vector<uint8_t>>& packets,
+               const std::vector<uint8_t>& plain) {
+  auto in = EspInboundSa::create(config);
+  REQUIRE(in.ok());
+  for (const auto& bytes : packets) {
+    TestPacket p(bytes);
+    REQUIRE(in->decrypt(p.buf) == Status::kOk);
+    CHECK(p.bytes() == plain);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("ESP shared outbound SA: threads get distinct sequence numbers up to the limit exactly", "[esp][shared]") {
@@ -53,46 +104,20 @@ TEST_CASE("ESP shared outbound SA: threads get distinct sequence numbers up to t
       constexpr unsigned kPerThread = 1000;
       const auto plain = dpu::test::ipv4Udp(100);
 
-      std::vector<std::vector<std::vector<uint8_t>>> sent(kThreads);
-      std::vector<unsigned> exhausted(kThreads, 0), other(kThreads, 0);
-      onThreads([&](unsigned t) {
-        for (unsigned i = 0; i < kPerThread; ++i) {
-          TestPacket p(plain);
-          const Status s = sa.encryptShared(p.buf, kLimit);
-          if (s == Status::kOk) {
-            sent[t].push_back(p.bytes());
-          } else if (s == Status::kEspSeqExhausted && p.bytes() == plain) {
-            ++exhausted[t];
-          } else {
-            ++other[t];
-          }
-        }
+      Outcome o = sendFromThreads(plain, kPerThread, [&](unsigned, PacketBuffer& buf) {
+        return sa.encryptShared(buf, kLimit);
       });
-
-      std::vector<std::vector<uint8_t>> all;
-      unsigned refused = 0;
-      for (unsigned t = 0; t < kThreads; ++t) {
-        CHECK(other[t] == 0);
-        refused += exhausted[t];
-        all.insert(all.end(), sent[t].begin(), sent[t].end());
-      }
+      for (unsigned t = 0; t < kThreads; ++t) CHECK(o.other[t] == 0);
+      auto& all = o.all;
+      const unsigned refused = o.refused;
       // Exactly the numbers 5..kLimit, each once: none reused, none lost, none above.
       REQUIRE(all.size() == kLimit - 4);
       CHECK(refused == kThreads * kPerThread - (kLimit - 4));
-      auto seqOf = [](const std::vector<uint8_t>& p) { return load32(p.data() + 20 + 4); };
       std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return seqOf(a) < seqOf(b); });
       for (size_t i = 0; i < all.size(); ++i) REQUIRE(seqOf(all[i]) == 5 + i);
       CHECK(sa.lastSequence() == kLimit);
       CHECK(sa.counters().packets == 0);  // the shared path leaves counting to its caller
-
-      // Every packet is genuine ESP under its own nonce: the peer opens each.
-      auto in = EspInboundSa::create(config);
-      REQUIRE(in.ok());
-      for (const auto& bytes : all) {
-        TestPacket p(bytes);
-        REQUIRE(in->decrypt(p.buf) == Status::kOk);
-        CHECK(p.bytes() == plain);
-      }
+      eachOpens(config, all, plain);
 
       // The counter only moves up, also while another thread encrypts.
       std::thread mover([&] { sa.advanceTo(10); });
@@ -122,36 +147,20 @@ TEST_CASE("ESP shared outbound SA with blocks: distinct numbers, none above the 
       constexpr uint64_t kLimit = 3004;
       constexpr unsigned kPerThread = 1000;
       const auto plain = dpu::test::ipv4Udp(100);
-      auto seqOf = [](const std::vector<uint8_t>& p) { return load32(p.data() + 20 + 4); };
 
-      std::vector<std::vector<std::vector<uint8_t>>> sent(kThreads);
-      std::vector<unsigned> exhausted(kThreads, 0), other(kThreads, 0);
       std::vector<EspSequenceBlock> blocks(kThreads);
-      onThreads([&](unsigned t) {
-        for (unsigned i = 0; i < kPerThread; ++i) {
-          TestPacket p(plain);
-          const Status s = sa.encryptShared(p.buf, kLimit, blocks[t]);
-          if (s == Status::kOk) {
-            sent[t].push_back(p.bytes());
-          } else if (s == Status::kEspSeqExhausted && p.bytes() == plain) {
-            ++exhausted[t];
-          } else {
-            ++other[t];
-          }
-        }
+      Outcome o = sendFromThreads(plain, kPerThread, [&](unsigned t, PacketBuffer& buf) {
+        return sa.encryptShared(buf, kLimit, blocks[t]);
       });
-
-      std::vector<std::vector<uint8_t>> all;
-      unsigned refused = 0;
+      auto& all = o.all;
       for (unsigned t = 0; t < kThreads; ++t) {
-        CHECK(other[t] == 0);
-        refused += exhausted[t];
-        all.insert(all.end(), sent[t].begin(), sent[t].end());
+        CHECK(o.other[t] == 0);
+        const auto& sent = o.sent[t];
         // A thread's numbers rise, and its block names the last it took.
-        for (size_t i = 1; i < sent[t].size(); ++i) REQUIRE(seqOf(sent[t][i]) > seqOf(sent[t][i - 1]));
-        if (!sent[t].empty()) CHECK(blocks[t].lastTaken() == seqOf(sent[t].back()));
+        for (size_t i = 1; i < sent.size(); ++i) REQUIRE(seqOf(sent[i]) > seqOf(sent[i - 1]));
+        if (!sent.empty()) CHECK(blocks[t].lastTaken() == seqOf(sent.back()));
       }
-      CHECK(refused + all.size() == kThreads * kPerThread);
+      CHECK(o.refused + all.size() == kThreads * kPerThread);
       // Numbers a thread reserved but did not send (it had no packet left
       // when another reached the limit) are the only ones missing: at most
       // one block a thread.
@@ -161,13 +170,7 @@ TEST_CASE("ESP shared outbound SA with blocks: distinct numbers, none above the 
       REQUIRE(seqOf(all.back()) <= kLimit);
       for (size_t i = 1; i < all.size(); ++i) REQUIRE(seqOf(all[i]) > seqOf(all[i - 1]));  // none twice
       CHECK(sa.lastSequence() == kLimit);
-      auto in = EspInboundSa::create(config);
-      REQUIRE(in.ok());
-      for (const auto& bytes : all) {
-        TestPacket p(bytes);
-        REQUIRE(in->decrypt(p.buf) == Status::kOk);
-        CHECK(p.bytes() == plain);
-      }
+      eachOpens(config, all, plain);
     }
   }
 }
