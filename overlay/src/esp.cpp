@@ -501,11 +501,11 @@ Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, u
   return aead_->seal(g.nonce, {g.aad, g.aad_len}, {ct, ct_len}, ct + ct_len);
 }
 
-Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
-                                       uint32_t& esp_len) {
-  if (mode_ != EspMode::kTransport) return Status::kUnsupported;
-  const uint64_t seq = reserveShared(std::min(limit, hard_limit_));
-  if (seq == 0) return Status::kEspSeqExhausted;
+// sealPlacedShared's work once the mode is known to be transport: `seq` the
+// number reserve() gives (0: none left, nothing written).
+Status EspOutboundSa::sealPlacedAt(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t seq,
+                                   uint32_t& esp_len) {
+  if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;
   const uint32_t pad = padLength(payload_len);
   const Status sealed = sealAt(esp, payload_len, pad, next_header, seq);
   esp_len = kEspHeaderSize + iv_size_ + payload_len + pad + kEspTrailerSize + kEspIcvSize;
@@ -513,14 +513,15 @@ Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8
 }
 
 Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
+                                       uint32_t& esp_len) {
+  if (mode_ != EspMode::kTransport) return Status::kUnsupported;
+  return sealPlacedAt(esp, payload_len, next_header, reserveShared(std::min(limit, hard_limit_)), esp_len);
+}
+
+Status EspOutboundSa::sealPlacedShared(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t limit,
                                        EspSequenceBlock& block, uint32_t& esp_len) {
   if (mode_ != EspMode::kTransport) return Status::kUnsupported;
-  const uint64_t seq = takeShared(std::min(limit, hard_limit_), block);
-  if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;
-  const uint32_t pad = padLength(payload_len);
-  const Status sealed = sealAt(esp, payload_len, pad, next_header, seq);
-  esp_len = kEspHeaderSize + iv_size_ + payload_len + pad + kEspTrailerSize + kEspIcvSize;
-  return sealed;
+  return sealPlacedAt(esp, payload_len, next_header, takeShared(std::min(limit, hard_limit_), block), esp_len);
 }
 
 // `reserve` gives the packet's sequence number, or 0 when none is left

@@ -279,6 +279,7 @@ class EspOutboundSa {
   // The ESP header at `esp`, the padding and trailer after the payload that
   // follows it, the payload sealed under `seq` and the ICV after it.
   Status sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, uint8_t next_header, uint64_t seq);
+  Status sealPlacedAt(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t seq, uint32_t& esp_len);
 
   std::unique_ptr<AeadContext> aead_;
   detail::RelaxedCounter last_seq_;
