@@ -62,13 +62,14 @@ overlay::Status EspSlot::sealWith(unsigned worker, Transform&& transform) {
     if (taken != l.last_sent) __atomic_store_n(&l.last_sent, taken, __ATOMIC_RELAXED);
     return status;
   }
-  // A worker beyond the lanes (not one the engine has) shares a lane: no
-  // block; the counter's top is then what it may have sent.
+  // A worker beyond the lanes (not one the engine has) would share a lane's
+  // block: it takes numbers one at a time instead, and the counter's top,
+  // kept apart from the lanes' (their owners write those unlocked), is what
+  // it may have sent.
   const overlay::Status status = transform(nullptr);
-  uint64_t& last = lane(worker).last_sent;
   const uint64_t top = out_->lastSequence();
-  uint64_t cur = __atomic_load_n(&last, __ATOMIC_RELAXED);
-  while (cur < top && !__atomic_compare_exchange_n(&last, &cur, top, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  uint64_t cur = laneless_sent_.load(std::memory_order_relaxed);
+  while (cur < top && !laneless_sent_.compare_exchange_weak(cur, top, std::memory_order_relaxed)) {
   }
   return status;
 }
@@ -131,7 +132,7 @@ EspVerdict EspSlot::decryptFailed(overlay::Status status, unsigned worker) {
 // holds a block of numbers it may not have sent yet); before the first
 // packet, the counter's (initial_sequence - 1).
 uint64_t EspSlot::lastSent() const {
-  uint64_t top = 0;
+  uint64_t top = laneless_sent_.load(std::memory_order_relaxed);
   for (unsigned i = 0; i < lane_count_; ++i) top = std::max(top, readCounter(lanes_[i].last_sent));
   return top != 0 ? top : out_->lastSequence();
 }

@@ -137,6 +137,8 @@ class EspSlot {
   std::atomic<uint64_t> limit_{0};
   std::unique_ptr<Lane[]> lanes_;
   unsigned lane_count_ = 1;
+  // Outbound: what workers beyond the lanes may have sent (sealWith).
+  std::atomic<uint64_t> laneless_sent_{0};
   uint64_t installed_ms_ = 0;
 };
 

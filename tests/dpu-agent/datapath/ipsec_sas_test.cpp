@@ -190,6 +190,31 @@ TEST_CASE("esp slot: a worker sends from its own block; a higher initial_sequenc
   CHECK(report(slot).highest_sequence() == std::max(a, b));
 }
 
+TEST_CASE("esp slot: a worker beyond its lanes takes numbers one at a time, never one a block holds",
+          "[ipsec][shared]") {
+  auto created = EspSlot::create(modelSa(dpv1::OUTBOUND, 1000), 1);  // one lane: worker 0's
+  REQUIRE(created.ok());
+  EspSlot& slot = **created;
+  std::vector<uint32_t> sent;
+  for (unsigned i = 0; i < 40; ++i) {
+    Packet p;
+    Status st = Status::kOk;
+    REQUIRE(slot.encrypt(p.buf, st, i % 3 == 2 ? 5 : 0) == EspVerdict::kOk);  // worker 5 has no lane
+    sent.push_back(dpu::overlay::load32(p.buf.data() + 24));
+  }
+  // Worker 0's block (1..32, then 33 onwards after worker 5's numbers), worker
+  // 5's from the counter above every block: none twice.
+  CHECK(sent[0] == 1);
+  CHECK(sent[2] == dpu::overlay::kEspSequenceBlockSize + 1);
+  std::vector<uint32_t> sorted = sent;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  // The report covers what the laneless worker sent too.
+  CHECK(report(slot).highest_sequence() >= sorted.back());
+  const auto st = report(slot);
+  CHECK(st.packets() == 40);
+}
+
 TEST_CASE("esp slot: workers on one inbound SA accept each packet once and count the rest as replays",
           "[ipsec][shared]") {
   constexpr unsigned kPackets = 2000;
