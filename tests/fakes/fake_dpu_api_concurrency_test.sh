@@ -56,5 +56,5 @@ kill -TERM "$pid"
 wait_for 10 bash -c "! kill -0 $pid" || fail "the fake did not exit 10 s after SIGTERM"
 wait "$pid"; rc=$?
 pid=
-[ "$rc" = 0 ] || fail "the fake exited with $rc"
+[ "$rc" = 0 ] || { cat "$log" >&2; fail "the fake exited with $rc"; }
 echo PASS
