@@ -31,7 +31,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -42,20 +41,9 @@
 
 #include <cpprest/http_listener.h>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DPU_FAKE_LSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define DPU_FAKE_LSAN 1
-#endif
-#ifdef DPU_FAKE_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
 #include "dpu/attach/v1/attach.pb.h"
 #include "fake_dpu_state.h"
+#include "leak_check.h"
 
 namespace http = web::http;
 using namespace dpu;
@@ -374,17 +362,9 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     listener.close().wait();
-    // cpprest's shared thread pool goes on tearing the closed connections
-    // down on its own threads. Returning from main would stop that pool (a
-    // static destructor) under the work, and the work it then drops would
-    // show as leaks under LeakSanitizer (3 runs in 15 of this test's). The
-    // fake ends here instead: leaks are checked now, with every object still
-    // owned by someone, and the process exits without its static destructors.
-    std::fflush(nullptr);
-#ifdef DPU_FAKE_LSAN
-    __lsan_do_leak_check();
-#endif
-    std::_Exit(0);
+    // Leaks checked before exit stops cpprest's pool under the closed
+    // connections' work (support/leak_check.h).
+    return dpu::test::checkLeaksNow(0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fake_dpu_api: %s\n", e.what());
     return 1;
