@@ -210,9 +210,9 @@ TEST_CASE("esp slot: a worker beyond its lanes takes numbers one at a time, neve
   std::sort(sorted.begin(), sorted.end());
   CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
   // The report covers what the laneless worker sent too.
-  CHECK(report(slot).highest_sequence() >= sorted.back());
-  const auto st = report(slot);
-  CHECK(st.packets() == 40);
+  const auto r = report(slot);
+  CHECK(r.highest_sequence() >= sorted.back());
+  CHECK(r.packets() == 40);
 }
 
 TEST_CASE("esp slot: workers on one inbound SA accept each packet once and count the rest as replays",
