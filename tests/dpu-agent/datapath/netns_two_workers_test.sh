@@ -149,17 +149,21 @@ for p in 2a 2b; do
 done
 echo "$flows UDP flows per pod pair, $per_flow datagrams each: all arrived"
 
-# 3. What dpuctl shows: each worker polls a queue of every port, the pods'
-# ports received on both workers, and the split adds up to the totals (read
-# until an instant in which no packet is in flight between the two counters).
+# 3. What dpuctl shows: each worker polls a queue of every port, the ports
+# that received the 50 flows (node 1: the senders' representors; node 2: the
+# uplink, Geneve from node 1) received on both workers, and the split adds up
+# to the totals (read until an instant in which no packet is in flight
+# between the two counters). Node 2's representors received only the pings'
+# replies and ARP, a few flows that may all hash to one worker.
 for n in 1 2; do
   ip netns exec dpu$n-$tag "$dpuctl" --socket "$dir/operator$n.sock" ports | sed 's/^/  /'
   check() {
     ip netns exec dpu$n-$tag "$dpuctl" --socket "$dir/operator$n.sock" ports --json > "$dir/ports$n.json" &&
-    "$py" - "$dir/ports$n.json" $workers > "$dir/check$n.txt" 2>&1 <<'PY'
+    "$py" - "$dir/ports$n.json" $workers $n > "$dir/check$n.txt" 2>&1 <<'PY'
 import json, sys
 ports = json.load(open(sys.argv[1]))["ports"]
 workers = int(sys.argv[2])
+carried_flows = (lambda name: name.startswith("pf0vf")) if sys.argv[3] == "1" else (lambda name: name == "uplink")
 problems = []
 rx_by_worker = [0] * workers
 for p in ports:
@@ -173,7 +177,7 @@ for p in ports:
     total = int(p.get("rx_packets", 0))
     if sum(split) != total:
         problems.append(f"{name}: per-worker rx {split} sum to {sum(split)}, not rx_packets {total}")
-    if name.startswith("pf0vf") and not all(v > 0 for v in split):
+    if carried_flows(name) and not all(v > 0 for v in split):
         problems.append(f"{name}: rx by worker {split}: 50 flows did not reach both workers")
     for w, v in enumerate(split):
         rx_by_worker[w] += v
