@@ -28,20 +28,20 @@ namespace {
 // The table hash of the flow key with the per-process keys (HashKeys,
 // common/keyed_hash.h; wyhash-style: five multiplies for the 64 bytes, about
 // a third of XXH64's instructions; it only places flows in this lcore's
-// table, so it need not match overlay's flowHash64). Tunnelled packets fold
-// the outer source and the OVN keys into the seed (`extra`; zero, and
-// compiled away, otherwise).
-inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64_t extra) {
+// table, so it need not match overlay's flowHash64). Tunnelled packets add
+// their tunnel as one word (`tunnel`, tunnelWord; zero, and compiled away,
+// otherwise) to the other operand of the last word's multiply.
+inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64_t tunnel) {
   // Word loads straight from the key (a copy to the stack first costs moves).
   const auto* p = reinterpret_cast<const unsigned char*>(&key);
   uint64_t w[8];
   for (unsigned i = 0; i < 8; ++i) std::memcpy(&w[i], p + 8 * i, 8);
   static_assert(sizeof(overlay::FlowKey) == sizeof w);
-  const uint64_t a = mum(w[0] ^ extra ^ k.word[0], w[1] ^ extra ^ k.word[1]);
-  const uint64_t b = mum(w[2] ^ extra ^ k.word[2], w[3] ^ extra ^ k.word[3]);
-  const uint64_t c = mum(w[4] ^ extra ^ k.word[4], w[5] ^ extra ^ k.word[5]);
-  const uint64_t d = mum(w[6] ^ extra ^ k.word[6], w[7] ^ extra ^ k.word[7]);
-  return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ extra ^ k.seed);
+  const uint64_t a = mum(w[0] ^ k.word[0], w[1] ^ k.word[1]);
+  const uint64_t b = mum(w[2] ^ k.word[2], w[3] ^ k.word[3]);
+  const uint64_t c = mum(w[4] ^ k.word[4], w[5] ^ k.word[5]);
+  const uint64_t d = mum(w[6] ^ k.word[6], w[7] ^ k.word[7] ^ tunnel);
+  return mum(a ^ c ^ 0x85ebca77c2b2ae63ull, b ^ d ^ k.seed);
 }
 
 // The same for a compact key (flow_cache.h): three multiplies over the words
@@ -53,22 +53,25 @@ inline uint64_t tableHash(const overlay::FlowKey& key, const HashKeys& k, uint64
 // still lands elsewhere. Every hashed word goes through a multiply of its
 // own before the last one (the ports and addresses fed only to the last
 // multiply would move the bucket bits almost linearly: flows with
-// neighbouring ports crowd buckets). A long key is hashed whole (its compact
+// neighbouring ports crowd buckets); so does the tunnel, as the key word's
+// partner, which costs it one XOR. A long key is hashed whole (its compact
 // form is a lossy fold).
-inline uint64_t compactHash(const CompactKey& c, const HashKeys& k, uint64_t extra) {
-  const uint64_t a = mum(c.w[0] ^ extra ^ k.word[0], c.w[3] ^ extra ^ k.word[3]);
-  const uint64_t d = mum(c.w[4] ^ extra ^ k.word[4], k.word[5]);
-  return mum(a ^ 0x85ebca77c2b2ae63ull, d ^ extra ^ k.seed);
+inline uint64_t compactHash(const CompactKey& c, const HashKeys& k, uint64_t tunnel) {
+  const uint64_t a = mum(c.w[0] ^ k.word[0], c.w[3] ^ k.word[3]);
+  const uint64_t d = mum(c.w[4] ^ k.word[4], k.word[5] ^ tunnel);
+  return mum(a ^ 0x85ebca77c2b2ae63ull, d ^ k.seed);
 }
 
-inline uint64_t packetHash(const PacketContext& pc, const HashKeys& k, uint64_t extra) {
-  return pc.long_key ? tableHash(pc.key, k, extra) : compactHash(pc.ckey, k, extra);
+inline uint64_t packetHash(const PacketContext& pc, const HashKeys& k, uint64_t tunnel) {
+  return pc.long_key ? tableHash(pc.key, k, tunnel) : compactHash(pc.ckey, k, tunnel);
 }
 
-// What a tunnelled packet's tunnel (its remote's 16 bytes as two words,
-// and the OVN keys) adds to its hash.
-inline uint64_t tunnelHashExtra(uint64_t lo, uint64_t hi, uint16_t ingress, uint16_t egress) {
-  return (lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{ingress} << 32 | egress)) * 0x9e3779b185ebca87ull;
+// A tunnelled packet's tunnel as the hash takes it: its remote's 16 bytes
+// as two words and the OVN keys, in one word. An IPv4 remote (the upper
+// word zero) fills the low half and the keys the high one, so no two IPv4
+// tunnels share a word.
+inline uint64_t tunnelWord(uint64_t lo, uint64_t hi, uint16_t ingress, uint16_t egress) {
+  return lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{ingress} << 32 | uint64_t{egress} << 48);
 }
 
 inline uint64_t flowHash(const PacketContext& pc, const HashKeys& k) {
@@ -77,15 +80,13 @@ inline uint64_t flowHash(const PacketContext& pc, const HashKeys& k) {
   uint64_t lo, hi;
   std::memcpy(&lo, probe.remote.data(), 8);
   std::memcpy(&hi, probe.remote.data() + 8, 8);
-  return packetHash(pc, k, tunnelHashExtra(lo, hi, probe.ingress, probe.egress));
+  return packetHash(pc, k, tunnelWord(lo, hi, probe.ingress, probe.egress));
 }
 
 // The same for the uplink's lane: an IPv4 remote (as the header has it),
 // the rest of the 16 bytes zero, as TunnelProbe::setRemote4 writes them.
 inline uint64_t laneTunnelHash(const CompactKey& key, const HashKeys& k, const LaneTunnel& t) {
-  uint64_t lo = 0;
-  std::memcpy(&lo, &t.remote, sizeof t.remote);
-  return compactHash(key, k, tunnelHashExtra(lo, 0, t.ingress, t.egress));
+  return compactHash(key, k, tunnelWord(t.remote, 0, t.ingress, t.egress));
 }
 
 // The outer headers from the flow's template: 58 bytes (IPv4) or 78 (IPv6),
@@ -728,16 +729,14 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       if constexpr (kUplink) {
         LanePacket& lp = w.lane[i];
         lp.mbuf = nullptr;
-        // The lane first, as it takes no ESP (its protocol is UDP to 6081):
-        // plain Geneve pays one byte's test for ESP, not isEsp's; ESP (its
-        // IPv4 protocol byte says so; isEsp decides) goes straight to
+        // The lane first: it takes no ESP (its protocol is UDP to 6081),
+        // and what it refuses is offered to isEsp only then (plain Geneve
+        // pays no test for ESP, ESP the lane's first compares). ESP goes to
         // espReceive, which offers what it decrypted to the lane where it
         // lies (geneveLaneParse), and leaves what the lane does not take to
         // the general path.
         TunnelLanePacket t;
-        const bool esp_hint =
-            m->data_len > 14 + 9 && rte_pktmbuf_mtod(m, const uint8_t*)[14 + 9] == overlay::ipproto::kEsp;
-        bool lane = !esp_hint && tunnel_lane && m->nb_segs == lane_segs &&
+        bool lane = tunnel_lane && m->nb_segs == lane_segs &&
                     tunnelLaneParse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, tunnel_ip,
                                     (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
                                     (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD,
