@@ -8,8 +8,9 @@
 //    same compact key and end of the IP packet (14 + its IPv4 total
 //    length), in both its forms (byte shuffle and scalar);
 //  - the uplink's lane (tunnelLaneParse) takes a frame only when the general
-//    decap and fast parse take it (lane_reference.h), with the same key,
-//    tunnel and lengths, for each way the NIC may have verified checksums.
+//    decap and fast parse take it (lane_reference.h), with the same key and
+//    the tunnel folded into it (expanding back to the inner frame's key),
+//    and the same lengths, for each way the NIC may have verified checksums.
 // Out-of-bounds reads trap under the fuzz build's sanitizers; a violated
 // property traps too, so libFuzzer reports both like a crash.
 #include <array>
@@ -72,9 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     const dpu::datapath::GeneralDecap g = dpu::datapath::generalDecap(frame, kTunnelIp, ip_ok, udp_ok, kPort);
-    require(g.took && g.inner_offset == dpu::datapath::kTunnelLaneOuterLen && ct == g.key &&
-            t.remote == g.lane.remote && t.ingress == g.lane.ingress &&
-            t.egress == g.lane.egress && t.inner_len == g.lane.inner_len && t.ip_len == g.lane.ip_len);
+    require(g.took && g.inner_offset == dpu::datapath::kTunnelLaneOuterLen && ct == g.key && ct.folded() &&
+            ct.tunnelRemote4() == g.remote && ct.tunnelIngress() == g.ingress && ct.tunnelEgress() == g.egress &&
+            ct.expand() == g.full && t.inner_len == g.lane.inner_len &&
+            t.ip_len == g.lane.ip_len);
   }
   return 0;
 }

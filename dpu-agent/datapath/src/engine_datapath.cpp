@@ -74,19 +74,21 @@ inline uint64_t tunnelWord(uint64_t lo, uint64_t hi, uint16_t ingress, uint16_t 
   return lo ^ (hi << 17 | hi >> 47) ^ (uint64_t{ingress} << 32 | uint64_t{egress} << 48);
 }
 
+// A key with its tunnel folded in (flow_cache.h: CompactKey::foldTunnel4;
+// never long): the OVN keys are in the hashed words already, and the
+// remote is the tunnel word.
+inline uint64_t foldedHash(const CompactKey& key, const HashKeys& k) {
+  return compactHash(key, k, key.tunnelRemote4());
+}
+
 inline uint64_t flowHash(const PacketContext& pc, const HashKeys& k) {
   const TunnelProbe& probe = pc.probe;
   if (probe.family == 0) return packetHash(pc, k, 0);
+  if (pc.ckey.folded()) return foldedHash(pc.ckey, k);
   uint64_t lo, hi;
   std::memcpy(&lo, probe.remote.data(), 8);
   std::memcpy(&hi, probe.remote.data() + 8, 8);
   return packetHash(pc, k, tunnelWord(lo, hi, probe.ingress, probe.egress));
-}
-
-// The same for the uplink's lane: an IPv4 remote (as the header has it),
-// the rest of the 16 bytes zero, as TunnelProbe::setRemote4 writes them.
-inline uint64_t laneTunnelHash(const CompactKey& key, const HashKeys& k, const LaneTunnel& t) {
-  return compactHash(key, k, tunnelWord(t.remote, 0, t.ingress, t.egress));
 }
 
 // The outer headers from the flow's template: 58 bytes (IPv4) or 78 (IPv6),
@@ -510,8 +512,9 @@ EngineImpl::EspReceived EngineImpl::espReceive(WorkerContext& w, const Snapshot&
       (overlay::ipv4::fragField(h) & (overlay::ipv4::kFlagMf | overlay::ipv4::kFragOffsetMask)) == 0 &&
       (ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_GOOD || overlay::ipv4HeaderChecksumOk(h))) {
     const uint32_t udp_at = overlay::ipv4::kMinHeaderLen + opened.front;
-    if (geneveLaneParse(h + udp_at, buf.size() - udp_at, false, rx_port, key, t)) [[likely]] {
-      std::memcpy(&t.remote, h + 12, 4);
+    uint32_t remote;
+    std::memcpy(&remote, h + 12, 4);
+    if (geneveLaneParse(h + udp_at, buf.size() - udp_at, false, remote, rx_port, key, t)) [[likely]] {
       m->data_off = static_cast<uint16_t>(buf.headroom() + udp_at + (kTunnelLaneOuterLen - kEth - 20));
       return EspReceived::kLane;
     }
@@ -716,8 +719,9 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
     // and decrypted); then, what it carried as any frame, the uplink's lane:
     // an IPv4 Geneve frame for our tunnel IP around an inner packet the lane
     // takes (worker_parse.h: tunnelLaneParse), decapsulated here and looked
-    // up with its tunnel (laneApply). With IPsec on, plaintext Geneve from a
-    // peer that must encrypt is refused on either path.
+    // up with its tunnel folded into its key (laneApply). With IPsec on,
+    // plaintext Geneve from a peer that must encrypt is refused on either
+    // path.
     const bool tunnel_lane = kUplink && snap.tunnel_lane;
     const bool refuse_plaintext = kUplink && snap.ipsec && snap.any_inbound_sa;
     uint32_t tunnel_ip = 0;
@@ -755,7 +759,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           if (refuse_plaintext && !decrypted) [[unlikely]] {
             TunnelProbe probe{};
             probe.family = 4;
-            probe.setRemote4(t.remote);
+            probe.setRemote4(lp.key.tunnelRemote4());
             if (plaintextRefused(snap, probe)) {
               drop(w, m, rx_port, DropReason::kIpsecPlaintext);
               continue;
@@ -765,15 +769,10 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
           if (!decrypted) m->data_off = static_cast<uint16_t>(m->data_off + kTunnelLaneOuterLen);
           m->data_len = t.inner_len;
           m->pkt_len = t.inner_len;
-          LaneTunnel& lt = w.lane_tunnel[i];
-          lt.remote = t.remote;
-          lt.ingress = t.ingress;
-          lt.egress = t.egress;
           lp.mbuf = m;
           lp.ip_len = t.ip_len;
-          lp.hash = laneTunnelHash(lp.key, hash_keys_, lt);
+          lp.hash = foldedHash(lp.key, hash_keys_);
           lp.slot = table.prefetchSlot(lp.hash);
-          table.prefetchColdOf(lp.slot, true, false);
           ++lanes;
           continue;
         }
@@ -793,7 +792,8 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
       if (!prepare(w, snap, m, rx_port, kUplink, decrypted, pc)) continue;
       pc.hash = kUplink ? flowHash(pc, hash_keys_) : packetHash(pc, hash_keys_, 0);
       pc.slot = table.prefetchSlot(pc.hash);
-      if (kUplink || pc.long_key) table.prefetchColdOf(pc.slot, kUplink, pc.long_key);
+      const bool cold_tunnel = kUplink && pc.probe.family != 0 && !pc.ckey.folded();
+      if (cold_tunnel || pc.long_key) table.prefetchColdOf(pc.slot, cold_tunnel, pc.long_key);
       alive |= 1u << i;
     }
     if constexpr (kLagged) {
@@ -878,17 +878,22 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
     }
   }
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  if (fastParse<false>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, rx_port, vni)) {
-    pc.parsed_full = false;
-    return true;
+  pc.parsed_full = !fastParse<false>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, rx_port, vni);
+  if (pc.parsed_full) {
+    const overlay::Status st = overlay::parsePacket(frame, pc.parsed);
+    if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
+    // Constructed in place (guaranteed copy elision): a copy of the returned
+    // key stalls on store forwarding.
+    new (&pc.key) overlay::FlowKey(overlay::extractFlowKey(frame, pc.parsed, rx_port, vni));
+    pc.ckey = CompactKey::from(pc.key, pc.long_key);
   }
-  pc.parsed_full = true;
-  const overlay::Status st = overlay::parsePacket(frame, pc.parsed);
-  if (st != overlay::Status::kOk) return drop(w, m, rx_port, toDropReason(st)), false;
-  // Constructed in place (guaranteed copy elision): a copy of the returned
-  // key stalls on store forwarding.
-  new (&pc.key) overlay::FlowKey(overlay::extractFlowKey(frame, pc.parsed, rx_port, vni));
-  pc.ckey = CompactKey::from(pc.key, pc.long_key);
+  // An IPv4 tunnel's packet with a key that takes the fold carries its
+  // tunnel in it, as the lane's and the installed flow's do (flow_cache.h).
+  if (probe.family == 4 && !pc.long_key) {
+    uint32_t remote;
+    std::memcpy(&remote, probe.remote.data(), sizeof remote);
+    pc.ckey.tryFoldTunnel4(remote, probe.ingress, probe.egress);
+  }
   return true;
 }
 
@@ -899,9 +904,14 @@ void EngineImpl::completeParse(PacketContext& pc) {
   // full fast parse takes it too and writes the same key.
   rte_mbuf* m = pc.mbuf;
   const std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  // The compact key's first word is in_port | tunnel_id << 32.
-  (void)fastParse<true>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, static_cast<uint32_t>(pc.ckey.w[0]),
+  // The compact key's first word is in_port | tunnel_id << 32 (with the
+  // egress key beside the port when the tunnel is folded: the port is
+  // rx_port). The compact key it writes is the unfolded one: the lookup's
+  // is kept.
+  const CompactKey looked_up = pc.ckey;
+  (void)fastParse<true>(frame, pc.parsed, pc.key, pc.ckey, pc.long_key, pc.rx_port,
                         static_cast<uint32_t>(pc.ckey.w[0] >> 32));
+  pc.ckey = looked_up;
 }
 
 namespace {
@@ -956,12 +966,13 @@ template <bool kUplink>
 DPU_HOT_INLINE void EngineImpl::prefetchEntries(WorkerContext& w, unsigned i, uint32_t alive) {
   LanePacket& lp = w.lane[i];
   if (lp.mbuf != nullptr) {
-    lp.slot = w.table.prefetchMatches(lp.hash, kUplink, false);
+    // The uplink's lane too: its tunnel is in its key.
+    lp.slot = w.table.prefetchMatches(lp.hash, false, false);
     return;
   }
   if (!(alive & (1u << i))) return;
   PacketContext& pc = w.burst[i];
-  pc.slot = w.table.prefetchMatches(pc.hash, kUplink, pc.long_key);
+  pc.slot = w.table.prefetchMatches(pc.hash, kUplink && pc.probe.family != 0 && !pc.ckey.folded(), pc.long_key);
 }
 
 // A lane packet as the general path has it (for its rarer actions, a miss,
@@ -982,7 +993,11 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
   pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + lp.ip_len);
   pc.rx_port = rx_port;
   if constexpr (kUplink) {
-    w.lane_tunnel[i].probe(pc.probe);
+    TunnelProbe& probe = pc.probe;
+    probe.family = 4;
+    probe.setRemote4(lp.key.tunnelRemote4());
+    probe.ingress = lp.key.tunnelIngress();
+    probe.egress = lp.key.tunnelEgress();
     pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
   } else {
     pc.probe.family = 0;
@@ -997,20 +1012,12 @@ DPU_HOT_INLINE void EngineImpl::laneApply(WorkerContext& w, const Snapshot& snap
   FlowTable& table = w.table;
   const LanePacket& lp = w.lane[i];
   uint32_t index = lp.slot;
-  if constexpr (kUplink) {
-    const LaneTunnel& t = w.lane_tunnel[i];
-    if (!table.tunnelHit(index, lp.key, t.remote, t.ingress, t.egress)) [[unlikely]] {
-      // Not in its preferred way (about one flow in six): the bucket's
-      // others, matched with the probe alone; the general path's context
-      // only for a miss.
-      TunnelProbe probe;
-      t.probe(probe);
-      index = table.scanTunnel(lp.hash, index, lp.key, probe);
-      if (index == UINT32_MAX) return missPath(w, snap, laneContext<true>(w, rx_port, i));
-    }
-  } else if (!table.compactHit(index, lp.key)) [[unlikely]] {
+  // The uplink's lane has its tunnel folded into its key: one compare for
+  // either lane. Not in its preferred way (about one flow in six): the
+  // bucket's others; the general path's context only for a miss.
+  if (!table.compactHit(index, lp.key)) [[unlikely]] {
     index = table.scanCompact(lp.hash, index, lp.key);
-    if (index == UINT32_MAX) return missPath(w, snap, laneContext<false>(w, rx_port, i));
+    if (index == UINT32_MAX) return missPath(w, snap, laneContext<kUplink>(w, rx_port, i));
   }
   FlowEntry& e = table.entry(index);
   FlowActions& a = table.compactActionsOf(e);

@@ -245,7 +245,7 @@ class EngineImpl final : public Engine {
   EspReceived espReceive(WorkerContext& w, const Snapshot& snap, rte_mbuf* m, uint16_t rx_port, bool lane,
                          CompactKey& key, TunnelLanePacket& t);
   bool plaintextRefused(const Snapshot& snap, const TunnelProbe& probe) const;
-  // The fast lanes: burst packet i of w.lane (and, kUplink, w.lane_tunnel).
+  // The fast lanes: burst packet i of w.lane.
   template <bool kUplink>
   void laneApply(WorkerContext& w, const Snapshot& snap, uint32_t stamp, uint16_t rx_port, unsigned i);
   template <bool kUplink>

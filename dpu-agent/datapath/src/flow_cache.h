@@ -12,7 +12,9 @@
 //   checked against, so a model change revalidates a record once, not each
 //   of its flows;
 // - the cold part (the tunnel match, the flow id and the install time),
-//   read on a hit only for tunnelled packets;
+//   read on a hit only for tunnelled packets whose tunnel is not folded
+//   into the compact key (CompactKey::foldTunnel4: nearly every packet from
+//   an IPv4 peer has it there);
 // - the key's tail (the 32 bytes of the full key the compact form folds),
 //   written and read only for keys that have no compact form.
 // The compact key is lossless for every key whose addresses are IPv4 (or
@@ -145,14 +147,60 @@ struct CompactKey {
     std::memcpy(k, &key, sizeof k);
     return fromWords(k, is_long);
   }
-  // The full key of a lossless compact key.
+  // The full key of a lossless compact key (a folded one's without its tunnel).
   overlay::FlowKey expand() const {
-    const uint64_t k[8] = {w[0], w[1], w[2], w[3], 0, w[4] << 32, 0, w[4] & 0xffffffff00000000ull};
+    const CompactKey c = unfolded();
+    const uint64_t k[8] = {c.w[0], c.w[1], c.w[2], c.w[3], 0, w[4] << 32, 0, w[4] & 0xffffffff00000000ull};
     overlay::FlowKey key;
     std::memcpy(&key, k, sizeof key);
     return key;
   }
   bool operator==(const CompactKey&) const = default;
+
+  // The tunnel folded into the key: a packet decapsulated from an IPv4
+  // tunnel whose inner frame is untagged IPv4 (nearly every packet from a
+  // peer) has three slots of its key that say nothing — the upper half of
+  // the 32-bit port, the VLAN tags (zero) and the ethertype (0x0800) — and
+  // they hold its tunnel exactly: the OVN egress key beside the port, the
+  // remote (as the header has it) in the tags' place, the ingress key in
+  // the ethertype's. The flags byte's top bit, which no parse sets, marks
+  // the fold, so a folded key never equals an unfolded one. Such a flow's
+  // hit is one compare of the hit line, without its cold part. The lane,
+  // the general path and the insert fold alike (tryFoldTunnel4), and only
+  // keys foldable by these rules; every other tunnelled flow (ARP, IPv6,
+  // tagged) matches its tunnel in the cold part.
+  static constexpr uint64_t kTunnelFolded = uint64_t{0x80} << 24;  // in w[3]: the flags byte's top bit
+  static constexpr uint64_t kEthertypeIpv4 = 0x0800;                // w[3]'s low 16 bits, host order
+
+  bool folded() const { return (w[3] & kTunnelFolded) != 0; }
+  // Folds the tunnel (remote: the IPv4 source as the header has it) when
+  // the key takes one; false otherwise (the key is left as it is).
+  bool tryFoldTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) {
+    if ((w[3] & (0xffff | kTunnelFolded)) != kEthertypeIpv4 || (w[2] >> 32) != 0 || (w[0] & 0xffff0000u) != 0) {
+      return false;
+    }
+    foldTunnel4(remote, ingress, egress);
+    return true;
+  }
+  // The same for a key known to take it (the uplink's lane: untagged IPv4,
+  // a 16-bit port, never folded before).
+  void foldTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) {
+    w[0] |= uint64_t{egress} << 16;
+    w[2] |= uint64_t{remote} << 32;
+    w[3] ^= (kEthertypeIpv4 ^ ingress) | kTunnelFolded;
+  }
+  uint32_t tunnelRemote4() const { return static_cast<uint32_t>(w[2] >> 32); }
+  uint16_t tunnelIngress() const { return static_cast<uint16_t>(w[3]); }
+  uint16_t tunnelEgress() const { return static_cast<uint16_t>(w[0] >> 16); }
+  // The key without its tunnel (the key itself when not folded).
+  CompactKey unfolded() const {
+    if (!folded()) return *this;
+    CompactKey c = *this;
+    c.w[0] &= ~uint64_t{0xffff0000u};
+    c.w[2] &= 0xffffffffu;
+    c.w[3] = (w[3] & ~(0xffff | kTunnelFolded)) | kEthertypeIpv4;
+    return c;
+  }
 };
 static_assert(sizeof(overlay::FlowKey) == 64 && sizeof(CompactKey) == 40);
 
@@ -425,26 +473,12 @@ struct alignas(32) FlowExtra {
   uint16_t allowedEgress() const { return static_cast<uint16_t>(allowed[0] | (allowed[1] & 0x0f) << 8); }
   uint16_t allowedIngress() const { return static_cast<uint16_t>(allowed[1] >> 4 | allowed[2] << 4); }
 
-  // The same for an IPv4 remote (as the header has it) and its keys: what
-  // the uplink's lane compares, without building a probe. The two keys are
-  // compared as one word (they sit side by side).
-  bool matchesTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) const {
-    uint64_t want = 0, have[2];
-    uint32_t keys;
-    std::memcpy(&want, &remote, sizeof remote);
-    std::memcpy(have, tun_remote.data(), sizeof have);
-    std::memcpy(&keys, &tun_ingress, sizeof keys);
-    const uint32_t want_keys = std::endian::native == std::endian::little ? (ingress | uint32_t{egress} << 16)
-                                                                           : (uint32_t{ingress} << 16 | egress);
-    return tun_family == 4 && ((have[0] ^ want) | have[1] | (keys ^ want_keys)) == 0;
-  }
   bool matchesTunnel(const TunnelProbe& probe) const {
     return tun_family == probe.family && sameAddress(tun_remote.data(), probe.remote.data(), true) &&
            tun_ingress == probe.ingress && tun_egress == probe.egress;
   }
 };
 static_assert(sizeof(FlowExtra) == 32, "two per cache line");
-static_assert(offsetof(FlowExtra, tun_egress) == offsetof(FlowExtra, tun_ingress) + 2, "matchesTunnel4");
 
 // 16-bit signatures: a bucket is a quarter of a cache line, so a table's
 // buckets (2 bytes a flow) stay in the core's caches next to the packets. A
@@ -575,26 +609,17 @@ class FlowTable {
     if (matches<kTunnel>(first, key, long_key, full, probe)) [[likely]] return first;
     return scan<kTunnel>(hash, first, key, long_key, full, probe);
   }
-  // A compact, untunnelled key, `first` as above: the common hit inline
-  // (compactHit), the rest out of line (scanCompact).
+  // A compact key, untunnelled or with its tunnel folded in (the uplink's
+  // lane), `first` as above: the common hit inline (compactHit), the rest
+  // out of line (scanCompact).
   bool compactHit(uint32_t first, const CompactKey& key) const {
     const FlowEntry& e = entries_[first];
     // A flow (action index not 0) with a compact key (no kLongKey): one compare.
     return e.actions - 1u < FlowEntry::kLongKey - 1u && FlowEntry::keyEqual(e.key, key);
   }
-  // The uplink's lane: a compact key that came through an IPv4 tunnel, the
-  // flow's tunnel compared in its cold part (prefetched with the entry).
-  bool tunnelHit(uint32_t first, const CompactKey& key, uint32_t remote, uint16_t ingress, uint16_t egress) const {
-    return compactHit(first, key) && extras_[first].matchesTunnel4(remote, ingress, egress);
-  }
   uint32_t scanCompact(uint64_t hash, uint32_t first, const CompactKey& key) const {
     static const TunnelProbe kNoTunnel{};
     return scan<false>(hash, first, key, false, kNoFullKey, kNoTunnel);
-  }
-  // The rest of the uplink's lane lookup (tunnelHit failed), out of line.
-  [[gnu::noinline]] uint32_t scanTunnel(uint64_t hash, uint32_t first, const CompactKey& key,
-                                        const TunnelProbe& probe) const {
-    return scan<true>(hash, first, key, false, kNoFullKey, probe);
   }
   // The bucket's ways other than `first` whose signature matches, then the
   // second bucket.
@@ -632,7 +657,8 @@ class FlowTable {
       return false;
     }
     if (long_key && !tails_[index].matches(full)) return false;
-    return !kTunnel || extras_[index].matchesTunnel(probe);
+    // A folded key (flow_cache.h: CompactKey) carries its tunnel: equal keys, equal tunnels.
+    return !kTunnel || key.folded() || extras_[index].matchesTunnel(probe);
   }
 
   // Installs the slow path's flow: an empty way of its bucket (the preferred
@@ -770,6 +796,11 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   bool is_long = false;
   FlowEntry& e = entries_[index];
   e.key = CompactKey::from(r.key, is_long);
+  if (!is_long && r.tun_family == 4) {
+    uint32_t remote;
+    std::memcpy(&remote, r.tun_remote.data(), sizeof remote);
+    e.key.tryFoldTunnel4(remote, r.tun_ingress, r.tun_egress);
+  }
   e.setPacketsSport(0, r.encap_sport);
   e.bytes = 0;
   e.used_ms = now_ms;

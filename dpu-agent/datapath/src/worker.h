@@ -111,22 +111,6 @@ struct alignas(64) LanePacket {
 };
 static_assert(sizeof(LanePacket) == 64);
 
-// The tunnel an uplink lane packet came through (beside its LanePacket):
-// the outer IPv4 source as the header has it and the OVN option's keys.
-struct LaneTunnel {
-  uint32_t remote;
-  uint16_t ingress;
-  uint16_t egress;
-
-  // The flow table's tunnel match for it.
-  void probe(TunnelProbe& p) const {
-    p.family = 4;
-    p.setRemote4(remote);
-    p.ingress = ingress;
-    p.egress = egress;
-  }
-};
-
 // Five cache lines, packets first: queueing a packet is one scaled store.
 struct alignas(64) TxBuffer {
   rte_mbuf* packets[kBurst];
@@ -196,7 +180,6 @@ class alignas(64) WorkerContext {
   PacketContext burst[kBurst];
   uint16_t burst_n = 0;  // packets in burst[] and lane[] (runBurst's current part)
   LanePacket lane[kBurst];
-  LaneTunnel lane_tunnel[kBurst];
   SpscRing offload_ring;
   std::vector<OffloadSlot> offload;  // per flow cache slot; empty without an offload backend
   alignas(64) std::atomic<uint64_t> quiescent_epoch{0};

@@ -245,13 +245,12 @@ template <bool kShuffle = kLaneShuffle>
 // accepts the frame as IPv4 to `tunnel_ip` (its 4 bytes as stored), without
 // OAM, with the OVN option and the inner frame at 58, and fastParse takes
 // that inner frame (to the end of the outer IP packet) as IPv4 with port
-// `in_port` and the VNI: the same compact key, remote, OVN keys and lengths
-// (engine tests and the lane-parse fuzz target check this). False hands the
-// packet to the general decap, which decides it.
+// `in_port` (below 65,536) and the VNI: the same compact key with the
+// tunnel (outer source, OVN keys) folded into it (flow_cache.h:
+// CompactKey::tryFoldTunnel4), and the same lengths (engine tests and the
+// lane-parse fuzz target check this). False hands the packet to the general
+// decap, which decides it.
 struct TunnelLanePacket {
-  uint32_t remote;     // outer IPv4 source, as stored
-  uint16_t ingress;    // OVN option keys
-  uint16_t egress;
   uint16_t inner_len;  // bytes of the inner frame
   uint16_t ip_len;     // its IPv4 total length
 };
@@ -262,9 +261,11 @@ inline constexpr uint32_t kTunnelLaneOuterLen = 14 + 20 + 8 + 8 + 8;
 // datagram at `udp` (its `udp_total` bytes are the rest of the outer IP
 // packet, all readable), to 6081, its length `udp_total`, no checksum unless
 // `udp_checksum_verified`; Geneve, the OVN option and an inner frame
-// laneParse takes. Fills what tunnelLaneParse fills but t.remote.
+// laneParse takes; `remote` is the outer IPv4 source (as stored) and
+// `in_port` below 65,536. Fills what tunnelLaneParse fills.
 [[gnu::always_inline]] inline bool geneveLaneParse(const uint8_t* udp, uint32_t udp_total, bool udp_checksum_verified,
-                                                   uint32_t in_port, CompactKey& key, TunnelLanePacket& t) {
+                                                   uint32_t remote, uint32_t in_port, CompactKey& key,
+                                                   TunnelLanePacket& t) {
   namespace ov = overlay;
   constexpr uint32_t kUdpGeneve = kTunnelLaneOuterLen - 14 - 20;  // UDP, Geneve, the OVN option
   if (udp_total < kTunnelLaneOuterLen - 20) return false;
@@ -301,8 +302,7 @@ inline constexpr uint32_t kTunnelLaneOuterLen = 14 + 20 + 8 + 8 + 8;
   const uint32_t data = static_cast<uint32_t>(o >> 32);
   const uint32_t keys = (((data & 0x00ff00ffu) << 8) | ((data >> 8) & 0x00ff00ffu)) &
                         (0xffff0000u | ov::kOvnMaxIngressPortKey);
-  t.ingress = static_cast<uint16_t>(keys);
-  t.egress = static_cast<uint16_t>(keys >> 16);
+  key.foldTunnel4(remote, static_cast<uint16_t>(keys), static_cast<uint16_t>(keys >> 16));
   t.inner_len = static_cast<uint16_t>(inner_len);
   return true;
 }
@@ -321,12 +321,11 @@ inline bool tunnelLaneParse(const uint8_t* p, uint32_t n, uint32_t tunnel_ip, bo
   const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(h0 >> 16));
   if (total > n - 14 || total < 20) return false;
   if (!ipv4_checksum_verified && !ov::ipv4HeaderChecksumOk(p + 14)) return false;
-  uint32_t dst;
+  uint32_t src, dst;
   std::memcpy(&dst, p + 30, 4);
-  if (dst != tunnel_ip) return false;
-  if (!geneveLaneParse(p + 34, total - 20, udp_checksum_verified, in_port, key, t)) return false;
-  std::memcpy(&t.remote, p + 26, 4);
-  return true;
+  if (dst != tunnel_ip || in_port > 0xffff) return false;
+  std::memcpy(&src, p + 26, 4);
+  return geneveLaneParse(p + 34, total - 20, udp_checksum_verified, src, in_port, key, t);
 }
 
 }  // namespace dpu::datapath

@@ -1062,11 +1062,15 @@ TEST_CASE("engine: long keys whose compact folds collide are told apart by the f
   CHECK(t.lookup<false>(hash, ca, false, a.key, TunnelProbe{}) == UINT32_MAX);
 }
 
-// The uplink's lane compares a tunnelled flow's tunnel (its cold part) as
-// the general lookup does: the same key under the same hash (a collision
-// the test forces) from another remote, with other OVN keys, or from an
-// IPv6 remote whose first four bytes are the IPv4 one's, is not that flow.
-TEST_CASE("engine: the uplink's lane hit compares the whole tunnel", "[engine]") {
+// A flow from an IPv4 tunnel whose key takes the fold (untagged IPv4, a
+// 16-bit port) has its tunnel in its hit line (CompactKey::foldTunnel4):
+// the uplink's lane hit is one compare, and that compare still tells the
+// tunnel apart: the same key under the same hash (a collision the test
+// forces) from another remote or with other OVN keys is not that flow,
+// nor is the same packet untunnelled. Keys that do not take the fold (an
+// IPv6 remote, a tagged or ARP inner frame) match their tunnel in the cold
+// part, as before; every flow reads back whole.
+TEST_CASE("engine: a tunnel folded into the key is compared whole, and read back", "[engine]") {
   FlowTable t(64);
   FlowRecord r{};
   r.key.in_port = 1;
@@ -1075,44 +1079,110 @@ TEST_CASE("engine: the uplink's lane hit compares the whole tunnel", "[engine]")
   r.key.ip_proto = 17;
   r.key.l3_src = {10, 244, 2, 7};
   r.key.l3_dst = {10, 244, 1, 5};
+  r.key.l4_src = 5000;
+  r.key.l4_dst = 53;
   r.stamp = 1;
   r.ops = op::kDecap | op::kOutput;
   r.out_port = 3;
   r.tun_family = 4;
   r.tun_remote = {192, 168, 100, 2};
-  r.tun_ingress = 9;
-  r.tun_egress = 0x8000;
+  r.tun_ingress = 0x7fff;
+  r.tun_egress = 0xffff;
   bool evicted = false, is_long = false;
   const uint64_t hash = 0x5678;
   const uint32_t index = t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve);
   REQUIRE(index != UINT32_MAX);
-  const CompactKey key = CompactKey::from(r.key, is_long);
+  const CompactKey plain = CompactKey::from(r.key, is_long);
   REQUIRE_FALSE(is_long);
-  uint32_t remote;
-  std::memcpy(&remote, r.tun_remote.data(), 4);
-  CHECK(t.tunnelHit(index, key, remote, 9, 0x8000));
-  uint32_t other_remote;
+  uint32_t remote, other_remote;
   const uint8_t other[4] = {192, 168, 100, 3};
+  std::memcpy(&remote, r.tun_remote.data(), 4);
   std::memcpy(&other_remote, other, 4);
-  CHECK_FALSE(t.tunnelHit(index, key, other_remote, 9, 0x8000));
-  CHECK_FALSE(t.tunnelHit(index, key, remote, 8, 0x8000));
-  CHECK_FALSE(t.tunnelHit(index, key, remote, 9, 2));
-  // What the lane falls back to finds the flow for its own tunnel only.
+  auto folded = [&plain](uint32_t rem, uint16_t ingress, uint16_t egress) {
+    CompactKey k = plain;
+    REQUIRE(k.tryFoldTunnel4(rem, ingress, egress));
+    return k;
+  };
+  const CompactKey key = folded(remote, 0x7fff, 0xffff);
+  CHECK(key.folded());
+  CHECK(key.tunnelRemote4() == remote);
+  CHECK(key.tunnelIngress() == 0x7fff);
+  CHECK(key.tunnelEgress() == 0xffff);
+  CHECK(key.unfolded() == plain);
+  CHECK(key.expand() == r.key);
+  // Folded once only.
+  CompactKey again = key;
+  CHECK_FALSE(again.tryFoldTunnel4(remote, 1, 2));
+  CHECK(again == key);
+  CHECK(t.compactHit(index, key));
+  CHECK(t.scanCompact(hash, index ^ 1, key) == index);
+  for (const CompactKey& k : {folded(other_remote, 0x7fff, 0xffff), folded(remote, 0x7ffe, 0xffff),
+                              folded(remote, 0x7fff, 0x8000), folded(0, 0x0800 & 0x7fff, 0), plain}) {
+    CHECK_FALSE(t.compactHit(index, k));
+    CHECK(t.scanCompact(hash, index ^ 1, k) == UINT32_MAX);
+  }
+  // The general lookup (a probe besides the key) agrees.
   TunnelProbe probe{};
   probe.family = 4;
   probe.setRemote4(remote);
-  probe.ingress = 9;
-  probe.egress = 0x8000;
-  CHECK(t.scanTunnel(hash, index ^ 1, key, probe) == index);
-  probe.setRemote4(other_remote);
-  CHECK(t.scanTunnel(hash, index ^ 1, key, probe) == UINT32_MAX);
-  // A flow from an IPv6 remote that begins with the same four bytes.
+  probe.ingress = 0x7fff;
+  probe.egress = 0xffff;
+  CHECK(t.lookup<true>(hash, key, false, FlowTable::kNoFullKey, probe) == index);
+  // The flow reads back unfolded, its tunnel in the tunnel fields.
+  FlowRecord back{};
+  REQUIRE(t.read(index, back));
+  CHECK(back.key == r.key);
+  CHECK(back.tun_family == 4);
+  CHECK(back.tun_remote == r.tun_remote);
+  CHECK(back.tun_ingress == 0x7fff);
+  CHECK(back.tun_egress == 0xffff);
   t.remove(index);
-  r.tun_family = 6;
-  r.tun_remote = {192, 168, 100, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  const uint32_t v6 = t.insert(hash, r, 1, evicted, kAlwaysValid, kNoResolve);
-  REQUIRE(v6 != UINT32_MAX);
-  CHECK_FALSE(t.tunnelHit(v6, key, remote, 9, 0x8000));
+
+  // Keys that do not take the fold: their tunnel is compared in the cold part.
+  auto unfolded_case = [&](FlowRecord rec, const char* what) {
+    INFO(what);
+    bool long_key = false;
+    CompactKey k = CompactKey::from(rec.key, long_key);
+    uint32_t rem;
+    std::memcpy(&rem, rec.tun_remote.data(), 4);
+    if (!long_key && rec.tun_family == 4) CHECK_FALSE(k.tryFoldTunnel4(rem, rec.tun_ingress, rec.tun_egress));
+    const uint32_t at = t.insert(hash, rec, 1, evicted, kAlwaysValid, kNoResolve);
+    REQUIRE(at != UINT32_MAX);
+    TunnelProbe p{};
+    p.family = rec.tun_family;
+    p.remote = rec.tun_remote;
+    p.ingress = rec.tun_ingress;
+    p.egress = rec.tun_egress;
+    CHECK(t.lookup<true>(hash, k, long_key, rec.key, p) == at);
+    TunnelProbe q = p;
+    q.ingress = static_cast<uint16_t>(q.ingress ^ 1);
+    CHECK(t.lookup<true>(hash, k, long_key, rec.key, q) == UINT32_MAX);
+    // The lane's folded key of the same packet from an IPv4 remote with
+    // the same first four bytes is not this flow.
+    if (!long_key && rec.tun_family == 6) CHECK_FALSE(t.compactHit(at, folded(rem, rec.tun_ingress, rec.tun_egress)));
+    FlowRecord b{};
+    REQUIRE(t.read(at, b));
+    CHECK(b.key == rec.key);
+    CHECK(b.tun_family == rec.tun_family);
+    CHECK(b.tun_remote == rec.tun_remote);
+    t.remove(at);
+  };
+  FlowRecord v6 = r;
+  v6.tun_family = 6;
+  v6.tun_remote = {192, 168, 100, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  unfolded_case(v6, "an IPv6 remote");
+  FlowRecord tagged = r;
+  tagged.key.vlan_tci[0] = 100;
+  tagged.key.flags = overlay::FlowKey::kFlagOuterVlan;
+  unfolded_case(tagged, "a tagged inner frame");
+  FlowRecord arp = r;
+  arp.key.ethertype = overlay::eth::kTypeArp;
+  arp.key.ip_proto = 1;
+  arp.key.l4_src = arp.key.l4_dst = 0;
+  unfolded_case(arp, "ARP");
+  FlowRecord wide_port = r;
+  wide_port.key.in_port = 0x10000;
+  unfolded_case(wide_port, "a port above 16 bits");
 }
 
 // A compact key keeps nothing but its 40 bytes, a long one its tail besides:
@@ -1487,9 +1557,11 @@ TEST_CASE("engine: the uplink's lane takes only what the general decap takes, wi
       REQUIRE(g.took);
       CHECK(g.inner_offset == kTunnelLaneOuterLen);
       CHECK(key == g.key);
-      CHECK(t.remote == g.lane.remote);
-      CHECK(t.ingress == g.lane.ingress);
-      CHECK(t.egress == g.lane.egress);
+      CHECK(key.folded());
+      CHECK(key.tunnelRemote4() == g.remote);
+      CHECK(key.tunnelIngress() == g.ingress);
+      CHECK(key.tunnelEgress() == g.egress);
+      CHECK(key.expand() == g.full);
       CHECK(t.inner_len == g.lane.inner_len);
       CHECK(t.ip_len == g.lane.ip_len);
     }

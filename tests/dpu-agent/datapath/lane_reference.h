@@ -17,7 +17,11 @@ namespace dpu::datapath {
 
 struct GeneralDecap {
   bool took = false;  // the general path would decapsulate it and fast-parse the inner frame as IPv4
-  CompactKey key{};
+  CompactKey key{};       // with the tunnel folded in, as the lane's (CompactKey::foldTunnel4)
+  overlay::FlowKey full{};  // the inner frame's key (what the folded key expands to)
+  uint32_t remote = 0;    // the outer IPv4 source, as stored
+  uint16_t ingress = 0;   // the OVN option's keys
+  uint16_t egress = 0;
   TunnelLanePacket lane{};
   uint32_t inner_offset = 0;
 };
@@ -37,10 +41,13 @@ inline GeneralDecap generalDecap(std::span<const uint8_t> frame, const std::arra
   bool long_key = false;
   if (!fastParse(inner, pf, kf, r.key, long_key, in_port, gh.vni) || pf.l3 != overlay::L3Type::kIpv4) return r;
   r.took = true;
+  r.full = kf;
   r.inner_offset = gh.inner_offset;
-  std::memcpy(&r.lane.remote, gh.src_ip.data(), 4);
-  r.lane.ingress = gh.ovn->ingress;
-  r.lane.egress = gh.ovn->egress;
+  std::memcpy(&r.remote, gh.src_ip.data(), 4);
+  r.ingress = gh.ovn->ingress;
+  r.egress = gh.ovn->egress;
+  // What the general path's prepare folds (its port is below 65,536).
+  if (!r.key.tryFoldTunnel4(r.remote, r.ingress, r.egress)) return GeneralDecap{};
   r.lane.inner_len = static_cast<uint16_t>(gh.inner_length);
   r.lane.ip_len = static_cast<uint16_t>(pf.l3_end - overlay::eth::kHeaderLen);
   return r;
