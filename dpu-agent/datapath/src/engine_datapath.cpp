@@ -757,10 +757,7 @@ uint64_t EngineImpl::runBurst(WorkerContext& w, const Snapshot& snap, uint16_t r
         }
         if (lane) [[likely]] {
           if (refuse_plaintext && !decrypted) [[unlikely]] {
-            TunnelProbe probe{};
-            probe.family = 4;
-            probe.setRemote4(lp.key.tunnelRemote4());
-            if (plaintextRefused(snap, probe)) {
+            if (plaintextRefused(snap, lp.key.tunnelProbe())) {
               drop(w, m, rx_port, DropReason::kIpsecPlaintext);
               continue;
             }
@@ -889,11 +886,7 @@ DPU_HOT_INLINE bool EngineImpl::prepare(WorkerContext& w, const Snapshot& snap, 
   }
   // An IPv4 tunnel's packet with a key that takes the fold carries its
   // tunnel in it, as the lane's and the installed flow's do (flow_cache.h).
-  if (probe.family == 4 && !pc.long_key) {
-    uint32_t remote;
-    std::memcpy(&remote, probe.remote.data(), sizeof remote);
-    pc.ckey.tryFoldTunnel4(remote, probe.ingress, probe.egress);
-  }
+  if (probe.family == 4 && !pc.long_key) pc.ckey.tryFoldTunnel4(probe.remote, probe.ingress, probe.egress);
   return true;
 }
 
@@ -993,11 +986,7 @@ PacketContext& EngineImpl::laneContext(WorkerContext& w, uint16_t rx_port, unsig
   pc.parsed.l3_end = static_cast<uint16_t>(overlay::eth::kHeaderLen + lp.ip_len);
   pc.rx_port = rx_port;
   if constexpr (kUplink) {
-    TunnelProbe& probe = pc.probe;
-    probe.family = 4;
-    probe.setRemote4(lp.key.tunnelRemote4());
-    probe.ingress = lp.key.tunnelIngress();
-    probe.egress = lp.key.tunnelEgress();
+    pc.probe = lp.key.tunnelProbe();
     pc.decap_len = static_cast<uint8_t>(kTunnelLaneOuterLen);
   } else {
     pc.probe.family = 0;

@@ -182,6 +182,12 @@ struct CompactKey {
     foldTunnel4(remote, ingress, egress);
     return true;
   }
+  // The same for a tunnel's 16-byte remote (an IPv4 one in its first 4 bytes).
+  bool tryFoldTunnel4(const std::array<uint8_t, 16>& remote, uint16_t ingress, uint16_t egress) {
+    uint32_t r;
+    std::memcpy(&r, remote.data(), sizeof r);
+    return tryFoldTunnel4(r, ingress, egress);
+  }
   // The same for a key known to take it (the uplink's lane: untagged IPv4,
   // a 16-bit port, never folded before).
   void foldTunnel4(uint32_t remote, uint16_t ingress, uint16_t egress) {
@@ -192,6 +198,15 @@ struct CompactKey {
   uint32_t tunnelRemote4() const { return static_cast<uint32_t>(w[2] >> 32); }
   uint16_t tunnelIngress() const { return static_cast<uint16_t>(w[3]); }
   uint16_t tunnelEgress() const { return static_cast<uint16_t>(w[0] >> 16); }
+  // A folded key's tunnel as the flow table's tunnel match has it.
+  TunnelProbe tunnelProbe() const {
+    TunnelProbe p;
+    p.family = 4;
+    p.setRemote4(tunnelRemote4());
+    p.ingress = tunnelIngress();
+    p.egress = tunnelEgress();
+    return p;
+  }
   // The key without its tunnel (the key itself when not folded).
   CompactKey unfolded() const {
     if (!folded()) return *this;
@@ -550,7 +565,8 @@ class FlowTable {
     prefetchLine(&entries_[index]);
     return index;
   }
-  // `tunnel`, `long_key`: the cold part (a tunnelled packet) or the key's
+  // `tunnel`, `long_key`: the cold part (a tunnelled packet whose key does
+  // not carry its tunnel folded in) or the key's
   // tail (a long key) of the matching entries too. Without a match: the
   // preferred way (a miss, or a flow in its second bucket).
   uint32_t prefetchMatches(uint64_t hash, bool tunnel, bool long_key) const {
@@ -796,11 +812,7 @@ uint32_t FlowTable::insert(uint64_t hash, const FlowRecord& r, uint32_t now_ms, 
   bool is_long = false;
   FlowEntry& e = entries_[index];
   e.key = CompactKey::from(r.key, is_long);
-  if (!is_long && r.tun_family == 4) {
-    uint32_t remote;
-    std::memcpy(&remote, r.tun_remote.data(), sizeof remote);
-    e.key.tryFoldTunnel4(remote, r.tun_ingress, r.tun_egress);
-  }
+  if (!is_long && r.tun_family == 4) e.key.tryFoldTunnel4(r.tun_remote, r.tun_ingress, r.tun_egress);
   e.setPacketsSport(0, r.encap_sport);
   e.bytes = 0;
   e.used_ms = now_ms;

@@ -1110,14 +1110,22 @@ TEST_CASE("engine: a tunnel folded into the key is compared whole, and read back
   CHECK(key.tunnelEgress() == 0xffff);
   CHECK(key.unfolded() == plain);
   CHECK(key.expand() == r.key);
+  const TunnelProbe back_probe = key.tunnelProbe();
+  CHECK(back_probe.family == 4);
+  CHECK(back_probe.remote == r.tun_remote);
+  CHECK(back_probe.ingress == 0x7fff);
+  CHECK(back_probe.egress == 0xffff);
   // Folded once only.
   CompactKey again = key;
   CHECK_FALSE(again.tryFoldTunnel4(remote, 1, 2));
   CHECK(again == key);
   CHECK(t.compactHit(index, key));
   CHECK(t.scanCompact(hash, index ^ 1, key) == index);
+  // Other tunnels; one whose fields are the unfolded key's own (a zero remote
+  // and egress, the ingress key 0x0800 in the ethertype's place: only the
+  // fold's mark tells it apart); the key unfolded.
   for (const CompactKey& k : {folded(other_remote, 0x7fff, 0xffff), folded(remote, 0x7ffe, 0xffff),
-                              folded(remote, 0x7fff, 0x8000), folded(0, 0x0800 & 0x7fff, 0), plain}) {
+                              folded(remote, 0x7fff, 0x8000), folded(0, 0x0800, 0), plain}) {
     CHECK_FALSE(t.compactHit(index, k));
     CHECK(t.scanCompact(hash, index ^ 1, k) == UINT32_MAX);
   }
