@@ -51,9 +51,15 @@
 # the last one's rule (bench/datapath_pcaps.py, policy_rules); the report
 # gives its rate against ours without policies, within each round.
 #   DPU_BENCH_POLICIES=1000 DPU_BENCH_CASES="encap:1000:64 local:1000:64 newconn:tcp" bash bench/datapath.sh
+# Where the time goes (DPU_BENCH_PROFILE=1, needs perf): testpmd's and ours'
+# forwarding threads are sampled while their rates are measured, and the
+# report splits each one's core time per packet between the input PMD, the
+# forwarder's own code, the output PMD and the rest (bench/measure.bash).
+#   DPU_BENCH_PROFILE=1 DPU_BENCH_CASES="decap:1000:64 decap:100000:64" bash bench/datapath.sh
 # Environment: DPU_BUILD (default build/release), DPU_BENCH_SECONDS (measurement
 # interval, default 3), DPU_BENCH_RUNS (rounds, default 3), DPU_BENCH_CALLGRIND=0
-# (skip callgrind), DPU_BENCH_RESULTS (keep the raw results in this file).
+# (skip callgrind), DPU_BENCH_PROFILE=1 (the split above), DPU_BENCH_RESULTS
+# (keep the raw results in this file).
 # As root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -142,6 +148,7 @@ testpmd_case() {  # scenario flows size → rate
         set -- $line
         if [ $n = 1 ]; then
           first="$EPOCHREALTIME $(thread_ns "$tp_pid" "$dpdk_worker") $2"
+          profile_start "$tp_pid" "$dpdk_worker" "$seconds" "$out/perf.data"
         elif [ $n = $((seconds + 1)) ]; then
           last="$EPOCHREALTIME $(thread_ns "$tp_pid" "$dpdk_worker") $2"
           break
@@ -153,6 +160,7 @@ testpmd_case() {  # scenario flows size → rate
   exec {fd}<&-
   wait "$tp_pid" || true
   rm -f "$out/testpmd.pid"
+  profile_stop "$out/perf.data" > "$out/profile"
   if [ -n "$last" ]; then rate "$first" "$last"; else echo "0 0 0"; fi
 }
 
@@ -225,8 +233,10 @@ YAML
     done
     sleep 0.5
     a="$(sample "$dp_pid" "$dpdk_worker" "$dir/a.json" "${op[@]}" ports) $(dp_counter "$dir/a.json" ports "$out_port")"
+    profile_start "$dp_pid" "$dpdk_worker" "$seconds" "$out/perf.data"
     sleep "$seconds"
     b="$(sample "$dp_pid" "$dpdk_worker" "$dir/b.json" "${op[@]}" ports) $(dp_counter "$dir/b.json" ports "$out_port")"
+    profile_stop "$out/perf.data" > "$out/profile"
     rate "$a" "$b"
   fi
   "$dpuctl" --socket "$dir/operator.sock" stats --all > "$dir/stats.txt" 2>&1 || true
@@ -353,6 +363,7 @@ for run in $(seq "$runs"); do
     echo "LOAD $run $scen $flows $size $(cut -d' ' -f1 /proc/loadavg)" >> "$results"
     for k in $(seq 0 $((${#tools[@]} - 1))); do
       tool=${tools[$(((k + run - 1) % ${#tools[@]}))]}
+      rm -f "$out/profile"
       case $tool in
         testpmd) mpps=$(testpmd_case "$scen" "$flows" "$size") ;;
         ours) mpps=$(ours_case "$scen" "$flows" "$size") ;;
@@ -360,6 +371,11 @@ for run in $(seq "$runs"); do
         ovs) mpps=$(ovs_case "$scen" "$out/pcap/$scen-$flows-$size.pcap" "$seconds") ;;
       esac
       echo "RESULT $run $tool $scen $flows $size $mpps" | tee -a "$results" >&2  # Mpps per core-second, per second, share
+      if [ -s "$out/profile" ]; then
+        while read -r object pct; do
+          echo "PROFILE $run $tool $scen $flows $size $object $pct"
+        done < "$out/profile" >> "$results"
+      fi
     done
   done
 done

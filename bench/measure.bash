@@ -35,3 +35,35 @@ rate() {  # "t0 ns0 count0" "t1 ns1 count1" → Mpps per on-CPU second, Mpps per
 # DPDK 22.11 names its worker lcores' threads rte-worker-N (lcore-worker-N before).
 dpdk_worker='^(rte|lcore)-worker-'
 
+
+# Where a forwarder's core time goes (DPU_BENCH_PROFILE=1): perf samples its
+# forwarding thread (cpu-clock, 499 a second: too few to slow it) while its
+# rate is measured, and each shared object's share of the samples says how
+# the thread's time per packet splits between the input PMD (net_pcap), the
+# forwarder's own code, the output PMD (net_null) and the rest (mbuf and
+# mempool code inlined into the PMDs counts as theirs; ld.so's TLS lookups,
+# libc and the kernel as the rest). Without perf, or without the setting,
+# these do nothing.
+profile_on() { [ "${DPU_BENCH_PROFILE:-0}" = 1 ] && command -v perf >/dev/null 2>&1; }
+
+profile_start() {  # pid name-regex seconds file: perf on the process's first thread so named, in the background
+  profile_on || return 0
+  local t name tid=
+  for t in /proc/"$1"/task/*; do
+    { read -r name < "$t/comm"; } 2>/dev/null || continue
+    [[ $name =~ $2 ]] && { tid=${t##*/}; break; }
+  done
+  rm -f "$4"
+  [ -n "$tid" ] || return 0
+  perf record -q -e cpu-clock -F 499 -t "$tid" -o "$4" -- sleep "$3" > /dev/null 2>&1 &
+  profile_pid=$!
+}
+
+profile_stop() {  # file → "object share-%" lines, the largest first (nothing if nothing was sampled)
+  profile_on || return 0
+  [ -n "${profile_pid:-}" ] && { wait "$profile_pid" 2> /dev/null || true; }
+  profile_pid=
+  [ -s "$1" ] || return 0
+  perf report -i "$1" --no-children --sort dso --stdio -q 2> /dev/null |
+    awk 'NF >= 2 && $1 ~ /%$/ {sub(/%$/, "", $1); print $2, $1}'
+}

@@ -13,6 +13,11 @@ Input lines:
   NEWCONN <round> <tool> <tcp|udp> <connections per on-CPU second> <per second> <connections counted>
       tool: ours | ovs; every packet of a pcap read once a new connection to a ClusterIP
   FLOWBYTES <bytes per cached flow>
+  PROFILE <round> <tool> <scenario> <flows> <size> <shared object> <share of samples, %>
+      (DPU_BENCH_PROFILE=1) where the tool's forwarding thread spent its core time while its rate
+      was measured (perf, cpu-clock); the report turns each round's shares into nanoseconds per
+      packet with that round's rate: input PMD (net_pcap), the forwarder's own code, output PMD
+      (net_null), the rest (DPDK's other libraries, ld.so's TLS lookups, libc, the kernel)
   POLICIES <n>: the run has the tool ours-policies (dpu-dataplane with pods A and B isolated
       by n NetworkPolicies) in RESULT, NEWCONN and SLOWPATH lines
 The three tools ran back to back on each case in each round, so a ratio is
@@ -31,6 +36,18 @@ import sys
 from collections import defaultdict
 
 ORDER = ["local", "encap", "decap", "service"]
+PARTS = ["input PMD", "forwarder", "output PMD", "rest"]
+
+
+def part_of(shared_object):
+    """The component a profile's shared object stands for (PROFILE lines)."""
+    if shared_object.startswith("librte_net_pcap"):
+        return "input PMD"
+    if shared_object.startswith("librte_net_null"):
+        return "output PMD"
+    if shared_object in ("dpu-dataplane", "dpdk-testpmd"):
+        return "forwarder"
+    return "rest"
 
 
 def number(text):
@@ -59,6 +76,7 @@ def main():
     slow = {}
     newconn = defaultdict(lambda: defaultdict(dict))  # proto -> round -> tool -> (per CPU s, per s, count)
     flow_bytes = None
+    profile = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))  # (case, tool) -> round -> part -> %
     load_end = None
     policies = 0
     with open(sys.argv[1]) as f:
@@ -87,6 +105,10 @@ def main():
                 v = number(p[4])
                 if v is not None and v > 0:
                     newconn[p[3]][int(p[1])][p[2]] = (v, number(p[5]), int(p[6]))
+            elif len(p) == 8 and p[0] == "PROFILE":
+                v = number(p[7])
+                if v is not None:
+                    profile[((p[3], int(p[4]), int(p[5])), p[2])][int(p[1])][part_of(p[6])] += v
             elif len(p) == 3 and p[0] == "SLOWPATH":
                 v = number(p[2])
                 if v is not None:
@@ -128,6 +150,23 @@ def main():
             print(f"{scen:<7}{flows:>7}{size:>6}{med['testpmd']:>9.2f}{med['ours']:>7.2f}{med['ovs']:>7.2f}"
                   f"  {spread(vs_tp, lambda x: f'{x:.0%}'):<18}{spread(vs_ovs, lambda x: f'{x:.2f}x'):<21}"
                   f"{wall_text:<12}{statistics.median(share[case]):>6.0%}{(f'{ir:.0f}' if ir else '-'):>7}")
+
+    if profile:
+        print("\nwhere each forwarding thread's core time per packet goes (perf samples while the rate was "
+              "measured):\nns per packet, median of the rounds (each round's shares times its ns per packet)")
+        print(f"{'case':<7}{'flows':>7}{'bytes':>6}  {'tool':<9}{'total':>7}" + "".join(f"{p:>12}" for p in PARTS))
+        for (case, tool) in sorted(profile, key=lambda k: (ORDER.index(k[0][0]), k[0][1], k[0][2], k[1])):
+            rows = []
+            for rnd, parts in profile[(case, tool)].items():
+                rate = mpps.get(case, {}).get(rnd, {}).get(tool)
+                total = sum(parts.values())
+                if rate and total > 0:
+                    ns = 1000.0 / rate  # ns of the core per packet
+                    rows.append((ns, {p: ns * parts.get(p, 0.0) / total for p in PARTS}))
+            if not rows:
+                continue
+            print(f"{case[0]:<7}{case[1]:>7}{case[2]:>6}  {tool:<9}{statistics.median(r[0] for r in rows):>7.1f}" +
+                  "".join(f"{statistics.median(r[1][p] for r in rows):>12.1f}" for p in PARTS))
 
     newconn_ratio = {}
     if newconn:

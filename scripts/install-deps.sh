@@ -28,8 +28,9 @@ packages=(
   openvswitch-switch openvswitch-switch-dpdk iperf3
   # DPDK's example sources: bench/esp.sh builds ipsec-secgw from them
   dpdk-doc
-  # instructions per packet on the hit path (bench/datapath_callgrind.sh)
-  valgrind
+  # instructions per packet on the hit path (bench/datapath_callgrind.sh); where a
+  # forwarder's time per packet goes (DPU_BENCH_PROFILE=1 bash bench/datapath.sh)
+  valgrind linux-perf
   # lab and system tests; a DNS server and client behind a Service (lab_services_dns:
   # dnsmasq-base is the binary without a system service)
   iproute2 ethtool procps jq curl iputils-ping dnsmasq-base bind9-dnsutils
