@@ -5,10 +5,11 @@
 # same run, twice: dpdk-test-crypto-perf (crypto_aesni_gcm) and the bench's own
 # "seal only" case (the AEAD alone, timed as the ESP cases are: median burst),
 # at 1400 B and at the bytes ESP encrypts for each frame (and "open only",
-# the decrypt side, printed beside the decap); round after round,
-# medians printed. On a machine other work shares, crypto-perf's wall-clock
-# rate includes that work's time and the median burst does not: the ratio to
-# the ceiling is taken against the seal-only case.
+# the decrypt side, printed beside the decap); round after round, medians
+# printed, and every ratio taken within its round (bench/report_esp.py). On a
+# machine other work shares, crypto-perf's wall-clock rate includes that
+# work's time and the median burst does not: the ratio to the ceiling is
+# taken against the seal-only case.
 # In the same rounds, DPDK's own IPsec gateway, ipsec-secgw (22.11, built once
 # from the dpdk-doc package's example sources into BUILD/bench/ipsec-secgw):
 # one lcore, --no-huge, transport-mode AES-128-GCM on crypto_aesni_gcm,
@@ -204,69 +205,4 @@ for run in $(seq "$runs"); do
   done
 done
 
-$py - "$out/results" "$(esp_bytes 64)" "$(esp_bytes 1400)" <<'EOF'
-import statistics, sys
-ceil, cases, secgw = {}, {}, {}
-for line in open(sys.argv[1]):
-    f = line.rstrip("\n").split("\t") if line.startswith("CASE") else line.split()
-    if f[0] == "CEILING":
-        ceil.setdefault(int(f[1]), []).append((float(f[2]), float(f[3])))  # Mops, Gbit/s
-    elif f[0] == "SECGW":  # run dir size Mpps-per-core-second Mpps-per-second share
-        secgw.setdefault((f[2], int(f[3])), {})[int(f[1])] = (float(f[4]), float(f[6]))
-    else:
-        cases.setdefault(f[2].strip(), {})[int(f[1])] = float(f[3])
-med = statistics.median
-size_of = lambda n: int(n.split(", ")[-1].split()[0])
-print("raw AES-128-GCM, dpdk-test-crypto-perf crypto_aesni_gcm, one lcore (median of %d):" % len(next(iter(ceil.values()))))
-for size in sorted(ceil):
-    print("  %5d B  %6.2f Mops  %6.1f Gbit/s" % (size, med([m for m, _ in ceil[size]]), med([g for _, g in ceil[size]])))
-seal, opened = {}, {}
-for what, into in (("seal", seal), ("open", opened)):
-    print("raw AES-128-GCM, datapath_engine_bench %s only (median burst; median of rounds):" % what)
-    for name in sorted((n for n in cases if what + " only" in n), key=size_of):
-        into[size_of(name)] = med(cases.pop(name).values())
-        print("  %5d B  %6.2f Mops  %6.1f Gbit/s" % (size_of(name), into[size_of(name)], into[size_of(name)] * size_of(name) * 8 / 1000))
-
-# ours beside ipsec-secgw, round by round: encap beside its outbound, decap beside its inbound.
-verdicts = []
-print("\nours (median burst) beside ipsec-secgw (per second of its core; its share of the core in brackets):")
-for name in sorted((n for n in cases if "ESP" in n), key=lambda n: ("decap" in n, size_of(n))):
-    frame, dir = size_of(name), "in" if "decap" in name else "out"
-    theirs = secgw.get((dir, frame), {})
-    print("  %s vs ipsec-secgw %sbound, %d B" % (name.split(",")[0], dir, frame))
-    ratios = []
-    for run in sorted(cases[name]):
-        ours = cases[name][run]
-        if run in theirs and theirs[run][0] > 0:
-            ratios.append(ours / theirs[run][0])
-            print("    round %d: ours %6.2f Mpps %6.2f Gbit/s  secgw %6.2f Mpps %6.2f Gbit/s (%3.0f %%)  ours/secgw %5.2fx"
-                  % (run, ours, ours * frame * 8 / 1000, theirs[run][0], theirs[run][0] * frame * 8 / 1000,
-                     100 * theirs[run][1], ratios[-1]))
-    if ratios:
-        o, t = med(cases[name].values()), med(v for v, _ in theirs.values())
-        print("    median: ours %6.2f Mpps %6.2f Gbit/s  secgw %6.2f Mpps %6.2f Gbit/s  ours/secgw %5.2fx (%.2f-%.2f)"
-              % (o, o * frame * 8 / 1000, t, t * frame * 8 / 1000, med(ratios), min(ratios), max(ratios)))
-        verdicts.append("ESP %s %d B >= 1.5x ipsec-secgw %sbound: %s (%.2fx)"
-                        % ("encap" if dir == "out" else "decap", frame, dir,
-                           "met" if med(ratios) >= 1.5 else "NOT met", med(ratios)))
-
-print("\n%-48s %7s %8s %9s" % ("case (median of rounds)", "Mpps", "Gbit/s", "/ceiling"))
-for name in sorted(cases, key=lambda n: ("decap" in n, size_of(n), "ESP" in n)):
-    frame = size_of(name)
-    mpps = med(cases[name].values())
-    row = "%-48s %7.2f %8.2f" % (name, mpps, mpps * frame * 8 / 1000)
-    if "ESP" in name and frame == 1400 and 1400 in seal:
-        row += " %8.0f%%" % (100 * mpps / seal[1400])
-        if "decap" in name and 1400 in opened:
-            row += "  (of open only: %.0f %%)" % (100 * mpps / opened[1400])
-        verdicts.append("%s 1400 B >= 80 %% of the seal-only ceiling: %s (%.0f %%)"
-                        % ("ESP encap" if "encap" in name else "ESP decap", "met" if mpps / seal[1400] >= 0.8 else "NOT met",
-                           100 * mpps / seal[1400]))
-    print(row)
-print("\n/ceiling: Gbit/s of the 1400 B frames over the seal-only Gbit/s at 1400 B, same round set;")
-print("the decap's also over open only (the AES-GCM decrypt and tag check alone).")
-print("ipsec-secgw: one lcore, transport AES-128-GCM, crypto_aesni_gcm; Gbit/s of its input frames (FCS included).")
-print("verdicts:")
-for v in verdicts:
-    print("  " + v)
-EOF
+$py bench/report_esp.py "$out/results"
