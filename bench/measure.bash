@@ -35,7 +35,6 @@ rate() {  # "t0 ns0 count0" "t1 ns1 count1" → Mpps per on-CPU second, Mpps per
 # DPDK 22.11 names its worker lcores' threads rte-worker-N (lcore-worker-N before).
 dpdk_worker='^(rte|lcore)-worker-'
 
-
 # Where a forwarder's core time goes (DPU_BENCH_PROFILE=1): perf samples its
 # forwarding thread (cpu-clock, 499 a second: too few to slow it) while its
 # rate is measured, and each shared object's share of the samples says how
