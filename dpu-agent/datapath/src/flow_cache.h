@@ -566,9 +566,9 @@ class FlowTable {
     return index;
   }
   // `tunnel`, `long_key`: the cold part (a tunnelled packet whose key does
-  // not carry its tunnel folded in) or the key's
-  // tail (a long key) of the matching entries too. Without a match: the
-  // preferred way (a miss, or a flow in its second bucket).
+  // not carry its tunnel folded in) or the key's tail (a long key) of the
+  // matching entries too. Without a match: the preferred way (a miss, or a
+  // flow in its second bucket).
   uint32_t prefetchMatches(uint64_t hash, bool tunnel, bool long_key) const {
     const uint32_t b = bucketOf(hash);
     uint32_t m = matchMask(buckets_[b], signature(hash));
