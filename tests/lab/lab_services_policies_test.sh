@@ -244,6 +244,15 @@ r=$(tcp_round "$loc:80" 8)
 [[ "$r" == "web1=8 web2=0 other=0 "* ]] && pass "and from node1 every connection works ($r)" || fail "loc from node1: $r"
 
 # --- endpoints changing under traffic (multi's tcp-80, backends web1 and web2).
+# For a failure's report: both nodes' counters before, and the handshakes
+# (SYN, SYN-ACK, RST) as the client and web2 saw them.
+for n in 1 2; do dl_dpuctl $n stats --all > "$DL_DIR/stats-before.$n" 2>&1; done
+dl_capture_start node1/client 1000000 "$DL_DIR/syn-client.txt" -f 'tcp[tcpflags] & (tcp-syn|tcp-rst) != 0' ||
+  fail "could not capture node1/client's handshakes"
+cap_client=$DL_CAPTURE_PID
+dl_capture_start node2/web2 1000000 "$DL_DIR/syn-web2.txt" -f 'tcp[tcpflags] & (tcp-syn|tcp-rst) != 0' ||
+  fail "could not capture node2/web2's handshakes"
+cap_web2=$DL_CAPTURE_PID
 stop=$DL_DIR/tcp-loop.stop
 dl_spawn "$DL_DIR/tcp-loop.pid" "$(dl_pod_ns 1 client)" "$DL_DIR/tcp-loop.log" "$PY" "$DL_DIR/loop.py" tcp "$vip" 80 "$stop" ||
   fail "could not start the TCP loop"
@@ -272,9 +281,21 @@ between=$(awk -v a="$t_gone" -v b="$t_readd" '$1 > a && $(NF - 1) == "connected"
 nb=$(wc -l <<< "$between") nb1=$(grep -c ' web1 ' <<< "$between")
 [ "$bad" = 0 ] && pass "under traffic: all $total connections of the run answered" ||
   fail "under traffic: $bad of $total connections failed (web2 removed at $t_gone, back at $t_back): $(awk '$2 != "web1" && $2 != "web2"' "$DL_DIR/tcp-loop.log" | head -3)"
-for p in $(awk '$2 != "web1" && $2 != "web2" && $NF ~ /^[0-9]+$/ { print $NF }' "$DL_DIR/tcp-loop.log"); do
+kill "$cap_client" "$cap_web2" 2>/dev/null
+failed_ports=$(awk '$2 != "web1" && $2 != "web2" && $NF ~ /^[0-9]+$/ { print $NF }' "$DL_DIR/tcp-loop.log")
+for p in $failed_ports; do
   echo "--- node1: the connections of source port $p" >&2; dl_dpuctl 1 conntrack --port "$p" >&2
+  for w in client web2; do
+    echo "--- $w's capture: the handshake packets of source port $p" >&2
+    grep -w -- "$p" "$DL_DIR/syn-$w.txt" >&2
+  done
 done
+if [ -n "$failed_ports" ]; then
+  for n in 1 2; do  # the counters that moved during the run
+    echo "--- node$n: counters that moved since the TCP loop began" >&2
+    dl_dpuctl $n stats --all 2>&1 | awk 'NR == FNR { was[$1] = $2; next } $2 ~ /^[0-9]+$/ && $2 != was[$1] { printf "%s +%d\n", $1, $2 - was[$1] }' "$DL_DIR/stats-before.$n" - >&2
+  done
+fi
 for p in $(grep -v ' web1 ' <<< "$between" | awk '{ print $(NF - 2) }'); do  # for the failure's report
   echo "--- node1: the connections of source port $p" >&2; dl_dpuctl 1 conntrack --port "$p" >&2
   grep " from $p " "$DL_DIR/tcp-loop.log" >&2
