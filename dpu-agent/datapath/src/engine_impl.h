@@ -168,6 +168,7 @@ class EngineImpl final : public Engine {
   void processBurst(WorkerContext& worker, uint16_t rx_port, rte_mbuf** packets, uint16_t count) override;
   void flush(WorkerContext& worker) override;
   void quiescent(WorkerContext& worker) override;
+  void awake(WorkerContext& worker) override;  // miss_budget.cpp
 
   Result<void> init();
 

@@ -37,7 +37,10 @@ int WorkerSet::loop(void* arg) {
     const unsigned received = pollOnce(self.engine_, worker, *queues);
     // From here the list read above is no longer used.
     slot.epoch.fetch_add(1, std::memory_order_seq_cst);
-    if (received == 0 && self.idle_sleep_us_ > 0) usleep(self.idle_sleep_us_);
+    if (received == 0 && self.idle_sleep_us_ > 0) {
+      usleep(self.idle_sleep_us_);
+      self.engine_.awake(worker);
+    }
   }
   return 0;
 }

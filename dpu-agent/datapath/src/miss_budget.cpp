@@ -111,6 +111,10 @@ void MissBudget::endIteration(uint64_t now, uint64_t hits) {
   ++iteration_;
 }
 
+void EngineImpl::awake(WorkerContext& w) {
+  if (w.miss.timed()) w.miss.awake(cycles());
+}
+
 uint16_t EngineImpl::rxBurstSize(WorkerContext& w, uint16_t rx_port) {
   if (rx_port >= kMaxPorts) return kBurst;
   const uint16_t n = w.miss.burst(rx_port, readCounter(w.counters.ports[rx_port].rx_packets),

@@ -17,7 +17,8 @@
 //    they cost: each slow-path run at once (the cycle counter around it),
 //    and at the end of the iteration whatever more it took than its hits
 //    alone would have (cycles per hit, as the cheaper iterations without
-//    misses show), and the next kSpill iterations likewise. The run itself
+//    misses show), and the next kSpill iterations likewise (not the time
+//    the worker slept when idle: awake()). The run itself
 //    is not half of it: receiving, parsing and looking up the missed packet
 //    (run or dropped), sending what the run decided, and refetching what
 //    the slow path evicted from the caches cost as much again. A run may
@@ -111,6 +112,15 @@ class MissBudget {
   // The end of a poll iteration: `now` from the cycle source (or kNoTime),
   // `hits` the flow-hit counter.
   void endIteration(uint64_t now, uint64_t hits);
+  // The worker slept after endIteration (an idle iteration: idle_sleep_us).
+  // Whether the next iteration is timed, and then `now` where its length
+  // starts: the sleep is no miss's cost (charged as a spilled miss's
+  // excess, it put a worker with a trickle of new connections in debt, and
+  // the next one's first packet was dropped), nor credit earned.
+  bool timed() const { return start_known_; }
+  void awake(uint64_t now) {
+    if (start_known_) start_ = now;
+  }
 
   // For tests and the bench.
   int64_t credit() const { return credit_; }

@@ -2484,3 +2484,52 @@ TEST_CASE("engine: a restart without an agent removes the old rules after the re
   f.engine->maintain();
   CHECK(sw.installedCount() == 0);
 }
+
+TEST_CASE("miss budget: the time an idle worker sleeps is no miss's cost", "[engine][miss]") {
+  // A worker forwarding one established connection while another opens now
+  // and then, the lcore loop sleeping whenever a poll brought nothing
+  // (idle_sleep_us): a new connection's first packet, its handshake's
+  // packets each a miss, is never dropped for the time slept in between.
+  auto m = std::make_unique<MissBudget>();
+  m->configure(32, 10);
+  uint64_t now = 0, hits = 0;
+  constexpr uint64_t kRun = 2000;
+  auto poll = [&](unsigned hit_count, bool miss) {  // one iteration; whether its miss ran
+    hits += hit_count;
+    now += 60 * hit_count + 100;
+    bool ran = false;
+    if (miss) {
+      const auto a = m->admit(1, hits);
+      if (a != MissBudget::Admission::kDrop) {
+        now += kRun;
+        if (a == MissBudget::Admission::kRunTimed) m->charge(kRun);
+        ran = true;
+      }
+    }
+    m->endIteration(m->needsTime() ? now : MissBudget::kNoTime, hits);
+    return ran;
+  };
+  auto sleep = [&](uint64_t cycles) {  // the loop's usleep, then Engine::awake
+    now += cycles;
+    if (m->timed()) m->awake(now);
+  };
+  for (unsigned i = 0; i < 2 * MissBudget::kLearnEvery; ++i) (void)poll(32, false);
+  for (unsigned i = 0; i < 8; ++i) REQUIRE(poll(32, i % 4 == 0) == (i % 4 == 0));  // what a run costs, learnt
+  REQUIRE(m->runCost() > 0);
+  unsigned dropped = 0;
+  for (unsigned c = 0; c < 200; ++c) {
+    // SYN (a miss, with the other connection's hit), nothing, a sleep of ten
+    // runs' time, the other connection's next packet, nothing, a sleep: the
+    // SYN-ACK and the ACK (misses).
+    dropped += !poll(1, true);
+    (void)poll(0, false);
+    sleep(10 * kRun);
+    (void)poll(1, false);
+    (void)poll(0, false);
+    sleep(10 * kRun);
+    dropped += !poll(1, true);
+    dropped += !poll(1, true);
+  }
+  CHECK(dropped == 0);
+  CHECK(m->credit() >= 0);
+}

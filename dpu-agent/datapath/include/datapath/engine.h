@@ -231,6 +231,9 @@ class Engine {
   virtual void flush(WorkerContext& worker) = 0;
   // The lcore holds no snapshot pointer across this call (end of each loop iteration).
   virtual void quiescent(WorkerContext& worker) = 0;
+  // The loop slept after quiescent() (idle: nothing received): what follows
+  // is a new iteration, its time counted from here.
+  virtual void awake(WorkerContext& worker) { (void)worker; }
 };
 
 }  // namespace dpu::datapath
