@@ -153,9 +153,6 @@ Status parseInner(const uint8_t* p, uint32_t size, InnerPacket& out) {
   }
 }
 
-// Padding to make payload + padding + trailer a multiple of 4 (RFC 4303 §2.4).
-uint32_t padLength(uint32_t payload_len) { return (0u - (payload_len + kEspTrailerSize)) & 3u; }
-
 // A packet's AES-GCM nonce (RFC 4106 §4: salt || IV) and AAD (§5: SPI ||
 // seq, 8 bytes, or SPI || ESN high || ESN low, 12), each written with one
 // 16-byte store. The AES-GCM code loads each whole right after; a load that
@@ -412,10 +409,6 @@ Result<EspOutboundSa> EspOutboundSa::create(const EspSaConfig& config) {
   return sa;
 }
 
-uint32_t EspOutboundSa::overhead(uint32_t payload_len) const {
-  return headroom() + padLength(payload_len) + kEspTrailerSize + kEspIcvSize;
-}
-
 Status EspOutboundSa::encrypt(PacketBuffer& packet) {
   const uint32_t size = packet.size();
   // One owner: a plain load and store.
@@ -480,7 +473,11 @@ void EspOutboundSa::advanceTo(uint64_t last) {
   }
 }
 
-Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, uint8_t next_header, uint64_t seq) {
+// Inlined, as sealPlacedAt below, into the dataplane's entry points
+// (sealPlacedShared): one call per packet sealed, not three, which the
+// 1400 B encap measured at about 3 % of its cycles.
+[[gnu::always_inline]] inline Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad,
+                                                           uint8_t next_header, uint64_t seq) {
   store32(esp, spi_);
   store32(esp + 4, static_cast<uint32_t>(seq));  // RFC 4303 §2.2.1: only the low half on the wire
   // The IV is the 64-bit sequence number: unique per key since the counter
@@ -503,8 +500,8 @@ Status EspOutboundSa::sealAt(uint8_t* esp, uint32_t payload_len, uint32_t pad, u
 
 // sealPlacedShared's work once the mode is known to be transport: `seq` the
 // number reserve() gives (0: none left, nothing written).
-Status EspOutboundSa::sealPlacedAt(uint8_t* esp, uint32_t payload_len, uint8_t next_header, uint64_t seq,
-                                   uint32_t& esp_len) {
+[[gnu::always_inline]] inline Status EspOutboundSa::sealPlacedAt(uint8_t* esp, uint32_t payload_len,
+                                                                 uint8_t next_header, uint64_t seq, uint32_t& esp_len) {
   if (seq == 0) [[unlikely]] return Status::kEspSeqExhausted;
   const uint32_t pad = padLength(payload_len);
   const Status sealed = sealAt(esp, payload_len, pad, next_header, seq);

@@ -256,7 +256,12 @@ class EspOutboundSa {
   static constexpr uint32_t tailroom() { return kEspMaxPadding + kEspTrailerSize + kEspIcvSize; }
   // Exact growth of a packet whose protected payload (transport: after the IP
   // headers; tunnel: the whole inner packet) is `payload_len` bytes.
-  uint32_t overhead(uint32_t payload_len) const;
+  // Inline: the dataplane asks it for every packet it seals.
+  uint32_t overhead(uint32_t payload_len) const {
+    return headroom() + padLength(payload_len) + kEspTrailerSize + kEspIcvSize;
+  }
+  // Padding to make payload + padding + trailer a multiple of 4 (RFC 4303 §2.4).
+  static constexpr uint32_t padLength(uint32_t payload_len) { return (0u - (payload_len + kEspTrailerSize)) & 3u; }
 
   const EspSaCounters& counters() const { return counters_; }
 
