@@ -18,10 +18,10 @@
 //    and at the end of the iteration whatever more it took than its hits
 //    alone would have (cycles per hit, as the cheaper iterations without
 //    misses show), and the next kSpill iterations likewise (not the time
-//    the worker slept when idle: awake()). The run itself
-//    is not half of it: receiving, parsing and looking up the missed packet
-//    (run or dropped), sending what the run decided, and refetching what
-//    the slow path evicted from the caches cost as much again. A run may
+//    the worker slept when idle: awake()). The run itself is not half of
+//    it: receiving, parsing and looking up the missed packet (run or
+//    dropped), sending what the run decided, and refetching what the slow
+//    path evicted from the caches cost as much again. A run may
 //    start while the credit is not negative, so the share is overrun by at
 //    most one iteration's misses, paid back before the next run. When
 //    nothing else is forwarded, misses may use the whole core: the setup
