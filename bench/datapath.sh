@@ -82,7 +82,7 @@ cleanup() {
   for f in "$out"/*.pid; do
     [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
   done
-  ovs_stop
+  ! declare -F ovs_stop > /dev/null || ovs_stop  # sourced only once the cases start
   rm -rf "$out" "$dp_home"
 }
 trap cleanup EXIT
@@ -97,13 +97,11 @@ export DPU_PROTO_PY=$out/py
 
 if [ -n "${DPU_BENCH_CASES:-}" ]; then
   cases=$DPU_BENCH_CASES
-  for c in $cases; do
-    [[ $c =~ ^(local|encap|decap|service):[0-9]+:[0-9]+$ || $c =~ ^newconn:(tcp|udp)$ ]] ||
-      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\" is not scenario:flows:size (scenario local, encap, decap or service) nor newconn:tcp or newconn:udp" >&2; exit 2; }
-    # A client port holds one connection per service port (80, 81): at most 100,000 connections.
-    [[ ! $c =~ ^service: ]] || [ "$(cut -d: -f2 <<< "$c")" -le 100000 ] ||
-      { echo "datapath.sh: DPU_BENCH_CASES: \"$c\": the service scenario has at most 100000 connections" >&2; exit 2; }
-  done
+  # The generator's checks, before any case runs.
+  if ! $py bench/datapath_pcaps.py --check "$out/pcap" $cases 2> "$out/check"; then
+    sed -n 's/^datapath_pcaps.py: error: /datapath.sh: DPU_BENCH_CASES: /p' "$out/check" >&2
+    exit 2
+  fi
 elif [ -n "${DPU_BENCH_QUICK:-}" ]; then
   cases="encap:1000:64 encap:100000:64"
 else

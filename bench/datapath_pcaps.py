@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Input packets for bench/datapath.sh, built with scapy.
 
-  datapath_pcaps.py DIR [--policies N] [SCENARIO:FLOWS:SIZE ...]
+  datapath_pcaps.py [--check] [--policies N] DIR [SCENARIO:FLOWS:SIZE ...]
 writes DIR/<scenario>-<flows>-<size>.pcap (one packet per flow, the pcap PMD
 loops it with infinite_rx=1), DIR/newflows.pcap (50,000 flows, each packet
 its own flow, for the slow path), DIR/model.json (node 1's logical model, the same
@@ -31,6 +31,7 @@ B isolated both ways by N NetworkPolicies, each giving each direction one rule
 uses; the last allows the pod network over TCP and UDP, so every flow is
 judged against all N rules and allowed by the last.
 """
+import argparse
 import json
 import os
 import struct
@@ -203,24 +204,62 @@ def flows_of(scenario, size, count, flows):
         yield bytes(frame)
 
 
+SCENARIOS = ("local", "encap", "decap", "service")
+MAX_FLOWS = 1000000  # bench/datapath.sh sizes the flow cache at twice the flows, up to 2^21
+MIN_SIZE, MAX_SIZE = 60, 1514  # an Ethernet frame without FCS, up to the pods' MTU of 1500
+
+
+def parse_spec(spec):
+    """("newconn", protocol) or (scenario, flows, size); ValueError saying what to fix."""
+    parts = spec.split(":")
+    if parts[0] == "newconn":
+        if len(parts) != 2 or parts[1] not in ("tcp", "udp"):
+            raise ValueError(f'"{spec}": a new-connections spec is newconn:tcp or newconn:udp')
+        return ("newconn", parts[1])
+    if len(parts) != 3 or parts[0] not in SCENARIOS or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f'"{spec}" is not scenario:flows:size with scenario one of {", ".join(SCENARIOS)} '
+                         "and flows and size numbers (e.g. encap:1000:64), nor newconn:tcp or newconn:udp")
+    scenario, flows, size = parts[0], int(parts[1]), int(parts[2])
+    if not 1 <= flows <= MAX_FLOWS:
+        raise ValueError(f'"{spec}": flows must be between 1 and {MAX_FLOWS}')
+    # A client port holds one connection per service port: 50,000 ports, two service ports.
+    if scenario == "service" and flows > 50000 * len(SERVICE_PORTS):
+        raise ValueError(f'"{spec}": the service scenario has at most {50000 * len(SERVICE_PORTS)} connections')
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise ValueError(f'"{spec}": size is the pod\'s frame without FCS, {MIN_SIZE} to {MAX_SIZE} bytes')
+    return (scenario, flows, size)
+
+
 def main():
-    out, args = sys.argv[1], sys.argv[2:]
-    policies = 0
-    if args[:1] == ["--policies"]:
-        policies, args = int(args[1]), args[2:]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", help="where the pcaps and models are written (created if missing)")
+    parser.add_argument("--policies", type=int, default=0, metavar="N",
+                        help="also write each model's twin with N NetworkPolicies (default 0: none)")
+    parser.add_argument("--check", action="store_true", help="check the specs and write nothing")
+    parser.add_argument("specs", nargs="*", metavar="SPEC",
+                        help="scenario:flows:size or newconn:tcp|udp (default: every local, encap and decap case)")
+    opts = parser.parse_intermixed_args()  # bench/datapath.sh: DIR --policies N SPEC...
+    if opts.policies < 0:
+        parser.error(f"--policies must be 0 or more, not {opts.policies}")
+    specs = opts.specs or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
+                                   for n in (1, 1000, 100000) for b in (64, 1400)]
+    try:
+        parsed = [parse_spec(spec) for spec in specs]  # every spec checked before anything is written
+    except ValueError as e:
+        parser.error(str(e))
+    if opts.check:
+        return
+    out, policies = opts.dir, opts.policies
     os.makedirs(out, exist_ok=True)
     write_model(out, "model", model(), policies)
     write_model(out, "model-service", service_model(), policies)
-    specs = args or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
-                             for n in (1, 1000, 100000) for b in (64, 1400)]
-    for spec in specs:
-        if spec.startswith("newconn:"):
-            protocol = spec.split(":")[1]
+    for spec in parsed:
+        if spec[0] == "newconn":
+            protocol = spec[1]
             write_pcap(os.path.join(out, f"newconn-{protocol}.pcap"), newconn_frames(protocol))
             write_model(out, f"model-newconn-{protocol}", service_model(protocol.upper(), NEWCONN_PORTS), policies)
             continue
-        scenario, flows, size = spec.split(":")
-        flows, size = int(flows), int(size)
+        scenario, flows, size = spec
         path = os.path.join(out, f"{scenario}-{flows}-{size}.pcap")
         count = max(flows, 32)  # a one-flow pcap still holds a burst's worth of packets
         write_pcap(path, flows_of(scenario, size, count, flows))
