@@ -111,7 +111,9 @@ else
   cases+=" newconn:tcp newconn:udp"
 fi
 echo "== input pcaps" >&2
-$py bench/datapath_pcaps.py "$out/pcap" --policies "$policies" $cases 2>/dev/null
+# Its output only on failure (scapy warns on import).
+$py bench/datapath_pcaps.py "$out/pcap" --policies "$policies" $cases 2> "$out/pcaps.log" ||
+  { cat "$out/pcaps.log" >&2; echo "datapath.sh: the input pcaps could not be written" >&2; exit 1; }
 
 pool_for() {  # flows → mbufs (2^n - 1): the pcap PMD preloads every packet of the file
   local need=$(($1 + 16384)) n=16383

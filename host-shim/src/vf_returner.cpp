@@ -46,12 +46,15 @@ void VfReturner::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-void VfReturner::queue(Job job) {
+uint64_t VfReturner::queue(Job job) {
+  uint64_t ticket = 0;
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(job));
+    ticket = ++queued_;
   }
   cv_.notify_all();
+  return ticket;
 }
 
 void VfReturner::loop() {
@@ -147,6 +150,14 @@ bool VfReturner::waitAnyReturn(std::chrono::steady_clock::time_point deadline) {
   bool done = cv_.wait_until(lk, deadline, [&] { return done_ != before || stopping_; });
   --vf_waiters_;
   return done && !stopping_;
+}
+
+bool VfReturner::waitFinished(uint64_t ticket, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  ++vf_waiters_;  // the worker stops yielding
+  const bool done = cv_.wait_until(lk, deadline, [&] { return done_ >= ticket || stopping_; });
+  --vf_waiters_;
+  return done && done_ >= ticket;
 }
 
 bool VfReturner::waitReturned(const VfKey& vf, std::chrono::milliseconds bound) {

@@ -398,6 +398,25 @@ TEST_CASE("GC and DEL of one network never touch another's attachments") {
   h.requireClean();
 }
 
+TEST_CASE("a return that failed is retried by GC; GC answers once the VF is home") {
+  Host h;
+  auto p1 = h.pod("p1");
+  REQUIRE(h.add("c1", p1).has_result());
+  // Every attempt of the return fails (a busy rtnl, say): the VF stays flagged, never handed out.
+  for (int i = 0; i < 3; ++i) h.faults.failNext("nl.moveLink", Error{"Device or resource busy"});
+  REQUIRE(h.del("c1", p1).has_result());
+  REQUIRE(h.returnsDone());
+  auto stuck = h.service->book().returningAll();
+  REQUIRE(stuck.size() == 1);
+  CHECK_THAT(stuck[0].return_problem(), Catch::Matchers::Contains("Device or resource busy"));
+  CHECK(h.podRecords() == std::vector<std::string>{"net-a/c1/eth0 returning"});
+  // GC retries it; when GC answers, the VF is home: nothing left to wait for.
+  REQUIRE(h.gc("net-a", {}).has_result());
+  CHECK(h.service->book().returningAll().empty());
+  CHECK(h.podRecords().empty());
+  h.requireClean();
+}
+
 TEST_CASE("an ADD that timed out while the agent hung leaves no attachment once the agent is back") {
   Host h;
   auto ns = h.pod("p1");

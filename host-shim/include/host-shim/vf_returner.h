@@ -57,7 +57,8 @@ class VfReturner {
   // Drains the returns queued so far: every VF DEL answered for goes home.
   void stop();
 
-  void queue(Job job);
+  // Queues a return; the ticket waitFinished() takes.
+  uint64_t queue(Job job);
   // Marks the return of `a` stuck with `problem` (record and checkpoint).
   void flag(const Attachment& a, const std::string& problem);
 
@@ -65,6 +66,9 @@ class VfReturner {
   bool waitReturned(const VfKey& vf, std::chrono::milliseconds bound);
   // Waits for the next return to finish; false when none is on its way or at the deadline.
   bool waitAnyReturn(std::chrono::steady_clock::time_point deadline);
+  // Waits until the return queued with `ticket`, and every one queued before
+  // it, has finished (home, or flagged again); false at the deadline.
+  bool waitFinished(uint64_t ticket, std::chrono::steady_clock::time_point deadline);
 
   // Counts an ADD or DEL in flight for the worker's yielding.
   class RequestInFlight {
@@ -91,7 +95,8 @@ class VfReturner {
   std::mutex mu_;
   std::condition_variable cv_;  // a job was queued, a return finished, or stopping
   std::deque<Job> queue_;
-  uint64_t done_ = 0;  // finished jobs; waiters compare it
+  uint64_t queued_ = 0;  // jobs ever queued: the last one's ticket
+  uint64_t done_ = 0;    // finished jobs, in the order queued (one worker, FIFO); waiters compare it
   std::atomic<int> requests_in_flight_{0};
   std::atomic<int64_t> last_request_end_ns_{0};
   std::atomic<int> vf_waiters_{0};
