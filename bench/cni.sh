@@ -20,8 +20,11 @@
 # netlink socket (no exec), measured in the same run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-seq_n=${DPU_BENCH_SEQ:-100}
-conc_n=${DPU_BENCH_CONC:-20}
+source "$src/bench/knobs.bash"
+# Each pod has its own static address for host-device, 10.98.0.(index + 2).
+seq_n=$(bench_number DPU_BENCH_SEQ 100 1 250)
+conc_n=$(bench_number DPU_BENCH_CONC 20 1 250)
+rounds=$(bench_number DPU_BENCH_ROUNDS 3 1 100)
 [ "$(id -u)" = 0 ] || { echo "bench/cni.sh: run as root (network namespaces)" >&2; exit 1; }
 
 if [ -z "${DPU_BUILD_DIR:-}" ]; then
@@ -39,8 +42,9 @@ work=$(mktemp -d /tmp/dpu-cni-bench.XXXXXX)
 cleanup() { local rc=$?; set +e; hostshim_env_down; rm -rf "$work"; exit "$rc"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM  # through the EXIT trap: nothing is left behind
-# One pool VF per sequential pod (at least 20), plus the management port's.
-export HOSTSHIM_NUM_VFS=$(( (seq_n > 20 ? seq_n : 20) + 2 ))
+# One pool VF per pod of the larger phase (at least 20), plus the management port's.
+pool=$(( seq_n > conc_n ? seq_n : conc_n ))
+export HOSTSHIM_NUM_VFS=$(( (pool > 20 ? pool : 20) + 2 ))
 hostshim_env_up "$work" >/dev/null || { echo "bench/cni.sh: the host-shim environment did not come up" >&2; exit 1; }
 mkdir -p "$work/plugins" "$work/cache"
 ln -s "$(readlink -f "$DPU_BUILD_DIR/cni/dpu-cni")" "$work/plugins/dpu-cni"
@@ -64,7 +68,6 @@ done | ip -batch -
 for (( i = 0; i < max; i++ )); do echo "link add hd$i type veth peer name hdp$i"; echo "link set hdp$i up"; done |
   ip -n "$HOST_NETNS" -batch -
 
-rounds=${DPU_BENCH_ROUNDS:-3}
 log_mark() { wc -l < "$HOSTSHIM_LOG"; }
 # The kernel's floor for $conc_n pods: $conc_n veths moved into a netns back to
 # back through one netlink socket (ip -batch: one process, no exec per move),

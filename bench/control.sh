@@ -54,8 +54,9 @@
 # other work shows up in the sync time and the p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${DPU_BENCH_RUNS:-3}
-changes=${DPU_BENCH_CHANGES:-500}
+source bench/knobs.bash
+runs=$(bench_number DPU_BENCH_RUNS 3 1 100)
+changes=$(bench_number DPU_BENCH_CHANGES 500 1 100000)
 parts=${DPU_BENCH_PARTS:-kube dataplane policy}
 build=${DPU_BUILD_DIR:-}
 for part in $parts; do

@@ -65,10 +65,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
 build=${DPU_BUILD:-$src/build/release}
-seconds=${DPU_BENCH_SECONDS:-3}
-runs=${DPU_BENCH_RUNS:-3}
-policies=${DPU_BENCH_POLICIES:-0}
-[[ $policies =~ ^[0-9]+$ ]] || { echo "datapath.sh: DPU_BENCH_POLICIES must be a number of policies, not \"$policies\"" >&2; exit 2; }
+source bench/knobs.bash
+seconds=$(bench_number DPU_BENCH_SECONDS 3 1 600)
+runs=$(bench_number DPU_BENCH_RUNS 3 1 100)
+policies=$(bench_number DPU_BENCH_POLICIES 0 0 65536)  # datapath_pcaps.py: one peer address per policy in 172.16.0.0/16
 py=/usr/bin/python3
 out=$(mktemp -d /tmp/dpu-bench.XXXXXX)
 # dpu-dataplane's directory (its sockets, and beside them the connection

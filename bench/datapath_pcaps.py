@@ -206,6 +206,7 @@ def flows_of(scenario, size, count, flows):
 
 SCENARIOS = ("local", "encap", "decap", "service")
 MAX_FLOWS = 1000000  # bench/datapath.sh sizes the flow cache at twice the flows, up to 2^21
+MAX_POLICIES = 65536  # policy_rules: each but the last has a peer address of its own in 172.16.0.0/16
 MIN_SIZE, MAX_SIZE = 60, 1514  # an Ethernet frame without FCS, up to the pods' MTU of 1500
 
 
@@ -239,8 +240,8 @@ def main():
     parser.add_argument("specs", nargs="*", metavar="SPEC",
                         help="scenario:flows:size or newconn:tcp|udp (default: every local, encap and decap case)")
     opts = parser.parse_intermixed_args()  # bench/datapath.sh: DIR --policies N SPEC...
-    if opts.policies < 0:
-        parser.error(f"--policies must be 0 or more, not {opts.policies}")
+    if not 0 <= opts.policies <= MAX_POLICIES:
+        parser.error(f"--policies must be from 0 to {MAX_POLICIES}, not {opts.policies}")
     specs = opts.specs or [f"{s}:{n}:{b}" for s in ("local", "encap", "decap")
                                    for n in (1, 1000, 100000) for b in (64, 1400)]
     try:

@@ -29,9 +29,10 @@
 # DPU_BENCH_SECONDS per ipsec-secgw case (3). Needs dpdk-doc, make, python3-scapy (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${DPU_BENCH_RUNS:-3}
-packets=${DPU_BENCH_PACKETS:-2000000}
-seconds=${DPU_BENCH_SECONDS:-3}
+source bench/knobs.bash
+runs=$(bench_number DPU_BENCH_RUNS 3 1 100)
+packets=$(bench_number DPU_BENCH_PACKETS 2000000 100000 1000000000)
+seconds=$(bench_number DPU_BENCH_SECONDS 3 1 600)
 build=build/release
 bench=$build/bench/datapath_engine_bench
 py=/usr/bin/python3

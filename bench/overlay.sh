@@ -6,7 +6,8 @@
 # and the ratios the targets are stated in. Figures are medians of several runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${DPU_BENCH_RUNS:-5}
+source bench/knobs.bash
+runs=$(bench_number DPU_BENCH_RUNS 5 1 100)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

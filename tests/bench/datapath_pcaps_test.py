@@ -53,7 +53,8 @@ def refusals(tmp):
         (["encap:10"], "is not scenario:flows:size"),
         (["service:100001:64"], "the service scenario has at most 100000 connections"),
         (["newconn:icmp"], '"newconn:icmp": a new-connections spec is newconn:tcp or newconn:udp'),
-        (["--policies", "-1", "encap:1:64"], "--policies must be 0 or more, not -1"),
+        (["--policies", "-1", "encap:1:64"], "--policies must be from 0 to 65536, not -1"),
+        (["--policies", "65537", "encap:1:64"], "--policies must be from 0 to 65536, not 65537"),
         # One bad spec among good ones: nothing is written for the good ones either.
         (["encap:1:64", "decap:1:64", "local:1:9000"], '"local:1:9000": size'),
     ]
