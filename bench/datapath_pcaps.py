@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import struct
-import sys
 
 from scapy.all import IP, TCP, UDP, Ether, Raw
 from scapy.contrib.geneve import GENEVE

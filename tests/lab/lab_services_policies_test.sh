@@ -281,7 +281,7 @@ between=$(awk -v a="$t_gone" -v b="$t_readd" '$1 > a && $(NF - 1) == "connected"
 nb=$(wc -l <<< "$between") nb1=$(grep -c ' web1 ' <<< "$between")
 [ "$bad" = 0 ] && pass "under traffic: all $total connections of the run answered" ||
   fail "under traffic: $bad of $total connections failed (web2 removed at $t_gone, back at $t_back): $(awk '$2 != "web1" && $2 != "web2"' "$DL_DIR/tcp-loop.log" | head -3)"
-kill "$cap_client" "$cap_web2" 2>/dev/null
+dl_capture_wait "$cap_client" 0; dl_capture_wait "$cap_web2" 0  # stopped, their output complete
 failed_ports=$(awk '$2 != "web1" && $2 != "web2" && $NF ~ /^[0-9]+$/ { print $NF }' "$DL_DIR/tcp-loop.log")
 for p in $failed_ports; do
   echo "--- node1: the connections of source port $p" >&2; dl_dpuctl 1 conntrack --port "$p" >&2
